@@ -1,0 +1,70 @@
+"""The public surface: solve a named problem, or apply operators to your own arrays."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from . import problems
+from .backends import get_backend
+from .errors import StencilforgeError
+from .grid import Grid, parse_dtype
+from .plan import Sweep, Term
+from .problems import derivatives as _derivatives
+from .stencil import Stencil
+from .timeloop import LoopOptions, Result, run
+
+
+def solve(
+    problem: str,
+    shape: Sequence[int] | None = None,
+    steps: int | None = None,
+    tol: float | None = None,
+    dtype: str | None = None,
+    backend: str = "auto",
+    progress=None,
+    check_every: int = 100,
+    **params,
+) -> Result:
+    """Run a named problem to completion and return its final fields and summary."""
+    setup = problems.build(problem, shape=shape, dtype=dtype, **params)
+    engine = get_backend(backend)
+    return run(setup, engine, LoopOptions(steps=steps, tol=tol, check_every=check_every, progress=progress))
+
+
+def _checked_input(u, backend, ndim: int | None = None):
+    dtype = parse_dtype(getattr(u, "dtype", np.float64))
+    if ndim is not None and u.ndim != ndim:
+        raise StencilforgeError(f"expected a {ndim}D array, got {u.ndim}D")
+    return backend.asarray(u, dtype=dtype), dtype
+
+
+def apply(stencil: Stencil, u, backend: str = "numpy"):
+    """stencil applied at every point at least `radius` away from the edges of u.
+
+    The result has shape u.shape - 2 * radius: the edges act as ghost layers.
+    """
+    engine = get_backend(backend)
+    arr, dtype = _checked_input(u, engine, stencil.ndim)
+    r = stencil.radius
+    grid = Grid(tuple(n - 2 * r for n in arr.shape), (1.0,) * arr.ndim, dtype, r, (0.0,) * arr.ndim)
+    if any(n < 1 for n in grid.shape):
+        raise StencilforgeError(f"array of shape {tuple(arr.shape)} is smaller than the stencil (radius {r})")
+    out = engine.xp.full(arr.shape, np.nan, dtype=dtype)
+    engine.sweep(Sweep("out", (Term("u", stencil),)), grid)({"out": out, "u": arr})
+    return out[grid.interior]
+
+
+def derivatives(u, h: float, axis: int = 1, accuracy: int = 2, orders: Sequence[int] = (1, 2), backend: str = "numpy"):
+    """First and/or second derivative of a 2D array along one axis, with boundary closures, in one pass."""
+    engine = get_backend(backend)
+    arr, dtype = _checked_input(u, engine, 2)
+    if not h > 0:
+        raise StencilforgeError(f"grid spacing h must be positive, got {h}")
+    op = _derivatives.operator(axis, h, accuracy, tuple(orders))
+    if arr.shape[axis] < op.min_length:
+        raise StencilforgeError(f"axis {axis} has {arr.shape[axis]} points; accuracy {accuracy} needs {op.min_length}")
+    outs = [engine.xp.full(arr.shape, np.nan, dtype=dtype) for _ in orders]
+    engine.axis_operator(op, dtype)(arr, *outs)
+    return tuple(outs)

@@ -1,0 +1,205 @@
+"""Multi-threaded CPU kernels generated from the plan and compiled by Numba.
+
+Coefficients travel as an array argument rather than literals, so one compiled
+kernel serves every grid spacing and time step of the same stencil shape; the
+generated module is written to the on-disk cache and imported, which lets
+Numba's own cache keep the machine code between runs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import sys
+from pathlib import Path
+from typing import Callable, Mapping
+
+import numpy as np
+
+from ..errors import StencilforgeError
+from ..grid import Grid
+from ..plan import AxisOperator, Sweep
+
+HEADER = "import numba\nimport numpy as np\n\nJIT = numba.njit(parallel=True, cache=True, nogil=True)\n\n"
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("STENCILFORGE_CACHE_DIR") or os.path.join(Path.home(), ".cache", "stencilforge")
+    return Path(base) / "numba"
+
+
+def _index(names: list[str], offset: tuple[int, ...]) -> str:
+    return ", ".join(f"{n} + {o}" if o > 0 else (f"{n} - {-o}" if o < 0 else n) for n, o in zip(names, offset))
+
+
+def sweep_expression(sweep: Sweep, coeff_names: list[str], idx: list[str]) -> str:
+    """The right-hand side at one cell, consuming coefficient names in entry order."""
+    it = iter(coeff_names)
+    parts = []
+    for term in sweep.terms:
+        field = f"f_{term.field}"
+        terms = " + ".join(f"{next(it)} * {field}[{_index(idx, o)}]" for o, _ in term.stencil.entries)
+        if term.factor is not None:
+            terms = f"({terms}) * f_{term.factor}[{_index(idx, (0,) * len(idx))}]"
+        parts.append(f"({terms})")
+    return " + ".join(parts)
+
+
+def sweep_coefficients(sweep: Sweep, dtype) -> np.ndarray:
+    return np.array([float(c) for t in sweep.terms for _, c in t.stencil.entries], dtype=dtype)
+
+
+def sweep_source(sweep: Sweep, reduce: bool) -> str:
+    """Source of a kernel writing the sweep (or summing its squares) over the interior."""
+    nd = sweep.ndim
+    idx = [f"i{a}" for a in range(nd)]
+    ncoef = sum(len(t.stencil.entries) for t in sweep.terms)
+    cnames = [f"c{k}" for k in range(ncoef)]
+    args = ["out"] + [f"f_{n}" for n in sweep.inputs] + ["coef", "g"]
+    lines = [f"@JIT\ndef kernel({', '.join(args)}):"]
+    lines += [f"    {c} = coef[{k}]" for k, c in enumerate(cnames)]
+    lines.append("    total = 0.0")
+    for a in range(nd):
+        loop = "numba.prange" if a == 0 else "range"
+        lines.append(f"{'    ' * (a + 1)}for i{a} in {loop}(g, out.shape[{a}] - g):")
+    body = "    " * (nd + 1)
+    expr = sweep_expression(sweep, cnames, idx)
+    if reduce:
+        lines.append(f"{body}r = np.float64({expr})")
+        lines.append(f"{body}total += r * r")
+    else:
+        lines.append(f"{body}out[{', '.join(idx)}] = {expr}")
+    lines.append("    return total")
+    return HEADER + "\n".join(lines) + "\n"
+
+
+def _row_expr(weights, start: int, row: str, col: str, axis: int) -> tuple[str, list[float]]:
+    coeffs = []
+    terms = []
+    for o, w in weights:
+        coeffs.append(float(w))
+        at = f"{row} + {o}" if axis == 0 else row
+        bt = f"{col} + {o}" if axis == 1 else col
+        terms.append(f"coef[{start + len(coeffs) - 1}] * u[{at}, {bt}]")
+    return " + ".join(terms), coeffs
+
+
+def axis_operator_source(op: AxisOperator) -> tuple[str, np.ndarray]:
+    """Source of a one-pass kernel for several 1D derivatives with closures (2D arrays)."""
+    if op.ndim != 2:
+        raise StencilforgeError("axis operators are implemented for 2D fields")
+    coeffs: list[float] = []
+    nl = max(len(d.left) for d in op.outputs)
+    nr = max(len(d.right) for d in op.outputs)
+
+    def stmts(kind: str, k: int, row: str, col: str, indent: str) -> list[str]:
+        out = []
+        for m, d in enumerate(op.outputs):
+            if kind == "left" and k < len(d.left):
+                weights = d.left[k]
+            elif kind == "right" and k < len(d.right):
+                weights = d.right[k]
+            else:
+                weights = d.interior
+            expr, cs = _row_expr(weights, len(coeffs), row, col, op.axis)
+            coeffs.extend(cs)
+            coeffs.append(d.scale)
+            out.append(f"{indent}o{m}[{row}, {col}] = ({expr}) * coef[{len(coeffs) - 1}]")
+        return out
+
+    outs = ", ".join(f"o{m}" for m in range(len(op.outputs)))
+    lines = [f"@JIT\ndef kernel(u, {outs}, coef):", "    n0, n1 = u.shape", "    for i in numba.prange(n0):"]
+    if op.axis == 1:
+        for k in range(nl):
+            lines += stmts("left", k, "i", str(k), "        ")
+        lines.append(f"        for j in range({nl}, n1 - {nr}):")
+        lines += stmts("interior", 0, "i", "j", "            ")
+        for k in range(nr):
+            lines += stmts("right", k, "i", f"n1 - {k + 1}", "        ")
+    else:
+        branch = "if"
+        for k in range(nl):
+            lines.append(f"        {branch} i == {k}:")
+            lines.append("            for j in range(n1):")
+            lines += stmts("left", k, "i", "j", "                ")
+            branch = "elif"
+        for k in range(nr):
+            lines.append(f"        {branch} i == n0 - {k + 1}:")
+            lines.append("            for j in range(n1):")
+            lines += stmts("right", k, "i", "j", "                ")
+            branch = "elif"
+        lines.append("        else:" if branch == "elif" else "        if True:")
+        lines.append("            for j in range(n1):")
+        lines += stmts("interior", 0, "i", "j", "                ")
+    return HEADER + "\n".join(lines) + "\n", np.array(coeffs, dtype=np.float64)
+
+
+def load_kernel(source: str) -> Callable:
+    """Import generated source from the on-disk cache (written atomically) and return `kernel`."""
+    digest = hashlib.sha256(source.encode()).hexdigest()[:24]
+    folder = cache_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"sf_{digest}.py"
+    if not path.exists():
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(source)
+        os.replace(tmp, path)
+    name = f"stencilforge_generated_{digest}"
+    module = sys.modules.get(name)
+    if module is None:
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        sys.modules[name] = module
+    return module.kernel
+
+
+class NumbaBackend:
+    name = "numba"
+    xp = np
+
+    @staticmethod
+    def available() -> bool:
+        return importlib.util.find_spec("numba") is not None
+
+    def sweep(self, sweep: Sweep, grid: Grid) -> Callable[[Mapping[str, np.ndarray]], None]:
+        kernel = load_kernel(sweep_source(sweep, reduce=False))
+        coef = sweep_coefficients(sweep, grid.dtype)
+        names = sweep.inputs
+        g = grid.ghost
+
+        def run(fields):
+            kernel(fields[sweep.out], *(fields[n] for n in names), coef, g)
+
+        return run
+
+    def sum_squares(self, sweep: Sweep, grid: Grid) -> Callable[[Mapping[str, np.ndarray]], float]:
+        kernel = load_kernel(sweep_source(sweep, reduce=True))
+        coef = sweep_coefficients(sweep, grid.dtype)
+        names = sweep.inputs
+        g = grid.ghost
+
+        def run(fields):
+            return float(kernel(fields[names[0]], *(fields[n] for n in names), coef, g))
+
+        return run
+
+    def axis_operator(self, op: AxisOperator, dtype) -> Callable:
+        source, coef = axis_operator_source(op)
+        kernel = load_kernel(source)
+        coef = coef.astype(dtype)
+
+        def run(u, *outs):
+            kernel(u, *outs, coef)
+
+        return run
+
+    def asarray(self, a, dtype=None):
+        return np.ascontiguousarray(a, dtype=dtype)
+
+    def to_host(self, a) -> np.ndarray:
+        return np.asarray(a)
+
+    def synchronize(self) -> None:
+        pass

@@ -1,0 +1,90 @@
+"""The oracle: plain NumPy slicing, obviously right, float64-capable."""
+
+from __future__ import annotations
+
+from typing import Callable, Mapping
+
+import numpy as np
+
+from ..grid import Grid
+from ..plan import AxisOperator, Sweep
+
+
+def shifted(interior: tuple[slice, ...], offset: tuple[int, ...]) -> tuple[slice, ...]:
+    return tuple(slice(s.start + o, s.stop + o) for s, o in zip(interior, offset))
+
+
+def evaluate_sweep(sweep: Sweep, grid: Grid, fields: Mapping[str, np.ndarray], xp=np):
+    """The sweep's right-hand side on the interior, in the grid's dtype."""
+    dtype = grid.dtype.type
+    interior = grid.interior
+    total = None
+    for term in sweep.terms:
+        part = None
+        for offset, coeff in term.stencil.entries:
+            value = dtype(float(coeff)) * fields[term.field][shifted(interior, offset)]
+            part = value if part is None else part + value
+        if term.factor is not None:
+            part = part * fields[term.factor][interior]
+        total = part if total is None else total + part
+    return total
+
+
+def evaluate_axis_operator(op: AxisOperator, u, outs, xp=np) -> None:
+    n = u.shape[op.axis]
+    uu = xp.moveaxis(u, op.axis, -1)
+    for d, out in zip(op.outputs, outs):
+        dtype = u.dtype.type
+        oo = xp.moveaxis(out, op.axis, -1)
+        left, right = len(d.left), len(d.right)
+        acc = None
+        for o, w in d.interior:
+            value = dtype(float(w)) * uu[..., left + o : n - right + o]
+            acc = value if acc is None else acc + value
+        oo[..., left : n - right] = acc * dtype(d.scale)
+        rows = [(k, row) for k, row in enumerate(d.left)] + [(n - 1 - k, row) for k, row in enumerate(d.right)]
+        for k, row in rows:
+            acc = None
+            for o, w in row:
+                value = dtype(float(w)) * uu[..., k + o]
+                acc = value if acc is None else acc + value
+            oo[..., k] = acc * dtype(d.scale)
+
+
+class NumpyBackend:
+    name = "numpy"
+    xp = np
+
+    @staticmethod
+    def available() -> bool:
+        return True
+
+    def sweep(self, sweep: Sweep, grid: Grid) -> Callable[[Mapping[str, np.ndarray]], None]:
+        interior = grid.interior
+
+        def run(fields):
+            fields[sweep.out][interior] = evaluate_sweep(sweep, grid, fields)
+
+        return run
+
+    def sum_squares(self, sweep: Sweep, grid: Grid) -> Callable[[Mapping[str, np.ndarray]], float]:
+        def run(fields):
+            r = evaluate_sweep(sweep, grid, fields).astype(np.float64)
+            return float(np.sum(r * r))
+
+        return run
+
+    def axis_operator(self, op: AxisOperator, dtype) -> Callable:
+        def run(u, *outs):
+            evaluate_axis_operator(op, u, outs)
+
+        return run
+
+    def asarray(self, a, dtype=None):
+        return np.ascontiguousarray(a, dtype=dtype)
+
+    def to_host(self, a) -> np.ndarray:
+        return np.asarray(a)
+
+    def synchronize(self) -> None:
+        pass

@@ -1,0 +1,153 @@
+"""The one time loop every backend uses: boundaries, sweep, sources, swap, checks, callbacks."""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field, replace
+from typing import Callable
+
+import numpy as np
+
+from .errors import StencilforgeError
+from .metrics import error_norms, throughput
+from .problems import Setup
+
+ProgressFn = Callable[[int, int, "float | None"], None]
+
+
+@dataclass(frozen=True)
+class LoopOptions:
+    steps: int | None = None
+    tol: float | None = None
+    check_every: int = 100
+    progress: ProgressFn | None = None
+    progress_interval_s: float = 0.1
+
+
+@dataclass
+class Result:
+    """Final fields (interior views, in the backend's array type) and a summary dict."""
+
+    fields: dict
+    summary: dict = field(default_factory=dict)
+
+
+def _validate(setup: Setup, opts: LoopOptions) -> int:
+    if opts.steps is not None and (not isinstance(opts.steps, (int, np.integer)) or opts.steps < 0):
+        raise StencilforgeError(f"steps must be a non-negative integer, got {opts.steps}")
+    if opts.tol is not None:
+        if setup.residual is None:
+            raise StencilforgeError(f"{setup.name} has no residual: --tol applies to poisson2d only")
+        if not opts.tol > 0 or not math.isfinite(opts.tol):
+            raise StencilforgeError(f"tol must be a positive number, got {opts.tol}")
+    if opts.check_every < 1:
+        raise StencilforgeError("check_every must be at least 1")
+    return int(opts.steps) if opts.steps is not None else setup.default_steps
+
+
+def run(setup: Setup, backend, opts: LoopOptions = LoopOptions()) -> Result:
+    if opts.steps is None and opts.tol is None and setup.default_tol is not None:
+        opts = replace(opts, tol=setup.default_tol)
+    steps = _validate(setup, opts)
+    xp = backend.xp
+    grid = setup.grid
+    fields = {name: backend.asarray(arr) for name, arr in setup.fields.items()}
+    t = setup.t0
+
+    dynamic = []
+    for name, bc in setup.boundaries.items():
+        fill = bc.bind(grid, xp)
+        if bc.static:
+            for target in {name, *(setup.swap or ())} & set(fields):
+                fill(fields[target], t)
+        else:
+            dynamic.append((name, fill))
+
+    if setup.sweep is not None:
+        step = backend.sweep(setup.sweep, grid)
+    else:
+        apply = backend.axis_operator(setup.operator, grid.dtype)
+        names = [setup.operator.inp] + [d.out for d in setup.operator.outputs]
+
+        def step(f):
+            apply(*(f[n] for n in names))
+
+    residual_fn = backend.sum_squares(setup.residual, grid) if setup.residual is not None else None
+
+    def relative_residual() -> float:
+        return math.sqrt(residual_fn(fields)) / setup.rhs_norm
+
+    def check_finite(n: int, last_ok: int) -> None:
+        if not bool(xp.isfinite(fields[setup.solution]).all()):
+            raise StencilforgeError(
+                f"{setup.name} blew up: NaN or Inf found at step {n} (finite at step {last_ok}); "
+                "reduce dt or check the inputs"
+            )
+
+    residual = None
+    converged = None
+    last_ok = 0
+    last_report = time.perf_counter()
+    backend.synchronize()
+    start = time.perf_counter()
+    n = 0
+    while n < steps:
+        for name, fill in dynamic:
+            fill(fields[name], t)
+        step(fields)
+        for src in setup.sources:
+            fields[src.field][src.index] += src.scale * src.wavelet(t)
+        if setup.swap is not None:
+            a, b = setup.swap
+            fields[a], fields[b] = fields[b], fields[a]
+        n += 1
+        t = setup.t0 + n * setup.dt
+        if n % opts.check_every == 0:
+            check_finite(n, last_ok)
+            last_ok = n
+            if opts.tol is not None:
+                residual = relative_residual()
+                if residual < opts.tol:
+                    break
+        if opts.progress is not None:
+            now = time.perf_counter()
+            if now - last_report >= opts.progress_interval_s:
+                last_report = now
+                opts.progress(n, steps, residual)
+    backend.synchronize()
+    wall = time.perf_counter() - start
+    if n != last_ok:
+        check_finite(n, last_ok)
+    if residual_fn is not None:
+        residual = relative_residual()
+        converged = bool(opts.tol is not None and residual < opts.tol)
+    if opts.progress is not None:
+        opts.progress(n, steps, residual)
+
+    interior = grid.interior if grid.ghost else tuple(slice(None) for _ in grid.shape)
+    out = {name: arr[interior] for name, arr in fields.items()}
+    summary = {
+        "problem": setup.name,
+        "backend": backend.name,
+        "shape": list(grid.shape),
+        "dtype": grid.dtype.name,
+        "steps": n,
+        "t": t,
+        "wall_s": wall,
+        "bytes_per_cell": setup.bytes_per_cell,
+        **throughput(grid.cells, n, wall, setup.bytes_per_cell, setup.flops_per_cell),
+        "params": setup.params,
+    }
+    if setup.residual is not None:
+        summary.update(residual=residual, converged=converged, iterations=n, tol=opts.tol)
+    if setup.exact is not None:
+        exact = setup.exact(t)
+        per_field = {name: error_norms(backend.to_host(out[name]), ref) for name, ref in exact.items()}
+        summary["error"] = {
+            "max_abs": max(e["max_abs"] for e in per_field.values()),
+            "rel_l2": max(e["rel_l2"] for e in per_field.values()),
+        }
+        if len(per_field) > 1:
+            summary["error"]["fields"] = per_field
+    return Result(out, summary)
