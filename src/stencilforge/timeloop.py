@@ -1,11 +1,15 @@
-"""The one time loop every backend uses: boundaries, sweep, sources, swap, checks, callbacks."""
+"""The one time loop every backend uses: boundaries, sweep, sources, swap, checks, observers.
+
+Time is always t0 + n * dt with n the global step number, so a run resumed at
+step n reproduces the uninterrupted run bit for bit.
+"""
 
 from __future__ import annotations
 
 import math
 import time
 from dataclasses import dataclass, field, replace
-from typing import Callable
+from typing import Callable, Protocol
 
 import numpy as np
 
@@ -16,6 +20,16 @@ from .problems import Setup
 ProgressFn = Callable[[int, int, "float | None"], None]
 
 
+class Observer(Protocol):
+    """Called after every `every`-th global step (snapshots, checkpoints); closed when the loop ends."""
+
+    every: int
+
+    def __call__(self, step: int, t: float, fields: dict, backend) -> None: ...
+
+    def close(self) -> None: ...
+
+
 @dataclass(frozen=True)
 class LoopOptions:
     steps: int | None = None
@@ -23,6 +37,8 @@ class LoopOptions:
     check_every: int = 100
     progress: ProgressFn | None = None
     progress_interval_s: float = 0.1
+    observers: tuple = ()
+    start_step: int = 0
 
 
 @dataclass
@@ -46,6 +62,18 @@ def _validate(setup: Setup, opts: LoopOptions) -> int:
     return int(opts.steps) if opts.steps is not None else setup.default_steps
 
 
+def _step_function(setup: Setup, backend):
+    if setup.sweep is not None:
+        return backend.sweep(setup.sweep, setup.grid)
+    apply = backend.axis_operator(setup.operator, setup.grid.dtype)
+    names = [setup.operator.inp] + [d.out for d in setup.operator.outputs]
+
+    def step(f):
+        apply(*(f[n] for n in names))
+
+    return step
+
+
 def run(setup: Setup, backend, opts: LoopOptions = LoopOptions()) -> Result:
     if opts.steps is None and opts.tol is None and setup.default_tol is not None:
         opts = replace(opts, tol=setup.default_tol)
@@ -53,26 +81,21 @@ def run(setup: Setup, backend, opts: LoopOptions = LoopOptions()) -> Result:
     xp = backend.xp
     grid = setup.grid
     fields = {name: backend.asarray(arr) for name, arr in setup.fields.items()}
-    t = setup.t0
+    first = opts.start_step
+
+    def time_at(n: int) -> float:
+        return setup.t0 + n * setup.dt
 
     dynamic = []
     for name, bc in setup.boundaries.items():
         fill = bc.bind(grid, xp)
         if bc.static:
             for target in {name, *(setup.swap or ())} & set(fields):
-                fill(fields[target], t)
+                fill(fields[target], time_at(first))
         else:
             dynamic.append((name, fill))
 
-    if setup.sweep is not None:
-        step = backend.sweep(setup.sweep, grid)
-    else:
-        apply = backend.axis_operator(setup.operator, grid.dtype)
-        names = [setup.operator.inp] + [d.out for d in setup.operator.outputs]
-
-        def step(f):
-            apply(*(f[n] for n in names))
-
+    step = _step_function(setup, backend)
     residual_fn = backend.sum_squares(setup.residual, grid) if setup.residual is not None else None
 
     def relative_residual() -> float:
@@ -86,44 +109,53 @@ def run(setup: Setup, backend, opts: LoopOptions = LoopOptions()) -> Result:
             )
 
     residual = None
-    converged = None
-    last_ok = 0
+    n = first
+    last_ok = first
     last_report = time.perf_counter()
+    kernel_start = backend.kernel_seconds() if hasattr(backend, "kernel_seconds") else None
     backend.synchronize()
     start = time.perf_counter()
-    n = 0
-    while n < steps:
-        for name, fill in dynamic:
-            fill(fields[name], t)
-        step(fields)
-        for src in setup.sources:
-            fields[src.field][src.index] += src.scale * src.wavelet(t)
-        if setup.swap is not None:
-            a, b = setup.swap
-            fields[a], fields[b] = fields[b], fields[a]
-        n += 1
-        t = setup.t0 + n * setup.dt
-        if n % opts.check_every == 0:
+    try:
+        while n < first + steps:
+            t = time_at(n)
+            for name, fill in dynamic:
+                fill(fields[name], t)
+            step(fields)
+            for src in setup.sources:
+                fields[src.field][src.index] += src.scale * src.wavelet(t)
+            if setup.swap is not None:
+                a, b = setup.swap
+                fields[a], fields[b] = fields[b], fields[a]
+            n += 1
+            if (n - first) % opts.check_every == 0:
+                check_finite(n, last_ok)
+                last_ok = n
+                if opts.tol is not None:
+                    residual = relative_residual()
+            for obs in opts.observers:
+                if n % obs.every == 0:
+                    obs(n, time_at(n), fields, backend)
+            if residual is not None and opts.tol is not None and residual < opts.tol:
+                break
+            if opts.progress is not None:
+                now = time.perf_counter()
+                if now - last_report >= opts.progress_interval_s:
+                    last_report = now
+                    opts.progress(n - first, steps, residual)
+        backend.synchronize()
+        wall = time.perf_counter() - start
+        if n != last_ok:
             check_finite(n, last_ok)
-            last_ok = n
-            if opts.tol is not None:
-                residual = relative_residual()
-                if residual < opts.tol:
-                    break
-        if opts.progress is not None:
-            now = time.perf_counter()
-            if now - last_report >= opts.progress_interval_s:
-                last_report = now
-                opts.progress(n, steps, residual)
-    backend.synchronize()
-    wall = time.perf_counter() - start
-    if n != last_ok:
-        check_finite(n, last_ok)
+    finally:
+        for obs in opts.observers:
+            obs.close()
+    done = n - first
+    converged = None
     if residual_fn is not None:
         residual = relative_residual()
         converged = bool(opts.tol is not None and residual < opts.tol)
     if opts.progress is not None:
-        opts.progress(n, steps, residual)
+        opts.progress(done, steps, residual)
 
     interior = grid.interior if grid.ghost else tuple(slice(None) for _ in grid.shape)
     out = {name: arr[interior] for name, arr in fields.items()}
@@ -132,17 +164,22 @@ def run(setup: Setup, backend, opts: LoopOptions = LoopOptions()) -> Result:
         "backend": backend.name,
         "shape": list(grid.shape),
         "dtype": grid.dtype.name,
-        "steps": n,
-        "t": t,
+        "steps": done,
+        "step": n,
+        "t": time_at(n),
         "wall_s": wall,
         "bytes_per_cell": setup.bytes_per_cell,
-        **throughput(grid.cells, n, wall, setup.bytes_per_cell, setup.flops_per_cell),
+        **throughput(grid.cells, done, wall, setup.bytes_per_cell, setup.flops_per_cell),
         "params": setup.params,
     }
+    if kernel_start is not None:
+        summary["kernel_s"] = backend.kernel_seconds() - kernel_start
+    if getattr(backend, "strategy", None) is not None:
+        summary["strategy"] = backend.strategy
     if setup.residual is not None:
-        summary.update(residual=residual, converged=converged, iterations=n, tol=opts.tol)
+        summary.update(residual=residual, converged=converged, iterations=done, tol=opts.tol)
     if setup.exact is not None:
-        exact = setup.exact(t)
+        exact = setup.exact(time_at(n))
         per_field = {name: error_norms(backend.to_host(out[name]), ref) for name, ref in exact.items()}
         summary["error"] = {
             "max_abs": max(e["max_abs"] for e in per_field.values()),
