@@ -68,7 +68,7 @@ class Sweep:
 
     def bytes_per_cell(self, itemsize: int) -> int:
         """Compulsory traffic: every distinct field read once, the output written once."""
-        return itemsize * (len(set(self.inputs) | {self.out}) + 1)
+        return itemsize * (len(set(self.inputs)) + 1)
 
     def flops_per_cell(self) -> int:
         """One multiply and one add per stencil point, one multiply per pointwise factor."""

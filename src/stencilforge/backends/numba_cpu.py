@@ -163,11 +163,18 @@ class NumbaBackend:
     def available() -> bool:
         return importlib.util.find_spec("numba") is not None
 
+    @staticmethod
+    def _warm(kernel, nargs: int, grid: Grid, coef) -> None:
+        """Compile outside any timed region by calling on tiny arrays of the same types."""
+        dummy = np.zeros((2 * grid.ghost + 1,) * grid.ndim, dtype=grid.dtype)
+        kernel(*([dummy] * nargs), coef, grid.ghost)
+
     def sweep(self, sweep: Sweep, grid: Grid) -> Callable[[Mapping[str, np.ndarray]], None]:
         kernel = load_kernel(sweep_source(sweep, reduce=False))
         coef = sweep_coefficients(sweep, grid.dtype)
         names = sweep.inputs
         g = grid.ghost
+        self._warm(kernel, len(names) + 1, grid, coef)
 
         def run(fields):
             kernel(fields[sweep.out], *(fields[n] for n in names), coef, g)
@@ -179,6 +186,7 @@ class NumbaBackend:
         coef = sweep_coefficients(sweep, grid.dtype)
         names = sweep.inputs
         g = grid.ghost
+        self._warm(kernel, len(names) + 1, grid, coef)
 
         def run(fields):
             return float(kernel(fields[names[0]], *(fields[n] for n in names), coef, g))
@@ -189,6 +197,8 @@ class NumbaBackend:
         source, coef = axis_operator_source(op)
         kernel = load_kernel(source)
         coef = coef.astype(dtype)
+        dummy = np.zeros((op.min_length + 1,) * 2, dtype=dtype)
+        kernel(dummy, *[np.empty_like(dummy) for _ in op.outputs], coef)
 
         def run(u, *outs):
             kernel(u, *outs, coef)
