@@ -21,7 +21,7 @@ NAMES = tuple(_MODULES)
 def _load(name: str):
     module, cls = _MODULES[name]
     try:
-        return getattr(importlib.import_module(f"{__name__}.{module}"), cls)
+        return getattr(importlib.import_module(f"{__name__}.{module}"), cls, None)
     except ImportError:
         return None
 

@@ -1,0 +1,258 @@
+"""Command-line interface: parses arguments, calls the API, prints results.
+
+Every StencilforgeError becomes one line on stderr and exit status 2.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import platform
+import sys
+import time
+from typing import Callable, Optional
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeRemainingColumn
+from rich.table import Table
+
+from . import __version__, problems
+from .backends import available, get_backend
+from .errors import StencilforgeError
+from .timeloop import LoopOptions, run as run_loop
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help="Finite-difference stencil solvers on GPUs and CPUs.")
+out = Console()
+err = Console(stderr=True)
+
+
+MULTI_VALUE_OPTIONS = ("--shape", "--procs")
+
+
+def join_multi_values(argv: list[str]) -> list[str]:
+    """Let `--shape 64 64 64` through Click, which gives an option one value: join the numbers."""
+    joined: list[str] = []
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        joined.append(arg)
+        i += 1
+        if arg in MULTI_VALUE_OPTIONS:
+            values = []
+            while i < len(argv) and argv[i].lstrip("-").replace("x", "").replace(",", "").isdigit():
+                values.append(argv[i])
+                i += 1
+            joined.append(",".join(values) if values else "")
+    return joined
+
+
+def parse_ints(text: str | None, option: str) -> tuple[int, ...] | None:
+    if text is None:
+        return None
+    parts = [p for p in text.replace("x", ",").split(",") if p]
+    try:
+        values = tuple(int(p) for p in parts)
+    except ValueError:
+        values = ()
+    if not values:
+        raise StencilforgeError(f"{option} needs integers, for example {option} 256 256, got {text!r}")
+    if any(v <= 0 for v in values):
+        raise StencilforgeError(f"{option} values must be positive, got {text.replace(',', ' ')}")
+    return values
+
+
+def friendly(func: Callable) -> Callable:
+    """Turn project errors into one-line messages and a non-zero exit, never a traceback."""
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        try:
+            return func(*args, **kwargs)
+        except StencilforgeError as exc:
+            err.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
+            raise typer.Exit(2)
+        except KeyboardInterrupt:
+            err.print("interrupted", markup=False)
+            raise typer.Exit(130)
+
+    return wrapper
+
+
+class LazyProgress:
+    """A Rich progress bar that appears only once a run has lasted `delay_s`."""
+
+    def __init__(self, label: str, delay_s: float = 1.0, enabled: bool = True):
+        self.label = label
+        self.delay_s = delay_s
+        self.enabled = enabled
+        self.start = time.perf_counter()
+        self.bar: Progress | None = None
+        self.task = None
+
+    def __call__(self, done: int, total: int, residual: float | None) -> None:
+        if not self.enabled:
+            return
+        if self.bar is None:
+            if time.perf_counter() - self.start < self.delay_s:
+                return
+            self.bar = Progress(
+                TextColumn("[bold]{task.description}"),
+                BarColumn(),
+                TaskProgressColumn(),
+                TextColumn("{task.completed}/{task.total} steps"),
+                TextColumn("{task.fields[rate]}"),
+                TimeRemainingColumn(),
+                TextColumn("{task.fields[extra]}"),
+                console=err,
+                transient=True,
+            )
+            self.bar.start()
+            self.task = self.bar.add_task(self.label, total=total, rate="", extra="")
+        elapsed = time.perf_counter() - self.start
+        extra = f"residual {residual:.3e}" if residual is not None else ""
+        self.bar.update(self.task, completed=done, rate=f"{done / elapsed:,.0f} steps/s", extra=extra)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+
+def _human_summary(s: dict) -> None:
+    table = Table(show_header=False, box=None, pad_edge=False)
+    table.add_row("problem", f"{s['problem']}  {'x'.join(map(str, s['shape']))}  {s['dtype']}")
+    table.add_row("backend", s["backend"] + (f" ({s['strategy']})" if "strategy" in s else ""))
+    table.add_row("steps", f"{s['steps']}  (t = {s['t']:.6g})")
+    timing = f"{s['wall_s']:.3f} s wall"
+    if "kernel_s" in s:
+        timing += f", {s['kernel_s']:.3f} s in kernels"
+    table.add_row("time", timing)
+    if s.get("gcells_per_s") is not None:
+        table.add_row("throughput", f"{s['gcells_per_s']:.3f} GCell/s, T_eff {s['teff_gbps']:.1f} GB/s ({s['bytes_per_cell']} B/cell)")
+    if "residual" in s:
+        state = "converged" if s["converged"] else ("not converged" if s["tol"] is not None else "fixed iterations")
+        table.add_row("residual", f"{s['residual']:.3e}  {state}" + (f" (tol {s['tol']:g})" if s["tol"] else ""))
+    if "error" in s:
+        table.add_row("error vs exact", f"max {s['error']['max_abs']:.3e}, rel L2 {s['error']['rel_l2']:.3e}")
+    out.print(table)
+
+
+@app.command()
+@friendly
+def run(
+    problem: str = typer.Argument(..., help=f"one of: {', '.join(problems.NAMES)}"),
+    shape: Optional[str] = typer.Option(None, "--shape", help="interior points per axis, slowest first: --shape 512 512"),
+    steps: Optional[int] = typer.Option(None, help="number of time steps (iterations for poisson2d)"),
+    tol: Optional[float] = typer.Option(None, help="poisson2d: stop when ||f - A u|| / ||f|| < tol"),
+    dtype: Optional[str] = typer.Option(None, help="float32 or float64 (default depends on the problem)"),
+    backend: str = typer.Option("auto", help="auto, numpy, numba or cuda"),
+    strategy: Optional[str] = typer.Option(None, help="cuda: naive, tiled, streaming, pencil or auto"),
+    alpha: Optional[float] = typer.Option(None, help="heat: diffusivity"),
+    dt: Optional[float] = typer.Option(None, help="heat, wave3d: time step (refused above the stability limit)"),
+    radius: Optional[int] = typer.Option(None, help="wave3d: stencil radius 1..8 (order 2*radius)"),
+    velocity: Optional[str] = typer.Option(None, help="wave3d: constant, layered or a .npy file of speeds"),
+    c: Optional[float] = typer.Option(None, help="wave3d: wave speed of the constant model"),
+    source: Optional[bool] = typer.Option(None, "--source/--no-source", help="wave3d: Ricker point source at the centre"),
+    frequency: Optional[float] = typer.Option(None, help="wave3d: Ricker peak frequency"),
+    axis: Optional[int] = typer.Option(None, help="derivatives: 0 (y) or 1 (x)"),
+    accuracy: Optional[int] = typer.Option(None, help="derivatives: interior order 2 or 4"),
+    check_every: int = typer.Option(100, help="steps between NaN checks and residual evaluations"),
+    as_json: bool = typer.Option(False, "--json", help="print exactly one JSON object"),
+) -> None:
+    """Run a problem and report time, throughput and the error against its exact solution."""
+    setup = problems.build(
+        problem, shape=parse_ints(shape, "--shape"), dtype=dtype, alpha=alpha, dt=dt, radius=radius, velocity=velocity, c=c,
+        source=source, frequency=frequency, axis=axis, accuracy=accuracy,
+    )
+    engine = get_backend(backend, **({"strategy": strategy} if strategy else {}))
+    if strategy and engine.name != "cuda":
+        raise StencilforgeError(f"--strategy applies to the cuda backend, not {engine.name}")
+    bar = LazyProgress(problem, enabled=not as_json and sys.stderr.isatty())
+    try:
+        result = run_loop(setup, engine, LoopOptions(steps=steps, tol=tol, check_every=check_every, progress=bar))
+    finally:
+        bar.close()
+    if as_json:
+        print(json.dumps(result.summary))
+    else:
+        _human_summary(result.summary)
+
+
+@app.command()
+@friendly
+def verify(
+    backend: str = typer.Option("auto", help="backend to verify"),
+    quick: bool = typer.Option(False, help="fewer, smaller grids"),
+) -> None:
+    """Convergence-order suite: observed order by grid refinement against theory."""
+    from .verification import run_suite
+
+    engine = get_backend(backend)
+    table = Table(title=f"convergence orders ({engine.name})")
+    for col in ("check", "expected", "observed", "errors (coarse -> fine)", "result"):
+        table.add_column(col)
+    failed = 0
+    for check in run_suite(engine, quick=quick):
+        failed += not check.passed
+        table.add_row(
+            check.name, f"{check.expected:g}", f"{check.observed:.3f}",
+            " ".join(f"{e:.2e}" for e in check.errors), "[green]pass" if check.passed else "[red]FAIL",
+        )
+    out.print(table)
+    if failed:
+        err.print(f"error: {failed} convergence check(s) failed")
+        raise typer.Exit(1)
+
+
+@app.command()
+def info() -> None:
+    """Python, package versions, CPU cores, backends and devices."""
+    import numpy
+
+    table = Table(show_header=False, box=None)
+    table.add_row("stencilforge", __version__)
+    table.add_row("python", f"{platform.python_version()} ({platform.machine()}, {platform.system()})")
+    table.add_row("numpy", numpy.__version__)
+    for name in ("numba", "cupy", "mpi4py", "h5py", "matplotlib"):
+        try:
+            module = __import__(name)
+            table.add_row(name, getattr(module, "__version__", "installed"))
+        except ImportError:
+            table.add_row(name, "not installed")
+    table.add_row("cpu cores", str(os.cpu_count()))
+    table.add_row("backends", ", ".join(available()))
+    try:
+        import cupy
+
+        for i in range(cupy.cuda.runtime.getDeviceCount()):
+            props = cupy.cuda.runtime.getDeviceProperties(i)
+            name = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
+            table.add_row(f"gpu {i}", f"{name}, {props['totalGlobalMem'] / 2**30:.1f} GiB, sm_{props['major']}{props['minor']}, {props['multiProcessorCount']} SMs")
+    except Exception as exc:  # any CuPy/driver failure just means "no GPU" here
+        table.add_row("gpu", f"none ({type(exc).__name__})")
+    out.print(table)
+
+
+@app.command("show-kernel")
+@friendly
+def show_kernel(
+    problem: str = typer.Argument(..., help=f"one of: {', '.join(problems.NAMES)}"),
+    strategy: str = typer.Option("auto", help="naive, tiled, streaming, pencil or auto"),
+    shape: Optional[str] = typer.Option(None, "--shape", help="interior points per axis"),
+    dtype: Optional[str] = typer.Option(None),
+    radius: Optional[int] = typer.Option(None, help="wave3d: stencil radius"),
+) -> None:
+    """Print the generated CUDA source for a problem (no GPU needed)."""
+    from .backends.cuda import kernel_source
+
+    setup = problems.build(problem, shape=parse_ints(shape, "--shape"), dtype=dtype, radius=radius)
+    print(kernel_source(setup, strategy))
+
+
+def main() -> None:
+    app(args=join_multi_values(sys.argv[1:]), prog_name="stencilforge")
+
+
+if __name__ == "__main__":
+    main()
