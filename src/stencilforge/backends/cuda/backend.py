@@ -1,0 +1,273 @@
+"""The cuda backend: generated kernels compiled lazily, launched on CuPy arrays, timed with events.
+
+CuPy is imported only when a backend is constructed or probed, so this module
+(and `kernel_source`) loads on machines without it.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable, Mapping
+
+import numpy as np
+
+from ...errors import StencilforgeError
+from ...grid import Grid
+from ...plan import AxisOperator, Sweep
+from . import codegen
+from .compile import cached_cubin, options
+from .tune import choose
+
+MAX_GRID_YZ = 65535
+
+
+def _cupy():
+    import cupy
+
+    return cupy
+
+
+def unavailable_reason() -> str:
+    """One line saying why the backend cannot run here, or an empty string if it can."""
+    try:
+        cp = _cupy()
+    except ImportError:
+        return "CuPy is not installed (pip install 'stencilforge[gpu]')"
+    except Exception as exc:  # a broken CuPy install raises anything from its import
+        return f"CuPy failed to import: {type(exc).__name__}: {exc}".splitlines()[0]
+    try:
+        count = cp.cuda.runtime.getDeviceCount()
+    except Exception as exc:  # no driver, driver too old, no device node
+        return f"no usable CUDA driver or device ({type(exc).__name__}: {exc})".splitlines()[0]
+    return "" if count > 0 else "no CUDA device found"
+
+
+def check_fits(nbytes: int) -> None:
+    """Raise before allocating if `nbytes` exceeds the device's free memory plus CuPy's cached blocks."""
+    cp = _cupy()
+    free, total = cp.cuda.runtime.memGetInfo()
+    available = free + cp.get_default_memory_pool().free_bytes()
+    if nbytes > available:
+        name = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)["name"].decode()
+        raise StencilforgeError(
+            f"not enough GPU memory: {nbytes} bytes ({nbytes / 2**30:.2f} GiB) needed, "
+            f"{available} bytes ({available / 2**30:.2f} GiB) available of {total / 2**30:.1f} GiB on {name}"
+        )
+
+
+def resolve(plan, strategy: str, tile, shape, dtype) -> codegen.Kernel:
+    """The kernel for a plan: `auto` asks `choose`; an explicit tile overrides the chosen one."""
+    if strategy == "auto":
+        strategy, chosen = choose(plan, shape, dtype)
+        tile = chosen if tile is None else tile
+    if isinstance(plan, AxisOperator):
+        return codegen.operator_kernel(plan, strategy, dtype, tile)
+    return codegen.sweep_kernel(plan, strategy, dtype, tile)
+
+
+class _EventTimer:
+    """Accumulates the time between pairs of CUDA events without forcing a synchronisation per step."""
+
+    def __init__(self, cp):
+        self._cp = cp
+        self._pending: list = []
+        self._spare: list = []
+        self._total = 0.0
+
+    def start(self):
+        ev = self._spare.pop() if self._spare else (self._cp.cuda.Event(), self._cp.cuda.Event())
+        ev[0].record()
+        return ev
+
+    def stop(self, ev) -> None:
+        ev[1].record()
+        self._pending.append(ev)
+        if len(self._pending) >= 256:
+            self._fold(wait=False)
+
+    def _fold(self, wait: bool) -> None:
+        keep = []
+        for i, (a, b) in enumerate(self._pending):
+            if wait:
+                b.synchronize()
+            elif not b.done:
+                keep = self._pending[i:]
+                break
+            self._total += self._cp.cuda.get_elapsed_time(a, b) / 1e3
+            self._spare.append((a, b))
+        self._pending = keep
+
+    def seconds(self) -> float:
+        self._fold(wait=True)
+        return self._total
+
+
+class CudaBackend:
+    """Generated CUDA kernels on CuPy arrays; data stays on the device between steps."""
+
+    name = "cuda"
+
+    def __init__(self, strategy: str = "auto", tile=None):
+        if strategy != "auto" and strategy not in codegen.STRATEGIES:
+            raise StencilforgeError(
+                f"unknown CUDA strategy {strategy!r}: choose one of auto, {', '.join(codegen.STRATEGIES)}"
+            )
+        reason = unavailable_reason()
+        if reason:
+            raise StencilforgeError(f"the cuda backend is not available: {reason}")
+        cp = _cupy()
+        self._cp = cp
+        self._requested = strategy
+        self._tile = None if tile is None else tuple(tile)
+        self.strategy = strategy
+        self.arch = f"sm_{cp.cuda.Device().compute_capability}"
+        self._modules: dict[str, object] = {}
+        self._timer = _EventTimer(cp)
+
+    @property
+    def xp(self):
+        return self._cp
+
+    @staticmethod
+    def available() -> bool:
+        return unavailable_reason() == ""
+
+    @staticmethod
+    def unavailable_reason() -> str:
+        return unavailable_reason() or "available"
+
+    # ------------------------------------------------------------ compilation
+
+    def _function(self, kernel: codegen.Kernel, dtype):
+        """Compile (or load from the disk cache) the module holding `kernel`; cached per instance."""
+        source = codegen.module_source([kernel], dtype, f"{kernel.name}, strategy {kernel.strategy}, tile {kernel.tile}")
+        what = f"kernel {kernel.name} (strategy {kernel.strategy})"
+        module = self._modules.get(source)
+        if module is None:
+            cp = self._cp
+            try:
+                path = cached_cubin(source, self.arch, what)
+                if path is not None:
+                    module = cp.RawModule(path=str(path))
+                else:
+                    module = cp.RawModule(code=source, options=options(self.arch)[1:])
+                function = module.get_function(kernel.name)
+            except StencilforgeError:
+                raise
+            except Exception as exc:  # CuPy's compile and load errors carry multi-line logs
+                raise StencilforgeError(f"CUDA compile of {what} failed: {str(exc).splitlines()[0]}") from None
+            if kernel.dynamic_smem > codegen.STATIC_SMEM_LIMIT:
+                function.max_dynamic_shared_size_bytes = kernel.dynamic_smem
+            self._modules[source] = module
+        return module.get_function(kernel.name)
+
+    def _launcher(self, kernel: codegen.Kernel, dtype) -> Callable:
+        function = self._function(kernel, dtype)
+        cp = self._cp
+        what = f"kernel {kernel.name} (strategy {kernel.strategy})"
+
+        def launch(grid, args):
+            if grid[1] > MAX_GRID_YZ or grid[2] > MAX_GRID_YZ:
+                raise StencilforgeError(f"{what}: grid {grid} exceeds the CUDA limit of {MAX_GRID_YZ} blocks along y and z")
+            try:
+                function(grid, kernel.block, args, shared_mem=kernel.dynamic_smem)
+            except cp.cuda.driver.CUDADriverError as exc:
+                raise StencilforgeError(f"CUDA launch of {what} failed: {exc}") from None
+
+        return launch
+
+    def _checked(self, arr, name: str, shape, dtype):
+        cp = self._cp
+        if (
+            not isinstance(arr, cp.ndarray)
+            or arr.shape != shape
+            or arr.dtype != dtype
+            or not arr.flags.c_contiguous
+        ):
+            got = f"{type(arr).__name__} {getattr(arr, 'dtype', '?')} {getattr(arr, 'shape', '?')}"
+            raise StencilforgeError(
+                f"field {name!r} must be a C-contiguous CuPy {np.dtype(dtype).name} array of shape {shape}, got {got}"
+                " (use backend.asarray)"
+            )
+        return arr
+
+    # ------------------------------------------------------------ the interface
+
+    def sweep(self, sweep: Sweep, grid: Grid) -> Callable[[Mapping], None]:
+        kernel = resolve(sweep, self._requested, self._tile, grid.shape, grid.dtype)
+        self.strategy = kernel.strategy
+        launch = self._launcher(kernel, grid.dtype)
+        blocks = kernel.grid(grid.shape)
+        scalars = tuple(np.int32(n) for n in grid.shape) + (np.int32(grid.ghost),)
+        shape, dtype, timer = grid.padded_shape, grid.dtype, self._timer
+        if grid.ghost < sweep.radius:
+            raise StencilforgeError(f"grid ghost width {grid.ghost} is smaller than the stencil radius {sweep.radius}")
+
+        def run(fields):
+            ptrs = tuple(self._checked(fields[n], n, shape, dtype) for n in kernel.args)
+            ev = timer.start()
+            launch(blocks, ptrs + scalars)
+            timer.stop(ev)
+
+        return run
+
+    def sum_squares(self, sweep: Sweep, grid: Grid) -> Callable[[Mapping], float]:
+        kernel = codegen.residual_kernel(sweep, grid.dtype)
+        launch = self._launcher(kernel, grid.dtype)
+        rows = math.prod(grid.shape[:-1])
+        blocks = (min(codegen.REDUCE_BLOCKS, rows), 1, 1)
+        partial = self._cp.empty(blocks[0], dtype=np.float64)
+        scalars = tuple(np.int32(n) for n in grid.shape) + (np.int32(grid.ghost),)
+        shape, dtype = grid.padded_shape, grid.dtype
+        if grid.ghost < sweep.radius:
+            raise StencilforgeError(f"grid ghost width {grid.ghost} is smaller than the stencil radius {sweep.radius}")
+
+        def run(fields) -> float:
+            ptrs = tuple(self._checked(fields[n], n, shape, dtype) for n in kernel.args)
+            launch(blocks, ptrs + (partial,) + scalars)
+            return float(partial.sum())
+
+        return run
+
+    def axis_operator(self, op: AxisOperator, dtype) -> Callable:
+        dtype = np.dtype(dtype)
+        kernel = resolve(op, self._requested, self._tile, None, dtype)
+        self.strategy = kernel.strategy
+        launch = self._launcher(kernel, dtype)
+        names = (op.inp,) + tuple(d.out for d in op.outputs)
+        timer = self._timer
+
+        def run(u, *outs):
+            if len(outs) != len(op.outputs):
+                raise StencilforgeError(f"the operator writes {len(op.outputs)} outputs, {len(outs)} were given")
+            if getattr(u, "ndim", None) != 2:
+                raise StencilforgeError(f"axis operators take a 2D array, got shape {getattr(u, 'shape', '?')}")
+            shape = tuple(u.shape)
+            if shape[op.axis] < op.min_length:
+                raise StencilforgeError(f"axis {op.axis} has {shape[op.axis]} points; the operator needs {op.min_length}")
+            arrays = tuple(self._checked(a, n, shape, dtype) for a, n in zip((u,) + outs, names))
+            ev = timer.start()
+            launch(kernel.grid(shape), arrays + (np.int32(shape[0]), np.int32(shape[1])))
+            timer.stop(ev)
+
+        return run
+
+    def asarray(self, a, dtype=None):
+        """A C-contiguous device array: CuPy input is copied only if strided or of another dtype,
+        NumPy input is uploaded once (after a host-side contiguous copy if needed)."""
+        cp = self._cp
+        if isinstance(a, cp.ndarray):
+            return cp.ascontiguousarray(a, dtype=dtype)
+        host = np.ascontiguousarray(a, dtype=dtype)
+        check_fits(host.nbytes)
+        return cp.asarray(host)
+
+    def to_host(self, a) -> np.ndarray:
+        return self._cp.asnumpy(a) if isinstance(a, self._cp.ndarray) else np.asarray(a)
+
+    def synchronize(self) -> None:
+        self._cp.cuda.get_current_stream().synchronize()
+
+    def kernel_seconds(self) -> float:
+        """Total time of the sweeps and axis operators launched so far, from CUDA events."""
+        return self._timer.seconds()

@@ -1,0 +1,687 @@
+"""CUDA C generated from the plan: one generator, every problem, every strategy.
+
+A `Kernel` is data (name, source, launch shape); compiling and launching it is
+someone else's job (compile.py, backend.py), so CI can compile every variant
+without a GPU and `show-kernel` can print it.
+
+Coefficients are baked into the source as literals in the field dtype rather
+than passed as parameters: a radius-8 Laplacian has 49 of them, and as
+immediates they cost neither registers nor constant-cache loads, and the
+compiler folds them into FFMAs. The price is one compile per coefficient set
+(grid spacing, time step), which the on-disk cache makes a one-off. Shapes and
+ghost widths stay run-time arguments, so one kernel serves every grid size.
+
+Strategies for a `Sweep` (ghosted fields, interior written):
+  naive      one thread per interior cell, linear indexing, reads through L1/L2;
+  tiled      a block stages a box of each stencil field (tile + halo) in shared
+             memory, then every thread evaluates its own cell from it;
+  streaming  2.5D: a block covering a tile of the last ndim-1 axes marches along
+             axis 0; each thread keeps the 2r+1 values of its column in registers
+             (a queue shifted once per plane) and the current plane, with its
+             in-plane halo, sits in shared memory.
+For an `AxisOperator` (unpadded 2D arrays, one-sided closure rows at both ends):
+  naive      one thread per cell, every read from global memory;
+  pencil     along x: a row segment plus halo in shared memory; along y: a
+             column pencil marching down the axis with a register queue. All
+             outputs (e.g. d1 and d2) come out of the same pass over the input.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...errors import StencilforgeError
+from ...plan import AxisOperator, Derivative1D, Sweep
+
+SWEEP_STRATEGIES = ("naive", "tiled", "streaming")
+OPERATOR_STRATEGIES = ("naive", "pencil")
+STRATEGIES = ("naive", "tiled", "streaming", "pencil")
+MAX_THREADS = 1024
+STATIC_SMEM_LIMIT = 48 * 1024
+SMEM_LIMIT = 227 * 1024  # sm_90 opt-in maximum of dynamic shared memory per block
+REDUCE_THREADS = 256
+REDUCE_BLOCKS = 1024
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """One generated __global__ function and how to launch it.
+
+    `cover` is the number of cells one block handles along each axis (C order),
+    so the grid is ceil(shape / cover) with the last axis on blockIdx.x. `args`
+    are the field names passed as pointers, in order; the interior shape and,
+    for sweeps, the ghost width follow as int arguments.
+    """
+
+    name: str
+    source: str
+    strategy: str
+    tile: tuple[int, ...]
+    block: tuple[int, int, int]
+    cover: tuple[int, ...]
+    args: tuple[str, ...]
+    dynamic_smem: int = 0
+    ghosted: bool = True
+
+    def grid(self, shape: tuple[int, ...]) -> tuple[int, int, int]:
+        dims = [max(1, math.ceil(n / c)) for n, c in zip(reversed(shape), reversed(self.cover))]
+        return tuple(dims + [1] * (3 - len(dims)))
+
+
+def ctype(dtype) -> str:
+    dt = np.dtype(dtype)
+    if dt == np.float32:
+        return "float"
+    if dt == np.float64:
+        return "double"
+    raise StencilforgeError(f"the cuda backend supports float32 and float64, not {dt}")
+
+
+def literal(value, dtype) -> str:
+    """A C literal that parses to exactly the value the numpy oracle uses, dtype(float(value))."""
+    if np.dtype(dtype) == np.float32:
+        return f"{float(np.float32(float(value))):.9e}f"
+    return f"{float(value):.17e}"
+
+
+def module_source(kernels: list[Kernel], dtype, title: str) -> str:
+    """A compilable translation unit: a typedef for the field type, then the kernels."""
+    head = f"// stencilforge generated CUDA C: {title}\n// field type: {np.dtype(dtype).name}\ntypedef {ctype(dtype)} real;\n"
+    return head + "".join("\n" + k.source for k in kernels)
+
+
+# ---------------------------------------------------------------- sweeps
+
+
+def _check_names(names) -> None:
+    for n in names:
+        if not _IDENT.match(n):
+            raise StencilforgeError(f"field name {n!r} is not a valid identifier for generated CUDA code")
+
+
+def _field_radii(sweep: Sweep) -> dict[str, tuple[int, ...]]:
+    """Per-axis reach of each field read at neighbouring cells (pointwise fields are absent)."""
+    radii: dict[str, list[int]] = {}
+    for t in sweep.terms:
+        offs = [o for o, _ in t.stencil.entries]
+        if all(not any(o) for o in offs):
+            continue
+        r = radii.setdefault(t.field, [0] * sweep.ndim)
+        for o in offs:
+            for a in range(sweep.ndim):
+                r[a] = max(r[a], abs(o[a]))
+    return {k: tuple(v) for k, v in radii.items()}
+
+
+def _is_star(sweep: Sweep, fields) -> bool:
+    """True when no offset of a staged field moves along two axes at once (corner halos unused)."""
+    return all(sum(1 for i in o if i) <= 1 for t in sweep.terms if t.field in fields for o, _ in t.stencil.entries)
+
+
+def _expression(sweep: Sweep, dtype, access) -> str:
+    """The right-hand side at one cell, in the oracle's order: sum over terms of (sum c*f[o]) * factor."""
+    parts = []
+    zero = (0,) * sweep.ndim
+    for t in sweep.terms:
+        inner = " + ".join(f"{literal(c, dtype)} * {access(t.field, o)}" for o, c in t.stencil.entries)
+        if t.factor is not None:
+            inner = f"({inner}) * {access(t.factor, zero)}"
+        parts.append(f"({inner})")
+    return "\n        + ".join(parts)
+
+
+def _sweep_args(sweep: Sweep, reduce: bool) -> tuple[str, ...]:
+    inputs = list(sweep.inputs)
+    if reduce:
+        return tuple(inputs)
+    return (sweep.out,) + tuple(n for n in inputs if n != sweep.out)
+
+
+def _params(sweep: Sweep, reduce: bool) -> str:
+    names = _sweep_args(sweep, reduce)
+    ps = []
+    for n in names:
+        writable = not reduce and n == sweep.out
+        ps.append(f"{'' if writable else 'const '}real* __restrict__ f_{n}")
+    if reduce:
+        ps.append("double* __restrict__ partial")
+    ps += [f"const int n{a}" for a in range(sweep.ndim)] + ["const int g"]
+    return ", ".join(ps)
+
+
+def _strides(ndim: int) -> list[str]:
+    """Padded strides as 64-bit values: s{a} is the element distance between neighbours along axis a."""
+    lines = []
+    if ndim == 3:
+        lines.append("const long long s1 = (long long)n2 + 2 * g;")
+        lines.append("const long long s0 = s1 * ((long long)n1 + 2 * g);")
+    else:
+        lines.append("const long long s0 = (long long)n1 + 2 * g;")
+    return lines
+
+
+def _linear(offset: tuple[int, ...]) -> str:
+    """Offset in elements from the current cell, written with the stride names."""
+    nd = len(offset)
+    parts = []
+    for a, o in enumerate(offset):
+        if o == 0:
+            continue
+        parts.append(f"{o}" if a == nd - 1 else f"{o} * s{a}")
+    return " + ".join(parts)
+
+
+def _at(base: str, offset: tuple[int, ...]) -> str:
+    lin = _linear(offset)
+    return f"{base} + {lin}" if lin else base
+
+
+def _index_setup(ndim: int, block: tuple[int, ...]) -> list[str]:
+    axes = ["x", "y", "z"]
+    lines = []
+    for a in range(ndim):
+        ax = axes[ndim - 1 - a]
+        lines.append(f"const int i{a} = blockIdx.{ax} * {block[a]} + threadIdx.{ax};")
+    return lines
+
+
+def _centre(ndim: int) -> str:
+    if ndim == 3:
+        return "const long long c = ((long long)i0 + g) * s0 + ((long long)i1 + g) * s1 + (i2 + g);"
+    return "const long long c = ((long long)i0 + g) * s0 + (i1 + g);"
+
+
+def naive_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str) -> Kernel:
+    nd = sweep.ndim
+    threads = math.prod(tile)
+    out = f"f_{sweep.out}"
+    expr = _expression(sweep, dtype, lambda f, o: f"f_{f}[{_at('c', o)}]")
+    inside = " && ".join(f"i{a} < n{a}" for a in range(nd))
+    body = [
+        f'extern "C" __global__ void __launch_bounds__({threads}) {name}({_params(sweep, False)})',
+        "{",
+        *("    " + s for s in _index_setup(nd, tile)),
+        f"    if (!({inside})) return;",
+        *("    " + s for s in _strides(nd)),
+        "    " + _centre(nd),
+        f"    {out}[c] = {expr};",
+        "}",
+    ]
+    return Kernel(name, "\n".join(body) + "\n", "naive", tile, _block(tile), tile, _sweep_args(sweep, False))
+
+
+def _block(tile: tuple[int, ...]) -> tuple[int, int, int]:
+    rev = list(reversed(tile))
+    return tuple(rev + [1] * (3 - len(rev)))
+
+
+def tiled_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str) -> Kernel:
+    """Each stencil field's tile+halo box staged in (dynamic) shared memory, then one cell per thread."""
+    nd = sweep.ndim
+    radii = _field_radii(sweep)
+    staged = list(radii)
+    star = _is_star(sweep, staged)
+    threads = math.prod(tile)
+    itemsize = np.dtype(dtype).itemsize
+    boxes = {f: tuple(t + 2 * r for t, r in zip(tile, radii[f])) for f in staged}
+    offsets, total = {}, 0
+    for f in staged:
+        offsets[f] = total
+        total += math.prod(boxes[f])
+    smem = total * itemsize
+    _check_smem(smem, "tiled", tile)
+    lines = [
+        f'extern "C" __global__ void __launch_bounds__({threads}) {name}({_params(sweep, False)})',
+        "{",
+        "    extern __shared__ real sf_smem[];",
+    ]
+    axes = ["x", "y", "z"]
+    lines += [f"    const int t{a} = threadIdx.{axes[nd - 1 - a]};" for a in range(nd)]
+    lines += [f"    const int b{a} = blockIdx.{axes[nd - 1 - a]} * {tile[a]};" for a in range(nd)]
+    lines += [f"    const int i{a} = b{a} + t{a};" for a in range(nd)]
+    lines += ["    " + s for s in _strides(nd)]
+    tid = " + ".join(
+        f"t{a}" + "".join(f" * {tile[b]}" for b in range(a + 1, nd)) for a in range(nd)
+    )
+    lines.append(f"    const int tid = {tid};")
+    for f in staged:
+        box, r = boxes[f], radii[f]
+        lines.append(f"    real* s_{f} = sf_smem + {offsets[f]};")
+        lines.append(f"    for (int t = tid; t < {math.prod(box)}; t += {threads}) {{")
+        rest = "t"
+        for a in range(nd):
+            inner = math.prod(box[a + 1 :])
+            if a < nd - 1:
+                lines.append(f"        const int a{a} = {rest} / {inner};")
+                lines.append(f"        const int m{a} = {rest} - a{a} * {inner};")
+                rest = f"m{a}"
+            else:
+                lines.append(f"        const int a{a} = {rest};")
+        lines += [f"        const int j{a} = b{a} + a{a} - {r[a]};" for a in range(nd)]
+        conds = [f"j{a} < n{a} + {r[a]}" for a in range(nd)]
+        if star and nd > 1:
+            outside = " + ".join(f"(a{a} < {r[a]} || a{a} >= {r[a] + tile[a]})" for a in range(nd))
+            conds.append(f"({outside}) <= 1")
+        idx = " + ".join(
+            [f"((long long)j{a} + g) * s{a}" for a in range(nd - 1)] + [f"(j{nd - 1} + g)"]
+        )
+        lines.append(f"        if ({' && '.join(conds)}) s_{f}[t] = f_{f}[{idx}];")
+        lines.append("    }")
+    lines.append("    __syncthreads();")
+    inside = " && ".join(f"i{a} < n{a}" for a in range(nd))
+    lines.append(f"    if (!({inside})) return;")
+    lines.append("    " + _centre(nd))
+
+    def access(f, o):
+        if f in radii:
+            box, r = boxes[f], radii[f]
+            parts = []
+            for a in range(nd):
+                stride = math.prod(box[a + 1 :])
+                pos = f"(t{a} + {r[a] + o[a]})"
+                parts.append(pos if stride == 1 else f"{pos} * {stride}")
+            return f"s_{f}[{' + '.join(parts)}]"
+        return f"f_{f}[{_at('c', o)}]"
+
+    lines.append(f"    f_{sweep.out}[c] = {_expression(sweep, dtype, access)};")
+    lines.append("}")
+    return Kernel(name, "\n".join(lines) + "\n", "tiled", tile, _block(tile), tile, _sweep_args(sweep, False), smem)
+
+
+def _check_smem(nbytes: int, strategy: str, tile) -> None:
+    if nbytes > SMEM_LIMIT:
+        raise StencilforgeError(
+            f"strategy {strategy} with tile {tuple(tile)} needs {nbytes} bytes of shared memory per block "
+            f"(limit {SMEM_LIMIT}); choose a smaller tile"
+        )
+
+
+def streaming_applicable(sweep: Sweep) -> str | None:
+    """None if the sweep can march along axis 0, else why not."""
+    if sweep.ndim < 2:
+        return "streaming needs a 2D or 3D sweep"
+    for t in sweep.terms:
+        for o, _ in t.stencil.entries:
+            if o[0] != 0 and any(o[1:]):
+                return f"streaming needs stencils whose axis-0 offsets lie on the column; offset {o} does not"
+    return None
+
+
+def streaming_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str) -> Kernel:
+    """2.5D: march along axis 0 with a register queue per stencil field and the plane in shared memory.
+
+    tile = (chunk, ty, tx) in 3D or (chunk, tx) in 2D: the block is (tx, ty)
+    threads and walks `chunk` planes, re-reading 2r planes at each chunk start.
+    """
+    reason = streaming_applicable(sweep)
+    if reason:
+        raise StencilforgeError(reason)
+    nd = sweep.ndim
+    chunk, plane_tile = tile[0], tile[1:]
+    radii = _field_radii(sweep)
+    staged = list(radii)
+    star = _is_star(sweep, staged)
+    threads = math.prod(plane_tile)
+    itemsize = np.dtype(dtype).itemsize
+    boxes = {f: tuple(t + 2 * r for t, r in zip(plane_tile, radii[f][1:])) for f in staged}
+    smem = sum(math.prod(b) for b in boxes.values()) * itemsize
+    if smem > STATIC_SMEM_LIMIT:
+        raise StencilforgeError(
+            f"strategy streaming with tile {tuple(tile)} needs {smem} bytes of shared memory per block "
+            f"(limit {STATIC_SMEM_LIMIT}); choose a smaller tile"
+        )
+    chunk_axis = "z" if nd == 3 else "y"
+    lines = [
+        f'extern "C" __global__ void __launch_bounds__({threads}) {name}({_params(sweep, False)})',
+        "{",
+    ]
+    for f in staged:
+        lines.append(f"    __shared__ real s_{f}[{math.prod(boxes[f])}];")
+    if nd == 3:
+        ty, tx = plane_tile
+        lines += [
+            "    const int tx = threadIdx.x, ty = threadIdx.y;",
+            f"    const int tid = ty * {tx} + tx;",
+            f"    const int b2 = blockIdx.x * {tx}, b1 = blockIdx.y * {ty};",
+            "    const int i2 = b2 + tx, i1 = b1 + ty;",
+            "    const bool active = i1 < n1 && i2 < n2;",
+            *("    " + s for s in _strides(3)),
+            "    const long long col = ((long long)i1 + g) * s1 + (i2 + g);",
+        ]
+    else:
+        (tx,) = plane_tile
+        lines += [
+            "    const int tx = threadIdx.x;",
+            "    const int tid = tx;",
+            f"    const int b1 = blockIdx.x * {tx};",
+            "    const int i1 = b1 + tx;",
+            "    const bool active = i1 < n1;",
+            *("    " + s for s in _strides(2)),
+            "    const long long col = i1 + g;",
+        ]
+    lines += [
+        f"    const int z0 = blockIdx.{chunk_axis} * {chunk};",
+        f"    const int z1 = min(z0 + {chunk}, n0);",
+        "    long long p = ((long long)z0 + g) * s0;",
+    ]
+    for f in staged:
+        rz = radii[f][0]
+        lines.append(f"    real {', '.join(f'q_{f}_{j}' for j in range(2 * rz + 1))};")
+        if rz:
+            lines.append("    if (active) {")
+            for j in range(2 * rz):
+                lines.append(f"        q_{f}_{j} = f_{f}[p + col + {j - rz} * s0];")
+            lines.append("    }")
+    lines.append("    for (int z = z0; z < z1; ++z, p += s0) {")
+    for f in staged:
+        rz = radii[f][0]
+        lines.append(f"        if (active) q_{f}_{2 * rz} = f_{f}[p + col + {rz} * s0];")
+    lines.append("        __syncthreads();")
+    for f in staged:
+        r = radii[f][1:]
+        box = boxes[f]
+        rz = radii[f][0]
+        if nd == 3:
+            ty, tx = plane_tile
+            lines.append(f"        if (active) s_{f}[(ty + {r[0]}) * {box[1]} + tx + {r[1]}] = q_{f}_{rz};")
+            lines.append(f"        for (int t = tid; t < {math.prod(box)}; t += {threads}) {{")
+            lines.append(f"            const int a1 = t / {box[1]}, a2 = t - a1 * {box[1]};")
+            lines.append(f"            const int j1 = b1 + a1 - {r[0]}, j2 = b2 + a2 - {r[1]};")
+            lines.append(f"            const bool in1 = a1 >= {r[0]} && a1 < {r[0] + ty};")
+            lines.append(f"            const bool in2 = a2 >= {r[1]} && a2 < {r[1] + tx};")
+            lines.append("            if (in1 && in2 && j1 < n1 && j2 < n2) continue;")
+            if star:
+                lines.append("            if (!in1 && !in2) continue;")
+            lines.append(
+                f"            if (j1 < n1 + {r[0]} && j2 < n2 + {r[1]}) "
+                f"s_{f}[t] = f_{f}[p + ((long long)j1 + g) * s1 + (j2 + g)];"
+            )
+            lines.append("        }")
+        else:
+            (tx,) = plane_tile
+            lines.append(f"        if (active) s_{f}[tx + {r[0]}] = q_{f}_{rz};")
+            lines.append(f"        for (int t = tid; t < {box[0]}; t += {threads}) {{")
+            lines.append(f"            const int j1 = b1 + t - {r[0]};")
+            lines.append(f"            if (t >= {r[0]} && t < {r[0] + tx} && j1 < n1) continue;")
+            lines.append(f"            if (j1 < n1 + {r[0]}) s_{f}[t] = f_{f}[p + j1 + g];")
+            lines.append("        }")
+    lines.append("        __syncthreads();")
+
+    def access(f, o):
+        if f in radii:
+            rz = radii[f][0]
+            if o[0] != 0 or not any(o[1:]):
+                return f"q_{f}_{rz + o[0]}"
+            r, box = radii[f][1:], boxes[f]
+            if nd == 3:
+                return f"s_{f}[(ty + {r[0] + o[1]}) * {box[1]} + tx + {r[1] + o[2]}]"
+            return f"s_{f}[tx + {r[0] + o[1]}]"
+        return f"f_{f}[p + col]"
+
+    lines.append(f"        if (active) f_{sweep.out}[p + col] = {_expression(sweep, dtype, access)};")
+    for f in staged:
+        rz = radii[f][0]
+        for j in range(2 * rz):
+            lines.append(f"        q_{f}_{j} = q_{f}_{j + 1};")
+    lines.append("    }")
+    lines.append("}")
+    cover = (chunk,) + tuple(plane_tile)
+    block = (plane_tile[-1], plane_tile[0] if nd == 3 else 1, 1)
+    return Kernel(name, "\n".join(lines) + "\n", "streaming", tile, block, cover, _sweep_args(sweep, False))
+
+
+def reduce_sweep(sweep: Sweep, dtype, name: str) -> Kernel:
+    """sum over the interior of (sweep rhs)^2 in double, one partial sum per block (deterministic)."""
+    nd = sweep.ndim
+    expr = _expression(sweep, dtype, lambda f, o: f"f_{f}[{_at('c', o)}]")
+    last = nd - 1
+    lines = [
+        f'extern "C" __global__ void __launch_bounds__({REDUCE_THREADS}) {name}({_params(sweep, True)})',
+        "{",
+        f"    __shared__ double warp_sum[{REDUCE_THREADS // 32}];",
+        *("    " + s for s in _strides(nd)),
+        "    double acc = 0.0;",
+    ]
+    rows = " * ".join(f"(long long)n{a}" for a in range(last))
+    lines.append(f"    for (long long row = blockIdx.x; row < {rows}; row += gridDim.x) {{")
+    if nd == 3:
+        lines.append("        const int i0 = (int)(row / n1), i1 = (int)(row - (long long)i0 * n1);")
+    else:
+        lines.append("        const int i0 = (int)row;")
+    lines.append(f"        for (int i{last} = threadIdx.x; i{last} < n{last}; i{last} += {REDUCE_THREADS}) {{")
+    lines.append("            " + _centre(nd))
+    lines.append(f"            const real v = {expr};")
+    lines.append("            acc += (double)v * (double)v;")
+    lines.append("        }")
+    lines.append("    }")
+    lines += [
+        "    for (int d = 16; d > 0; d >>= 1) acc += __shfl_down_sync(0xffffffffu, acc, d);",
+        "    if ((threadIdx.x & 31) == 0) warp_sum[threadIdx.x >> 5] = acc;",
+        "    __syncthreads();",
+        "    if (threadIdx.x < 32) {",
+        f"        acc = threadIdx.x < {REDUCE_THREADS // 32} ? warp_sum[threadIdx.x] : 0.0;",
+        "        for (int d = 16; d > 0; d >>= 1) acc += __shfl_down_sync(0xffffffffu, acc, d);",
+        "        if (threadIdx.x == 0) partial[blockIdx.x] = acc;",
+        "    }",
+        "}",
+    ]
+    return Kernel(name, "\n".join(lines) + "\n", "reduce", (), (REDUCE_THREADS, 1, 1), (), _sweep_args(sweep, True))
+
+
+# ---------------------------------------------------------------- axis operators
+
+
+def _check_operator(op: AxisOperator) -> None:
+    if op.ndim != 2:
+        raise StencilforgeError("the cuda backend implements axis operators for 2D arrays only")
+    if op.axis not in (0, 1):
+        raise StencilforgeError(f"axis must be 0 or 1, got {op.axis}")
+    for d in op.outputs:
+        if len(d.left) < d.radius or len(d.right) < d.radius:
+            raise StencilforgeError(f"derivative {d.out!r} needs at least {d.radius} closure rows at each end")
+    _check_names([op.inp] + [d.out for d in op.outputs])
+
+
+def _weighted(weights, dtype, access) -> str:
+    return " + ".join(f"{literal(w, dtype)} * {access(o)}" for o, w in weights)
+
+
+def _closure_chain(d: Derivative1D, pos: str, n: str, dtype, glob, fast: str, indent: str, out: str) -> list[str]:
+    """if/else chain over closure rows (read from global memory), the interior row last."""
+    scale = literal(d.scale, dtype)
+    lines = []
+    kw = "if"
+    for k, row in enumerate(d.left):
+        lines.append(f"{indent}{kw} ({pos} == {k}) {out} = ({_weighted(row, dtype, lambda o, k=k: glob(k, o, False))}) * {scale};")
+        kw = "else if"
+    for k, row in enumerate(d.right):
+        lines.append(
+            f"{indent}{kw} ({pos} == {n} - {k + 1}) {out} = ({_weighted(row, dtype, lambda o, k=k: glob(k, o, True))}) * {scale};"
+        )
+        kw = "else if"
+    lines.append(f"{indent}else {out} = ({fast}) * {scale};")
+    return lines
+
+
+def _op_params(op: AxisOperator) -> str:
+    ps = [f"const real* __restrict__ f_{op.inp}"] + [f"real* __restrict__ f_{d.out}" for d in op.outputs]
+    return ", ".join(ps + ["const int n0", "const int n1"])
+
+
+def _op_args(op: AxisOperator) -> tuple[str, ...]:
+    return (op.inp,) + tuple(d.out for d in op.outputs)
+
+
+def naive_operator(op: AxisOperator, dtype, tile: tuple[int, ...], name: str) -> Kernel:
+    _check_operator(op)
+    u = f"f_{op.inp}"
+    pos, n = ("i1", "n1") if op.axis == 1 else ("i0", "n0")
+    step = "" if op.axis == 1 else " * n1"
+
+    def glob(k, o, right):
+        return f"{u}[c + ({o}){step}]"
+
+    lines = [
+        f'extern "C" __global__ void __launch_bounds__({math.prod(tile)}) {name}({_op_params(op)})',
+        "{",
+        f"    const int i1 = blockIdx.x * {tile[1]} + threadIdx.x;",
+        f"    const int i0 = blockIdx.y * {tile[0]} + threadIdx.y;",
+        "    if (i0 >= n0 || i1 >= n1) return;",
+        "    const long long c = (long long)i0 * n1 + i1;",
+    ]
+    for m, d in enumerate(op.outputs):
+        lines.append(f"    real o{m};")
+        fast = _weighted(d.interior, dtype, lambda o: glob(0, o, False))
+        lines += _closure_chain(d, pos, n, dtype, glob, fast, "    ", f"o{m}")
+        lines.append(f"    f_{d.out}[c] = o{m};")
+    lines.append("}")
+    return Kernel(name, "\n".join(lines) + "\n", "naive", tile, _block(tile), tile, _op_args(op), ghosted=False)
+
+
+def pencil_operator(op: AxisOperator, dtype, tile: tuple[int, ...], name: str) -> Kernel:
+    """Fused one-pass operator; tile = (rows, tx) along x, (chunk, tx) along y."""
+    _check_operator(op)
+    u = f"f_{op.inp}"
+    r = max(d.radius for d in op.outputs)
+    if op.axis == 1:
+        rows, tx = tile
+        width = tx + 2 * r
+        threads = rows * tx
+        smem = rows * width * np.dtype(dtype).itemsize
+        if smem > STATIC_SMEM_LIMIT:
+            raise StencilforgeError(f"strategy pencil with tile {tuple(tile)} needs {smem} bytes of shared memory; choose a smaller tile")
+        lines = [
+            f'extern "C" __global__ void __launch_bounds__({threads}) {name}({_op_params(op)})',
+            "{",
+            f"    __shared__ real s_u[{rows * width}];",
+            "    const int tx = threadIdx.x, ty = threadIdx.y;",
+            f"    const int b1 = blockIdx.x * {tx}, b0 = blockIdx.y * {rows};",
+            "    const int i1 = b1 + tx, i0 = b0 + ty;",
+            f"    for (int t = ty * {tx} + tx; t < {rows * width}; t += {threads}) {{",
+            f"        const int a0 = t / {width}, a1 = t - a0 * {width};",
+            f"        const int j0 = b0 + a0, j1 = b1 + a1 - {r};",
+            f"        if (j0 < n0 && j1 >= 0 && j1 < n1) s_u[t] = {u}[(long long)j0 * n1 + j1];",
+            "    }",
+            "    __syncthreads();",
+            "    if (i0 >= n0 || i1 >= n1) return;",
+            "    const long long c = (long long)i0 * n1 + i1;",
+        ]
+
+        def glob(k, o, right):
+            return f"{u}[c + ({o})]"
+
+        def fast_at(o):
+            return f"s_u[ty * {width} + tx + {r + o}]"
+
+        pos, n = "i1", "n1"
+        cover, block = (rows, tx), (tx, rows, 1)
+        for m, d in enumerate(op.outputs):
+            lines.append(f"    real o{m};")
+            lines += _closure_chain(d, pos, n, dtype, glob, _weighted(d.interior, dtype, fast_at), "    ", f"o{m}")
+            lines.append(f"    f_{d.out}[c] = o{m};")
+        lines.append("}")
+    else:
+        chunk, tx = tile
+        threads = tx
+        lines = [
+            f'extern "C" __global__ void __launch_bounds__({threads}) {name}({_op_params(op)})',
+            "{",
+            f"    const int i1 = blockIdx.x * {tx} + threadIdx.x;",
+            "    if (i1 >= n1) return;",
+            f"    const int y0 = blockIdx.y * {chunk};",
+            f"    const int y1 = min(y0 + {chunk}, n0);",
+            f"    real {', '.join(f'q{j}' for j in range(2 * r + 1))};",
+        ]
+        for j in range(2 * r):
+            lines.append(f"    {{ const int y = y0 + {j - r}; q{j} = (y >= 0 && y < n0) ? {u}[(long long)y * n1 + i1] : (real)0; }}")
+        lines += [
+            "    for (int y = y0; y < y1; ++y) {",
+            "        const long long c = (long long)y * n1 + i1;",
+            f"        q{2 * r} = (y + {r} < n0) ? {u}[c + {r}LL * n1] : (real)0;",
+        ]
+
+        def glob(k, o, right):
+            return f"{u}[c + ({o}) * (long long)n1]"
+
+        for m, d in enumerate(op.outputs):
+            lines.append(f"        real o{m};")
+            fast = _weighted(d.interior, dtype, lambda o: f"q{r + o}")
+            lines += _closure_chain(d, "y", "n0", dtype, glob, fast, "        ", f"o{m}")
+            lines.append(f"        f_{d.out}[c] = o{m};")
+        for j in range(2 * r):
+            lines.append(f"        q{j} = q{j + 1};")
+        lines += ["    }", "}"]
+        cover, block = (chunk, tx), (tx, 1, 1)
+    return Kernel(name, "\n".join(lines) + "\n", "pencil", tile, block, cover, _op_args(op), ghosted=False)
+
+
+# ---------------------------------------------------------------- entry points
+
+
+def default_tile(plan: Sweep | AxisOperator, strategy: str, dtype) -> tuple[int, ...]:
+    """Tile shapes (C order) that fill a block with 256-512 threads and keep x contiguous."""
+    if isinstance(plan, AxisOperator):
+        if strategy == "naive":
+            return (8, 32)
+        return (4, 64) if plan.axis == 1 else (64, 128)
+    nd = plan.ndim
+    if strategy == "naive":
+        return (8, 32) if nd == 2 else (2, 4, 32)
+    if strategy == "tiled":
+        return (16, 32) if nd == 2 else (4, 8, 32)
+    if nd == 2:
+        return (256, 256)
+    return (64, 16, 32)
+
+
+def _check_tile(tile, expected: int, strategy: str, threads: int) -> tuple[int, ...]:
+    try:
+        tile = tuple(int(t) for t in tile)
+    except (TypeError, ValueError):
+        raise StencilforgeError(f"tile must be a sequence of integers, got {tile!r}") from None
+    if len(tile) != expected or any(t < 1 for t in tile):
+        raise StencilforgeError(f"strategy {strategy} needs a tile of {expected} positive integers, got {tile}")
+    if threads(tile) > MAX_THREADS:
+        raise StencilforgeError(f"tile {tile} gives {threads(tile)} threads per block; the limit is {MAX_THREADS}")
+    return tile
+
+
+def sweep_kernel(sweep: Sweep, strategy: str, dtype, tile=None) -> Kernel:
+    """The kernel writing `sweep.out` over the interior with one strategy."""
+    _check_names(set(sweep.inputs) | {sweep.out})
+    if strategy not in SWEEP_STRATEGIES:
+        raise StencilforgeError(f"strategy {strategy!r} does not apply to a stencil sweep: choose one of {', '.join(SWEEP_STRATEGIES)}")
+    if sweep.ndim not in (2, 3):
+        raise StencilforgeError(f"the cuda backend supports 2D and 3D sweeps, not {sweep.ndim}D")
+    tile = default_tile(sweep, strategy, dtype) if tile is None else tile
+    name = f"sf_{strategy}_{sweep.out}"
+    if strategy == "streaming":
+        tile = _check_tile(tile, sweep.ndim, strategy, lambda t: math.prod(t[1:]))
+        return streaming_sweep(sweep, dtype, tile, name)
+    tile = _check_tile(tile, sweep.ndim, strategy, math.prod)
+    if strategy == "naive":
+        return naive_sweep(sweep, dtype, tile, name)
+    return tiled_sweep(sweep, dtype, tile, name)
+
+
+def operator_kernel(op: AxisOperator, strategy: str, dtype, tile=None) -> Kernel:
+    if strategy not in OPERATOR_STRATEGIES:
+        raise StencilforgeError(
+            f"strategy {strategy!r} does not apply to a derivative operator: choose one of {', '.join(OPERATOR_STRATEGIES)}"
+        )
+    tile = default_tile(op, strategy, dtype) if tile is None else tile
+    name = f"sf_{strategy}_axis{op.axis}_" + "_".join(d.out for d in op.outputs)
+    if strategy == "naive":
+        return naive_operator(op, dtype, _check_tile(tile, 2, strategy, math.prod), name)
+    count = (lambda t: t[1]) if op.axis == 0 else math.prod
+    return pencil_operator(op, dtype, _check_tile(tile, 2, strategy, count), name)
+
+
+def residual_kernel(sweep: Sweep, dtype) -> Kernel:
+    _check_names(sweep.inputs)
+    return reduce_sweep(sweep, dtype, f"sf_sumsq_{sweep.out}")

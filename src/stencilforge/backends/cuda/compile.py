@@ -1,0 +1,108 @@
+"""NVRTC compilation to a cubin for one architecture, with an on-disk cache.
+
+The cache key hashes the source, the options (which carry -arch) and the
+NVRTC version, so a kernel built by another compiler or for another GPU is
+never loaded. The same `compile_cubin` runs in CI (cuda-bindings plus the
+nvidia-cuda-nvrtc wheel, no driver needed) and at run time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+from ...errors import StencilforgeError
+
+BASE_OPTIONS = ("-std=c++17", "-default-device")
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("STENCILFORGE_CACHE_DIR") or os.path.join(Path.home(), ".cache", "stencilforge")
+    return Path(base) / "cuda"
+
+
+def options(arch: str) -> tuple[str, ...]:
+    return (f"-arch={arch}",) + BASE_OPTIONS
+
+
+def _nvrtc():
+    try:
+        from cuda.bindings import nvrtc
+    except ImportError:
+        return None
+    return nvrtc
+
+
+def nvrtc_version() -> tuple[int, int] | None:
+    nvrtc = _nvrtc()
+    if nvrtc is None:
+        return None
+    err, major, minor = nvrtc.nvrtcVersion()
+    return (major, minor) if err == nvrtc.nvrtcResult.NVRTC_SUCCESS else None
+
+
+def _log(nvrtc, prog) -> str:
+    _, size = nvrtc.nvrtcGetProgramLogSize(prog)
+    buf = b" " * size
+    nvrtc.nvrtcGetProgramLog(prog, buf)
+    return buf.decode(errors="replace").rstrip("\x00").strip()
+
+
+def _first_error(log: str) -> str:
+    for line in log.splitlines():
+        if "error" in line:
+            return line.strip()
+    return log.splitlines()[0].strip() if log else "no compiler log"
+
+
+def compile_cubin(source: str, arch: str, what: str) -> bytes:
+    """Machine code for `arch` (e.g. sm_90); `what` names the kernel and strategy in errors."""
+    nvrtc = _nvrtc()
+    if nvrtc is None:
+        raise StencilforgeError("compiling CUDA kernels needs the cuda-bindings package (pip install cuda-bindings)")
+    ok = nvrtc.nvrtcResult.NVRTC_SUCCESS
+    err, prog = nvrtc.nvrtcCreateProgram(source.encode(), b"stencilforge.cu", 0, [], [])
+    if err != ok:
+        raise StencilforgeError(f"NVRTC could not create a program for {what}: {err.name}")
+    try:
+        opts = [o.encode() for o in options(arch)]
+        (err,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
+        if err != ok:
+            raise StencilforgeError(f"CUDA compile of {what} failed: {_first_error(_log(nvrtc, prog))}")
+        err, size = nvrtc.nvrtcGetCUBINSize(prog)
+        if err != ok:
+            raise StencilforgeError(f"NVRTC produced no machine code for {what}: {err.name}")
+        cubin = b" " * size
+        (err,) = nvrtc.nvrtcGetCUBIN(prog, cubin)
+        if err != ok:
+            raise StencilforgeError(f"NVRTC produced no machine code for {what}: {err.name}")
+        return cubin
+    finally:
+        nvrtc.nvrtcDestroyProgram(prog)
+
+
+def cache_key(source: str, arch: str, version) -> str:
+    text = "\0".join([source, " ".join(options(arch)), f"nvrtc-{version}"])
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def cached_cubin(source: str, arch: str, what: str) -> Path | None:
+    """Path of the cubin for (source, options, arch, NVRTC version), compiled now if absent.
+
+    None when cuda-bindings is missing: the caller then compiles through CuPy,
+    whose own cache key covers the same four things.
+    """
+    version = nvrtc_version()
+    if version is None:
+        return None
+    folder = cache_dir()
+    path = folder / f"{cache_key(source, arch, version)}.cubin"
+    if path.exists():
+        return path
+    cubin = compile_cubin(source, arch, what)
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_bytes(cubin)
+    os.replace(tmp, path)
+    return path
