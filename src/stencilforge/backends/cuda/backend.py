@@ -120,6 +120,7 @@ class CudaBackend:
         self._requested = strategy
         self._tile = None if tile is None else tuple(tile)
         self.strategy = strategy
+        self.tile = self._tile
         self.arch = f"sm_{cp.cuda.Device().compute_capability}"
         self._modules: dict[str, object] = {}
         self._timer = _EventTimer(cp)
@@ -195,7 +196,7 @@ class CudaBackend:
 
     def sweep(self, sweep: Sweep, grid: Grid) -> Callable[[Mapping], None]:
         kernel = resolve(sweep, self._requested, self._tile, grid.shape, grid.dtype)
-        self.strategy = kernel.strategy
+        self.strategy, self.tile = kernel.strategy, kernel.tile
         launch = self._launcher(kernel, grid.dtype)
         blocks = kernel.grid(grid.shape)
         scalars = tuple(np.int32(n) for n in grid.shape) + (np.int32(grid.ghost),)
@@ -232,7 +233,7 @@ class CudaBackend:
     def axis_operator(self, op: AxisOperator, dtype) -> Callable:
         dtype = np.dtype(dtype)
         kernel = resolve(op, self._requested, self._tile, None, dtype)
-        self.strategy = kernel.strategy
+        self.strategy, self.tile = kernel.strategy, kernel.tile
         launch = self._launcher(kernel, dtype)
         names = (op.inp,) + tuple(d.out for d in op.outputs)
         timer = self._timer

@@ -1,0 +1,48 @@
+"""A small case of every CUDA strategy, run once each: the workload for compute-sanitizer.
+
+Usage: compute-sanitizer --tool memcheck python3 benchmarks/cuda_sanitize.py
+Shapes are small (sanitizers slow kernels 10-100x) but not multiples of any tile.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from stencilforge import problems
+from stencilforge.backends.cuda import CudaBackend
+from stencilforge.problems import derivatives as deriv
+
+
+def main() -> None:
+    rng = np.random.default_rng(0)
+    cases = [
+        ("poisson2d", (37, 45), {}),
+        ("heat2d", (37, 45), {}),
+        ("heat3d", (11, 13, 37), {}),
+        ("wave3d", (11, 13, 37), {"radius": 3}),
+        ("wave3d", (17, 19, 40), {"radius": 8}),
+    ]
+    for strategy in ("naive", "tiled", "streaming"):
+        be = CudaBackend(strategy=strategy)
+        for name, shape, params in cases:
+            setup = problems.build(name, shape=shape, dtype="float32", **params)
+            fields = {n: be.asarray(rng.uniform(-1, 1, setup.grid.padded_shape).astype(np.float32)) for n in setup.fields}
+            be.sweep(setup.sweep, setup.grid)(fields)
+            if setup.residual is not None:
+                be.sum_squares(setup.residual, setup.grid)(fields)
+            be.synchronize()
+            print(f"{strategy:9s} {name} {shape} ok", flush=True)
+    for strategy in ("naive", "pencil"):
+        be = CudaBackend(strategy=strategy)
+        for axis in (0, 1):
+            for acc in deriv.ACCURACIES:
+                op = deriv.operator(axis, 0.01, acc, (1, 2))
+                u = be.asarray(rng.uniform(-1, 1, (70, 131)))
+                outs = [be.xp.empty_like(u) for _ in range(2)]
+                be.axis_operator(op, np.float64)(u, *outs)
+                be.synchronize()
+                print(f"{strategy:9s} derivatives axis={axis} accuracy={acc} ok", flush=True)
+
+
+if __name__ == "__main__":
+    main()

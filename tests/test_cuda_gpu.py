@@ -1,0 +1,260 @@
+"""The cuda backend against the numpy oracle, on a GPU (skipped where there is none).
+
+Every strategy x problem x dtype, fresh random inputs each run (the seed is in
+the failure message), outputs poisoned with NaN, shapes that are not multiples
+of any tile and shapes smaller than one tile.
+
+Tolerance: the float64 oracle on the same inputs, and an error bound of
+k * u * A per cell, where u is the unit roundoff of the dtype (2**-24 for
+float32, 2**-53 for float64), A is the same sum taken over |coefficients| x
+|values| (so cancellation cannot hide an error) and k = 2 * (points + 2).
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+from stencilforge import problems
+from stencilforge.backends import get_backend
+from stencilforge.backends.cuda import CudaBackend, check_fits
+from stencilforge.backends.numpy_ref import NumpyBackend, evaluate_axis_operator, evaluate_sweep
+from stencilforge.errors import StencilforgeError
+from stencilforge.grid import Grid
+from stencilforge.plan import AxisOperator, Derivative1D, Sweep, Term
+from stencilforge.problems import derivatives as deriv
+from stencilforge.stencil import Stencil
+from stencilforge.timeloop import LoopOptions, run
+
+pytestmark = pytest.mark.gpu
+if not CudaBackend.available():
+    pytest.skip(f"no GPU: {CudaBackend.unavailable_reason()}", allow_module_level=True)
+
+import cupy as cp  # noqa: E402  (only importable where the skip above did not fire)
+
+UNIT_ROUNDOFF = {np.dtype(np.float32): 2.0**-24, np.dtype(np.float64): 2.0**-53}
+DTYPES = ("float32", "float64")
+SWEEP_STRATEGIES = ("naive", "tiled", "streaming", "auto")
+BACKENDS: dict[str, CudaBackend] = {}
+
+
+def backend(strategy: str, tile=None) -> CudaBackend:
+    """One backend per strategy for the session, so compiled modules are reused across tests."""
+    key = f"{strategy}{tile}"
+    if key not in BACKENDS:
+        BACKENDS[key] = CudaBackend(strategy=strategy, tile=tile)
+    return BACKENDS[key]
+
+
+def rng_with_seed():
+    seed = int.from_bytes(os.urandom(4), "little")
+    return np.random.default_rng(seed), seed
+
+
+def abs_sweep(sweep: Sweep) -> Sweep:
+    terms = tuple(
+        Term(t.field, Stencil(tuple((o, abs(float(c))) for o, c in t.stencil.entries)), t.factor) for t in sweep.terms
+    )
+    return Sweep(sweep.out, terms)
+
+
+def sweep_case(name: str, shape, dtype: str, be: CudaBackend, **params):
+    setup = problems.build(name, shape=shape, dtype=dtype, **params)
+    sweep, grid = setup.sweep, setup.grid
+    rng, seed = rng_with_seed()
+    host = {n: rng.uniform(-1.0, 1.0, grid.padded_shape).astype(grid.dtype) for n in sweep.inputs}
+    if sweep.out not in host:
+        host[sweep.out] = np.full(grid.padded_shape, np.nan, grid.dtype)
+    dev = {n: be.asarray(a) for n, a in host.items()}
+    be.sweep(sweep, grid)(dev)
+    got = be.to_host(dev[sweep.out])
+    h64 = {n: a.astype(np.float64) for n, a in host.items()}
+    g64 = Grid(grid.shape, grid.spacing, np.dtype(np.float64), grid.ghost, grid.lower)
+    ref = evaluate_sweep(sweep, g64, h64)
+    bound = evaluate_sweep(abs_sweep(sweep), g64, {n: np.abs(a) for n, a in h64.items()})
+    points = sum(len(t.stencil.entries) for t in sweep.terms)
+    tol = 2 * (points + 2) * UNIT_ROUNDOFF[grid.dtype] * bound + 1e-300
+    inner = got[grid.interior]
+    where = f"{name} {shape} {dtype} strategy={be.strategy} tile={be._tile} seed={seed}"
+    assert np.isfinite(inner).all(), f"unwritten (NaN) interior cells: {where}"
+    err = np.abs(inner - ref)
+    assert (err <= tol).all(), f"max error {err.max():.3e} over bound at {np.unravel_index(np.argmax(err - tol), err.shape)}: {where}"
+    if sweep.out not in sweep.inputs:
+        ghost = got.copy()
+        ghost[grid.interior] = 0.0
+        assert np.isnan(ghost).sum() == ghost.size - inner.size, f"a ghost cell was written: {where}"
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("strategy", SWEEP_STRATEGIES)
+@pytest.mark.parametrize(
+    "name,shape",
+    [
+        ("poisson2d", (1000, 1537)),
+        ("poisson2d", (5, 9)),
+        ("heat2d", (1000, 1537)),
+        ("heat2d", (3, 4)),
+        ("heat3d", (129, 67, 255)),
+        ("heat3d", (3, 5, 7)),
+    ],
+)
+def test_sweeps_match_oracle(name, shape, dtype, strategy):
+    sweep_case(name, shape, dtype, backend(strategy))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("strategy", SWEEP_STRATEGIES)
+@pytest.mark.parametrize("radius", range(1, 9))
+def test_wave3d_every_radius_small(radius, dtype, strategy):
+    r = radius
+    sweep_case("wave3d", (2 * r + 1, 2 * r + 3, 2 * r + 6), dtype, backend(strategy), radius=r)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("strategy", SWEEP_STRATEGIES)
+@pytest.mark.parametrize("radius", [1, 4, 8])
+def test_wave3d_awkward_shape(radius, dtype, strategy):
+    sweep_case("wave3d", (129, 67, 255), dtype, backend(strategy), radius=radius)
+
+
+@pytest.mark.parametrize("strategy,tile", [("streaming", (1, 1, 32)), ("streaming", (3, 5, 7)), ("streaming", (130, 2, 64)), ("tiled", (3, 5, 7)), ("naive", (1, 3, 5))])
+def test_odd_tiles_and_tiles_larger_than_the_grid(strategy, tile):
+    sweep_case("wave3d", (129, 67, 255), "float32", backend(strategy, tile), radius=3)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(1000, 1537), (5, 9)])
+def test_sum_squares_matches_oracle(shape, dtype):
+    setup = problems.build("poisson2d", shape=shape, dtype=dtype)
+    rng, seed = rng_with_seed()
+    grid, res = setup.grid, setup.residual
+    host = {n: rng.uniform(-1, 1, grid.padded_shape).astype(grid.dtype) for n in res.inputs}
+    want = NumpyBackend().sum_squares(res, grid)(host)
+    be = backend("auto")
+    got = be.sum_squares(res, grid)({n: be.asarray(a) for n, a in host.items()})
+    assert isinstance(got, float)
+    rel = 1e-4 if dtype == "float32" else 1e-10
+    assert abs(got - want) <= rel * want, f"seed={seed}"
+
+
+def abs_operator(op: AxisOperator) -> AxisOperator:
+    def w(rows):
+        return tuple(tuple((o, abs(float(c))) for o, c in row) for row in rows)
+
+    outs = tuple(
+        Derivative1D(d.out, w((d.interior,))[0], w(d.left), w(d.right), abs(d.scale)) for d in op.outputs
+    )
+    return AxisOperator(op.inp, op.axis, op.ndim, outs)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("strategy", ["naive", "pencil", "auto"])
+@pytest.mark.parametrize("orders", [(1, 2), (1,), (2,)])
+@pytest.mark.parametrize("accuracy", deriv.ACCURACIES)
+@pytest.mark.parametrize("axis", [0, 1])
+@pytest.mark.parametrize("shape", [(1000, 1537), (7, 9), (300, 7)])
+def test_axis_operator_matches_oracle(shape, axis, accuracy, orders, strategy, dtype):
+    op = deriv.operator(axis, 1.0 / (shape[axis] - 1), accuracy, orders)
+    if shape[axis] < op.min_length:
+        pytest.skip("axis shorter than the closures")
+    rng, seed = rng_with_seed()
+    u = rng.uniform(-1, 1, shape).astype(dtype)
+    be = backend(strategy)
+    outs = [cp.full(shape, np.nan, dtype=dtype) for _ in orders]
+    be.axis_operator(op, np.dtype(dtype))(be.asarray(u), *outs)
+    u64 = u.astype(np.float64)
+    ref = [np.empty(shape) for _ in orders]
+    bound = [np.empty(shape) for _ in orders]
+    evaluate_axis_operator(op, u64, ref)
+    evaluate_axis_operator(abs_operator(op), np.abs(u64), bound)
+    k = 2 * (2 * accuracy + 4)
+    for got, want, b in zip(outs, ref, bound):
+        got = cp.asnumpy(got)
+        where = f"axis={axis} acc={accuracy} orders={orders} {strategy} {dtype} {shape} seed={seed}"
+        assert np.isfinite(got).all(), f"unwritten cells: {where}"
+        err = np.abs(got - want)
+        assert (err <= k * UNIT_ROUNDOFF[np.dtype(dtype)] * b + 1e-300).all(), f"max error {err.max():.3e}: {where}"
+
+
+def test_fused_operator_is_one_launch_with_both_outputs():
+    be = CudaBackend(strategy="pencil")
+    op = deriv.operator(1, 0.1, 2, (1, 2))
+    u = be.asarray(np.random.default_rng().uniform(-1, 1, (64, 64)))
+    before = be.kernel_seconds()
+    outs = [cp.full(u.shape, np.nan) for _ in range(2)]
+    be.axis_operator(op, np.float64)(u, *outs)
+    assert be.kernel_seconds() > before
+    assert all(bool(cp.isfinite(o).all()) for o in outs)
+
+
+# ---------------------------------------------------------------- arrays in and out
+
+
+def test_asarray_copies_noncontiguous_inputs_faithfully():
+    be = backend("auto")
+    base = np.random.default_rng().uniform(-1, 1, (40, 60))
+    for host in (base[:, ::2], base.T, np.asfortranarray(base), base[::3, 1:]):
+        dev = be.asarray(host)
+        assert dev.flags.c_contiguous
+        np.testing.assert_array_equal(cp.asnumpy(dev), host)
+    dbase = cp.asarray(base)
+    for dev_in in (dbase[:, ::2], dbase.T):
+        dev = be.asarray(dev_in)
+        assert dev.flags.c_contiguous
+        np.testing.assert_array_equal(cp.asnumpy(dev), cp.asnumpy(dev_in))
+    same = be.asarray(dbase)
+    assert same.data.ptr == dbase.data.ptr
+    assert be.asarray(base, dtype=np.float32).dtype == np.float32
+
+
+def test_sweep_refuses_strided_or_mis_shaped_fields():
+    setup = problems.build("heat2d", shape=(30, 40), dtype="float32")
+    be = backend("auto")
+    step = be.sweep(setup.sweep, setup.grid)
+    good = be.asarray(setup.fields["u"])
+    strided = cp.zeros((setup.grid.padded_shape[0], 2 * setup.grid.padded_shape[1]), np.float32)[:, ::2]
+    for bad in (strided, cp.zeros((5, 5), np.float32), cp.zeros(setup.grid.padded_shape, np.float64), setup.fields["u"]):
+        with pytest.raises(StencilforgeError, match="must be a C-contiguous CuPy"):
+            step({"u": good, "u_new": bad})
+
+
+# ---------------------------------------------------------------- errors
+
+
+def test_out_of_memory_is_refused_before_allocation():
+    free, _ = cp.cuda.runtime.memGetInfo()
+    with pytest.raises(StencilforgeError, match=r"not enough GPU memory: \d+ bytes .* needed, \d+ bytes"):
+        check_fits(free * 4)
+
+
+def test_unknown_strategy_and_wrong_kind():
+    with pytest.raises(StencilforgeError, match="unknown CUDA strategy"):
+        get_backend("cuda", strategy="fastest")
+    setup = problems.build("heat2d", shape=(30, 40))
+    with pytest.raises(StencilforgeError, match="does not apply"):
+        CudaBackend(strategy="pencil").sweep(setup.sweep, setup.grid)
+    with pytest.raises(StencilforgeError, match="does not apply"):
+        CudaBackend(strategy="streaming").axis_operator(deriv.operator(0, 0.1), np.float64)
+
+
+# ---------------------------------------------------------------- through the time loop
+
+
+@pytest.mark.parametrize("name,shape,params", [("heat3d", (33, 20, 45), {}), ("wave3d", (40, 33, 50), {"radius": 4})])
+def test_time_loop_matches_numpy(name, shape, params):
+    setup = problems.build(name, shape=shape, dtype="float64", **params)
+    want = run(setup, NumpyBackend(), LoopOptions(steps=20))
+    be = CudaBackend()
+    got = run(problems.build(name, shape=shape, dtype="float64", **params), be, LoopOptions(steps=20))
+    assert got.summary["strategy"] == "streaming" and got.summary["kernel_s"] > 0
+    np.testing.assert_allclose(be.to_host(got.fields["u"]), want.fields["u"], rtol=1e-9, atol=1e-11)
+
+
+def test_poisson_residual_on_device_converges_like_numpy():
+    opts = LoopOptions(steps=400, tol=1e-3, check_every=50)
+    want = run(problems.build("poisson2d", shape=(40, 50)), NumpyBackend(), opts).summary
+    got = run(problems.build("poisson2d", shape=(40, 50)), CudaBackend(), opts).summary
+    assert got["iterations"] == want["iterations"]
+    assert got["residual"] == pytest.approx(want["residual"], rel=1e-9)
