@@ -21,7 +21,7 @@ from rich.table import Table
 from . import __version__, problems
 from .backends import available, get_backend
 from .errors import StencilforgeError
-from .timeloop import LoopOptions, run as run_loop
+from .timeloop import LoopOptions
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Finite-difference stencil solvers on GPUs and CPUs.")
 out = Console()
@@ -135,15 +135,17 @@ def _human_summary(s: dict) -> None:
         table.add_row("residual", f"{s['residual']:.3e}  {state}" + (f" (tol {s['tol']:g})" if s["tol"] else ""))
     if "error" in s:
         table.add_row("error vs exact", f"max {s['error']['max_abs']:.3e}, rel L2 {s['error']['rel_l2']:.3e}")
+    for kind, file in s.get("outputs", {}).items():
+        table.add_row(kind, file if isinstance(file, str) else f"{file['path']}  ({', '.join(f'{k} {v}' for k, v in file.items() if k != 'path')})")
     out.print(table)
 
 
 @app.command()
 @friendly
 def run(
-    problem: str = typer.Argument(..., help=f"one of: {', '.join(problems.NAMES)}"),
+    problem: Optional[str] = typer.Argument(None, help=f"one of: {', '.join(problems.NAMES)} (may be omitted with --resume)"),
     shape: Optional[str] = typer.Option(None, "--shape", help="interior points per axis, slowest first: --shape 512 512"),
-    steps: Optional[int] = typer.Option(None, help="number of time steps (iterations for poisson2d)"),
+    steps: Optional[int] = typer.Option(None, help="number of time steps (iterations for poisson2d); with --resume, steps more"),
     tol: Optional[float] = typer.Option(None, help="poisson2d: stop when ||f - A u|| / ||f|| < tol"),
     dtype: Optional[str] = typer.Option(None, help="float32 or float64 (default depends on the problem)"),
     backend: str = typer.Option("auto", help="auto, numpy, numba or cuda"),
@@ -158,19 +160,33 @@ def run(
     axis: Optional[int] = typer.Option(None, help="derivatives: 0 (y) or 1 (x)"),
     accuracy: Optional[int] = typer.Option(None, help="derivatives: interior order 2 or 4"),
     check_every: int = typer.Option(100, help="steps between NaN checks and residual evaluations"),
+    snapshot_every: Optional[int] = typer.Option(None, "--snapshot-every", help="save the field every K steps to --out"),
+    out_file: Optional[str] = typer.Option(None, "--out", help="snapshot file: .h5/.hdf5 (with an .xmf for ParaView) or .npz for small runs"),
+    compression: str = typer.Option("none", help="HDF5 snapshot compression: none, gzip or lzf"),
+    checkpoint_every: Optional[int] = typer.Option(None, "--checkpoint-every", help="write a restart checkpoint every K steps"),
+    checkpoint: Optional[str] = typer.Option(None, help="checkpoint file (default: next to --out, else ./<problem>.ckpt.h5)"),
+    resume: Optional[str] = typer.Option(None, help="continue from a checkpoint file, bit for bit"),
+    png: Optional[str] = typer.Option(None, help="draw the final state to this .png"),
     as_json: bool = typer.Option(False, "--json", help="print exactly one JSON object"),
 ) -> None:
     """Run a problem and report time, throughput and the error against its exact solution."""
-    setup = problems.build(
-        problem, shape=parse_ints(shape, "--shape"), dtype=dtype, alpha=alpha, dt=dt, radius=radius, velocity=velocity, c=c,
-        source=source, frequency=frequency, axis=axis, accuracy=accuracy,
+    from .io.session import Outputs
+
+    outputs = Outputs(
+        snapshot_every=snapshot_every, out=out_file, compression=compression, checkpoint_every=checkpoint_every,
+        checkpoint=checkpoint, resume=resume, png=png,
+    ).prepare(problem)
+    setup, start_step = outputs.setup(
+        problem, parse_ints(shape, "--shape"), dtype, dict(alpha=alpha, dt=dt, radius=radius, velocity=velocity, c=c,
+        source=source, frequency=frequency, axis=axis, accuracy=accuracy),
     )
     engine = get_backend(backend, **({"strategy": strategy} if strategy else {}))
     if strategy and engine.name != "cuda":
         raise StencilforgeError(f"--strategy applies to the cuda backend, not {engine.name}")
-    bar = LazyProgress(problem, enabled=not as_json and sys.stderr.isatty())
+    bar = LazyProgress(setup.name, enabled=not as_json and sys.stderr.isatty())
     try:
-        result = run_loop(setup, engine, LoopOptions(steps=steps, tol=tol, check_every=check_every, progress=bar))
+        opts = LoopOptions(steps=steps, tol=tol, check_every=check_every, progress=bar, start_step=start_step)
+        result = outputs.run(setup, engine, opts)
     finally:
         bar.close()
     if as_json:
@@ -248,6 +264,36 @@ def show_kernel(
 
     setup = problems.build(problem, shape=parse_ints(shape, "--shape"), dtype=dtype, radius=radius)
     print(kernel_source(setup, strategy))
+
+
+@app.command()
+@friendly
+def plot(
+    file: str = typer.Argument(..., help="snapshot file (.h5, .hdf5 or .npz) written by run --out"),
+    output: str = typer.Option(..., "-o", "--output", help="PNG to write"),
+    step: Optional[int] = typer.Option(None, help="global step of the snapshot (default: the last complete one)"),
+    field: Optional[str] = typer.Option(None, help="field to draw (default: the first in the file)"),
+    dpi: int = typer.Option(100, help="resolution: the image is 640x480 (2D) or 1280x400 (3D mid-planes) at 100 dpi"),
+) -> None:
+    """Draw one snapshot: a 2D field, or the three mid-planes of a 3D field, in physical units."""
+    from .io.plots import plot_file
+
+    err.print(f"wrote {plot_file(file, output, step=step, field=field, dpi=dpi)}", markup=False, highlight=False)
+
+
+@app.command()
+@friendly
+def animate(
+    file: str = typer.Argument(..., help="snapshot file (.h5, .hdf5 or .npz) written by run --out"),
+    output: str = typer.Option(..., "-o", "--output", help="animation to write: .gif (or .mp4 when ffmpeg is installed)"),
+    field: Optional[str] = typer.Option(None, help="field to draw (default: the first in the file)"),
+    fps: int = typer.Option(10, help="frames per second"),
+    dpi: int = typer.Option(80, help="resolution: frames are 512x384 (2D) or 1024x320 (3D) at 80 dpi"),
+) -> None:
+    """Animate every complete snapshot of a file on one colour scale."""
+    from .io.plots import animate_file
+
+    err.print(f"wrote {animate_file(file, output, field=field, fps=fps, dpi=dpi)}", markup=False, highlight=False)
 
 
 def main() -> None:

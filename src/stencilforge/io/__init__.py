@@ -1,0 +1,5 @@
+"""Outputs of a run: snapshot series (HDF5 + XDMF, npz), checkpoints, pictures.
+
+h5py and matplotlib are imported by the modules that need them, so the
+solver and the CLI start without paying for them.
+"""

@@ -1,0 +1,82 @@
+"""What every output file records about the run that wrote it."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .. import __version__
+
+
+def jsonable(value):
+    """Parameters as plain JSON types (NumPy scalars and tuples included)."""
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """Problem, grid and provenance of a run, written as attributes of every output file."""
+
+    problem: str
+    shape: tuple[int, ...]
+    dtype: str
+    spacing: tuple[float, ...]
+    lower: tuple[float, ...]
+    params: dict = field(default_factory=dict)
+    backend: str = "numpy"
+    command_line: str = ""
+    version: str = __version__
+
+    @classmethod
+    def of(cls, setup, backend_name: str, command_line: str | None = None) -> "RunInfo":
+        grid = setup.grid
+        return cls(
+            problem=setup.name,
+            shape=tuple(int(n) for n in grid.shape),
+            dtype=grid.dtype.name,
+            spacing=tuple(float(h) for h in grid.spacing),
+            lower=tuple(float(x) for x in grid.lower),
+            params=jsonable(dict(setup.params)),
+            backend=backend_name,
+            command_line=command_line if command_line is not None else shlex.join(["stencilforge", *sys.argv[1:]]),
+        )
+
+    def attrs(self) -> dict:
+        return {
+            "problem": self.problem,
+            "shape": np.asarray(self.shape, dtype=np.int64),
+            "dtype": self.dtype,
+            "spacing": np.asarray(self.spacing, dtype=np.float64),
+            "lower": np.asarray(self.lower, dtype=np.float64),
+            "params": json.dumps(self.params, sort_keys=True),
+            "backend": self.backend,
+            "stencilforge_version": self.version,
+            "command_line": self.command_line,
+        }
+
+    @classmethod
+    def from_attrs(cls, attrs) -> "RunInfo":
+        def text(v):
+            return v.decode() if isinstance(v, bytes) else str(v)
+
+        return cls(
+            problem=text(attrs["problem"]),
+            shape=tuple(int(n) for n in np.asarray(attrs["shape"]).ravel()),
+            dtype=text(attrs["dtype"]),
+            spacing=tuple(float(h) for h in np.asarray(attrs["spacing"]).ravel()),
+            lower=tuple(float(x) for x in np.asarray(attrs["lower"]).ravel()),
+            params=json.loads(text(attrs["params"])),
+            backend=text(attrs["backend"]),
+            command_line=text(attrs["command_line"]),
+            version=text(attrs["stencilforge_version"]),
+        )

@@ -1,0 +1,101 @@
+"""Reading a snapshot series back, from HDF5 or npz, with only complete snapshots visible."""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import StencilforgeError
+from .hdf5 import FORMAT, _h5py
+from .meta import RunInfo
+from .npz import META_KEY
+
+
+class Series:
+    """Steps, times and per-field frames of a snapshot file (interior values, grid shape)."""
+
+    def __init__(self, path: Path, info: RunInfo, names: tuple[str, ...], steps: np.ndarray, times: np.ndarray, read, close=lambda: None):
+        self.path, self.info, self.names = path, info, names
+        self.steps, self.times = steps, times
+        self._read, self._close = read, close
+
+    def __len__(self) -> int:
+        return len(self.steps)
+
+    def __enter__(self) -> "Series":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._close()
+
+    def field_name(self, name: str | None) -> str:
+        if name is None:
+            return self.names[0]
+        if name not in self.names:
+            raise StencilforgeError(f"{self.path} has no field {name!r}; it has {', '.join(self.names)}")
+        return name
+
+    def index_of(self, step: int | None) -> int:
+        """Position of global step `step` (the last snapshot when None)."""
+        if len(self) == 0:
+            raise StencilforgeError(f"{self.path} holds no complete snapshot")
+        if step is None:
+            return len(self) - 1
+        hits = np.flatnonzero(self.steps == step)
+        if hits.size == 0:
+            raise StencilforgeError(
+                f"{self.path} has no snapshot at step {step}: it has {len(self)} from step {self.steps[0]} to {self.steps[-1]}"
+                f" every {self.steps[1] - self.steps[0] if len(self) > 1 else '-'} steps"
+            )
+        return int(hits[0])
+
+    def frame(self, name: str, index: int) -> np.ndarray:
+        return self._read(name, index)
+
+
+def open_series(path: str | Path) -> Series:
+    path = Path(path)
+    if not path.is_file():
+        raise StencilforgeError(f"no such file: {path}")
+    if path.suffix.lower() == ".npz":
+        return _open_npz(path)
+    return _open_h5(path)
+
+
+def _open_h5(path: Path) -> Series:
+    h5py = _h5py()
+    try:
+        f = h5py.File(path, "r", swmr=True)
+    except OSError as exc:
+        raise StencilforgeError(f"{path} is not a readable HDF5 file: {exc}") from None
+    try:
+        if f.attrs.get("format") != FORMAT:
+            raise StencilforgeError(f"{path} is not a stencilforge snapshot file")
+        info = RunInfo.from_attrs(f.attrs)
+        steps = f["step"][:]
+        count = len(steps)  # /step grows last: everything it indexes is complete
+        times = f["time"][:count]
+        names = tuple(f["fields"])
+    except (KeyError, ValueError, OSError) as exc:
+        f.close()
+        raise StencilforgeError(f"{path} is not a valid stencilforge snapshot file: {exc}") from None
+    except StencilforgeError:
+        f.close()
+        raise
+    return Series(path, info, names, steps, times, lambda name, i: f["fields"][name][i], f.close)
+
+
+def _open_npz(path: Path) -> Series:
+    try:
+        data = np.load(path, allow_pickle=False)
+        meta = json.loads(str(data[META_KEY]))
+        info = RunInfo.from_attrs(meta)
+        names = tuple(meta["fields"])
+        steps, times = data["step"], data["time"]
+        frames = {name: data[f"fields/{name}"] for name in names} if len(steps) else {}
+    except (OSError, ValueError, KeyError, zipfile.BadZipFile) as exc:
+        raise StencilforgeError(f"{path} is not a valid stencilforge snapshot file: {exc}") from None
+    return Series(path, info, names, steps, times, lambda name, i: frames[name][i])

@@ -1,0 +1,149 @@
+"""The outputs of one `run`: checked before it starts, attached as observers, reported when it ends.
+
+The CLI parses options into `Outputs` and calls `prepare` (every refusal
+happens here, before any file is created), `setup` (build or resume) and
+`run`. A failed write stops the run with one line naming what is safe on disk.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from .. import problems
+from ..errors import StencilforgeError
+from ..timeloop import LoopOptions, Result, run as run_loop
+from .paths import SNAPSHOT_SUFFIXES, check_output
+from .plots import IMAGE_SUFFIXES, View, plot_array
+from .snapshots import Ledger, OutputError, StreamingObserver, evolving_fields
+
+CHECKPOINT_SUFFIXES = (".h5", ".hdf5")
+
+
+@dataclass(frozen=True)
+class Outputs:
+    snapshot_every: int | None = None
+    out: Path | None = None
+    compression: str = "none"
+    checkpoint_every: int | None = None
+    checkpoint: Path | None = None
+    resume: Path | None = None
+    png: Path | None = None
+    buffers: int = 3
+    command_line: str | None = None
+
+    def prepare(self, problem: str | None) -> "Outputs":
+        """Check option combinations and every output path; return the options with default paths filled in."""
+        if problem is None and self.resume is None:
+            raise StencilforgeError(f"give a problem ({', '.join(problems.NAMES)}) or --resume CHECKPOINT")
+        for option, value in (("--snapshot-every", self.snapshot_every), ("--checkpoint-every", self.checkpoint_every)):
+            if value is not None and value < 1:
+                raise StencilforgeError(f"{option} must be at least 1, got {value}")
+        if self.snapshot_every is not None and self.out is None:
+            raise StencilforgeError("--snapshot-every needs --out FILE (.h5, .hdf5 or .npz)")
+        if self.out is not None and self.snapshot_every is None:
+            raise StencilforgeError("--out needs --snapshot-every K (steps between snapshots)")
+        if self.checkpoint is not None and self.checkpoint_every is None:
+            raise StencilforgeError("--checkpoint needs --checkpoint-every K (steps between checkpoints)")
+        if self.buffers < 1:
+            raise StencilforgeError(f"need at least one snapshot buffer, got {self.buffers}")
+        out = check_output(self.out, "snapshot file", SNAPSHOT_SUFFIXES) if self.out is not None else None
+        if out is not None and out.suffix.lower() != ".npz":
+            check_output(out.with_suffix(".xmf"), "XDMF file")
+        checkpoint = None
+        if self.checkpoint_every is not None:
+            checkpoint = self.checkpoint or self.default_checkpoint(problem)
+            checkpoint = check_output(checkpoint, "checkpoint", CHECKPOINT_SUFFIXES)
+            if out is not None and checkpoint.resolve() == out.resolve():
+                raise StencilforgeError(f"--checkpoint and --out are the same file {out}")
+        png = check_output(self.png, "image", IMAGE_SUFFIXES) if self.png is not None else None
+        command_line = self.command_line or shlex.join(["stencilforge", *sys.argv[1:]])
+        resume = Path(self.resume) if self.resume is not None else None
+        return replace(self, out=out, checkpoint=checkpoint, png=png, resume=resume, command_line=command_line)
+
+    def default_checkpoint(self, problem: str | None) -> Path:
+        """Next to --out (run.h5 -> run.ckpt.h5), else the file resumed from, else ./<problem>.ckpt.h5."""
+        if self.out is not None:
+            return Path(self.out).with_suffix(".ckpt.h5")
+        if self.resume is not None:
+            return Path(self.resume)
+        return Path(f"{problem}.ckpt.h5")
+
+    def setup(self, problem: str | None, shape, dtype: str | None, params: dict):
+        """(setup, start_step): a fresh problem, or the one stored in --resume with its state loaded."""
+        if self.resume is None:
+            return problems.build(problem, shape=shape, dtype=dtype, **params), 0
+        from .checkpoint import resume_setup
+
+        setup, ckpt = resume_setup(self.resume, problem, shape, dtype, params)
+        return setup, ckpt.step
+
+    def _observers(self, setup, backend_name: str, ledger: Ledger) -> list:
+        from .meta import RunInfo
+
+        info = RunInfo.of(setup, backend_name, self.command_line)
+        grid = setup.grid
+        observers = []
+        try:
+            if self.snapshot_every is not None:
+                names = evolving_fields(setup)
+                layout = {name: (grid.shape, grid.dtype) for name in names}
+                regions = {name: grid.interior for name in names}
+                if self.out.suffix.lower() == ".npz":
+                    from .npz import NpzSink
+
+                    sink = NpzSink(self.out, info, layout, self.snapshot_every, setup.t0, setup.dt)
+                else:
+                    from .hdf5 import H5Sink
+
+                    sink = H5Sink(self.out, info, layout, self.snapshot_every, setup.t0, setup.dt, self.compression)
+                observers.append(StreamingObserver(sink, layout, regions, self.snapshot_every, ledger, "snapshot", self.buffers))
+            if self.checkpoint_every is not None:
+                from .checkpoint import CheckpointSink
+
+                layout = {name: (arr.shape, arr.dtype) for name, arr in setup.fields.items()}
+                regions = {name: tuple(slice(None) for _ in arr.shape) for name, arr in setup.fields.items()}
+                sink = CheckpointSink(self.checkpoint, info)
+                observers.append(StreamingObserver(sink, layout, regions, self.checkpoint_every, ledger, "checkpoint", depth=1))
+        except BaseException:
+            _close_all(observers)
+            raise
+        return observers
+
+    def run(self, setup, backend, opts: LoopOptions) -> Result:
+        """Run the loop with snapshot and checkpoint observers; draw --png from the final state."""
+        ledger = Ledger()
+        observers = self._observers(setup, backend.name, ledger)
+        try:
+            result = run_loop(setup, backend, replace(opts, observers=(*opts.observers, *observers)))
+        except OutputError:
+            _close_all(observers)
+            raise StencilforgeError(f"{ledger.failures[0]}; run stopped. {ledger.describe()}") from None
+        finally:
+            _close_all(observers)
+        files = {}
+        if self.out is not None:
+            files["snapshots"] = {"path": str(self.out), "count": ledger.snapshot[2] if ledger.snapshot else 0}
+            if self.out.suffix.lower() != ".npz":
+                files["xdmf"] = str(self.out.with_suffix(".xmf"))
+        if ledger.checkpoint is not None:
+            files["checkpoint"] = {"path": str(ledger.checkpoint[1]), "step": ledger.checkpoint[0]}
+        if self.png is not None:
+            name = setup.solution
+            view = View(setup.name, name, setup.grid.spacing, setup.grid.lower)
+            plot_array(self.png, backend.to_host(result.fields[name]), view, result.summary["t"], result.summary["step"])
+            files["png"] = str(self.png)
+        if files:
+            result.summary["outputs"] = files
+        return result
+
+
+def _close_all(observers) -> None:
+    """Close every observer even if one fails; failures are already in the ledger."""
+    for obs in observers:
+        try:
+            obs.close()
+        except OutputError:
+            pass
