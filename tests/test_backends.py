@@ -1,0 +1,94 @@
+"""numba must equal the numpy oracle to rounding on random inputs and awkward shapes."""
+
+import numpy as np
+import pytest
+
+from conftest import TOLERANCES
+from stencilforge import problems
+from stencilforge.backends import get_backend
+from stencilforge.problems import derivatives
+
+SHAPES = {
+    "poisson2d": [(7, 13), (31, 17)],
+    "heat2d": [(5, 3), (37, 41)],
+    "heat3d": [(3, 5, 7), (13, 11, 17)],
+    "wave3d": [(17, 19, 23)],
+}
+
+
+def random_fields(setup, rng):
+    return {name: rng.standard_normal(arr.shape).astype(arr.dtype) for name, arr in setup.fields.items()}
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("name,shape", [(n, s) for n, shapes in SHAPES.items() for s in shapes])
+def test_sweep_matches_oracle(name, shape, dtype, rng):
+    setup = problems.build(name, shape=shape, dtype=dtype)
+    inputs = random_fields(setup, rng)
+    results = {}
+    for backend_name in ("numpy", "numba"):
+        backend = get_backend(backend_name)
+        fields = {k: v.copy() for k, v in inputs.items()}
+        if setup.sweep.out not in setup.sweep.inputs:
+            fields[setup.sweep.out][...] = np.nan
+        backend.sweep(setup.sweep, setup.grid)(fields)
+        results[backend_name] = fields[setup.sweep.out]
+    interior = setup.grid.interior
+    assert np.all(np.isfinite(results["numba"][interior])), "an interior cell was not written"
+    np.testing.assert_allclose(results["numba"][interior], results["numpy"][interior], **TOLERANCES[dtype])
+    if setup.sweep.out not in setup.sweep.inputs:
+        ghost = np.ones(setup.grid.padded_shape, bool)
+        ghost[interior] = False
+        assert np.all(np.isnan(results["numba"][ghost])), "a ghost cell was written"
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_residual_matches_oracle(dtype, rng):
+    setup = problems.build("poisson2d", shape=(29, 23), dtype=dtype)
+    fields = random_fields(setup, rng)
+    ref = get_backend("numpy").sum_squares(setup.residual, setup.grid)(fields)
+    got = get_backend("numba").sum_squares(setup.residual, setup.grid)(fields)
+    assert got == pytest.approx(ref, rel=1e-5 if dtype == "float32" else 1e-12)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("axis", [0, 1])
+@pytest.mark.parametrize("accuracy", [2, 4])
+@pytest.mark.parametrize("shape", [(7, 11), (53, 29)])
+def test_axis_operator_matches_oracle(axis, accuracy, shape, dtype, rng):
+    op = derivatives.operator(axis, 0.37, accuracy)
+    u = rng.standard_normal(shape).astype(dtype)
+    outs = {}
+    for backend_name in ("numpy", "numba"):
+        o = [np.full(shape, np.nan, dtype=dtype) for _ in op.outputs]
+        get_backend(backend_name).axis_operator(op, np.dtype(dtype))(u, *o)
+        outs[backend_name] = o
+    for got, ref in zip(outs["numba"], outs["numpy"]):
+        assert np.all(np.isfinite(got))
+        np.testing.assert_allclose(got, ref, rtol=TOLERANCES[dtype]["rtol"] * 10, atol=TOLERANCES[dtype]["atol"] * 100)
+
+
+def test_seed_closures_are_the_seeds_formulas(rng):
+    u = rng.standard_normal((4, 9))
+    h = 0.1
+    d1, d2 = (np.full(u.shape, np.nan) for _ in range(2))
+    get_backend("numpy").axis_operator(derivatives.operator(1, h, 2), np.dtype(np.float64))(u, d1, d2)
+    np.testing.assert_allclose(d2[:, 0], (u[:, 0] - 2 * u[:, 1] + u[:, 2]) / h**2)
+    np.testing.assert_allclose(d2[:, -1], (u[:, -3] - 2 * u[:, -2] + u[:, -1]) / h**2)
+    np.testing.assert_allclose(d1[:, 0], (u[:, 1] - u[:, 0]) / h)
+    np.testing.assert_allclose(d1[:, -1], (u[:, -1] - u[:, -2]) / h)
+    np.testing.assert_allclose(d1[:, 4], (u[:, 5] - u[:, 3]) / (2 * h))
+    np.testing.assert_allclose(d2[:, 4], (u[:, 3] - 2 * u[:, 4] + u[:, 5]) / h**2)
+
+
+@pytest.mark.parametrize("name", problems.NAMES)
+def test_whole_runs_agree(name):
+    shape = {"poisson2d": (19, 23), "heat2d": (19, 23), "heat3d": (9, 11, 7), "wave3d": (17, 18, 19), "derivatives": (31, 37)}[name]
+    runs = [problems.build(name, shape=shape) for _ in range(2)]
+    from stencilforge.timeloop import LoopOptions, run
+
+    a = run(runs[0], get_backend("numpy"), LoopOptions(steps=20))
+    b = run(runs[1], get_backend("numba"), LoopOptions(steps=20))
+    tol = TOLERANCES[runs[0].grid.dtype.name]
+    for field in a.fields:
+        np.testing.assert_allclose(b.fields[field], a.fields[field], rtol=tol["rtol"] * 50, atol=tol["atol"] * 50)
