@@ -114,7 +114,7 @@ class Outputs:
 
     def run(self, setup, backend, opts: LoopOptions) -> Result:
         """Run the loop with snapshot and checkpoint observers; draw --png from the final state."""
-        ledger = Ledger()
+        ledger = Ledger(checkpoint=(opts.start_step, self.resume) if self.resume is not None else None)
         observers = self._observers(setup, backend.name, ledger)
         try:
             result = run_loop(setup, backend, replace(opts, observers=(*opts.observers, *observers)))

@@ -1,0 +1,116 @@
+"""Snapshot files: HDF5 and npz round-trip, attributes, chunking, XDMF sidecar, completeness."""
+
+import json
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+
+from stencilforge import __version__, problems
+from stencilforge.backends import get_backend
+from stencilforge.io.hdf5 import chunk_shape
+from stencilforge.io.series import open_series
+from stencilforge.io.session import Outputs
+from stencilforge.timeloop import LoopOptions
+
+
+class Recorder:
+    """Keeps a copy of the solution interior at every `every`-th step, to compare with what the file holds."""
+
+    def __init__(self, every, name, interior):
+        self.every, self.name, self.interior = every, name, interior
+        self.frames = {}
+
+    def __call__(self, step, t, fields, backend):
+        self.frames[step] = (t, np.array(fields[self.name][self.interior]))
+
+    def close(self):
+        pass
+
+
+def _run(tmp_path, problem, shape, steps, every, out_name, **kw):
+    outputs = Outputs(snapshot_every=every, out=tmp_path / out_name, command_line="stencilforge run test", **kw).prepare(problem)
+    setup, start = outputs.setup(problem, shape, None, {})
+    recorder = Recorder(every, setup.solution, setup.grid.interior)
+    result = outputs.run(setup, get_backend("numpy"), LoopOptions(steps=steps, observers=(recorder,)))
+    return setup, recorder, result
+
+
+@pytest.mark.parametrize("out_name", ["run.h5", "run.npz"])
+def test_round_trip(tmp_path, out_name):
+    setup, recorder, result = _run(tmp_path, "heat2d", (12, 10), 30, 5, out_name)
+    with open_series(tmp_path / out_name) as series:
+        assert len(series) == 6
+        assert list(series.steps) == sorted(recorder.frames)
+        assert series.names == ("u",)
+        for i, step in enumerate(series.steps):
+            t, frame = recorder.frames[step]
+            assert series.times[i] == t
+            got = series.frame("u", i)
+            assert got.dtype == np.float32 and got.shape == (12, 10)
+            assert got.tobytes() == frame.tobytes()
+        info = series.info
+        assert info.problem == "heat2d" and info.shape == (12, 10) and info.dtype == "float32"
+        assert info.spacing == setup.grid.spacing and info.lower == setup.grid.lower
+        assert info.params == {"alpha": 1.0, "dt": setup.dt}
+        assert info.backend == "numpy" and info.version == __version__
+        assert info.command_line == "stencilforge run test"
+    assert result.summary["outputs"]["snapshots"]["count"] == 6
+
+
+def test_hdf5_layout_chunked_and_compressed(tmp_path):
+    _run(tmp_path, "heat2d", (12, 10), 10, 5, "run.h5", compression="gzip")
+    with h5py.File(tmp_path / "run.h5", "r") as f:
+        ds = f["fields/u"]
+        assert ds.shape == (2, 12, 10) and ds.maxshape == (None, 12, 10)
+        assert ds.chunks[0] == 1 and ds.compression == "gzip"
+        assert json.loads(f.attrs["params"])["alpha"] == 1.0
+        assert f.attrs["snapshot_every"] == 5
+        assert list(f["step"][:]) == [5, 10]
+
+
+def test_chunks_hold_one_snapshot_and_about_the_target_size():
+    assert chunk_shape((8192, 8192), 4) == (1, 128, 8192)
+    assert chunk_shape((10, 12), 8) == (1, 10, 12)
+    assert chunk_shape((64, 512, 512), 4, target=1 << 20) == (1, 1, 512, 512)
+    assert chunk_shape((4, 4, 100_000), 8, target=1 << 16) == (1, 1, 1, 8192)
+
+
+def test_only_complete_snapshots_are_visible(tmp_path):
+    _run(tmp_path, "heat2d", (12, 10), 15, 5, "run.h5")
+    with h5py.File(tmp_path / "run.h5", "r+") as f:  # a writer that died after growing the field, before /step
+        f["fields/u"].resize(4, axis=0)
+    with open_series(tmp_path / "run.h5") as series:
+        assert len(series) == 3 and series.steps[-1] == 15
+
+
+@pytest.mark.parametrize("problem,shape,topology", [("heat2d", (12, 10), "2DCoRectMesh"), ("wave3d", (9, 10, 11), "3DCoRectMesh")])
+def test_xdmf_references_the_datasets(tmp_path, problem, shape, topology):
+    kw = {"radius": 2} if problem == "wave3d" else {}
+    outputs = Outputs(snapshot_every=4, out=tmp_path / "run.h5").prepare(problem)
+    setup, _ = outputs.setup(problem, shape, None, kw)
+    outputs.run(setup, get_backend("numpy"), LoopOptions(steps=12))
+    root = ET.parse(tmp_path / "run.xmf").getroot()
+    collection = root.find("Domain/Grid")
+    assert collection.get("CollectionType") == "Temporal"
+    grids = collection.findall("Grid")
+    with h5py.File(tmp_path / "run.h5", "r") as f:
+        assert len(grids) == len(f["step"]) == 3
+        for i, grid in enumerate(grids):
+            assert float(grid.find("Time").get("Value")) == f["time"][i]
+            topo = grid.find("Topology")
+            assert topo.get("TopologyType") == topology
+            assert tuple(map(int, topo.get("Dimensions").split())) == shape
+            origin, spacing = grid.findall("Geometry/DataItem")
+            assert tuple(map(float, origin.text.split())) == setup.grid.lower
+            assert tuple(map(float, spacing.text.split())) == setup.grid.spacing
+            slab = grid.find("Attribute/DataItem")
+            select, data = slab.findall("DataItem")
+            start, stride, count = np.array(select.text.split(), dtype=int).reshape(3, -1)
+            assert list(start) == [i] + [0] * len(shape) and list(count) == [1, *shape]
+            fname, dataset = data.text.strip().split(":")
+            assert fname == "run.h5"
+            assert tuple(map(int, data.get("Dimensions").split())) == f[dataset].shape
+            assert data.get("Precision") == str(f[dataset].dtype.itemsize)
