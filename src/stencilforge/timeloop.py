@@ -30,6 +30,23 @@ class Observer(Protocol):
     def close(self) -> None: ...
 
 
+class Domain(Protocol):
+    """This process's block of a decomposed run (stencilforge.distributed.MPIDomain).
+
+    Halo exchanges live in the backend the domain wraps; the loop only needs
+    the faces where boundary conditions apply and global forms of its checks.
+    """
+
+    faces: tuple
+    global_shape: tuple[int, ...]
+
+    def all(self, flag: bool) -> bool: ...
+
+    def error_norms(self, numeric, exact) -> dict: ...
+
+    def summary(self, wall: float) -> dict: ...
+
+
 @dataclass(frozen=True)
 class LoopOptions:
     steps: int | None = None
@@ -39,6 +56,7 @@ class LoopOptions:
     progress_interval_s: float = 0.1
     observers: tuple = ()
     start_step: int = 0
+    domain: Domain | None = None
 
 
 @dataclass
@@ -82,13 +100,14 @@ def run(setup: Setup, backend, opts: LoopOptions = LoopOptions()) -> Result:
     grid = setup.grid
     fields = {name: backend.asarray(arr) for name, arr in setup.fields.items()}
     first = opts.start_step
+    domain = opts.domain
 
     def time_at(n: int) -> float:
         return setup.t0 + n * setup.dt
 
     dynamic = []
     for name, bc in setup.boundaries.items():
-        fill = bc.bind(grid, xp)
+        fill = bc.bind(grid, xp, domain.faces if domain is not None else None)
         if bc.static:
             for target in {name, *(setup.swap or ())} & set(fields):
                 fill(fields[target], time_at(first))
@@ -102,7 +121,8 @@ def run(setup: Setup, backend, opts: LoopOptions = LoopOptions()) -> Result:
         return math.sqrt(residual_fn(fields)) / setup.rhs_norm
 
     def check_finite(n: int, last_ok: int) -> None:
-        if not bool(xp.isfinite(fields[setup.solution]).all()):
+        finite = bool(xp.isfinite(fields[setup.solution]).all())
+        if not (finite if domain is None else domain.all(finite)):
             raise StencilforgeError(
                 f"{setup.name} blew up: NaN or Inf found at step {n} (finite at step {last_ok}); "
                 "reduce dt or check the inputs"
@@ -159,19 +179,22 @@ def run(setup: Setup, backend, opts: LoopOptions = LoopOptions()) -> Result:
 
     interior = grid.interior if grid.ghost else tuple(slice(None) for _ in grid.shape)
     out = {name: arr[interior] for name, arr in fields.items()}
+    shape = grid.shape if domain is None else domain.global_shape
     summary = {
         "problem": setup.name,
         "backend": backend.name,
-        "shape": list(grid.shape),
+        "shape": list(shape),
         "dtype": grid.dtype.name,
         "steps": done,
         "step": n,
         "t": time_at(n),
         "wall_s": wall,
         "bytes_per_cell": setup.bytes_per_cell,
-        **throughput(grid.cells, done, wall, setup.bytes_per_cell, setup.flops_per_cell),
+        **throughput(math.prod(shape), done, wall, setup.bytes_per_cell, setup.flops_per_cell),
         "params": setup.params,
     }
+    if domain is not None:
+        summary.update(domain.summary(wall))
     if kernel_start is not None:
         summary["kernel_s"] = backend.kernel_seconds() - kernel_start
     if getattr(backend, "strategy", None) is not None:
@@ -180,7 +203,8 @@ def run(setup: Setup, backend, opts: LoopOptions = LoopOptions()) -> Result:
         summary.update(residual=residual, converged=converged, iterations=done, tol=opts.tol)
     if setup.exact is not None:
         exact = setup.exact(time_at(n))
-        per_field = {name: error_norms(backend.to_host(out[name]), ref) for name, ref in exact.items()}
+        norms = error_norms if domain is None else domain.error_norms
+        per_field = {name: norms(backend.to_host(out[name]), ref) for name, ref in exact.items()}
         summary["error"] = {
             "max_abs": max(e["max_abs"] for e in per_field.values()),
             "rel_l2": max(e["rel_l2"] for e in per_field.values()),

@@ -1,0 +1,20 @@
+"""MPI domain decomposition: process grid, halo exchange, rank-count-independent reductions.
+
+Importing this package does not import mpi4py; only a decomposed run does.
+"""
+
+from .decomposition import BlockGrid, Decomposition, choose_dims, split
+from .runner import fail_together, gather, launched, run_decomposed, world, world_rank
+
+__all__ = [
+    "BlockGrid",
+    "Decomposition",
+    "choose_dims",
+    "fail_together",
+    "gather",
+    "launched",
+    "run_decomposed",
+    "split",
+    "world",
+    "world_rank",
+]

@@ -1,0 +1,82 @@
+"""Global reductions whose results do not depend on how the grid is split.
+
+Floating-point addition is not associative, so summing per-rank partial sums
+(in any fixed rank order) changes the last bits with the rank count, and a
+stopping test such as `residual < tol` could then stop at a different
+iteration. Sums here are exact instead: every float64 value is an integer
+mantissa times a power of two, so each rank adds its values into Python
+integers on a common scale, the integers are allgathered and added exactly,
+and the total is rounded once. The result equals math.fsum of all values on
+one process, for any split. Maxima and logical ands are exact by nature.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+MANTISSA_BITS = 53
+MIN_EXPONENT = -1073  # np.frexp exponent of the smallest subnormal, 2**-1074
+SCALE_BITS = MANTISSA_BITS - MIN_EXPONENT  # value = integer / 2**SCALE_BITS
+LOW_BITS = 26  # mantissas split in two so int64 bin sums cannot overflow (2**36 values per bin)
+
+
+def exact_integer_sum(values) -> int:
+    """sum(values) * 2**SCALE_BITS as an exact Python integer (values finite, any float dtype)."""
+    v = np.asarray(values, dtype=np.float64).ravel()
+    if v.size == 0:
+        return 0
+    mant, exp = np.frexp(v)
+    m = np.ldexp(mant, MANTISSA_BITS).astype(np.int64)
+    shift = (exp - MIN_EXPONENT).astype(np.intp)
+    nbins = int(shift.max()) + 1
+    high = np.zeros(nbins, dtype=np.int64)
+    low = np.zeros(nbins, dtype=np.int64)
+    np.add.at(high, shift, m >> LOW_BITS)
+    np.add.at(low, shift, m & ((1 << LOW_BITS) - 1))
+    total = 0
+    for k in np.flatnonzero(high | low):
+        total += ((int(high[k]) << LOW_BITS) + int(low[k])) << int(k)
+    return total
+
+
+def integer_to_float(total: int) -> float:
+    """total / 2**SCALE_BITS, correctly rounded (Python's int true division rounds once)."""
+    try:
+        return total / (1 << SCALE_BITS)
+    except OverflowError:
+        return math.inf if total > 0 else -math.inf
+
+
+def local_part(values) -> int | float:
+    """A rank's contribution: its exact integer sum, or its plain sum when it holds NaN or Inf."""
+    v = np.asarray(values, dtype=np.float64)
+    if bool(np.isfinite(v).all()):
+        return exact_integer_sum(v)
+    return float(np.sum(v))
+
+
+def combine(parts) -> float:
+    """The correctly rounded total of the parts of every rank; non-finite parts propagate."""
+    non_finite = [p for p in parts if isinstance(p, float)]
+    if non_finite:
+        return float(sum(non_finite))
+    return integer_to_float(sum(parts))
+
+
+def global_sum(comm, values) -> float:
+    """Correctly rounded sum of every rank's values: the same bits for any decomposition."""
+    return combine(comm.allgather(local_part(values)))
+
+
+def global_max(comm, value: float) -> float:
+    from mpi4py import MPI
+
+    return comm.allreduce(value, op=MPI.MAX)
+
+
+def all_true(comm, flag: bool) -> bool:
+    from mpi4py import MPI
+
+    return bool(comm.allreduce(bool(flag), op=MPI.LAND))

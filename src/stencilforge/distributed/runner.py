@@ -1,0 +1,302 @@
+"""A problem run decomposed over MPI ranks: local setup, halo-refreshing backend, global checks.
+
+Every rank builds the same global Setup, keeps its block (fields sliced with
+their ghost layers, so the initial state is bitwise that of one process),
+binds boundary conditions to its physical faces only and runs the one time
+loop on it. The per-cell arithmetic is the same kernel on the same values, and
+global sums are exact (reductions.py), so fields, residuals, iteration counts
+and error norms do not depend on the rank count or the process grid.
+
+Failures: errors every rank meets (bad options, blocks smaller than the halo,
+a blow-up detected by an allreduce) are StencilforgeErrors raised on every
+rank; `fail_together` turns any other exception on one rank into its message
+and MPI_Abort, so the other ranks never wait forever in a halo exchange.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from contextlib import contextmanager
+from dataclasses import replace
+from typing import Callable, Sequence
+
+import numpy as np
+
+from ..backends.numpy_ref import evaluate_sweep
+from ..boundary import Periodic
+from ..errors import StencilforgeError
+from ..plan import AxisOperator
+from ..problems import Setup
+from ..timeloop import LoopOptions, Result, run
+from .decomposition import Decomposition
+from .halo import HaloExchange, HostTransport
+from .reductions import all_true, global_max, global_sum
+
+SIZE_VARIABLES = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "MV2_COMM_WORLD_SIZE")
+RANK_VARIABLES = ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "MV2_COMM_WORLD_RANK")
+
+
+def launched() -> bool:
+    """True when an MPI launcher (mpiexec, mpirun, srun with PMI) started this process."""
+    return any(v in os.environ for v in SIZE_VARIABLES)
+
+
+def world_rank() -> int:
+    """This process's rank without initialising MPI: 0 when not launched by MPI."""
+    if "mpi4py.MPI" in sys.modules:
+        from mpi4py import MPI
+
+        if MPI.Is_initialized():
+            return MPI.COMM_WORLD.rank
+    for name in RANK_VARIABLES:
+        if name in os.environ:
+            return int(os.environ[name])
+    return 0
+
+
+def world():
+    """MPI.COMM_WORLD, or a one-line error naming the package to install."""
+    try:
+        from mpi4py import MPI
+    except ImportError:
+        raise StencilforgeError(
+            "MPI runs need mpi4py and an MPI library: pip install 'stencilforge[mpi]'"
+        ) from None
+    return MPI.COMM_WORLD
+
+
+@contextmanager
+def fail_together(comm):
+    """A rank failing alone prints its message and aborts every rank (MPI_Abort), never a hang."""
+    try:
+        yield
+    except (StencilforgeError, KeyboardInterrupt):
+        raise
+    except Exception as exc:  # any unexpected failure: the other ranks may be blocked on this one
+        print(f"error: rank {comm.rank}: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+        comm.Abort(2)
+
+
+def agree(comm, build: Callable):
+    """Run `build` on every rank; if any rank fails, every rank raises the first failure's message."""
+    try:
+        value, error = build(), None
+    except StencilforgeError as exc:
+        value, error = None, str(exc)
+    except Exception as exc:  # reported collectively below, so no rank is left waiting
+        value, error = None, f"{type(exc).__name__}: {exc}"
+    errors = comm.allgather(error)
+    failed = [(rank, msg) for rank, msg in enumerate(errors) if msg is not None]
+    if failed:
+        rank, msg = failed[0]
+        raise StencilforgeError(msg if len(failed) == comm.size else f"rank {rank}: {msg}")
+    return value
+
+
+def minimum_extents(setup: Setup) -> tuple[int, ...]:
+    """Fewest points a block may have per axis: the halo width for sweeps, the closures for operators."""
+    grid = setup.grid
+    if setup.operator is not None:
+        op = setup.operator
+        return tuple(op.min_length if a == op.axis else 1 for a in range(grid.ndim))
+    return (max(grid.ghost, 1),) * grid.ndim
+
+
+def operator_halo(op: AxisOperator) -> int:
+    """Halo an axis operator needs at an internal cut: its reach, and room for the discarded closure rows."""
+    return max(max(d.radius, len(d.left), len(d.right)) for d in op.outputs)
+
+
+def localize(setup: Setup, decomp: Decomposition, coords: Sequence[int]) -> Setup:
+    """The block of `setup` at process coordinates `coords`, in global coordinates."""
+    grid = setup.grid
+    bad = sorted(name for name, bc in setup.boundaries.items() if isinstance(bc, Periodic))
+    if bad:
+        raise StencilforgeError(f"periodic boundaries ({', '.join(bad)}) are not supported in decomposed runs")
+    block = decomp.block_grid(grid, coords)
+    g = grid.ghost
+    padded = tuple(slice(s, s + n + 2 * g) for s, n in zip(block.start, block.shape))
+    interior = tuple(slice(s, s + n) for s, n in zip(block.start, block.shape))
+    fields = {}
+    for name, arr in setup.fields.items():
+        if arr.shape != grid.padded_shape:
+            raise StencilforgeError(f"field {name!r} of shape {arr.shape} does not match the grid {grid.padded_shape}")
+        fields[name] = np.ascontiguousarray(arr[padded])
+    sources = []
+    for src in setup.sources:
+        local = tuple(i - s for i, s in zip(src.index, block.start))
+        if all(g <= i < g + n for i, n in zip(local, block.shape)):
+            sources.append(replace(src, index=local))
+    exact = None
+    if setup.exact is not None:
+        global_exact = setup.exact
+
+        def exact(t):
+            return {k: np.ascontiguousarray(np.broadcast_to(v, grid.shape)[interior]) for k, v in global_exact(t).items()}
+
+    return replace(setup, grid=block, fields=fields, sources=tuple(sources), exact=exact)
+
+
+class MPIDomain:
+    """This rank's place in the decomposed run: what the time loop asks of it."""
+
+    def __init__(self, cart, decomp: Decomposition, coords: Sequence[int]):
+        self.cart = cart
+        self.decomp = decomp
+        self.coords = tuple(coords)
+        self.faces = decomp.physical_faces(coords)
+        self.global_shape = decomp.shape
+        self.neighbours = tuple(cart.Shift(axis, 1) for axis in range(len(decomp.dims)))
+        self.transport = HostTransport(cart)
+        self.reduce_seconds = 0.0
+
+    @property
+    def comm_seconds(self) -> float:
+        return self.transport.seconds + self.reduce_seconds
+
+    def _timed(self, func, *args):
+        t = time.perf_counter()
+        try:
+            return func(self.cart, *args)
+        finally:
+            self.reduce_seconds += time.perf_counter() - t
+
+    def all(self, flag: bool) -> bool:
+        return self._timed(all_true, flag)
+
+    def sum(self, values) -> float:
+        return self._timed(global_sum, values)
+
+    def exchanger(self, padded_shape, dtype, low, high, width, xp) -> HaloExchange:
+        return HaloExchange(self.transport, padded_shape, dtype, low, high, width, self.neighbours, xp)
+
+    def error_norms(self, numeric, exact) -> dict:
+        """Global max and relative L2 errors, with exact sums so every rank count gives the same bits."""
+        diff = np.asarray(numeric, dtype=np.float64) - exact
+        local_max = float(np.max(np.abs(diff))) if diff.size else 0.0
+        max_abs = self._timed(global_max, local_max)
+        num = np.sqrt(self.sum(diff * diff))
+        ref = np.sqrt(self.sum(np.asarray(exact, dtype=np.float64) ** 2))
+        return {"max_abs": max_abs, "rel_l2": float(num / ref) if ref > 0 else float(num)}
+
+    def summary(self, wall: float) -> dict:
+        """Process grid and the slowest rank's communication and compute seconds."""
+        comm = self.comm_seconds
+        return {
+            "procs": list(self.decomp.dims),
+            "ranks": self.decomp.nprocs,
+            "comm_s": self._timed(global_max, comm),
+            "compute_s": self._timed(global_max, max(wall - comm, 0.0)),
+        }
+
+
+class DecomposedBackend:
+    """Wraps a backend so sweeps refresh the halos they read and reductions are global.
+
+    Everything else (name, xp, asarray, timers) is the wrapped backend's.
+    """
+
+    def __init__(self, backend, domain: MPIDomain):
+        self._backend = backend
+        self._domain = domain
+
+    def __getattr__(self, name):
+        return getattr(self._backend, name)
+
+    def _halo(self, grid):
+        g = grid.ghost
+        nd = grid.ndim
+        return self._domain.exchanger(grid.padded_shape, grid.dtype, (g,) * nd, (g,) * nd, (g,) * nd, self._backend.xp)
+
+    def sweep(self, sweep, grid):
+        inner = self._backend.sweep(sweep, grid)
+        exchange = self._halo(grid)
+        names = sweep.stencil_inputs
+
+        def run_sweep(fields):
+            for name in names:
+                exchange(fields[name])
+            inner(fields)
+
+        return run_sweep
+
+    def sum_squares(self, sweep, grid):
+        exchange = self._halo(grid)
+        names = sweep.stencil_inputs
+        backend = self._backend
+
+        def run_sum(fields):
+            for name in names:
+                exchange(fields[name])
+            r = backend.to_host(evaluate_sweep(sweep, grid, fields, backend.xp)).astype(np.float64)
+            return self._domain.sum(r * r)
+
+        return run_sum
+
+    def axis_operator(self, op: AxisOperator, dtype):
+        """Apply on the block extended by a halo along the axis; closures then fall only on global ends."""
+        inner = self._backend.axis_operator(op, dtype)
+        lo_rank, hi_rank = self._domain.neighbours[op.axis]
+        if lo_rank < 0 and hi_rank < 0:
+            return inner
+        xp = self._backend.xp
+        h = operator_halo(op)
+        low, high = (h if lo_rank >= 0 else 0), (h if hi_rank >= 0 else 0)
+        nd = op.ndim
+        shape = [size for _, size in self._domain.decomp.extent(self._domain.coords)]
+        n = shape[op.axis]
+        shape[op.axis] += low + high
+        zeros = [0] * nd
+
+        def along(value):
+            out = list(zeros)
+            out[op.axis] = value
+            return tuple(out)
+
+        exchange = self._domain.exchanger(tuple(shape), dtype, along(low), along(high), along(h), xp)
+        u_ext = xp.zeros(shape, dtype=dtype)
+        outs_ext = [xp.zeros(shape, dtype=dtype) for _ in op.outputs]
+        own = tuple(slice(low, low + n) if a == op.axis else slice(None) for a in range(nd))
+
+        def run_operator(u, *outs):
+            u_ext[own] = u
+            exchange(u_ext)
+            inner(u_ext, *outs_ext)
+            for o, o_ext in zip(outs, outs_ext):
+                o[...] = o_ext[own]
+
+        return run_operator
+
+
+def run_decomposed(setup: Setup, backend, opts: LoopOptions = LoopOptions(), procs: Sequence[int] | None = None, comm=None) -> Result:
+    """Run `setup` (the global problem) over the ranks of `comm`; every rank returns its block's Result.
+
+    The summary (identical on every rank) reports the global shape, the process
+    grid, and the slowest rank's comm and compute seconds.
+    """
+    comm = world() if comm is None else comm
+    if opts.observers:
+        raise StencilforgeError("snapshots and checkpoints are not supported in decomposed runs yet")
+    decomp = agree(comm, lambda: Decomposition.create(comm.size, setup.grid.shape, minimum_extents(setup), procs))
+    cart = comm.Create_cart(decomp.dims, periods=[False] * len(decomp.dims), reorder=False)
+    coords = tuple(cart.Get_coords(cart.rank))
+    local = agree(cart, lambda: localize(setup, decomp, coords))
+    domain = MPIDomain(cart, decomp, coords)
+    return run(local, DecomposedBackend(backend, domain), replace(opts, domain=domain))
+
+
+def gather(comm, decomp: Decomposition, local: np.ndarray, root: int = 0):
+    """The global interior array assembled on `root` from every rank's block (None elsewhere).
+
+    Ranks are numbered row-major over the process grid (the Cartesian
+    communicator is created without reordering), so `decomp` alone places them.
+    """
+    parts = comm.gather((decomp.extent(decomp.coords_of(comm.rank)), np.asarray(local)), root=root)
+    if comm.rank != root:
+        return None
+    out = np.empty(decomp.shape, dtype=parts[0][1].dtype)
+    for extent, block in parts:
+        out[tuple(slice(s, s + n) for s, n in extent)] = block
+    return out
