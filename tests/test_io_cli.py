@@ -189,3 +189,9 @@ def test_mp4_without_ffmpeg_is_refused(workdir, snapshots):
 def test_plot_refusals(workdir, snapshots, args, message):
     assert message in assert_refused(invoke("plot", snapshots / "heat.h5", "-o", "x.png", *args))
     assert list(workdir.iterdir()) == []
+
+
+def test_a_run_refused_by_the_time_loop_leaves_no_file(workdir):
+    line = assert_refused(invoke(*RUN, "--tol", "1e-3", "--snapshot-every", "5", "--out", "run.h5", "--checkpoint-every", "5"))
+    assert "--tol" in line
+    assert list(workdir.iterdir()) == []

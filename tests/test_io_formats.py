@@ -2,13 +2,12 @@
 
 import json
 import xml.etree.ElementTree as ET
-from pathlib import Path
 
 import h5py
 import numpy as np
 import pytest
 
-from stencilforge import __version__, problems
+from stencilforge import __version__
 from stencilforge.backends import get_backend
 from stencilforge.io.hdf5 import chunk_shape
 from stencilforge.io.series import open_series

@@ -9,7 +9,6 @@ dies mid-write, and ParaView can read the file while the run goes on.
 
 from __future__ import annotations
 
-import math
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -46,49 +45,52 @@ def _h5py():
 
 
 class H5Sink:
-    """Appends snapshots to an HDF5 file and keeps its XDMF sidecar in step."""
+    """Appends snapshots to an HDF5 file and keeps its XDMF sidecar in step.
+
+    The file is created with the first snapshot, so a run refused or stopped
+    before it leaves no file behind.
+    """
 
     def __init__(self, path: Path, info: RunInfo, fields: dict[str, tuple[tuple[int, ...], np.dtype]],
                  every: int, t0: float = 0.0, dt: float = 0.0, compression: str = "none"):
         if compression not in COMPRESSIONS:
             raise StencilforgeError(f"compression must be one of {', '.join(COMPRESSIONS)}, got {compression!r}")
-        h5py = _h5py()
         self.path = Path(path)
         self.xdmf_path = self.path.with_suffix(".xmf")
         self.info = info
+        self.attrs = {**info.attrs(), "format": FORMAT, "format_version": 1, "snapshot_every": int(every), "t0": float(t0), "dt": float(dt)}
+        self.compression = compression
+        self.file = None
         self.count = 0
         self.steps: list[int] = []
         self.times: list[float] = []
         self.layout = {name: (tuple(shape), np.dtype(dtype)) for name, (shape, dtype) in fields.items()}
-        try:
-            self.file = h5py.File(self.path, "w", libver="latest")
-            attrs = self.file.attrs
-            attrs.update(info.attrs())
-            attrs.update(format=FORMAT, format_version=1, snapshot_every=int(every), t0=float(t0), dt=float(dt))
-            self.file.create_dataset("step", shape=(0,), maxshape=(None,), dtype=np.int64, chunks=(1024,))
-            self.file.create_dataset("time", shape=(0,), maxshape=(None,), dtype=np.float64, chunks=(1024,))
-            group = self.file.create_group("fields")
-            options = {} if compression == "none" else {"compression": compression}
-            if compression == "gzip":
-                options["compression_opts"] = 4
-            self.rows = {}
-            for name, (shape, dtype) in self.layout.items():
-                chunks = chunk_shape(shape, dtype.itemsize)
-                group.create_dataset(name, shape=(0, *shape), maxshape=(None, *shape), dtype=dtype, chunks=chunks, **options)
-                self.rows[name] = chunks[1]
-            self.file.swmr_mode = True
-        except OSError as exc:
-            raise StencilforgeError(f"cannot create {self.path}: {exc}") from None
+        _h5py()
+
+    def _create(self):
+        f = _h5py().File(self.path, "w", libver="latest")
+        f.attrs.update(self.attrs)
+        f.create_dataset("step", shape=(0,), maxshape=(None,), dtype=np.int64, chunks=(1024,))
+        f.create_dataset("time", shape=(0,), maxshape=(None,), dtype=np.float64, chunks=(1024,))
+        group = f.create_group("fields")
+        options = {} if self.compression == "none" else {"compression": self.compression}
+        if self.compression == "gzip":
+            options["compression_opts"] = 4
+        for name, (shape, dtype) in self.layout.items():
+            group.create_dataset(name, shape=(0, *shape), maxshape=(None, *shape), dtype=dtype,
+                                 chunks=chunk_shape(shape, dtype.itemsize), **options)
+        f.swmr_mode = True  # from here on readers (ParaView) may open the file while we append
+        return f
 
     def append(self, step: int, t: float, arrays: dict[str, np.ndarray]) -> None:
         """Write one snapshot; it counts as complete only once /step has grown."""
+        if self.file is None:
+            self.file = self._create()
         n = self.count
         for name, arr in arrays.items():
             ds = self.file["fields"][name]
             ds.resize(n + 1, axis=0)
-            rows = self.rows[name]
-            for start in range(0, arr.shape[0], rows):  # chunk-sized writes let the solver thread take the GIL between them
-                ds[n, start:start + rows] = arr[start:start + rows]
+            ds[n] = arr
             ds.flush()
         for name, value in (("time", t), ("step", step)):
             ds = self.file[name]
@@ -101,7 +103,7 @@ class H5Sink:
         write_xdmf(self.xdmf_path, self.path, self.info, self.layout, self.times)
 
     def close(self) -> None:
-        if self.file.id.valid:
+        if self.file is not None and self.file.id.valid:
             self.file.close()
 
 

@@ -1,4 +1,4 @@
-"""Snapshot series as one .npz, for small runs: kept in memory and written once, atomically, at the end."""
+"""Snapshot series as one .npz, for small runs: kept in memory and written once, atomically, at the end (not at all without snapshots)."""
 
 from __future__ import annotations
 
@@ -34,6 +34,9 @@ class NpzSink:
         self.count += 1
 
     def close(self) -> None:
+        """Write the file, if there is anything to write."""
+        if not self.count:
+            return
         meta = {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in self.info.attrs().items()}
         meta.update(format="stencilforge-snapshots", snapshot_every=self.every, t0=self.t0, dt=self.dt, fields=list(self.names))
         arrays = {f"fields/{name}": np.stack(frames) for name, frames in self.frames.items() if frames}

@@ -114,6 +114,8 @@ class Outputs:
 
     def run(self, setup, backend, opts: LoopOptions) -> Result:
         """Run the loop with snapshot and checkpoint observers; draw --png from the final state."""
+        if getattr(opts, "domain", None) is not None and (self.snapshot_every or self.checkpoint_every or self.png):
+            raise StencilforgeError("snapshots, checkpoints and --png are not available for decomposed (MPI) runs yet")
         ledger = Ledger(checkpoint=(opts.start_step, self.resume) if self.resume is not None else None)
         observers = self._observers(setup, backend.name, ledger)
         try:
@@ -125,8 +127,9 @@ class Outputs:
             _close_all(observers)
         files = {}
         if self.out is not None:
-            files["snapshots"] = {"path": str(self.out), "count": ledger.snapshot[2] if ledger.snapshot else 0}
-            if self.out.suffix.lower() != ".npz":
+            count = ledger.snapshot[2] if ledger.snapshot else 0
+            files["snapshots"] = {"path": str(self.out), "count": count}
+            if count and self.out.suffix.lower() != ".npz":
                 files["xdmf"] = str(self.out.with_suffix(".xmf"))
         if ledger.checkpoint is not None:
             files["checkpoint"] = {"path": str(ledger.checkpoint[1]), "step": ledger.checkpoint[0]}
