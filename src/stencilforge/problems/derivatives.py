@@ -78,6 +78,8 @@ def build(shape=DEFAULT_SHAPE, dtype="float64", axis: int = 1, accuracy: int = 2
     shape = tuple(shape)
     if len(shape) != 2:
         raise StencilforgeError(f"derivatives needs a 2D shape, got {shape}")
+    if axis not in (0, 1):
+        raise StencilforgeError(f"axis must be 0 (y) or 1 (x), got {axis}")
     check_shape(shape, accuracy // 2 + 1)
     spacing = tuple(1.0 / (n - 1) for n in shape)
     grid = Grid(shape, spacing, parse_dtype(dtype), 0, (0.0, 0.0))

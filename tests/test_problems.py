@@ -1,0 +1,161 @@
+"""Exact solutions, boundary conditions, stability limits and blow-up detection."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from stencilforge import StencilforgeError, problems, solve
+from stencilforge.backends import get_backend
+from stencilforge.boundary import Neumann, Periodic
+from stencilforge.grid import Grid
+from stencilforge.plan import Sweep, Term
+from stencilforge.stencil import Stencil
+from stencilforge.timeloop import LoopOptions, run
+
+
+@pytest.mark.parametrize(
+    "name,shape,steps,bound",
+    [
+        ("heat2d", (40, 48), 200, 5e-4),  # O(h^2), h ~ 1/45
+        ("heat3d", (20, 22, 24), 100, 3e-3),  # O(h^2), h ~ 1/22
+        ("wave3d", (24, 24, 24), 40, 2e-3),  # O(dt^2), dt ~ h/10
+        ("derivatives", (200, 300), 1, 5e-3),  # first-order closures of the seed operator
+    ],
+)
+@pytest.mark.parametrize("backend", ["numpy", "numba"])
+def test_exact_solution(name, shape, steps, bound, backend):
+    result = solve(name, shape=shape, steps=steps, backend=backend, dtype="float64")
+    assert result.summary["error"]["rel_l2"] < bound
+    assert result.summary["steps"] == steps
+
+
+@pytest.mark.parametrize("backend", ["numpy", "numba"])
+def test_poisson_converges_to_tolerance(backend):
+    result = solve("poisson2d", shape=(24, 20), tol=1e-8, backend=backend, check_every=10)
+    s = result.summary
+    assert s["converged"] and s["residual"] < 1e-8
+    assert 0 < s["iterations"] < 200_000
+    assert s["error"]["max_abs"] < 5e-3
+
+
+def test_poisson_fixed_iterations_reports_residual():
+    s = solve("poisson2d", shape=(16, 16), steps=10, backend="numpy").summary
+    assert s["iterations"] == 10 and s["converged"] is False and s["residual"] > 1e-3
+
+
+def test_heat_refuses_unstable_dt():
+    setup = problems.build("heat2d", shape=(32, 32))
+    limit = setup.dt / 0.9
+    with pytest.raises(StencilforgeError, match=f"largest stable dt is {limit:.6g}"):
+        problems.build("heat2d", shape=(32, 32), dt=limit * 1.01)
+    problems.build("heat2d", shape=(32, 32), dt=limit * 0.99)
+
+
+def test_wave_refuses_unstable_dt():
+    with pytest.raises(StencilforgeError, match="largest stable dt"):
+        problems.build("wave3d", shape=(20, 20, 20), dt=1.0)
+
+
+def test_blow_up_is_reported_with_its_step():
+    setup = problems.build("heat2d", shape=(16, 16))
+    unstable = Sweep("u_new", (Term("u", Stencil.identity(2) + Stencil.five_point(setup.grid.spacing[0]).scaled(setup.dt * 20)),))
+    setup = dataclasses.replace(setup, sweep=unstable)
+    with pytest.raises(StencilforgeError, match=r"blew up: NaN or Inf found at step \d+"):
+        run(setup, get_backend("numpy"), LoopOptions(steps=5000, check_every=50))
+
+
+def test_neumann_conserves_heat(rng):
+    grid = Grid((12, 15), (1.0, 1.0), np.dtype(np.float64), 1, (0.5, 0.5))
+    u = grid.zeros()
+    u[grid.interior] = rng.random(grid.shape)
+    total = u[grid.interior].sum()
+    fill = Neumann().bind(grid)
+    step = get_backend("numba").sweep(Sweep("v", (Term("u", Stencil.identity(2) + Stencil.five_point().scaled(0.2)),)), grid)
+    fields = {"u": u, "v": grid.zeros()}
+    for _ in range(50):
+        fill(fields["u"], 0.0)
+        step(fields)
+        fields["u"], fields["v"] = fields["v"], fields["u"]
+    assert fields["u"][grid.interior].sum() == pytest.approx(total, rel=1e-12)
+
+
+def test_periodic_ghosts_wrap(rng):
+    grid = Grid.unit_box((6, 7), "float64", ghost=2, periodic=True)
+    u = grid.zeros()
+    u[grid.interior] = rng.random(grid.shape)
+    Periodic().bind(grid)(u, 0.0)
+    np.testing.assert_array_equal(u[0:2, 2:9], u[6:8, 2:9])
+    np.testing.assert_array_equal(u[8:10, 2:9], u[2:4, 2:9])
+    np.testing.assert_array_equal(u[2:8, 0:2], u[2:8, 7:9])
+
+
+def test_time_dependent_dirichlet_follows_exact_solution():
+    setup = problems.build("heat2d", shape=(10, 12), dtype="float64")
+    fill = setup.boundaries["u"].bind(setup.grid)
+    u = setup.grid.zeros()
+    fill(u, 0.01)
+    x, y = setup.grid.mesh()
+    expected = np.exp(-2 * np.pi**2 * 0.01) * np.sin(np.pi * (x + 0.25)) * np.sin(np.pi * (y + 0.25))
+    np.testing.assert_allclose(u[0, :], np.broadcast_to(expected, u.shape)[0, :])
+    np.testing.assert_allclose(u[:, -1], np.broadcast_to(expected, u.shape)[:, -1])
+
+
+def test_wave_velocity_models(tmp_path):
+    layered = problems.build("wave3d", shape=(18, 17, 17), velocity="layered", radius=2)
+    vel = layered.fields["vel"][layered.grid.interior]
+    assert vel[0].max() < vel[-1].min()
+    assert layered.exact is None
+    good = tmp_path / "v.npy"
+    np.save(good, np.full((17, 17, 17), 1.5))
+    assert problems.build("wave3d", shape=(17, 17, 17), velocity=str(good)).exact is None
+    np.save(tmp_path / "shape.npy", np.ones((4, 4, 4)))
+    with pytest.raises(StencilforgeError, match="has shape"):
+        problems.build("wave3d", shape=(17, 17, 17), velocity=str(tmp_path / "shape.npy"))
+    bad = np.ones((17, 17, 17))
+    bad[3, 3, 3] = np.nan
+    np.save(tmp_path / "nan.npy", bad)
+    with pytest.raises(StencilforgeError, match="NaN"):
+        problems.build("wave3d", shape=(17, 17, 17), velocity=str(tmp_path / "nan.npy"))
+
+
+def test_ricker_source_injects_energy():
+    result = solve("wave3d", shape=(20, 20, 20), radius=2, source=True, frequency=20.0, steps=30, backend="numba")
+    assert np.abs(result.fields["u"]).max() > 0
+    assert "error" not in result.summary
+
+
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        (dict(name="heat9d"), "unknown problem"),
+        (dict(name="heat2d", shape=(2, 40)), "too small"),
+        (dict(name="heat2d", shape=(40, 40, 40)), "2D shape"),
+        (dict(name="heat2d", radius=3), "does not take --radius"),
+        (dict(name="wave3d", radius=9), "radius must be"),
+        (dict(name="heat2d", alpha=-1.0), "alpha must be"),
+        (dict(name="derivatives", accuracy=3), "accuracy must be"),
+        (dict(name="derivatives", axis=2), "axis must be"),
+        (dict(name="heat2d", dtype="int32"), "unsupported dtype"),
+    ],
+)
+def test_bad_problem_input(kwargs, match):
+    name = kwargs.pop("name")
+    with pytest.raises(StencilforgeError, match=match):
+        problems.build(name, **kwargs)
+
+
+@pytest.mark.parametrize("kwargs,match", [(dict(steps=-1), "non-negative"), (dict(tol=0.0), "positive"), (dict(tol=1e-3, steps=None), None)])
+def test_bad_loop_options(kwargs, match):
+    name = "heat2d" if "tol" in kwargs else "poisson2d"
+    if match is None:
+        with pytest.raises(StencilforgeError, match="poisson2d only"):
+            solve("heat2d", shape=(8, 8), backend="numpy", **kwargs)
+    else:
+        with pytest.raises(StencilforgeError, match=match):
+            solve("poisson2d", shape=(8, 8), backend="numpy", **kwargs)
+
+
+def test_unknown_or_missing_backend():
+    with pytest.raises(StencilforgeError, match="unknown backend"):
+        get_backend("fortran")
