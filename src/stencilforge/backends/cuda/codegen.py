@@ -44,6 +44,7 @@ MAX_THREADS = 1024
 STATIC_SMEM_LIMIT = 48 * 1024
 SMEM_LIMIT = 227 * 1024  # sm_90 opt-in maximum of dynamic shared memory per block
 REDUCE_THREADS = 256
+UNROLL = 4  # planes (streaming) or rows (pencil along y) whose loads a thread issues together
 REDUCE_BLOCKS = 1024
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -312,36 +313,61 @@ def streaming_applicable(sweep: Sweep) -> str | None:
     return None
 
 
+
+def _halo_cells(plane_tile, r, star: bool) -> list[tuple[str, int, int, int, int]]:
+    """In-plane halo of a tile as rectangles (name, a_start, a_len, b_start, b_len) in box coordinates."""
+    if len(plane_tile) == 1:
+        (tx,), (rx,) = plane_tile, r
+        return [("left", 0, 1, 0, rx), ("right", 0, 1, rx + tx, rx)] if rx else []
+    (ty, tx), (ry, rx) = plane_tile, r
+    wide = tx if star else tx + 2 * rx
+    b0 = rx if star else 0
+    rects = []
+    if ry:
+        rects += [("top", 0, ry, b0, wide), ("bottom", ry + ty, ry, b0, wide)]
+    if rx:
+        rects += [("left", ry, ty, 0, rx), ("right", ry, ty, rx + tx, rx)]
+    return rects
+
+
 def streaming_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str) -> Kernel:
     """2.5D: march along axis 0 with a register queue per stencil field and the plane in shared memory.
 
     tile = (chunk, ty, tx) in 3D or (chunk, tx) in 2D: the block is (tx, ty)
     threads and walks `chunk` planes, re-reading 2r planes at each chunk start.
+    Planes go UNROLL at a time: all their loads are issued before one barrier,
+    so each thread keeps several DRAM requests in flight (one plane at a time
+    left the kernel latency-bound at a third of the copy bandwidth). The halo
+    cells each thread loads are fixed per block and computed once.
     """
     reason = streaming_applicable(sweep)
     if reason:
         raise StencilforgeError(reason)
     nd = sweep.ndim
-    chunk, plane_tile = tile[0], tile[1:]
+    chunk, plane_tile = tile[0], tuple(tile[1:])
     radii = _field_radii(sweep)
     staged = list(radii)
     star = _is_star(sweep, staged)
     threads = math.prod(plane_tile)
     itemsize = np.dtype(dtype).itemsize
     boxes = {f: tuple(t + 2 * r for t, r in zip(plane_tile, radii[f][1:])) for f in staged}
-    smem = sum(math.prod(b) for b in boxes.values()) * itemsize
-    if smem > STATIC_SMEM_LIMIT:
+    plane_bytes = sum(math.prod(b) for b in boxes.values()) * itemsize
+    unroll = min(UNROLL, chunk)
+    while unroll > 1 and unroll * plane_bytes > STATIC_SMEM_LIMIT:
+        unroll //= 2
+    if unroll * plane_bytes > STATIC_SMEM_LIMIT:
         raise StencilforgeError(
-            f"strategy streaming with tile {tuple(tile)} needs {smem} bytes of shared memory per block "
+            f"strategy streaming with tile {tuple(tile)} needs {plane_bytes} bytes of shared memory per block "
             f"(limit {STATIC_SMEM_LIMIT}); choose a smaller tile"
         )
+    points = [n for n in sweep.inputs if n not in radii]
     chunk_axis = "z" if nd == 3 else "y"
     lines = [
         f'extern "C" __global__ void __launch_bounds__({threads}) {name}({_params(sweep, False)})',
         "{",
     ]
     for f in staged:
-        lines.append(f"    __shared__ real s_{f}[{math.prod(boxes[f])}];")
+        lines.append(f"    __shared__ real s_{f}[{unroll}][{math.prod(boxes[f])}];")
     if nd == 3:
         ty, tx = plane_tile
         lines += [
@@ -364,6 +390,44 @@ def streaming_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str) -> Ke
             *("    " + s for s in _strides(2)),
             "    const long long col = i1 + g;",
         ]
+    # halo slots: thread tid loads cells tid, tid + threads, ... of the halo rectangles
+    for f in staged:
+        r = radii[f][1:]
+        box = boxes[f]
+        rects = _halo_cells(plane_tile, r, star)
+        total = sum(al * bl for _, _, al, _, bl in rects)
+        slots = math.ceil(total / threads)
+        in_range = (
+            f"i1 < n1 + {r[0]} && i2 < n2 + {r[1]}" if nd == 3 else f"i1 < n1 + {r[0]}"
+        )
+        lines.append(f"    const bool edge_{f} = !active && {in_range};")
+        for m in range(slots):
+            lines.append(f"    int sidx_{f}_{m} = 0; long long goff_{f}_{m} = 0; bool load_{f}_{m} = false;")
+            lines.append("    {")
+            lines.append(f"        int h = tid + {m * threads}, a = 0, b = 0;")
+            kw = "if"
+            start = 0
+            for _, a0, al, bs, bl in rects:
+                lines.append(
+                    f"        {kw} (h < {start + al * bl}) {{ const int k = h - {start}; a = {a0} + k / {bl}; b = {bs} + k % {bl}; }}"
+                )
+                kw = "else if"
+                start += al * bl
+            if nd == 3:
+                lines.append(f"        const int j1 = b1 + a - {r[0]}, j2 = b2 + b - {r[1]};")
+                lines.append(f"        load_{f}_{m} = h < {total} && j1 < n1 + {r[0]} && j2 < n2 + {r[1]};")
+                lines.append(f"        sidx_{f}_{m} = a * {box[1]} + b;")
+                lines.append(f"        goff_{f}_{m} = ((long long)j1 + g) * s1 + (j2 + g);")
+            else:
+                lines.append(f"        const int j1 = b1 + b - {r[0]};")
+                lines.append(f"        load_{f}_{m} = h < {total} && j1 < n1 + {r[0]};")
+                lines.append(f"        sidx_{f}_{m} = b;")
+                lines.append(f"        goff_{f}_{m} = j1 + g;")
+            lines.append("    }")
+    centre = {}
+    for f in staged:
+        r = radii[f][1:]
+        centre[f] = f"(ty + {r[0]}) * {boxes[f][1]} + tx + {r[1]}" if nd == 3 else f"tx + {r[0]}"
     lines += [
         f"    const int z0 = blockIdx.{chunk_axis} * {chunk};",
         f"    const int z1 = min(z0 + {chunk}, n0);",
@@ -371,66 +435,58 @@ def streaming_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str) -> Ke
     ]
     for f in staged:
         rz = radii[f][0]
-        lines.append(f"    real {', '.join(f'q_{f}_{j}' for j in range(2 * rz + 1))};")
+        lines.append(f"    real {', '.join(f'q_{f}_{j}' for j in range(2 * rz + unroll))};")
         if rz:
             lines.append("    if (active) {")
             for j in range(2 * rz):
                 lines.append(f"        q_{f}_{j} = f_{f}[p + col + {j - rz} * s0];")
             lines.append("    }")
-    lines.append("    for (int z = z0; z < z1; ++z, p += s0) {")
-    for f in staged:
-        rz = radii[f][0]
-        lines.append(f"        if (active) q_{f}_{2 * rz} = f_{f}[p + col + {rz} * s0];")
-    lines.append("        __syncthreads();")
-    for f in staged:
-        r = radii[f][1:]
-        box = boxes[f]
-        rz = radii[f][0]
-        if nd == 3:
-            ty, tx = plane_tile
-            lines.append(f"        if (active) s_{f}[(ty + {r[0]}) * {box[1]} + tx + {r[1]}] = q_{f}_{rz};")
-            lines.append(f"        for (int t = tid; t < {math.prod(box)}; t += {threads}) {{")
-            lines.append(f"            const int a1 = t / {box[1]}, a2 = t - a1 * {box[1]};")
-            lines.append(f"            const int j1 = b1 + a1 - {r[0]}, j2 = b2 + a2 - {r[1]};")
-            lines.append(f"            const bool in1 = a1 >= {r[0]} && a1 < {r[0] + ty};")
-            lines.append(f"            const bool in2 = a2 >= {r[1]} && a2 < {r[1] + tx};")
-            lines.append("            if (in1 && in2 && j1 < n1 && j2 < n2) continue;")
-            if star:
-                lines.append("            if (!in1 && !in2) continue;")
-            lines.append(
-                f"            if (j1 < n1 + {r[0]} && j2 < n2 + {r[1]}) "
-                f"s_{f}[t] = f_{f}[p + ((long long)j1 + g) * s1 + (j2 + g)];"
-            )
-            lines.append("        }")
-        else:
-            (tx,) = plane_tile
-            lines.append(f"        if (active) s_{f}[tx + {r[0]}] = q_{f}_{rz};")
-            lines.append(f"        for (int t = tid; t < {box[0]}; t += {threads}) {{")
-            lines.append(f"            const int j1 = b1 + t - {r[0]};")
-            lines.append(f"            if (t >= {r[0]} && t < {r[0] + tx} && j1 < n1) continue;")
-            lines.append(f"            if (j1 < n1 + {r[0]}) s_{f}[t] = f_{f}[p + j1 + g];")
-            lines.append("        }")
-    lines.append("        __syncthreads();")
-
-    def access(f, o):
-        if f in radii:
+    for f in points:
+        lines.append(f"    real {', '.join(f'v_{f}_{k}' for k in range(unroll))};")
+    lines.append(f"    for (int z = z0; z < z1; z += {unroll}, p += {unroll} * s0) {{")
+    for k in range(unroll):
+        guard = "active" if k == 0 else f"active && z + {k} < z1"
+        lines.append(f"        if ({guard}) {{")
+        for f in staged:
             rz = radii[f][0]
-            if o[0] != 0 or not any(o[1:]):
-                return f"q_{f}_{rz + o[0]}"
-            r, box = radii[f][1:], boxes[f]
-            if nd == 3:
-                return f"s_{f}[(ty + {r[0] + o[1]}) * {box[1]} + tx + {r[1] + o[2]}]"
-            return f"s_{f}[tx + {r[0] + o[1]}]"
-        return f"f_{f}[p + col]"
+            lines.append(f"            q_{f}_{2 * rz + k} = f_{f}[p + col + {rz + k} * s0];")
+        for f in points:
+            lines.append(f"            v_{f}_{k} = f_{f}[p + col + {k} * s0];")
+        lines.append("        }")
+    lines.append("        __syncthreads();")
+    for k in range(unroll):
+        lines.append("        {" if k == 0 else f"        if (z + {k} < z1) {{")
+        for f in staged:
+            rz = radii[f][0]
+            slots = math.ceil(sum(al * bl for _, _, al, _, bl in _halo_cells(plane_tile, radii[f][1:], star)) / threads)
+            lines.append(f"            if (active) s_{f}[{k}][{centre[f]}] = q_{f}_{rz + k};")
+            lines.append(f"            else if (edge_{f}) s_{f}[{k}][{centre[f]}] = f_{f}[p + col + {k} * s0];")
+            for m in range(slots):
+                lines.append(f"            if (load_{f}_{m}) s_{f}[{k}][sidx_{f}_{m}] = f_{f}[p + {k} * s0 + goff_{f}_{m}];")
+        lines.append("        }")
+    lines.append("        __syncthreads();")
+    for k in range(unroll):
 
-    lines.append(f"        if (active) f_{sweep.out}[p + col] = {_expression(sweep, dtype, access)};")
+        def access(f, o, k=k):
+            if f in radii:
+                rz = radii[f][0]
+                if o[0] != 0 or not any(o[1:]):
+                    return f"q_{f}_{rz + o[0] + k}"
+                r, box = radii[f][1:], boxes[f]
+                if nd == 3:
+                    return f"s_{f}[{k}][(ty + {r[0] + o[1]}) * {box[1]} + tx + {r[1] + o[2]}]"
+                return f"s_{f}[{k}][tx + {r[0] + o[1]}]"
+            return f"v_{f}_{k}"
+
+        guard = "active" if k == 0 else f"active && z + {k} < z1"
+        lines.append(f"        if ({guard}) f_{sweep.out}[p + col + {k} * s0] = {_expression(sweep, dtype, access)};")
     for f in staged:
         rz = radii[f][0]
         for j in range(2 * rz):
-            lines.append(f"        q_{f}_{j} = q_{f}_{j + 1};")
+            lines.append(f"        q_{f}_{j} = q_{f}_{j + unroll};")
     lines.append("    }")
     lines.append("}")
-    cover = (chunk,) + tuple(plane_tile)
+    cover = (chunk,) + plane_tile
     block = (plane_tile[-1], plane_tile[0] if nd == 3 else 1, 1)
     return Kernel(name, "\n".join(lines) + "\n", "streaming", tile, block, cover, _sweep_args(sweep, False))
 
@@ -544,77 +600,87 @@ def naive_operator(op: AxisOperator, dtype, tile: tuple[int, ...], name: str) ->
 
 
 def pencil_operator(op: AxisOperator, dtype, tile: tuple[int, ...], name: str) -> Kernel:
-    """Fused one-pass operator; tile = (rows, tx) along x, (chunk, tx) along y."""
+    """Fused one-pass operator; tile = (rows, tx) along x, (chunk, tx) along y.
+
+    Each thread handles several cells whose loads are issued together (rows of
+    the x pencil, UNROLL rows of the y march), so enough bytes are in flight to
+    reach the bandwidth with float64 and one read per cell.
+    """
     _check_operator(op)
     u = f"f_{op.inp}"
     r = max(d.radius for d in op.outputs)
+    rows_or_chunk, tx = tile
+    lines = [f'extern "C" __global__ void __launch_bounds__({tx}) {name}({_op_params(op)})', "{"]
     if op.axis == 1:
-        rows, tx = tile
+        rows = rows_or_chunk
+        if tx < 2 * r:
+            raise StencilforgeError(f"strategy pencil needs at least {2 * r} threads along x, got tile {tuple(tile)}")
         width = tx + 2 * r
-        threads = rows * tx
         smem = rows * width * np.dtype(dtype).itemsize
         if smem > STATIC_SMEM_LIMIT:
             raise StencilforgeError(f"strategy pencil with tile {tuple(tile)} needs {smem} bytes of shared memory; choose a smaller tile")
-        lines = [
-            f'extern "C" __global__ void __launch_bounds__({threads}) {name}({_op_params(op)})',
-            "{",
-            f"    __shared__ real s_u[{rows * width}];",
-            "    const int tx = threadIdx.x, ty = threadIdx.y;",
+        lines += [
+            f"    __shared__ real s_u[{rows}][{width}];",
+            "    const int tx = threadIdx.x;",
             f"    const int b1 = blockIdx.x * {tx}, b0 = blockIdx.y * {rows};",
-            "    const int i1 = b1 + tx, i0 = b0 + ty;",
-            f"    for (int t = ty * {tx} + tx; t < {rows * width}; t += {threads}) {{",
-            f"        const int a0 = t / {width}, a1 = t - a0 * {width};",
-            f"        const int j0 = b0 + a0, j1 = b1 + a1 - {r};",
-            f"        if (j0 < n0 && j1 >= 0 && j1 < n1) s_u[t] = {u}[(long long)j0 * n1 + j1];",
-            "    }",
-            "    __syncthreads();",
-            "    if (i0 >= n0 || i1 >= n1) return;",
-            "    const long long c = (long long)i0 * n1 + i1;",
+            "    const int i1 = b1 + tx;",
+            f"    const int h1 = tx < {r} ? b1 - {r} + tx : b1 + {tx} + tx - {r};",
+            f"    const int hs = tx < {r} ? tx : {tx} + tx;",
+            f"    const bool halo = tx < {2 * r} && h1 >= 0 && h1 < n1;",
         ]
+        for a in range(rows):
+            lines.append(f"    if (b0 + {a} < n0) {{")
+            lines.append(f"        const long long row = (long long)(b0 + {a}) * n1;")
+            lines.append(f"        if (i1 < n1) s_u[{a}][tx + {r}] = {u}[row + i1];")
+            lines.append(f"        if (halo) s_u[{a}][hs] = {u}[row + h1];")
+            lines.append("    }")
+        lines += ["    __syncthreads();", "    if (i1 >= n1) return;"]
 
         def glob(k, o, right):
             return f"{u}[c + ({o})]"
 
-        def fast_at(o):
-            return f"s_u[ty * {width} + tx + {r + o}]"
-
-        pos, n = "i1", "n1"
-        cover, block = (rows, tx), (tx, rows, 1)
-        for m, d in enumerate(op.outputs):
-            lines.append(f"    real o{m};")
-            lines += _closure_chain(d, pos, n, dtype, glob, _weighted(d.interior, dtype, fast_at), "    ", f"o{m}")
-            lines.append(f"    f_{d.out}[c] = o{m};")
+        for a in range(rows):
+            lines.append(f"    if (b0 + {a} < n0) {{")
+            lines.append(f"        const long long c = (long long)(b0 + {a}) * n1 + i1;")
+            for m, d in enumerate(op.outputs):
+                fast = _weighted(d.interior, dtype, lambda o, a=a: f"s_u[{a}][tx + {r + o}]")
+                lines.append(f"        real o{m};")
+                lines += _closure_chain(d, "i1", "n1", dtype, glob, fast, "        ", f"o{m}")
+                lines.append(f"        f_{d.out}[c] = o{m};")
+            lines.append("    }")
         lines.append("}")
+        cover, block = (rows, tx), (tx, 1, 1)
     else:
-        chunk, tx = tile
-        threads = tx
-        lines = [
-            f'extern "C" __global__ void __launch_bounds__({threads}) {name}({_op_params(op)})',
-            "{",
+        chunk = rows_or_chunk
+        unroll = min(UNROLL, chunk)
+        lines += [
             f"    const int i1 = blockIdx.x * {tx} + threadIdx.x;",
             "    if (i1 >= n1) return;",
             f"    const int y0 = blockIdx.y * {chunk};",
             f"    const int y1 = min(y0 + {chunk}, n0);",
-            f"    real {', '.join(f'q{j}' for j in range(2 * r + 1))};",
+            f"    real {', '.join(f'q{j}' for j in range(2 * r + unroll))};",
         ]
         for j in range(2 * r):
             lines.append(f"    {{ const int y = y0 + {j - r}; q{j} = (y >= 0 && y < n0) ? {u}[(long long)y * n1 + i1] : (real)0; }}")
-        lines += [
-            "    for (int y = y0; y < y1; ++y) {",
-            "        const long long c = (long long)y * n1 + i1;",
-            f"        q{2 * r} = (y + {r} < n0) ? {u}[c + {r}LL * n1] : (real)0;",
-        ]
+        lines.append(f"    for (int y = y0; y < y1; y += {unroll}) {{")
+        for k in range(unroll):
+            lines.append(f"        q{2 * r + k} = (y + {r + k} < n0) ? {u}[(long long)(y + {r + k}) * n1 + i1] : (real)0;")
 
         def glob(k, o, right):
             return f"{u}[c + ({o}) * (long long)n1]"
 
-        for m, d in enumerate(op.outputs):
-            lines.append(f"        real o{m};")
-            fast = _weighted(d.interior, dtype, lambda o: f"q{r + o}")
-            lines += _closure_chain(d, "y", "n0", dtype, glob, fast, "        ", f"o{m}")
-            lines.append(f"        f_{d.out}[c] = o{m};")
+        for k in range(unroll):
+            lines.append("        {" if k == 0 else f"        if (y + {k} < y1) {{")
+            lines.append(f"            const int yk = y + {k};")
+            lines.append("            const long long c = (long long)yk * n1 + i1;")
+            for m, d in enumerate(op.outputs):
+                fast = _weighted(d.interior, dtype, lambda o, k=k: f"q{r + o + k}")
+                lines.append(f"            real o{m};")
+                lines += _closure_chain(d, "yk", "n0", dtype, glob, fast, "            ", f"o{m}")
+                lines.append(f"            f_{d.out}[c] = o{m};")
+            lines.append("        }")
         for j in range(2 * r):
-            lines.append(f"        q{j} = q{j + 1};")
+            lines.append(f"        q{j} = q{j + unroll};")
         lines += ["    }", "}"]
         cover, block = (chunk, tx), (tx, 1, 1)
     return Kernel(name, "\n".join(lines) + "\n", "pencil", tile, block, cover, _op_args(op), ghosted=False)
@@ -628,7 +694,7 @@ def default_tile(plan: Sweep | AxisOperator, strategy: str, dtype) -> tuple[int,
     if isinstance(plan, AxisOperator):
         if strategy == "naive":
             return (8, 32)
-        return (4, 64) if plan.axis == 1 else (64, 128)
+        return (8, 128) if plan.axis == 1 else (64, 128)
     nd = plan.ndim
     if strategy == "naive":
         return (8, 32) if nd == 2 else (2, 4, 32)
@@ -678,8 +744,7 @@ def operator_kernel(op: AxisOperator, strategy: str, dtype, tile=None) -> Kernel
     name = f"sf_{strategy}_axis{op.axis}_" + "_".join(d.out for d in op.outputs)
     if strategy == "naive":
         return naive_operator(op, dtype, _check_tile(tile, 2, strategy, math.prod), name)
-    count = (lambda t: t[1]) if op.axis == 0 else math.prod
-    return pencil_operator(op, dtype, _check_tile(tile, 2, strategy, count), name)
+    return pencil_operator(op, dtype, _check_tile(tile, 2, strategy, lambda t: t[1]), name)
 
 
 def residual_kernel(sweep: Sweep, dtype) -> Kernel:
