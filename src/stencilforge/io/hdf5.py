@@ -132,7 +132,7 @@ def xdmf_tree(h5_name: str, info: RunInfo, layout: dict, times: list[float]) -> 
             item.text = " ".join(repr(float(v)) for v in values)
         for name, (shape, dtype) in layout.items():
             attribute = ET.SubElement(grid, "Attribute", Name=name, AttributeType="Scalar", Center="Node")
-            slab = ET.SubElement(attribute, "DataItem", ItemType="HyperSlab", Dimensions=" ".join(map(str, shape)), Type="HyperSlab")
+            slab = ET.SubElement(attribute, "DataItem", ItemType="HyperSlab", Dimensions=" ".join(map(str, shape)))
             select = ET.SubElement(slab, "DataItem", Format="XML", NumberType="Int", Dimensions=f"3 {ndim + 1}")
             select.text = " ".join([str(i)] + ["0"] * ndim + ["1"] * (ndim + 1) + ["1"] + [str(n) for n in shape])
             number, precision = _number_type(dtype)
