@@ -1,0 +1,109 @@
+"""The CLI: one JSON object with --json, one-line errors and non-zero exits for bad input."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from stencilforge.cli import app, join_multi_values
+
+runner = CliRunner()
+
+
+def invoke(*args):
+    return runner.invoke(app, join_multi_values(list(args)))
+
+
+def test_join_multi_values():
+    assert join_multi_values(["run", "heat3d", "--shape", "8", "9", "10", "--steps", "3"]) == [
+        "run", "heat3d", "--shape", "8,9,10", "--steps", "3",
+    ]
+
+
+@pytest.mark.parametrize(
+    "args,keys",
+    [
+        (["poisson2d", "--shape", "16", "16", "--tol", "1e-6"], {"residual", "converged", "iterations"}),
+        (["heat2d", "--shape", "20", "24", "--steps", "5"], {"error"}),
+        (["heat3d", "--shape", "8", "9", "10", "--steps", "5", "--dtype", "float64"], {"error"}),
+        (["wave3d", "--shape", "18", "18", "18", "--steps", "3", "--radius", "4"], {"error"}),
+        (["derivatives", "--shape", "30", "40", "--accuracy", "4", "--axis", "0"], {"error"}),
+    ],
+)
+def test_run_json(args, keys):
+    result = invoke("run", *args, "--json", "--backend", "numba")
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    for key in ("problem", "backend", "shape", "dtype", "steps", "wall_s", "gcells_per_s", "teff_gbps", *keys):
+        assert key in summary
+    assert summary["backend"] == "numba"
+    if "error" in keys:
+        assert set(summary["error"]) >= {"max_abs", "rel_l2"}
+
+
+def test_run_human_summary():
+    result = invoke("run", "heat2d", "--shape", "16", "16", "--steps", "4", "--backend", "numpy")
+    assert result.exit_code == 0
+    assert "T_eff" in result.stdout and "error vs exact" in result.stdout
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["run", "heat9d"], "unknown problem"),
+        (["run", "heat2d", "--backend", "fortran"], "unknown backend"),
+        (["run", "heat2d", "--backend", "cuda"], "not available"),
+        (["run", "heat2d", "--shape", "0", "5"], "must be positive"),
+        (["run", "heat2d", "--shape", "2", "5"], "too small"),
+        (["run", "wave3d", "--shape", "8", "8", "8"], "too small"),
+        (["run", "heat2d", "--shape", "16", "16", "--dt", "1"], "largest stable dt"),
+        (["run", "heat2d", "--steps", "-2"], "non-negative"),
+        (["run", "poisson2d", "--tol", "0"], "positive"),
+        (["run", "poisson2d", "--tol", "-1e-3"], "positive"),
+        (["run", "heat2d", "--tol", "1e-3"], "poisson2d only"),
+        (["run", "heat2d", "--radius", "2"], "does not take"),
+        (["run", "heat2d", "--dtype", "float16"], "unsupported dtype"),
+        (["run", "wave3d", "--velocity", "missing.npy"], "cannot read velocity file"),
+        (["run", "heat2d", "--strategy", "tiled", "--backend", "numpy"], "cuda backend"),
+    ],
+)
+def test_bad_input_is_one_line(args, message):
+    result = invoke(*args)
+    assert result.exit_code == 2
+    assert "Traceback" not in result.output
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error:") and message in lines[0], result.stderr
+
+
+def test_bad_velocity_file(tmp_path):
+    bad = np.ones((18, 18, 18))
+    bad[0, 0, 0] = np.inf
+    path = tmp_path / "v.npy"
+    np.save(path, bad)
+    result = invoke("run", "wave3d", "--shape", "18", "18", "18", "--velocity", str(path))
+    assert result.exit_code == 2 and "NaN, Inf" in result.stderr
+
+
+def test_verify_quick_passes():
+    result = invoke("verify", "--backend", "numpy", "--quick")
+    assert result.exit_code == 0, result.output
+    assert "FAIL" not in result.stdout
+
+
+def test_info_lists_backends():
+    result = invoke("info")
+    assert result.exit_code == 0 and "numba" in result.stdout
+
+
+def test_console_entry_point_runs_a_job():
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    done = subprocess.run(
+        [sys.executable, "-c", "from stencilforge.cli import main; main()", "run", "heat2d", "--shape", "12", "12", "--steps", "2", "--json"],
+        capture_output=True, text=True, env=env, timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["shape"] == [12, 12]
