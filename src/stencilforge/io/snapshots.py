@@ -160,8 +160,14 @@ class StreamingObserver:
         if self._copier is None:
             cls = _CudaCopier if backend.name == "cuda" else _HostCopier
             self._copier = cls(backend, self.regions)
-            for _ in range(self.depth):
-                self._free.put(self._copier.slot(self.layout))
+            try:
+                for _ in range(self.depth):
+                    self._free.put(self._copier.slot(self.layout))
+            except MemoryError:  # CuPy's OutOfMemoryError included
+                size = sum(int(np.prod(shape)) * np.dtype(dtype).itemsize for shape, dtype in self.layout.values())
+                raise StencilforgeError(
+                    f"not enough memory for {self.depth} {self.kind} buffer set(s) of {size / 2**20:.0f} MiB each"
+                ) from None
         slot = self._free.get()  # blocks while every buffer set is being written: wait, never drop
         self._raise_if_failed()
         done = self._copier.copy(fields, slot)
@@ -185,11 +191,6 @@ class StreamingObserver:
         if self._error is not None and not self._reported:
             self._reported = True
             raise OutputError(self._error)
-
-    @property
-    def pending(self) -> int:
-        """Copies handed to the writer and not yet written."""
-        return self._work.qsize()
 
     def close(self) -> None:
         """Finish every queued write, close the sink, and report a failure not yet reported."""
