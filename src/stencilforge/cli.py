@@ -296,6 +296,70 @@ def animate(
     err.print(f"wrote {animate_file(file, output, field=field, fps=fps, dpi=dpi)}", markup=False, highlight=False)
 
 
+@app.command()
+@friendly
+def bench(
+    problems_: Optional[str] = typer.Option(None, "--problems", help="comma-separated workloads: poisson2d, jacobi2d, heat2d, heat3d, wave3d, derivatives, derivatives-fused, derivatives-y"),
+    size: Optional[list[str]] = typer.Option(None, "--size", help="NAME=SHAPE, or 2d=SHAPE / 3d=SHAPE for every workload of that dimension (repeatable)"),
+    dtypes: Optional[str] = typer.Option(None, help="comma-separated dtypes to run each workload in (default: its own)"),
+    backend: str = typer.Option("auto", help="our backend: auto, numpy, numba or cuda"),
+    strategies: Optional[str] = typer.Option(None, help="cuda: comma-separated strategies (default: every applicable one and auto)"),
+    peers: Optional[str] = typer.Option(None, help="comma-separated peers, or none (default: every peer for the device)"),
+    quick: bool = typer.Option(False, help="smaller matrix, fewer repeats and peers: under a minute"),
+    repeats: Optional[int] = typer.Option(None, help="timed repeats per implementation (default 5, quick 3)"),
+    json_path: Optional[str] = typer.Option(None, "--json", help="write the full report (device, versions, commit, every measurement) to FILE"),
+    plot: Optional[str] = typer.Option(None, help="write a roofline PNG to FILE"),
+) -> None:
+    """Our strategies against the peers and the copy bandwidth, measured in one run."""
+    from .bench import bench_options, run_bench
+    from .bench.report import notes, results_table, write_json
+
+    def progress(msg: str) -> None:
+        err.print(f"[dim]{msg}[/]", highlight=False)
+
+    opts = bench_options(problems_, size, dtypes, backend, strategies, peers, quick, repeats, progress)
+    report = run_bench(opts)
+    report["command"] = ["stencilforge", *sys.argv[1:]]
+    out.print(results_table(report))
+    for line in notes(report):
+        out.print(line, markup=False, highlight=False)
+    if json_path:
+        write_json(report, json_path)
+        err.print(f"wrote {json_path}", markup=False, highlight=False)
+    if plot:
+        from .bench.roofline import plot_roofline
+
+        plot_roofline(report, plot)
+        err.print(f"wrote {plot}", markup=False, highlight=False)
+
+
+@app.command()
+@friendly
+def tune(
+    problem: str = typer.Argument(..., help="workload: poisson2d, jacobi2d, heat2d, heat3d, wave3d, derivatives, derivatives-fused, derivatives-y"),
+    shape: Optional[str] = typer.Option(None, "--shape", help="interior points per axis (default: the GPU bench size)"),
+    dtype: Optional[str] = typer.Option(None, help="float32 or float64 (default: the workload's)"),
+    budget: float = typer.Option(60.0, help="seconds to spend searching; the best so far wins"),
+    store: bool = typer.Option(True, "--store/--no-store", help="record the winner in the tune cache for --strategy auto"),
+) -> None:
+    """Search CUDA strategies and tile shapes for one workload; cache the fastest for auto."""
+    from .bench import tune_workload
+    from .bench.report import tune_table
+    from .bench.tune import tune as run_tune
+
+    workload = tune_workload(problem, parse_ints(shape, "--shape"), dtype)
+    result = run_tune(workload, budget_s=budget, store=store, progress=lambda msg: err.print(f"[dim]{msg}[/]", highlight=False))
+    out.print(tune_table(result))
+    if result.budget_exhausted:
+        err.print(f"budget of {budget:g} s spent: not every candidate was tried", markup=False)
+    if result.winner is None:
+        raise StencilforgeError("no candidate ran correctly; nothing was cached")
+    w = result.winner
+    tile = "x".join(map(str, w["tile"])) if w.get("tile") else "default tile"
+    action = "cached as" if store else "would be cached as"
+    out.print(f"winner: {w['resolved_strategy'] or w['strategy']} {tile}, {w['median_ms']:.3f} ms/step; {action} {result.key}", highlight=False)
+
+
 def main() -> None:
     app(args=join_multi_values(sys.argv[1:]), prog_name="stencilforge")
 

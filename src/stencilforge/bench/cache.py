@@ -1,0 +1,101 @@
+"""The per-user tuning cache: winners of `stencilforge tune`, looked up by the cuda backend's `auto`.
+
+One JSON file, `tune.json`, in $STENCILFORGE_CACHE_DIR or ~/.cache/stencilforge.
+An entry is keyed by device name, plan signature, shape class, dtype and
+library version, so a winner never outlives the code or the card it was
+measured on. The plan signature describes the stencil's structure (fields,
+factors, offsets, axis, outputs) and not its coefficients, which change with
+grid spacing and time step without changing the best launch shape; the shape
+class rounds each axis to the nearest power of two. This module imports no
+backend, so the cuda backend can import it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+from pathlib import Path
+
+import numpy as np
+
+from .. import __version__
+from ..plan import AxisOperator, Sweep
+
+FILENAME = "tune.json"
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("STENCILFORGE_CACHE_DIR") or os.path.join(Path.home(), ".cache", "stencilforge")
+    return Path(base)
+
+
+def shape_class(shape) -> str:
+    """Each axis rounded to the nearest power of two ('16384x16384'); 'any' when the shape is unknown."""
+    if shape is None:
+        return "any"
+    return "x".join(str(2 ** round(math.log2(max(1, int(n))))) for n in shape)
+
+
+def plan_signature(plan: Sweep | AxisOperator) -> str:
+    """A readable prefix plus a hash of the plan's structure (no coefficient values)."""
+    if isinstance(plan, Sweep):
+        structure = (plan.ndim, plan.out, tuple((t.field, t.factor, tuple(sorted(o for o, _ in t.stencil.entries))) for t in plan.terms))
+        points = sum(len(t.stencil.entries) for t in plan.terms)
+        prefix = f"sweep{plan.ndim}d-r{plan.radius}-{len(plan.inputs)}in-{points}pt"
+    else:
+        structure = (plan.ndim, plan.axis, tuple((d.out, tuple(o for o, _ in d.interior), len(d.left), len(d.right)) for d in plan.outputs))
+        radius = max(d.radius for d in plan.outputs)
+        prefix = f"axis{plan.axis}-r{radius}-{len(plan.outputs)}out"
+    digest = hashlib.sha256(repr(structure).encode()).hexdigest()[:10]
+    return f"{prefix}-{digest}"
+
+
+def cache_key(device_name: str, plan: Sweep | AxisOperator, shape, dtype, version: str = __version__) -> str:
+    return "|".join((device_name, plan_signature(plan), shape_class(shape), np.dtype(dtype).name, version))
+
+
+def _path() -> Path:
+    return cache_dir() / FILENAME
+
+
+def load_entries() -> dict:
+    """Every cached entry; an unreadable or corrupt file counts as empty (it is only a cache)."""
+    try:
+        data = json.loads(_path().read_text())
+    except (OSError, ValueError):
+        return {}
+    return data.get("entries", {}) if isinstance(data, dict) else {}
+
+
+def store_choice(device_name: str, plan, shape, dtype, strategy: str, tile, details: dict | None = None, version: str = __version__) -> str:
+    """Record a winner (atomic replace of the file); returns its key."""
+    entries = load_entries()
+    key = cache_key(device_name, plan, shape, dtype, version)
+    entries[key] = {"strategy": strategy, "tile": list(tile) if tile is not None else None, **(details or {})}
+    path = _path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps({"entries": entries}, indent=1, sort_keys=True))
+    os.replace(tmp, path)
+    return key
+
+
+def cached_choice(device_name: str, plan: Sweep | AxisOperator, shape, dtype) -> tuple[str, tuple[int, ...] | None] | None:
+    """(strategy, tile) tuned for this device, plan, shape class, dtype and library version, or None.
+
+    With `shape=None` (an axis operator before it sees its array) any shape
+    class of the same device, plan, dtype and version matches, the most
+    recently tuned first.
+    """
+    entries = load_entries()
+    hit = entries.get(cache_key(device_name, plan, shape, dtype))
+    if hit is None and shape is None:
+        head = cache_key(device_name, plan, None, dtype).split("|")
+        same = [e for k, e in entries.items() if (parts := k.split("|"))[:2] == head[:2] and parts[3:] == head[3:]]
+        hit = max(same, key=lambda e: e.get("date", ""), default=None)
+    if hit is None:
+        return None
+    tile = hit.get("tile")
+    return hit["strategy"], tuple(tile) if tile is not None else None

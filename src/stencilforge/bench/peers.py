@@ -1,0 +1,408 @@
+"""What users would write instead: the same update in NumPy, CuPy, PyTorch, JAX and a naive CUDA kernel.
+
+Every peer computes the workload's update from its plan, the way a user would
+write it by hand for that library: slicing with Python-float coefficients (so
+float32 stays float32), in place where the library allows it, functionally in
+JAX. The naive CUDA peer is one thread per cell with linear indexing and the
+coefficients as literals, the usual first hand-written kernel. A peer's result
+is checked against ours before its time counts (see suite.py).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from ..grid import Grid
+from ..plan import AxisOperator, Sweep
+from .measure import Clock, cupy_event_clock, torch_event_clock, wall_clock
+from .workloads import Case
+
+
+class Unsupported(Exception):
+    """A peer cannot run this workload here (not installed, no GPU backend, ...): reported as skipped."""
+
+
+def _shifted(interior: tuple[slice, ...], offset: tuple[int, ...]) -> tuple[slice, ...]:
+    return tuple(slice(s.start + o, s.stop + o) for s, o in zip(interior, offset))
+
+
+def sweep_rhs(sweep: Sweep, grid: Grid, fields) -> object:
+    """The sweep's right-hand side on the interior, for any array type with slicing."""
+    interior = grid.interior
+    total = None
+    for term in sweep.terms:
+        part = None
+        for offset, coeff in term.stencil.entries:
+            value = float(coeff) * fields[term.field][_shifted(interior, offset)]
+            part = value if part is None else part + value
+        if term.factor is not None:
+            part = part * fields[term.factor][interior]
+        total = part if total is None else total + part
+    return total
+
+
+def inplace_set(a, index, value):
+    a[index] = value
+    return a
+
+
+def jax_set(a, index, value):
+    return a.at[index].set(value)
+
+
+def sweep_step(case: Case, setitem=inplace_set) -> Callable[[dict], dict]:
+    """One step on a dict of fields: write the interior of `plan.out`, then swap the buffers."""
+    plan, grid, (a, b) = case.plan, case.grid, case.swap
+
+    def step(fields: dict) -> dict:
+        new = dict(fields)
+        new[plan.out] = setitem(fields[plan.out], grid.interior, sweep_rhs(plan, grid, fields))
+        new[a], new[b] = new[b], new[a]
+        return new
+
+    return step
+
+
+def operator_apply(op: AxisOperator, u, outs: list, setitem=inplace_set) -> list:
+    """Every derivative of the operator: interior rows by slicing, closure rows one by one."""
+    n = u.shape[op.axis]
+    lead = (slice(None),) * op.axis
+
+    def along(index):
+        return lead + (index,)
+
+    result = []
+    for d, out in zip(op.outputs, outs):
+        nl, nr = len(d.left), len(d.right)
+        acc = None
+        for o, w in d.interior:
+            value = float(w) * u[along(slice(nl + o, n - nr + o))]
+            acc = value if acc is None else acc + value
+        out = setitem(out, along(slice(nl, n - nr)), acc * float(d.scale))
+        rows = [(k, row) for k, row in enumerate(d.left)] + [(n - 1 - k, row) for k, row in enumerate(d.right)]
+        for k, row in rows:
+            acc = None
+            for o, w in row:
+                value = float(w) * u[along(k + o)]
+                acc = value if acc is None else acc + value
+            out = setitem(out, along(k), acc * float(d.scale))
+        result.append(out)
+    return result
+
+
+@dataclass
+class SlicingRunner:
+    """Runs a step function on a dict of arrays of one array library (NumPy, CuPy, PyTorch eager or compiled)."""
+
+    case: Case
+    fields: dict
+    step: Callable
+    to_host: Callable
+    sync: Callable[[], None]
+    clock: Clock
+
+    def run(self, steps: int) -> None:
+        for _ in range(steps):
+            self.fields = self.step(self.fields)
+
+    def latest(self) -> dict[str, np.ndarray]:
+        self.sync()
+        return {name: self.to_host(self.fields[name]) for name in self.case.outputs}
+
+
+def _step_for(case: Case) -> Callable[[dict], dict]:
+    if case.is_sweep:
+        return sweep_step(case)
+    op = case.plan
+    outs = [d.out for d in op.outputs]
+
+    def step(fields: dict) -> dict:
+        operator_apply(op, fields["u"], [fields[o] for o in outs])
+        return fields
+
+    return step
+
+
+@dataclass(frozen=True)
+class Peer:
+    """A named alternative implementation on one device kind ('cpu' or 'gpu')."""
+
+    name: str
+    device: str
+    description: str
+    make: Callable[[Case], object] = field(repr=False)
+
+    def runner(self, case: Case):
+        """A Runner for `case` on fresh copies of its fields; raises Unsupported with the reason."""
+        return self.make(case)
+
+
+def _need(module: str, what: str) -> None:
+    if importlib.util.find_spec(module) is None:
+        raise Unsupported(f"{what} is not installed")
+
+
+def _numpy(case: Case):
+    fields = {k: v.copy() for k, v in case.fields.items()}
+    return SlicingRunner(case, fields, _step_for(case), np.array, lambda: None, wall_clock)
+
+
+def _cupy_module():
+    _need("cupy", "cupy")
+    import cupy
+
+    try:
+        cupy.cuda.runtime.getDeviceCount()
+    except Exception as exc:  # any CUDA runtime failure means no usable GPU for this peer
+        raise Unsupported(f"cupy has no usable GPU ({type(exc).__name__})") from None
+    return cupy
+
+
+def _cupy(case: Case):
+    cupy = _cupy_module()
+    fields = {k: cupy.asarray(v) for k, v in case.fields.items()}
+    return SlicingRunner(case, fields, _step_for(case), cupy.asnumpy, cupy.cuda.Device().synchronize, cupy_event_clock)
+
+
+def _torch_module():
+    _need("torch", "torch")
+    import torch
+
+    if not torch.cuda.is_available():
+        raise Unsupported("torch has no CUDA device")
+    return torch
+
+
+def _torch_fields(torch, case: Case) -> dict:
+    return {k: torch.from_numpy(v.copy()).to("cuda") for k, v in case.fields.items()}
+
+
+def _torch(case: Case):
+    torch = _torch_module()
+    return SlicingRunner(
+        case, _torch_fields(torch, case), _step_for(case), lambda t: t.cpu().numpy(), torch.cuda.synchronize, torch_event_clock
+    )
+
+
+def _torch_compile(case: Case):
+    """torch.compile of the in-place update a user would write; buffers are swapped in Python."""
+    torch = _torch_module()
+    names = tuple(case.fields)
+    if case.is_sweep:
+        plan, grid = case.plan, case.grid
+
+        def update(*arrays):
+            fields = dict(zip(names, arrays))
+            fields[plan.out][grid.interior] = sweep_rhs(plan, grid, fields)
+
+        compiled = torch.compile(update, dynamic=False)
+        a, b = case.swap
+
+        def step(fields: dict) -> dict:
+            compiled(*(fields[n] for n in names))
+            fields[a], fields[b] = fields[b], fields[a]
+            return fields
+
+    else:
+        op = case.plan
+
+        def update(u, *outs):
+            operator_apply(op, u, list(outs))
+
+        compiled = torch.compile(update, dynamic=False)
+        outs = [d.out for d in op.outputs]
+
+        def step(fields: dict) -> dict:
+            compiled(fields["u"], *(fields[o] for o in outs))
+            return fields
+
+    return SlicingRunner(case, _torch_fields(torch, case), step, lambda t: t.cpu().numpy(), torch.cuda.synchronize, torch_event_clock)
+
+
+def _jax_module(case: Case):
+    _need("jax", "jax")
+    # JAX would otherwise reserve most of the GPU's memory at import, starving every other implementation
+    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+    import jax
+
+    if case.grid.dtype == np.float64:
+        jax.config.update("jax_enable_x64", True)
+    if not any(d.platform == "gpu" for d in jax.devices()):
+        raise Unsupported("jax has no GPU backend (jax[cuda] is not installed)")
+    return jax
+
+
+@dataclass
+class JaxRunner:
+    """Sweeps: one jitted lax.fori_loop over n steps (n is traced, so one compile serves every batch).
+    Axis operators: one jitted application per step, since a loop over a loop-invariant
+    computation could legally be hoisted by XLA and would time nothing."""
+
+    case: Case
+    carry: tuple
+    fn: Callable
+    clock: Clock = wall_clock
+
+    def run(self, steps: int) -> None:
+        if self.case.is_sweep:
+            self.carry = self.fn(self.carry, steps)
+        else:
+            for _ in range(steps):
+                self.carry = (self.carry[0], *self.fn(self.carry[0]))
+
+    def sync(self) -> None:
+        for a in self.carry:
+            a.block_until_ready()
+
+    def latest(self) -> dict[str, np.ndarray]:
+        names = tuple(self.case.fields)
+        return {name: np.asarray(self.carry[names.index(name)]) for name in self.case.outputs}
+
+
+def _jax(case: Case):
+    jax = _jax_module(case)
+    device = next(d for d in jax.devices() if d.platform == "gpu")
+    names = tuple(case.fields)
+    carry = tuple(jax.device_put(case.fields[n], device) for n in names)
+    if case.is_sweep:
+        step = sweep_step(case, jax_set)
+
+        def body(_, arrays):
+            fields = step(dict(zip(names, arrays)))
+            return tuple(fields[n] for n in names)
+
+        fn = jax.jit(lambda arrays, n: jax.lax.fori_loop(0, n, body, arrays), donate_argnums=0)
+    else:
+        op = case.plan
+        outs = [d.out for d in op.outputs]
+        if names != ("u", *outs):
+            raise Unsupported(f"unexpected field order {names}")
+        fn = jax.jit(lambda u: tuple(operator_apply(op, u, [jax.numpy.empty_like(u) for _ in outs], jax_set)))
+    return JaxRunner(case, carry, fn)
+
+
+# ---------------------------------------------------------------- naive CUDA kernel
+
+
+def _literal(value: float, dtype) -> str:
+    if np.dtype(dtype) == np.float32:
+        return repr(float(np.float32(value))) + "f"
+    return repr(float(value))
+
+
+def naive_sweep_source(sweep: Sweep, grid: Grid) -> str:
+    """One thread per interior cell, linear index decomposed with the sizes baked in, no shared memory."""
+    real = "float" if grid.dtype == np.float32 else "double"
+    g, nd = grid.ghost, grid.ndim
+    padded = grid.padded_shape
+    strides = [int(np.prod(padded[a + 1 :])) for a in range(nd)]
+    decompose, rest = [], "idx"
+    for a in reversed(range(nd)):
+        if a == 0:
+            decompose.append(f"    const long long i0 = {rest};")
+        else:
+            decompose.append(f"    const long long i{a} = {rest} % {grid.shape[a]}LL;")
+            decompose.append(f"    const long long r{a} = {rest} / {grid.shape[a]}LL;")
+            rest = f"r{a}"
+    centre = " + ".join(f"(i{a} + {g}) * {strides[a]}LL" for a in range(nd))
+    parts = []
+    for term in sweep.terms:
+        terms = " + ".join(
+            f"{_literal(float(c), grid.dtype)} * f_{term.field}[c + ({sum(o * s for o, s in zip(off, strides))}LL)]"
+            for off, c in term.stencil.entries
+        )
+        parts.append(f"({terms}) * f_{term.factor}[c]" if term.factor else f"({terms})")
+    params = ", ".join([f"{real}* out"] + [f"const {real}* f_{n}" for n in sweep.inputs])
+    return "\n".join(
+        [
+            f'extern "C" __global__ void peer_naive({params})',
+            "{",
+            "    const long long idx = blockIdx.x * (long long)blockDim.x + threadIdx.x;",
+            f"    if (idx >= {grid.cells}LL) return;",
+            *decompose,
+            f"    const long long c = {centre};",
+            f"    out[c] = {' + '.join(parts)};",
+            "}",
+        ]
+    )
+
+
+def naive_operator_source(op: AxisOperator, shape: tuple[int, int], dtype) -> str:
+    """One thread per cell; closure rows chosen by branching on the position along the axis."""
+    real = "float" if np.dtype(dtype) == np.float32 else "double"
+    n0, n1 = shape
+    n, stride = (n1, 1) if op.axis == 1 else (n0, n1)
+    pos = "j" if op.axis == 1 else "i"
+
+    def combo(weights, scale) -> str:
+        s = " + ".join(f"{_literal(float(w), dtype)} * u[idx + ({o * stride}LL)]" for o, w in weights)
+        return f"({s}) * {_literal(scale, dtype)}"
+
+    lines = []
+    for m, d in enumerate(op.outputs):
+        branches = [(f"{pos} == {k}", row) for k, row in enumerate(d.left)]
+        branches += [(f"{pos} == {n - 1 - k}", row) for k, row in enumerate(d.right)]
+        chain = "    "
+        for cond, row in branches:
+            lines.append(f"{chain}if ({cond}) o{m}[idx] = {combo(row, d.scale)};")
+            chain = "    else "
+        lines.append(f"{chain}o{m}[idx] = {combo(d.interior, d.scale)};")
+    outs = ", ".join(f"{real}* o{m}" for m in range(len(op.outputs)))
+    return "\n".join(
+        [
+            f'extern "C" __global__ void peer_naive(const {real}* u, {outs})',
+            "{",
+            "    const long long idx = blockIdx.x * (long long)blockDim.x + threadIdx.x;",
+            f"    if (idx >= {n0 * n1}LL) return;",
+            f"    const long long i = idx / {n1}LL, j = idx % {n1}LL;",
+            *lines,
+            "}",
+        ]
+    )
+
+
+def _naive_cuda(case: Case):
+    cupy = _cupy_module()
+    fields = {k: cupy.asarray(v) for k, v in case.fields.items()}
+    threads = 256
+    blocks = (case.cells + threads - 1) // threads
+    if case.is_sweep:
+        kernel = cupy.RawKernel(naive_sweep_source(case.plan, case.grid), "peer_naive")
+        plan, (a, b) = case.plan, case.swap
+
+        def step(f: dict) -> dict:
+            kernel((blocks,), (threads,), (f[plan.out], *(f[n] for n in plan.inputs)))
+            f[a], f[b] = f[b], f[a]
+            return f
+
+    else:
+        op = case.plan
+        kernel = cupy.RawKernel(naive_operator_source(op, case.grid.shape, case.grid.dtype), "peer_naive")
+        outs = [d.out for d in op.outputs]
+
+        def step(f: dict) -> dict:
+            kernel((blocks,), (threads,), (f["u"], *(f[o] for o in outs)))
+            return f
+
+    return SlicingRunner(case, fields, step, cupy.asnumpy, cupy.cuda.Device().synchronize, cupy_event_clock)
+
+
+PEERS = {
+    p.name: p
+    for p in (
+        Peer("numpy", "cpu", "NumPy slicing", _numpy),
+        Peer("cupy", "gpu", "CuPy slicing", _cupy),
+        Peer("naive-cuda", "gpu", "hand-written one-thread-per-cell CUDA kernel (cupy.RawKernel)", _naive_cuda),
+        Peer("torch", "gpu", "PyTorch eager slicing", _torch),
+        Peer("torch.compile", "gpu", "torch.compile of the slicing update", _torch_compile),
+        Peer("jax", "gpu", "jax.jit with lax.fori_loop", _jax),
+    )
+}
+DEFAULT_GPU = ("cupy", "naive-cuda", "torch", "torch.compile", "jax")
+QUICK_GPU = ("cupy", "naive-cuda", "torch")
+DEFAULT_CPU = ("numpy",)

@@ -1,0 +1,120 @@
+"""`stencilforge tune`: strategies x tile shapes for one workload on this GPU, winner cached.
+
+Seed 004's table of tile shapes, automated: every candidate is checked against
+the NumPy oracle and our default result exactly as in `bench` (a tile that
+computes garbage fast never wins), timed with CUDA events, and the table is
+sorted by throughput. Candidates that the code generator refuses (too many
+threads, too much shared memory) are listed as skipped.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+from ..backends import get_backend
+from ..errors import StencilforgeError
+from ..plan import AxisOperator, Sweep
+from .cache import cache_key, store_choice
+from .measure import MeasureOptions, cupy_event_clock, gpu_copy_bandwidth, gpu_device, now_iso, wall_clock
+from .suite import BackendRunner, BenchOptions, Impl, measure_impl
+from .workloads import Case, Workload, build_case
+
+
+def _threads_ok(n: int) -> bool:
+    return 64 <= n <= 1024
+
+
+def candidates(plan: Sweep | AxisOperator) -> list[tuple[str, tuple[int, ...]]]:
+    """(strategy, tile) pairs worth trying, C-order tiles with x (last) a multiple of 32."""
+    out: list[tuple[str, tuple[int, ...]]] = []
+    if isinstance(plan, AxisOperator):
+        out += [("naive", t) for t in ((1, 256), (4, 64), (8, 32), (2, 128), (4, 128))]
+        if plan.axis == 1:
+            out += [("pencil", (r, x)) for r in (1, 2, 4, 8) for x in (64, 128, 256, 512) if _threads_ok(r * x)]
+        else:
+            out += [("pencil", (c, x)) for c in (32, 64, 128, 256) for x in (64, 128, 256)]
+        return out
+    if plan.ndim == 2:
+        out += [("naive", (y, x)) for y in (1, 2, 4, 8, 16) for x in (32, 64, 128, 256) if _threads_ok(y * x)]
+        out += [("tiled", (y, x)) for y in (4, 8, 16, 32) for x in (32, 64, 128) if _threads_ok(y * x)]
+        out += [("streaming", (c, x)) for c in (64, 256, 1024) for x in (128, 256, 512, 1024)]
+        return out
+    out += [("naive", (z, y, x)) for z in (1, 2, 4) for y in (1, 4, 8) for x in (32, 64, 128) if _threads_ok(z * y * x) and z * y * x >= 128]
+    out += [("tiled", (z, y, x)) for z in (2, 4, 8) for y in (4, 8) for x in (32, 64) if _threads_ok(z * y * x)]
+    out += [("streaming", (c, y, x)) for c in (32, 64, 128, 512) for y in (4, 8, 16) for x in (32, 64) if _threads_ok(y * x)]
+    return out
+
+
+@dataclass(frozen=True)
+class TuneResult:
+    workload: Workload
+    device: str
+    rows: list  # bench rows, sorted: ok by throughput first, then the rest
+    winner: dict | None
+    key: str | None
+    budget_exhausted: bool
+
+
+def search(
+    case: Case,
+    trials: list[tuple[str, tuple[int, ...] | None]],
+    engine_for: Callable[[str, tuple[int, ...] | None], object],
+    measure: MeasureOptions,
+    backend: str,
+    copy_gbps: float | None = None,
+    clock=None,
+    budget_s: float | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> tuple[list[dict], bool]:
+    """Check and time each (strategy, tile); rows sorted by median time. After the first, stops once the budget is spent."""
+    opts = BenchOptions((case.workload,), backend=backend, measure=measure)
+    say = progress or (lambda msg: None)
+    ref, rows, start = None, [], time.perf_counter()
+    exhausted = False
+    for strategy, tile in trials:
+        if budget_s is not None and rows and time.perf_counter() - start > budget_s:
+            exhausted = True
+            break
+        say(f"{strategy} {tile}")
+        make = lambda c, s=strategy, t=tile: BackendRunner(c, engine_for(s, t), clock or wall_clock)  # noqa: E731
+        impl = Impl("stencilforge", "ours", strategy, make, tile=tile)
+        row, after_two = measure_impl(case, impl, ref, opts, copy_gbps or 0.0, backend)
+        if row["tile"] is None and tile is not None:
+            row["tile"] = tuple(tile)
+        if ref is None and row["status"] == "ok":
+            ref = after_two
+        rows.append(row)
+    rows.sort(key=lambda r: (r["status"] != "ok", r.get("median_ms") or 0.0))
+    return rows, exhausted
+
+
+def tune(workload: Workload, budget_s: float = 60.0, measure: MeasureOptions | None = None, progress=None, store: bool = True) -> TuneResult:
+    """Search the cuda backend's strategies and tiles for one workload and cache the winner."""
+    try:
+        get_backend("cuda")
+    except StencilforgeError as exc:
+        raise StencilforgeError(f"tune searches CUDA strategies and tile shapes and needs the cuda backend: {exc}") from None
+    measure = measure or MeasureOptions(repeats=3, target_s=0.03)
+    device = gpu_device()
+    copy = gpu_copy_bandwidth(2**29, MeasureOptions(repeats=3, target_s=0.05))
+    case = build_case(workload)
+    trials = list(itertools.chain([("auto", None)], candidates(case.plan)))
+    rows, exhausted = search(
+        case, trials, lambda s, t: get_backend("cuda", strategy=s, tile=t), measure, "cuda",
+        copy["gbps"], cupy_event_clock, budget_s, progress,
+    )
+    winner = rows[0] if rows and rows[0]["status"] == "ok" else None
+    key = None
+    if winner is not None and store:
+        strategy = winner["resolved_strategy"] or winner["strategy"]
+        key = store_choice(
+            device["name"], case.plan, workload.shape, workload.dtype, strategy, winner["tile"],
+            {"workload": workload.label, "median_ms": winner["median_ms"], "teff_gbps": winner["teff_gbps"],
+             "pct_copy": winner["pct_copy"], "copy_gbps": copy["gbps"], "date": now_iso()},
+        )
+    elif winner is not None:
+        key = cache_key(device["name"], case.plan, workload.shape, workload.dtype)
+    return TuneResult(workload, device["name"], rows, winner, key, exhausted)

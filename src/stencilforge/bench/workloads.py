@@ -1,0 +1,210 @@
+"""Benchmark workloads: a problem's step plan on random data, and the default matrices.
+
+A workload is a named plan (a sweep or an axis operator) on one shape and
+dtype. Its fields are random, never zeros, ghost layers included, so no
+kernel can profit from zero pages or denormal-free shortcuts, and every
+implementation (ours and the peers') starts from the same arrays.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from .. import problems
+from ..errors import StencilforgeError
+from ..grid import Grid, parse_dtype
+from ..plan import AxisOperator, Sweep
+from ..problems import derivatives, poisson2d
+from ..stencil import Stencil
+
+
+@dataclass(frozen=True)
+class Workload:
+    """One benchmark row group: a workload name (see KINDS), a shape and a dtype."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+
+    @property
+    def label(self) -> str:
+        return f"{self.name} {'x'.join(map(str, self.shape))} {self.dtype}"
+
+
+@dataclass
+class Case:
+    """A workload instantiated: plan, grid and random host fields shared by every implementation.
+
+    For sweeps, `swap` names the buffers exchanged after each step; after a
+    step the newest values are in `swap[0]`. Axis operators have no swap: their
+    outputs are rewritten by every application.
+    """
+
+    workload: Workload
+    problem: str
+    grid: Grid
+    plan: Sweep | AxisOperator
+    fields: dict[str, np.ndarray]
+    swap: tuple[str, str] | None = None
+    params: dict = field(default_factory=dict)
+
+    @property
+    def is_sweep(self) -> bool:
+        return isinstance(self.plan, Sweep)
+
+    @property
+    def outputs(self) -> tuple[str, ...]:
+        """Fields holding the newest result after a step (compared between implementations)."""
+        if self.is_sweep:
+            return (self.swap[0],)
+        return tuple(d.out for d in self.plan.outputs)
+
+    @property
+    def cells(self) -> int:
+        return self.grid.cells
+
+    @property
+    def bytes_per_cell(self) -> int:
+        return self.plan.bytes_per_cell(self.grid.dtype.itemsize)
+
+    @property
+    def flops_per_cell(self) -> int:
+        return self.plan.flops_per_cell()
+
+    @property
+    def footprint_bytes(self) -> int:
+        return sum(a.nbytes for a in self.fields.values())
+
+
+def _random(rng: np.random.Generator, shape, dtype, low: float = 0.5, high: float = 1.5) -> np.ndarray:
+    x = rng.random(shape, dtype=np.dtype(dtype).type)
+    x *= high - low
+    x += low
+    return x
+
+
+def _sweep_case(w: Workload, setup, sweep: Sweep, names: tuple[str, ...], rng, scale: dict | None = None) -> Case:
+    scale = scale or {}
+    fields = {}
+    for name in names:
+        low, high = scale.get(name, (0.5, 1.5))
+        fields[name] = _random(rng, setup.grid.padded_shape, setup.grid.dtype, low, high)
+    return Case(w, setup.name, setup.grid, sweep, fields, setup.swap, dict(setup.params))
+
+
+def _build_jacobi(w: Workload, rng, with_rhs: bool) -> Case:
+    setup = problems.build("poisson2d", shape=w.shape, dtype=w.dtype)
+    lap = Stencil.laplacian(2, 1, setup.grid.spacing)
+    sweep = poisson2d.jacobi_sweep(lap, with_rhs=with_rhs)
+    names = ("u", "u_new", "f") if with_rhs else ("u", "u_new")
+    return _sweep_case(w, setup, sweep, names, rng)
+
+
+def _build_heat(w: Workload, rng, ndim: int) -> Case:
+    setup = problems.build(f"heat{ndim}d", shape=w.shape, dtype=w.dtype)
+    return _sweep_case(w, setup, setup.sweep, ("u", "u_new"), rng)
+
+
+def _build_wave(w: Workload, rng, radius: int) -> Case:
+    setup = problems.build("wave3d", shape=w.shape, dtype=w.dtype, radius=radius)
+    vmax = float(setup.fields["vel"].max())
+    # random speeds below the stable maximum keep the leapfrog bounded over many timed steps
+    return _sweep_case(w, setup, setup.sweep, ("u", "u_prev", "vel"), rng, {"vel": (0.5 * vmax, vmax)})
+
+
+def _build_derivatives(w: Workload, rng, orders: tuple[int, ...], axis: int) -> Case:
+    setup = problems.build("derivatives", shape=w.shape, dtype=w.dtype, axis=axis)
+    op = derivatives.operator(axis, setup.grid.spacing[axis], setup.params["accuracy"], orders=orders)
+    fields = {"u": _random(rng, w.shape, w.dtype)}
+    for d in op.outputs:
+        fields[d.out] = np.full(w.shape, np.nan, dtype=w.dtype)
+    return Case(w, "derivatives", setup.grid, op, fields, None, {"axis": axis, "orders": list(orders)})
+
+
+# name -> (builder, default ndim, default dtype, description)
+KINDS = {
+    "poisson2d": (lambda w, rng: _build_jacobi(w, rng, True), 2, "float32", "Jacobi sweep with right-hand side (reads u and f)"),
+    "jacobi2d": (lambda w, rng: _build_jacobi(w, rng, False), 2, "float32", "Jacobi sweep of the Laplace equation (f = 0)"),
+    "heat2d": (lambda w, rng: _build_heat(w, rng, 2), 2, "float32", "FTCS heat step, 5-point"),
+    "heat3d": (lambda w, rng: _build_heat(w, rng, 3), 3, "float32", "FTCS heat step, 7-point"),
+    "wave3d": (lambda w, rng: _build_wave(w, rng, 8), 3, "float32", "acoustic leapfrog, radius-8 star (ISO3DFD)"),
+    "derivatives": (lambda w, rng: _build_derivatives(w, rng, (1,), 1), 2, "float64", "first derivative along x"),
+    "derivatives-fused": (lambda w, rng: _build_derivatives(w, rng, (1, 2), 1), 2, "float64", "first and second derivative along x, one pass"),
+    "derivatives-y": (lambda w, rng: _build_derivatives(w, rng, (1, 2), 0), 2, "float64", "first and second derivative along y, one pass"),
+}
+
+GPU_MATRIX = (
+    Workload("poisson2d", (16384, 16384), "float32"),
+    Workload("jacobi2d", (16384, 16384), "float32"),
+    Workload("heat2d", (16384, 16384), "float32"),
+    Workload("heat3d", (512, 512, 512), "float32"),
+    Workload("wave3d", (512, 512, 512), "float32"),
+    Workload("derivatives", (10000, 10000), "float64"),
+    Workload("derivatives-fused", (10000, 10000), "float64"),
+)
+GPU_QUICK = (
+    Workload("jacobi2d", (8192, 8192), "float32"),
+    Workload("heat3d", (256, 256, 256), "float32"),
+    Workload("wave3d", (256, 256, 256), "float32"),
+    Workload("derivatives-fused", (4096, 4096), "float64"),
+)
+# sized for a 2-core CI machine; each field set is larger than a typical last-level cache
+CPU_MATRIX = (
+    Workload("poisson2d", (4096, 4096), "float32"),
+    Workload("jacobi2d", (4096, 4096), "float32"),
+    Workload("heat2d", (4096, 4096), "float32"),
+    Workload("heat3d", (256, 256, 256), "float32"),
+    Workload("wave3d", (128, 128, 128), "float32"),
+    Workload("derivatives", (2000, 2000), "float64"),
+    Workload("derivatives-fused", (2000, 2000), "float64"),
+)
+CPU_QUICK = (
+    Workload("jacobi2d", (2048, 2048), "float32"),
+    Workload("heat3d", (128, 128, 128), "float32"),
+    Workload("wave3d", (64, 64, 64), "float32"),
+    Workload("derivatives-fused", (1000, 1000), "float64"),
+)
+
+
+def default_matrix(gpu: bool, quick: bool) -> tuple[Workload, ...]:
+    if gpu:
+        return GPU_QUICK if quick else GPU_MATRIX
+    return CPU_QUICK if quick else CPU_MATRIX
+
+
+def select(
+    matrix: tuple[Workload, ...],
+    names: list[str] | None = None,
+    sizes: dict[str, tuple[int, ...]] | None = None,
+    dtypes: list[str] | None = None,
+) -> list[Workload]:
+    """Restrict the matrix to `names` (a name outside it gets its default shape from `sizes`),
+    override shapes (key: workload name, or '2d'/'3d' for every workload of that dimension)
+    and cross with `dtypes`."""
+    sizes = sizes or {}
+    by_name = {w.name: w for w in matrix}
+    chosen = []
+    for name in names or [w.name for w in matrix]:
+        if name not in KINDS:
+            raise StencilforgeError(f"unknown workload {name!r}: choose from {', '.join(KINDS)}")
+        ndim, default_dtype = KINDS[name][1], KINDS[name][2]
+        shape = sizes.get(name) or sizes.get(f"{ndim}d")
+        base = by_name.get(name)
+        if shape is None and base is None:
+            raise StencilforgeError(f"workload {name} is not in this matrix: give its size, for example --size {name}=" + "x".join(["256"] * ndim))
+        if shape is not None and len(shape) != ndim:
+            raise StencilforgeError(f"workload {name} needs a {ndim}D size, got {'x'.join(map(str, shape))}")
+        w = base or Workload(name, tuple(shape), default_dtype)
+        if shape is not None:
+            w = replace(w, shape=tuple(shape))
+        for dt in dtypes or [w.dtype]:
+            chosen.append(replace(w, dtype=parse_dtype(dt).name))
+    return chosen
+
+
+def build_case(w: Workload, seed: int = 0) -> Case:
+    if w.name not in KINDS:
+        raise StencilforgeError(f"unknown workload {w.name!r}: choose from {', '.join(KINDS)}")
+    return KINDS[w.name][0](w, np.random.default_rng(seed))

@@ -1,0 +1,137 @@
+"""bench plumbing on tiny sizes with the CPU backends: JSON, statistics, T_eff, roofline, peer checks, --quick."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from stencilforge.bench.measure import MeasureOptions, wall_clock
+from stencilforge.bench.peers import PEERS, Peer, SlicingRunner, sweep_step
+from stencilforge.bench.suite import BenchOptions, oracle_error, run_bench
+from stencilforge.bench.workloads import Workload, build_case
+from stencilforge.cli import app
+
+FAST = MeasureOptions(repeats=3, target_s=0.002, max_steps=5)
+TINY = (
+    Workload("poisson2d", (33, 40), "float32"),
+    Workload("jacobi2d", (33, 40), "float32"),
+    Workload("wave3d", (18, 19, 20), "float32"),
+    Workload("derivatives-fused", (21, 30), "float64"),
+)
+
+
+@pytest.fixture(scope="module")
+def report():
+    return run_bench(BenchOptions(TINY, backend="numba", peers=("numpy",), measure=FAST, copy_bytes=2**20))
+
+
+def test_report_has_device_versions_commit_and_ceilings(report):
+    for key in ("schema", "date", "git", "device", "versions", "ceilings", "workloads", "results", "options"):
+        assert key in report
+    assert report["device"]["name"] and "driver" in report["device"]
+    assert report["versions"]["stencilforge"] and report["versions"]["numpy"]
+    assert report["ceilings"]["copy"]["gbps"] > 0
+    assert set(report["ceilings"]["peak_gflops"]) >= {"float32", "float64"}
+    json.dumps(report)
+
+
+def test_every_row_is_checked_then_timed_with_sane_statistics(report):
+    rows = report["results"]
+    assert {(r["workload"], r["impl"]) for r in rows} == {(w.name, i) for w in TINY for i in ("stencilforge", "numpy")}
+    for r in rows:
+        assert r["status"] == "ok", r
+        assert r["check"]["oracle_error"] <= r["check"]["tolerance"]
+        assert 0 < r["min_ms"] <= r["median_ms"] <= r["max_ms"]
+        assert len(r["samples_ms"]) == r["repeats"] == FAST.repeats
+        assert r["steps_per_repeat"] >= 1
+    ours = [r for r in rows if r["impl"] == "stencilforge"]
+    assert all(r["time_vs_best_ours"] == pytest.approx(1.0) for r in ours)
+
+
+def test_teff_counts_the_plans_compulsory_bytes(report):
+    expected = {"poisson2d": 12, "jacobi2d": 8, "wave3d": 16, "derivatives-fused": 24}
+    for r in report["results"]:
+        assert r["bytes_per_cell"] == expected[r["workload"]]
+        seconds = r["median_ms"] / 1e3
+        assert r["teff_gbps"] == pytest.approx(r["cells"] * r["bytes_per_cell"] / seconds / 1e9)
+        assert r["gcells_per_s"] == pytest.approx(r["cells"] / seconds / 1e9)
+        assert r["gflops"] == pytest.approx(r["cells"] * r["flops_per_cell"] / seconds / 1e9)
+        assert r["pct_copy"] == pytest.approx(100 * r["teff_gbps"] / report["ceilings"]["copy"]["gbps"])
+        assert r["arithmetic_intensity"] == pytest.approx(r["flops_per_cell"] / r["bytes_per_cell"])
+
+
+def test_inputs_are_random_and_shared(report):
+    case = build_case(TINY[2])
+    for name, a in case.fields.items():
+        assert np.all(a != 0) and np.unique(a).size > a.size // 2, name
+    again = build_case(TINY[2])
+    assert all(np.array_equal(case.fields[k], again.fields[k]) for k in case.fields)
+
+
+def _off_by_a_bit(case):
+    """A peer that scales every update by 1.001: plausible-looking, wrong."""
+    step = sweep_step(case)
+
+    def wrong(fields):
+        new = step(fields)
+        new[case.swap[0]][case.grid.interior] *= np.float32(1.001)
+        return new
+
+    return SlicingRunner(case, {k: v.copy() for k, v in case.fields.items()}, wrong, np.array, lambda: None, wall_clock)
+
+
+def test_a_peer_that_disagrees_is_reported_wrong_not_timed():
+    bad = Peer("bad-peer", "cpu", "deliberately wrong", _off_by_a_bit)
+    rep = run_bench(BenchOptions((TINY[1],), backend="numpy", peers=("numpy",), extra_peers=(bad,), measure=FAST, copy_bytes=2**20))
+    rows = {r["impl"]: r for r in rep["results"]}
+    assert rows["numpy"]["status"] == "ok"
+    wrong = rows["bad-peer"]
+    assert wrong["status"] == "wrong"
+    assert "median_ms" not in wrong and wrong["time_vs_best_ours"] is None
+    assert wrong["check"]["oracle_error"] > wrong["check"]["tolerance"]
+    assert "not timed" in wrong["note"]
+
+
+def test_oracle_check_sees_a_single_bad_cell():
+    case = build_case(Workload("heat3d", (40, 41, 42), "float32"))
+    runner = PEERS["numpy"].runner(case)
+    runner.run(1)
+    result = runner.latest()
+    assert oracle_error(case, result) < 1e-6
+    result["u"][1, 1, 1] += 1.0  # a corner box covers it
+    assert oracle_error(case, result) > 1e-3
+
+
+def test_cli_writes_json_and_roofline(tmp_path):
+    out, png = tmp_path / "bench.json", tmp_path / "roofline.png"
+    result = CliRunner().invoke(app, [
+        "bench", "--backend", "numba", "--problems", "heat2d,heat3d", "--size", "2d=40x50", "--size", "3d=17x18x19",
+        "--peers", "numpy", "--repeats", "2", "--json", str(out), "--plot", str(png),
+    ])
+    assert result.exit_code == 0, result.output
+    data = json.loads(out.read_text())
+    assert [w["label"] for w in data["workloads"]] == ["heat2d 40x50 float32", "heat3d 17x18x19 float32"]
+    assert data["command"][:2] == ["stencilforge", "bench"] or data["command"][0] == "stencilforge"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "heat3d 17x18x19 float32" in result.output
+
+
+def test_cli_rejects_bad_options_in_one_line():
+    runner = CliRunner()
+    for args in (["--problems", "nope"], ["--size", "heat2d"], ["--peers", "nope"], ["--backend", "numba", "--strategies", "tiled"]):
+        result = runner.invoke(app, ["bench", "--backend", "numba", *args] if "--backend" not in args else ["bench", *args])
+        assert result.exit_code == 2, (args, result.output)
+        assert result.output.strip().count("\n") == 0 and result.output.startswith("error:"), result.output
+
+
+def test_quick_preset_runs_on_cpu(tmp_path):
+    out = tmp_path / "quick.json"
+    result = CliRunner().invoke(app, ["bench", "--quick", "--backend", "numba", "--problems", "jacobi2d,derivatives-fused", "--json", str(out)])
+    assert result.exit_code == 0, result.output
+    data = json.loads(out.read_text())
+    assert {r["status"] for r in data["results"]} == {"ok"}
+    assert data["options"]["repeats"] == 3
+    assert [w["shape"] for w in data["workloads"]] == [[2048, 2048], [1000, 1000]]

@@ -1,0 +1,125 @@
+"""tune plumbing without a GPU: the cache's keys and versions, the search loop, the CPU refusal."""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from stencilforge import __version__
+from stencilforge.backends import available, get_backend
+from stencilforge.bench import cache
+from stencilforge.bench.cache import cached_choice, shape_class, store_choice
+from stencilforge.bench.measure import MeasureOptions
+from stencilforge.bench.tune import candidates, search
+from stencilforge.bench.workloads import Workload, build_case
+from stencilforge.cli import app
+
+
+@pytest.fixture
+def own_cache(tmp_path, monkeypatch):
+    """A fresh tune cache file; the Numba kernel cache under the same root is not needed by these tests."""
+    monkeypatch.setenv("STENCILFORGE_CACHE_DIR", str(tmp_path / "cache"))
+
+
+@pytest.fixture(scope="module")
+def plans():
+    return {
+        "heat2d": build_case(Workload("heat2d", (20, 20), "float32")).plan,
+        "heat3d": build_case(Workload("heat3d", (12, 12, 12), "float32")).plan,
+        "fused": build_case(Workload("derivatives-fused", (20, 20), "float64")).plan,
+    }
+
+
+def test_round_trip_is_keyed_by_device_plan_shape_class_and_dtype(plans, own_cache):
+    heat2d = plans["heat2d"]
+    store_choice("NVIDIA H100 80GB HBM3", heat2d, (16384, 16384), "float32", "streaming", (256, 256))
+    assert cached_choice("NVIDIA H100 80GB HBM3", heat2d, (16384, 16384), "float32") == ("streaming", (256, 256))
+    assert cached_choice("NVIDIA H100 80GB HBM3", heat2d, (16000, 17000), "float32") == ("streaming", (256, 256))
+    assert cached_choice("NVIDIA H100 80GB HBM3", heat2d, (1024, 1024), "float32") is None
+    assert cached_choice("NVIDIA H100 80GB HBM3", heat2d, (16384, 16384), "float64") is None
+    assert cached_choice("NVIDIA H200", heat2d, (16384, 16384), "float32") is None
+    assert cached_choice("NVIDIA H100 80GB HBM3", plans["heat3d"], (16384, 16384), "float32") is None
+
+
+def test_coefficients_do_not_change_the_key_but_structure_does():
+    a = build_case(Workload("heat2d", (100, 100), "float32")).plan
+    b = build_case(Workload("heat2d", (4000, 4000), "float32")).plan  # other spacing, same stencil shape
+    j = build_case(Workload("jacobi2d", (100, 100), "float32")).plan
+    assert cache.plan_signature(a) == cache.plan_signature(b) != cache.plan_signature(j)
+
+
+def test_an_entry_from_another_library_version_is_ignored(plans, own_cache):
+    store_choice("dev", plans["heat3d"], (512, 512, 512), "float32", "tiled", (4, 8, 32), version="0.0.0-old")
+    assert cached_choice("dev", plans["heat3d"], (512, 512, 512), "float32") is None
+    store_choice("dev", plans["heat3d"], (512, 512, 512), "float32", "streaming", (64, 16, 32))
+    assert cached_choice("dev", plans["heat3d"], (512, 512, 512), "float32") == ("streaming", (64, 16, 32))
+    assert f"|{__version__}" in next(iter(k for k in cache.load_entries() if k.endswith(__version__)))
+
+
+def test_operator_lookup_without_a_shape_and_a_corrupt_file(plans, own_cache):
+    store_choice("dev", plans["fused"], (10000, 10000), "float64", "pencil", (4, 128), {"date": "2026-01-01"})
+    assert cached_choice("dev", plans["fused"], None, "float64") == ("pencil", (4, 128))
+    (cache.cache_dir() / cache.FILENAME).write_text("{not json")
+    assert cached_choice("dev", plans["fused"], (10000, 10000), "float64") is None
+
+
+def test_shape_class_rounds_each_axis_to_a_power_of_two():
+    assert shape_class((16384, 16384)) == "16384x16384"
+    assert shape_class((10000, 10000)) == "8192x8192"
+    assert shape_class((512, 500, 520)) == "512x512x512"
+    assert shape_class(None) == "any"
+
+
+def test_candidates_cover_every_strategy_with_legal_block_sizes(plans):
+    for plan, expected in ((plans["heat2d"], {"naive", "tiled", "streaming"}), (plans["heat3d"], {"naive", "tiled", "streaming"}), (plans["fused"], {"naive", "pencil"})):
+        cands = candidates(plan)
+        assert {s for s, _ in cands} == expected
+        assert all(len(t) == plan.ndim for _, t in cands)
+        assert len(set(cands)) == len(cands)
+
+
+class _Garbage:
+    """A backend whose sweep writes the right cells with the wrong values (a broken tile)."""
+
+    def __init__(self):
+        self.inner = get_backend("numpy")
+        self.name = "numpy"
+
+    def sweep(self, plan, grid):
+        run = self.inner.sweep(plan, grid)
+
+        def wrong(fields):
+            run(fields)
+            fields[plan.out][grid.interior] += 1.0
+
+        return wrong
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
+def test_search_checks_then_sorts_by_time():
+    case = build_case(Workload("heat2d", (48, 64), "float32"))
+    engines = {"numba": lambda: get_backend("numba"), "numpy": lambda: get_backend("numpy"), "garbage": _Garbage}
+    trials = [("garbage", None), ("numpy", None), ("numba", None)]
+    rows, exhausted = search(case, trials, lambda s, t: engines[s](), MeasureOptions(repeats=2, target_s=0.002, max_steps=3), "numpy")
+    assert not exhausted
+    assert [r["status"] for r in rows] == ["ok", "ok", "wrong"]
+    assert rows[0]["median_ms"] <= rows[1]["median_ms"]
+    assert rows[2]["strategy"] == "garbage"
+
+
+def test_search_stops_when_the_budget_is_spent():
+    case = build_case(Workload("heat2d", (24, 24), "float32"))
+    rows, exhausted = search(case, [("numpy", None)] * 3, lambda s, t: get_backend("numpy"), MeasureOptions(repeats=1, target_s=0.001, max_steps=1), "numpy", budget_s=0.0)
+    assert exhausted and len(rows) == 1
+
+
+def test_tune_on_a_machine_without_cuda_is_a_one_line_error(own_cache):
+    if "cuda" in available():
+        pytest.skip("a GPU is present")
+    result = CliRunner().invoke(app, ["tune", "heat2d", "--shape", "64,64"])
+    assert result.exit_code == 2
+    assert result.output.startswith("error: ") and "needs the cuda backend" in result.output
+    assert result.output.strip().count("\n") == 0
+    assert not (cache.cache_dir() / cache.FILENAME).exists()
