@@ -22,7 +22,7 @@ def main() -> None:
         ("wave3d", (11, 13, 37), {"radius": 3}),
         ("wave3d", (17, 19, 40), {"radius": 8}),
     ]
-    for strategy in ("naive", "tiled", "streaming"):
+    for strategy in ("naive", "tiled", "streaming", "streaming_l1"):
         be = CudaBackend(strategy=strategy)
         for name, shape, params in cases:
             setup = problems.build(name, shape=shape, dtype="float32", **params)

@@ -18,7 +18,9 @@ Strategies for a `Sweep` (ghosted fields, interior written):
   streaming  2.5D: a block covering a tile of the last ndim-1 axes marches along
              axis 0; each thread keeps the 2r+1 values of its column in registers
              (a queue shifted once per plane) and the current plane, with its
-             in-plane halo, sits in shared memory.
+             in-plane halo, sits in shared memory;
+  streaming_l1  the same march without shared memory or barriers: in-plane
+             neighbours are read through the L1 cache.
 For an `AxisOperator` (unpadded 2D arrays, one-sided closure rows at both ends):
   naive      one thread per cell, every read from global memory;
   pencil     along x: a row segment plus halo in shared memory; along y: a
@@ -37,9 +39,9 @@ import numpy as np
 from ...errors import StencilforgeError
 from ...plan import AxisOperator, Derivative1D, Sweep
 
-SWEEP_STRATEGIES = ("naive", "tiled", "streaming")
+SWEEP_STRATEGIES = ("naive", "tiled", "streaming", "streaming_l1")
 OPERATOR_STRATEGIES = ("naive", "pencil")
-STRATEGIES = ("naive", "tiled", "streaming", "pencil")
+STRATEGIES = ("naive", "tiled", "streaming", "streaming_l1", "pencil")
 MAX_THREADS = 1024
 STATIC_SMEM_LIMIT = 48 * 1024
 SMEM_LIMIT = 227 * 1024  # sm_90 opt-in maximum of dynamic shared memory per block
@@ -491,6 +493,91 @@ def streaming_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str) -> Ke
     return Kernel(name, "\n".join(lines) + "\n", "streaming", tile, block, cover, _sweep_args(sweep, False))
 
 
+def streaming_cached_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str) -> Kernel:
+    """2.5D without shared memory: the column in a register queue, in-plane neighbours read through L1.
+
+    No barriers, so warps never wait for each other and the loads of UNROLL
+    planes stay in flight; the in-plane neighbours of a tile were just loaded by
+    adjacent warps and hit L1/L2. Measured against `streaming` in
+    docs/performance.md. Same tile convention as `streaming`.
+    """
+    reason = streaming_applicable(sweep)
+    if reason:
+        raise StencilforgeError(reason)
+    nd = sweep.ndim
+    chunk, plane_tile = tile[0], tuple(tile[1:])
+    radii = _field_radii(sweep)
+    staged = list(radii)
+    points = [n for n in sweep.inputs if n not in radii]
+    # a long column queue leaves fewer registers for in-flight in-plane loads
+    unroll = min(UNROLL if max(r[0] for r in radii.values()) <= 4 else 2, chunk)
+    threads = math.prod(plane_tile)
+    min_blocks = max(1, 1024 // threads)  # at least 1024 resident threads: caps registers at 64
+    lines = [
+        f'extern "C" __global__ void __launch_bounds__({threads}, {min_blocks}) {name}({_params(sweep, False)})',
+        "{",
+    ]
+    if nd == 3:
+        ty, tx = plane_tile
+        lines += [
+            f"    const int i2 = blockIdx.x * {tx} + threadIdx.x, i1 = blockIdx.y * {ty} + threadIdx.y;",
+            "    if (i1 >= n1 || i2 >= n2) return;",
+            *("    " + s for s in _strides(3)),
+            "    const long long col = ((long long)i1 + g) * s1 + (i2 + g);",
+        ]
+    else:
+        (tx,) = plane_tile
+        lines += [
+            f"    const int i1 = blockIdx.x * {tx} + threadIdx.x;",
+            "    if (i1 >= n1) return;",
+            *("    " + s for s in _strides(2)),
+            "    const long long col = i1 + g;",
+        ]
+    chunk_axis = "z" if nd == 3 else "y"
+    lines += [
+        f"    const int z0 = blockIdx.{chunk_axis} * {chunk};",
+        f"    const int z1 = min(z0 + {chunk}, n0);",
+        "    long long p = ((long long)z0 + g) * s0;",
+    ]
+    for f in staged:
+        rz = radii[f][0]
+        lines.append(f"    real {', '.join(f'q_{f}_{j}' for j in range(2 * rz + unroll))};")
+        for j in range(2 * rz):
+            lines.append(f"    q_{f}_{j} = f_{f}[p + col + {j - rz} * s0];")
+    for f in points:
+        lines.append(f"    real {', '.join(f'v_{f}_{k}' for k in range(unroll))};")
+    lines.append(f"    for (int z = z0; z < z1; z += {unroll}, p += {unroll} * s0) {{")
+    for k in range(unroll):
+        lines.append("        {" if k == 0 else f"        if (z + {k} < z1) {{")
+        for f in staged:
+            rz = radii[f][0]
+            lines.append(f"            q_{f}_{2 * rz + k} = f_{f}[p + col + {rz + k} * s0];")
+        for f in points:
+            lines.append(f"            v_{f}_{k} = f_{f}[p + col + {k} * s0];")
+        lines.append("        }")
+    for k in range(unroll):
+
+        def access(f, o, k=k):
+            if f in radii:
+                rz = radii[f][0]
+                if o[0] != 0 or not any(o[1:]):
+                    return f"q_{f}_{rz + o[0] + k}"
+                return f"f_{f}[{_at(f'p + col + {k} * s0', o)}]"
+            return f"v_{f}_{k}"
+
+        guard = "" if k == 0 else f"if (z + {k} < z1) "
+        lines.append(f"        {guard}f_{sweep.out}[p + col + {k} * s0] = {_expression(sweep, dtype, access)};")
+    for f in staged:
+        rz = radii[f][0]
+        for j in range(2 * rz):
+            lines.append(f"        q_{f}_{j} = q_{f}_{j + unroll};")
+    lines.append("    }")
+    lines.append("}")
+    cover = (chunk,) + plane_tile
+    block = (plane_tile[-1], plane_tile[0] if nd == 3 else 1, 1)
+    return Kernel(name, "\n".join(lines) + "\n", "streaming_l1", tile, block, cover, _sweep_args(sweep, False))
+
+
 def reduce_sweep(sweep: Sweep, dtype, name: str) -> Kernel:
     """sum over the interior of (sweep rhs)^2 in double, one partial sum per block (deterministic)."""
     nd = sweep.ndim
@@ -694,15 +781,15 @@ def default_tile(plan: Sweep | AxisOperator, strategy: str, dtype) -> tuple[int,
     if isinstance(plan, AxisOperator):
         if strategy == "naive":
             return (8, 32)
-        return (8, 128) if plan.axis == 1 else (64, 128)
+        return (4, 256) if plan.axis == 1 else (64, 128)
     nd = plan.ndim
     if strategy == "naive":
         return (8, 32) if nd == 2 else (2, 4, 32)
     if strategy == "tiled":
         return (16, 32) if nd == 2 else (4, 8, 32)
     if nd == 2:
-        return (256, 256)
-    return (64, 16, 32)
+        return (64, 256)
+    return (64, 16, 32) if strategy == "streaming" else (64, 8, 64)
 
 
 def _check_tile(tile, expected: int, strategy: str, threads: int) -> tuple[int, ...]:
@@ -726,9 +813,10 @@ def sweep_kernel(sweep: Sweep, strategy: str, dtype, tile=None) -> Kernel:
         raise StencilforgeError(f"the cuda backend supports 2D and 3D sweeps, not {sweep.ndim}D")
     tile = default_tile(sweep, strategy, dtype) if tile is None else tile
     name = f"sf_{strategy}_{sweep.out}"
-    if strategy == "streaming":
+    if strategy in ("streaming", "streaming_l1"):
         tile = _check_tile(tile, sweep.ndim, strategy, lambda t: math.prod(t[1:]))
-        return streaming_sweep(sweep, dtype, tile, name)
+        build = streaming_sweep if strategy == "streaming" else streaming_cached_sweep
+        return build(sweep, dtype, tile, name)
     tile = _check_tile(tile, sweep.ndim, strategy, math.prod)
     if strategy == "naive":
         return naive_sweep(sweep, dtype, tile, name)
