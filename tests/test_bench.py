@@ -135,3 +135,22 @@ def test_quick_preset_runs_on_cpu(tmp_path):
     assert {r["status"] for r in data["results"]} == {"ok"}
     assert data["options"]["repeats"] == 3
     assert [w["shape"] for w in data["workloads"]] == [[2048, 2048], [1000, 1000]]
+
+
+def test_make_table_renders_ours_peers_and_copy_and_updates_in_place(report, tmp_path):
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location("make_table", Path(__file__).parents[1] / "benchmarks" / "make_table.py")
+    make_table = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(make_table)
+    src = tmp_path / "run.json"
+    src.write_text(json.dumps(report))
+    block = make_table.render([src])
+    assert "| jacobi2d 33x40 float32 | 8 | numba |" in block and "numpy" in block and "GB/s" in block
+    doc = tmp_path / "performance.md"
+    doc.write_text("# Performance\n\n## Other section\n\nkept\n")
+    make_table.update(doc, block)
+    make_table.update(doc, block)
+    text = doc.read_text()
+    assert text.count("## Benchmarks") == 1 and text.count(make_table.START) == 1 and "kept" in text

@@ -71,9 +71,14 @@ def test_shape_class_rounds_each_axis_to_a_power_of_two():
 
 
 def test_candidates_cover_every_strategy_with_legal_block_sizes(plans):
-    for plan, expected in ((plans["heat2d"], {"naive", "tiled", "streaming"}), (plans["heat3d"], {"naive", "tiled", "streaming"}), (plans["fused"], {"naive", "pencil"})):
+    from stencilforge.backends.cuda import codegen
+
+    for plan, expected in ((plans["heat2d"], codegen.SWEEP_STRATEGIES), (plans["heat3d"], codegen.SWEEP_STRATEGIES), (plans["fused"], codegen.OPERATOR_STRATEGIES)):
         cands = candidates(plan)
-        assert {s for s, _ in cands} == expected
+        assert {s for s, _ in cands} == set(expected)
+        for s, t in cands:  # every candidate is one the code generator accepts
+            kernel = codegen.operator_kernel(plan, s, "float32", t) if s in codegen.OPERATOR_STRATEGIES and plan is plans["fused"] else codegen.sweep_kernel(plan, s, "float32", t)
+            assert kernel.block[0] * kernel.block[1] * kernel.block[2] <= codegen.MAX_THREADS
         assert all(len(t) == plan.ndim for _, t in cands)
         assert len(set(cands)) == len(cands)
 

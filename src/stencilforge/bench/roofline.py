@@ -24,7 +24,7 @@ def plot_roofline(report: dict, path: str | Path) -> None:
     rows = [r for r in report["results"] if r["status"] == "ok"]
     bw = report["ceilings"]["copy"]["gbps"]
     peaks = report["ceilings"]["peak_gflops"]
-    fig = Figure(figsize=(9, 6), layout="constrained")
+    fig = Figure(figsize=(11, 6), layout="constrained")
     ax = fig.subplots()
     intensities = [r["arithmetic_intensity"] for r in rows] or [1.0]
     top = max(peaks.values())
@@ -49,7 +49,7 @@ def plot_roofline(report: dict, path: str | Path) -> None:
     ax.set_ylabel("GFLOP/s")
     ax.set_title(f"roofline: {report['device']['name']}, {report['date'][:10]} (outlined: stencilforge)", fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=7, loc="lower right")
+    fig.legend(fontsize=7, loc="outside right upper")
     try:
         fig.savefig(path, dpi=130)
     except OSError as exc:

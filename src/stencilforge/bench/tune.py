@@ -27,25 +27,45 @@ def _threads_ok(n: int) -> bool:
     return 64 <= n <= 1024
 
 
-def candidates(plan: Sweep | AxisOperator) -> list[tuple[str, tuple[int, ...]]]:
-    """(strategy, tile) pairs worth trying, C-order tiles with x (last) a multiple of 32."""
-    out: list[tuple[str, tuple[int, ...]]] = []
+def _tiles(plan: Sweep | AxisOperator, strategy: str) -> list[tuple[int, ...]]:
+    """Tile shapes to try for one strategy (C order, x last and a multiple of 32), by the strategy's tile meaning."""
     if isinstance(plan, AxisOperator):
-        out += [("naive", t) for t in ((1, 256), (4, 64), (8, 32), (2, 128), (4, 128))]
-        if plan.axis == 1:
-            out += [("pencil", (r, x)) for r in (1, 2, 4, 8) for x in (64, 128, 256, 512) if _threads_ok(r * x)]
-        else:
-            out += [("pencil", (c, x)) for c in (32, 64, 128, 256) for x in (64, 128, 256)]
-        return out
+        if strategy == "naive":
+            return [(1, 256), (4, 64), (8, 32), (2, 128), (4, 128)]
+        if strategy == "pencil" and plan.axis == 1:  # rows x segment length, one thread per cell
+            return [(r, x) for r in (1, 2, 4, 8) for x in (64, 128, 256, 512) if _threads_ok(r * x)]
+        if strategy == "pencil":  # cells marched down the column x columns
+            return [(c, x) for c in (32, 64, 128, 256) for x in (64, 128, 256)]
+        return []
     if plan.ndim == 2:
-        out += [("naive", (y, x)) for y in (1, 2, 4, 8, 16) for x in (32, 64, 128, 256) if _threads_ok(y * x)]
-        out += [("tiled", (y, x)) for y in (4, 8, 16, 32) for x in (32, 64, 128) if _threads_ok(y * x)]
-        out += [("streaming", (c, x)) for c in (64, 256, 1024) for x in (128, 256, 512, 1024)]
-        return out
-    out += [("naive", (z, y, x)) for z in (1, 2, 4) for y in (1, 4, 8) for x in (32, 64, 128) if _threads_ok(z * y * x) and z * y * x >= 128]
-    out += [("tiled", (z, y, x)) for z in (2, 4, 8) for y in (4, 8) for x in (32, 64) if _threads_ok(z * y * x)]
-    out += [("streaming", (c, y, x)) for c in (32, 64, 128, 512) for y in (4, 8, 16) for x in (32, 64) if _threads_ok(y * x)]
-    return out
+        if strategy == "naive":
+            return [(y, x) for y in (1, 2, 4, 8, 16) for x in (32, 64, 128, 256) if _threads_ok(y * x)]
+        if strategy == "tiled":
+            return [(y, x) for y in (4, 8, 16, 32) for x in (32, 64, 128) if _threads_ok(y * x)]
+        if strategy.startswith("streaming"):  # planes marched x row segment
+            return [(c, x) for c in (64, 256, 1024) for x in (128, 256, 512, 1024)]
+        return []
+    if strategy == "naive":
+        return [(z, y, x) for z in (1, 2, 4) for y in (1, 4, 8) for x in (32, 64, 128) if 128 <= z * y * x <= 1024]
+    if strategy == "tiled":
+        return [(z, y, x) for z in (2, 4, 8) for y in (4, 8) for x in (32, 64) if _threads_ok(z * y * x)]
+    if strategy.startswith("streaming"):  # planes marched x in-plane tile
+        return [(c, y, x) for c in (32, 64, 128, 512) for y in (4, 8, 16) for x in (32, 64) if _threads_ok(y * x)]
+    return []
+
+
+def candidates(plan: Sweep | AxisOperator, dtype="float32") -> list[tuple[str, tuple[int, ...]]]:
+    """(strategy, tile) pairs worth trying: every strategy the code generator offers for the plan,
+    default tiles first, then the shapes of `_tiles` (a strategy new to `_tiles` gets its default only)."""
+    from ..backends.cuda import codegen
+
+    strategies = codegen.OPERATOR_STRATEGIES if isinstance(plan, AxisOperator) else codegen.SWEEP_STRATEGIES
+    per_strategy = []
+    for strategy in strategies:
+        tiles = [tuple(codegen.default_tile(plan, strategy, dtype)), *_tiles(plan, strategy)]
+        per_strategy.append([(strategy, t) for t in dict.fromkeys(tiles)])
+    # round-robin, so a search cut short by its budget has still tried every strategy
+    return [c for group in itertools.zip_longest(*per_strategy) for c in group if c is not None]
 
 
 @dataclass(frozen=True)
@@ -101,7 +121,7 @@ def tune(workload: Workload, budget_s: float = 60.0, measure: MeasureOptions | N
     device = gpu_device()
     copy = gpu_copy_bandwidth(2**29, MeasureOptions(repeats=3, target_s=0.05))
     case = build_case(workload)
-    trials = list(itertools.chain([("auto", None)], candidates(case.plan)))
+    trials = list(itertools.chain([("auto", None)], candidates(case.plan, workload.dtype)))
     rows, exhausted = search(
         case, trials, lambda s, t: get_backend("cuda", strategy=s, tile=t), measure, "cuda",
         copy["gbps"], cupy_event_clock, budget_s, progress,

@@ -156,7 +156,7 @@ CPU_MATRIX = (
     Workload("jacobi2d", (4096, 4096), "float32"),
     Workload("heat2d", (4096, 4096), "float32"),
     Workload("heat3d", (256, 256, 256), "float32"),
-    Workload("wave3d", (128, 128, 128), "float32"),
+    Workload("wave3d", (192, 192, 192), "float32"),
     Workload("derivatives", (2000, 2000), "float64"),
     Workload("derivatives-fused", (2000, 2000), "float64"),
 )
