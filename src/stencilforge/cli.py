@@ -20,6 +20,7 @@ from rich.table import Table
 
 from . import __version__, problems
 from .backends import available, get_backend
+from .distributed import fail_together, launched, run_decomposed, world, world_rank
 from .errors import StencilforgeError
 from .timeloop import LoopOptions
 
@@ -80,6 +81,25 @@ def friendly(func: Callable) -> Callable:
     return wrapper
 
 
+def one_voice_under_mpi(func: Callable) -> Callable:
+    """Under MPI, rank 0 alone prints an error every rank meets; a rank failing alone aborts them all."""
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        if kwargs.get("procs") is None and not launched():
+            return func(*args, **kwargs)
+        comm = world()
+        try:
+            with fail_together(comm):
+                return func(*args, **kwargs)
+        except StencilforgeError:
+            if comm.rank != 0:
+                raise typer.Exit(2)
+            raise
+
+    return wrapper
+
+
 class LazyProgress:
     """A Rich progress bar that appears only once a run has lasted `delay_s`."""
 
@@ -135,6 +155,8 @@ def _human_summary(s: dict) -> None:
         table.add_row("residual", f"{s['residual']:.3e}  {state}" + (f" (tol {s['tol']:g})" if s["tol"] else ""))
     if "error" in s:
         table.add_row("error vs exact", f"max {s['error']['max_abs']:.3e}, rel L2 {s['error']['rel_l2']:.3e}")
+    if "procs" in s:
+        table.add_row("mpi", f"{s['ranks']} ranks as {'x'.join(map(str, s['procs']))}, slowest rank: comm {s['comm_s']:.3f} s, compute {s['compute_s']:.3f} s")
     for kind, file in s.get("outputs", {}).items():
         table.add_row(kind, file if isinstance(file, str) else f"{file['path']}  ({', '.join(f'{k} {v}' for k, v in file.items() if k != 'path')})")
     out.print(table)
@@ -142,6 +164,7 @@ def _human_summary(s: dict) -> None:
 
 @app.command()
 @friendly
+@one_voice_under_mpi
 def run(
     problem: Optional[str] = typer.Argument(None, help=f"one of: {', '.join(problems.NAMES)} (may be omitted with --resume)"),
     shape: Optional[str] = typer.Option(None, "--shape", help="interior points per axis, slowest first: --shape 512 512"),
@@ -167,10 +190,16 @@ def run(
     checkpoint: Optional[str] = typer.Option(None, help="checkpoint file (default: next to --out, else ./<problem>.ckpt.h5)"),
     resume: Optional[str] = typer.Option(None, help="continue from a checkpoint file, bit for bit"),
     png: Optional[str] = typer.Option(None, help="draw the final state to this .png"),
+    procs: Optional[str] = typer.Option(None, "--procs", help="MPI process grid PX PY [PZ] (default under mpiexec: least halo surface)"),
     as_json: bool = typer.Option(False, "--json", help="print exactly one JSON object"),
 ) -> None:
     """Run a problem and report time, throughput and the error against its exact solution."""
     from .io.session import Outputs
+
+    mpi = procs is not None or launched()
+    if mpi and (snapshot_every or checkpoint_every or png):
+        raise StencilforgeError("snapshots, checkpoints and --png are not available for decomposed (MPI) runs yet")
+    root = world_rank() == 0
 
     outputs = Outputs(
         snapshot_every=snapshot_every, out=out_file, compression=compression, checkpoint_every=checkpoint_every,
@@ -183,12 +212,17 @@ def run(
     engine = get_backend(backend, **({"strategy": strategy} if strategy else {}))
     if strategy and engine.name != "cuda":
         raise StencilforgeError(f"--strategy applies to the cuda backend, not {engine.name}")
-    bar = LazyProgress(setup.name, enabled=not as_json and sys.stderr.isatty())
+    bar = LazyProgress(setup.name, enabled=not as_json and sys.stderr.isatty() and root)
     try:
         opts = LoopOptions(steps=steps, tol=tol, check_every=check_every, progress=bar, start_step=start_step)
-        result = outputs.run(setup, engine, opts)
+        if mpi:
+            result = run_decomposed(setup, engine, opts, parse_ints(procs, "--procs"), world())
+        else:
+            result = outputs.run(setup, engine, opts)
     finally:
         bar.close()
+    if not root:
+        return
     if as_json:
         print(json.dumps(result.summary))
     else:

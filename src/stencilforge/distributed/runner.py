@@ -35,6 +35,7 @@ from .halo import HaloExchange, HostTransport
 from .reductions import all_true, global_max, global_sum
 
 SIZE_VARIABLES = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "MV2_COMM_WORLD_SIZE")
+ABORT_GRACE_S = 0.5  # lets the launcher forward the failing rank's message before MPI_Abort tears down its stdio
 RANK_VARIABLES = ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "MV2_COMM_WORLD_RANK")
 
 
@@ -76,6 +77,7 @@ def fail_together(comm):
         raise
     except Exception as exc:  # any unexpected failure: the other ranks may be blocked on this one
         print(f"error: rank {comm.rank}: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+        time.sleep(ABORT_GRACE_S)
         comm.Abort(2)
 
 
@@ -204,6 +206,11 @@ class DecomposedBackend:
 
     def __getattr__(self, name):
         return getattr(self._backend, name)
+
+    def synchronize(self) -> None:
+        """The device, then every rank: the loop's timer starts and stops together on all ranks."""
+        self._backend.synchronize()
+        self._domain.cart.Barrier()
 
     def _halo(self, grid):
         g = grid.ghost

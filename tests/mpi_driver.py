@@ -1,0 +1,111 @@
+"""Run under mpiexec by test_mpi.py: every case decomposed, fields gathered to rank 0 and saved.
+
+usage: mpi_driver.py BACKEND GRID OUT.npz     GRID: auto (least cut area) or alt (the next best process grid)
+       mpi_driver.py BACKEND fail-rank|nan-rank
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import numpy as np
+
+from stencilforge import problems
+from stencilforge.backends import get_backend
+from stencilforge.distributed import Decomposition, fail_together, gather, run_decomposed, world
+from stencilforge.distributed.decomposition import _cut_area, _fits, factorizations
+from stencilforge.distributed.runner import minimum_extents
+from stencilforge.errors import StencilforgeError
+from stencilforge.timeloop import LoopOptions
+
+# (label, problem, build parameters, loop options): small, uneven blocks, every problem and closure kind.
+CASES = (
+    ("heat2d", "heat2d", dict(shape=(13, 11)), dict(steps=12)),
+    ("heat3d", "heat3d", dict(shape=(7, 6, 5), dtype="float64"), dict(steps=8)),
+    ("poisson2d", "poisson2d", dict(shape=(12, 10)), dict(tol=2e-3, check_every=5)),
+    ("wave3d", "wave3d", dict(shape=(17, 9, 9), radius=4), dict(steps=6)),
+    ("wave3d_source", "wave3d", dict(shape=(12, 11, 9), radius=2, source=True, velocity="layered"), dict(steps=6)),
+    ("derivatives_x4", "derivatives", dict(shape=(14, 26), axis=1, accuracy=4), dict(steps=2)),
+    ("derivatives_y2", "derivatives", dict(shape=(22, 9), axis=0, accuracy=2, dtype="float32"), dict(steps=2)),
+)
+
+
+def alternative_dims(nprocs: int, setup) -> tuple[int, ...] | None:
+    """The fitting process grid that ranks next after the automatic choice, or None if there is none."""
+    shape, need = setup.grid.shape, minimum_extents(setup)
+    fitting = [d for d in factorizations(nprocs, len(shape)) if _fits(shape, d, need)]
+    fitting.sort(key=lambda d: (_cut_area(shape, d), d))
+    auto = Decomposition.create(nprocs, shape, need).dims
+    others = [d for d in fitting if d != auto]
+    return others[0] if others else None
+
+
+def run_cases(backend_name: str, grid: str, out: str) -> None:
+    comm = world()
+    backend = get_backend(backend_name)
+    saved, meta = {}, {}
+    for label, name, params, loop in CASES:
+        setup = problems.build(name, **params)
+        procs = None if grid == "auto" else alternative_dims(comm.size, setup)
+        if grid == "alt" and procs is None:
+            continue
+        result = run_decomposed(setup, backend, LoopOptions(**loop), procs=procs, comm=comm)
+        s = result.summary
+        decomp = Decomposition(tuple(s["shape"]), tuple(s["procs"]))
+        for field, local in result.fields.items():
+            full = gather(comm, decomp, backend.to_host(local))
+            if comm.rank == 0:
+                saved[f"{label}/{field}"] = full
+        meta[label] = {k: s.get(k) for k in ("procs", "steps", "residual", "error")}
+    if comm.rank == 0:
+        np.savez(out, __meta__=np.array(json.dumps(meta)), **saved)
+
+
+def fail_rank(backend_name: str) -> None:
+    """The last rank raises inside its third sweep: every rank must exit, with that rank's message."""
+    comm = world()
+    backend = get_backend(backend_name)
+
+    class Failing:
+        name, xp = backend.name, backend.xp
+
+        def __getattr__(self, attr):
+            return getattr(backend, attr)
+
+        def sweep(self, plan, grid):
+            inner = backend.sweep(plan, grid)
+            calls = [0]
+
+            def run(fields):
+                calls[0] += 1
+                if comm.rank == comm.size - 1 and calls[0] == 3:
+                    raise RuntimeError("injected failure in a sweep")
+                inner(fields)
+
+            return run
+
+    with fail_together(comm):
+        run_decomposed(problems.build("heat2d", shape=(16, 16)), Failing(), LoopOptions(steps=50), comm=comm)
+
+
+def nan_rank(backend_name: str) -> None:
+    """A NaN in the last rank's block: the collective finite check stops every rank with one message."""
+    comm = world()
+    setup = problems.build("heat2d", shape=(16, 16))
+    setup.fields["u"][-3, -3] = np.nan
+    try:
+        run_decomposed(setup, get_backend(backend_name), LoopOptions(steps=50, check_every=5), comm=comm)
+    except StencilforgeError as exc:
+        if comm.rank == 0:
+            print(f"error: {exc}", file=sys.stderr, flush=True)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    if sys.argv[2] == "fail-rank":
+        fail_rank(sys.argv[1])
+    elif sys.argv[2] == "nan-rank":
+        nan_rank(sys.argv[1])
+    else:
+        run_cases(*sys.argv[1:4])

@@ -1,0 +1,159 @@
+"""Decomposed runs under mpiexec: bitwise the single-process fields for every problem, rank count and process grid.
+
+Each test launches `mpiexec -n N` on tests/mpi_driver.py (or the CLI) with a
+timeout, so a hang fails the test instead of stalling the suite. Skipped
+where mpi4py or mpiexec is missing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("mpi4py")
+MPIEXEC = shutil.which("mpiexec") or shutil.which(os.path.join(os.path.dirname(sys.executable), "mpiexec"))
+pytestmark = [pytest.mark.mpi, pytest.mark.skipif(MPIEXEC is None, reason="no mpiexec on PATH")]
+
+sys.path.insert(0, str(Path(__file__).parent))
+from mpi_driver import CASES  # noqa: E402
+
+from stencilforge import problems  # noqa: E402
+from stencilforge.backends import get_backend  # noqa: E402
+from stencilforge.timeloop import LoopOptions, run  # noqa: E402
+
+DRIVER = Path(__file__).with_name("mpi_driver.py")
+SRC = Path(__file__).resolve().parents[1] / "src"
+TIMEOUT_S = 120
+
+
+def mpiexec(n: int, *args: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, NUMBA_NUM_THREADS="1", PYTHONPATH=os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")]))
+    cmd = [MPIEXEC, "-n", str(n), sys.executable, *args]
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
+
+
+@pytest.fixture(scope="module")
+def reference():
+    """Single-process (no MPI) results of every case, per backend, computed lazily."""
+    cache = {}
+
+    def get(backend: str):
+        if backend not in cache:
+            engine = get_backend(backend)
+            cache[backend] = {
+                label: run(problems.build(name, **params), engine, LoopOptions(**loop)) for label, name, params, loop in CASES
+            }
+        return cache[backend]
+
+    return get
+
+
+@pytest.mark.parametrize(
+    "backend,n,grid",
+    [
+        ("numpy", 1, "auto"),
+        ("numpy", 2, "auto"),
+        ("numpy", 3, "auto"),
+        ("numpy", 4, "auto"),
+        ("numpy", 4, "alt"),
+        ("numba", 1, "auto"),
+        ("numba", 2, "alt"),
+        ("numba", 4, "auto"),
+        ("numba", 4, "alt"),
+    ],
+)
+def test_fields_bitwise_equal_to_one_process(backend, n, grid, reference, tmp_path):
+    out = tmp_path / "fields.npz"
+    proc = mpiexec(n, str(DRIVER), backend, grid, str(out))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    ref = reference(backend)
+    with np.load(out) as data:
+        meta = json.loads(str(data["__meta__"]))
+        compared = 0
+        for label, *_ in CASES:
+            if label not in meta:
+                continue
+            assert np.prod(meta[label]["procs"]) == n
+            expected = ref[label]
+            assert meta[label]["steps"] == expected.summary["steps"], label
+            for field, arr in expected.fields.items():
+                got = data[f"{label}/{field}"]
+                assert got.dtype == arr.dtype and got.shape == arr.shape, (label, field)
+                assert np.array_equal(got, arr, equal_nan=True), f"{label}/{field} differs on {meta[label]['procs']}"
+            if "error" in expected.summary:
+                assert meta[label]["error"]["max_abs"] == expected.summary["error"]["max_abs"], label
+                assert meta[label]["error"]["rel_l2"] == pytest.approx(expected.summary["error"]["rel_l2"], rel=1e-12)
+            if expected.summary.get("residual") is not None:
+                assert meta[label]["residual"] == pytest.approx(expected.summary["residual"], rel=1e-12)
+            compared += 1
+    assert compared >= (len(CASES) if grid == "auto" else 3)
+
+
+def test_residual_and_errors_identical_across_rank_counts(tmp_path):
+    """Exact global sums: the residual and error norms have the same bits for any decomposition."""
+    metas = []
+    for n, grid in ((1, "auto"), (2, "auto"), (2, "alt"), (4, "auto")):
+        out = tmp_path / f"m{n}{grid}.npz"
+        proc = mpiexec(n, str(DRIVER), "numpy", grid, str(out))
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        with np.load(out) as data:
+            metas.append(json.loads(str(data["__meta__"])))
+    for label in ("poisson2d", "heat2d", "derivatives_x4"):
+        values = {json.dumps({k: m[label][k] for k in ("residual", "error", "steps")}) for m in metas if label in m}
+        assert len(values) == 1, values
+
+
+def cli(n: int, *args: str) -> subprocess.CompletedProcess:
+    return mpiexec(n, "-m", "stencilforge.cli", "run", *args)
+
+
+def test_cli_rank_zero_reports_json_with_process_grid():
+    proc = cli(2, "heat2d", "--shape", "20", "12", "--steps", "5", "--backend", "numpy", "--procs", "1", "2", "--json")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.strip().splitlines()
+    assert len(lines) == 1
+    summary = json.loads(lines[0])
+    assert summary["procs"] == [1, 2] and summary["ranks"] == 2 and summary["shape"] == [20, 12]
+    assert summary["comm_s"] >= 0 and summary["compute_s"] >= 0
+
+
+def error_lines(proc) -> list[str]:
+    return [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+
+
+@pytest.mark.parametrize(
+    "n,args,message",
+    [
+        (2, ("heat2d", "--shape", "16", "16", "--procs", "3", "1"), "makes 3 processes but 2 ranks"),
+        (2, ("heat2d", "--shape", "16", "16", "--procs", "2", "1", "1"), "needs 2 values"),
+        (4, ("wave3d", "--shape", "17", "17", "17", "--radius", "8", "--procs", "4", "1", "1"), "--procs 2 2 1"),
+        (3, ("wave3d", "--shape", "17", "17", "17", "--radius", "8"), "use fewer ranks"),
+        (2, ("derivatives", "--shape", "8", "9", "--accuracy", "4", "--procs", "1", "2"), "fewer than the"),
+    ],
+)
+def test_cli_refusals_are_one_line_from_rank_zero(n, args, message):
+    proc = cli(n, *args, "--backend", "numpy", "--steps", "2")
+    assert proc.returncode == 2, proc.stderr
+    lines = error_lines(proc)
+    assert len(lines) == 1 and message in lines[0], proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_a_failing_rank_stops_every_rank_with_its_message():
+    proc = mpiexec(2, str(DRIVER), "numpy", "fail-rank")
+    assert proc.returncode != 0
+    assert "error: rank 1: RuntimeError: injected failure in a sweep" in proc.stderr
+
+
+def test_a_blow_up_on_one_rank_is_reported_once_by_every_rank():
+    proc = mpiexec(2, str(DRIVER), "numpy", "nan-rank")
+    assert proc.returncode == 2, proc.stderr
+    lines = error_lines(proc)
+    assert len(lines) == 1 and "blew up" in lines[0], proc.stderr
