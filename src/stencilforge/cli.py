@@ -345,7 +345,8 @@ def bench(
     plot: Optional[str] = typer.Option(None, help="write a roofline PNG to FILE"),
 ) -> None:
     """Our strategies against the peers and the copy bandwidth, measured in one run."""
-    from .bench import bench_options, run_bench
+    from .bench.options import bench_options
+    from .bench.suite import run_bench
     from .bench.report import notes, results_table, write_json
 
     def progress(msg: str) -> None:
@@ -377,7 +378,7 @@ def tune(
     store: bool = typer.Option(True, "--store/--no-store", help="record the winner in the tune cache for --strategy auto"),
 ) -> None:
     """Search CUDA strategies and tile shapes for one workload; cache the fastest for auto."""
-    from .bench import tune_workload
+    from .bench.options import tune_workload
     from .bench.report import tune_table
     from .bench.tune import tune as run_tune
 

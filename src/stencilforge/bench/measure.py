@@ -284,6 +284,18 @@ def cpu_device() -> dict:
     }
 
 
+def _nvidia_driver() -> str | None:
+    """The kernel driver's release (e.g. 550.54.15), from /proc where the NVIDIA driver is loaded."""
+    try:
+        text = Path("/proc/driver/nvidia/version").read_text()
+    except OSError:
+        return None
+    for word in text.split():
+        if word.count(".") >= 1 and word.replace(".", "").isdigit():
+            return word
+    return None
+
+
 def gpu_device() -> dict:
     import cupy
 
@@ -303,7 +315,8 @@ def gpu_device() -> dict:
         "memory_bytes": props["totalGlobalMem"],
         "cache_bytes": props["l2CacheSize"],
         "cache_level": "L2",
-        "driver": cuda_version(cupy.cuda.runtime.driverGetVersion()),
+        "driver": _nvidia_driver() or cuda_version(cupy.cuda.runtime.driverGetVersion()),
+        "driver_cuda": cuda_version(cupy.cuda.runtime.driverGetVersion()),
         "cuda_runtime": cuda_version(cupy.cuda.runtime.runtimeGetVersion()),
         "cpu": _cpu_name(),
     }

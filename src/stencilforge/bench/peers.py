@@ -261,7 +261,7 @@ class JaxRunner:
 
     def latest(self) -> dict[str, np.ndarray]:
         names = tuple(self.case.fields)
-        return {name: np.asarray(self.carry[names.index(name)]) for name in self.case.outputs}
+        return {name: np.array(self.carry[names.index(name)], copy=True) for name in self.case.outputs}
 
 
 def _jax(case: Case):

@@ -1,0 +1,84 @@
+"""The CLI only parses; these helpers turn its strings into bench and tune options."""
+
+from __future__ import annotations
+
+from ..backends import get_backend
+from ..errors import StencilforgeError
+from ..grid import parse_dtype
+from .measure import MeasureOptions
+from .peers import PEERS, QUICK_GPU
+from .suite import BenchOptions
+from .workloads import KINDS, Workload, default_matrix, select
+
+
+def _names(text: str | None) -> list[str] | None:
+    return None if text is None else [p.strip() for p in text.split(",") if p.strip()]
+
+
+def parse_shape(text: str, what: str) -> tuple[int, ...]:
+    try:
+        shape = tuple(int(p) for p in text.replace(",", "x").split("x") if p)
+    except ValueError:
+        shape = ()
+    if not shape or any(n <= 0 for n in shape):
+        raise StencilforgeError(f"{what} needs positive integers like 4096x4096, got {text!r}")
+    return shape
+
+
+def parse_sizes(items: list[str] | None) -> dict[str, tuple[int, ...]]:
+    """'heat2d=4096x4096' for one workload, '2d=...' / '3d=...' for every workload of that dimension."""
+    sizes = {}
+    for item in items or []:
+        name, sep, shape = item.partition("=")
+        if not sep:
+            raise StencilforgeError(f"--size takes NAME=SHAPE (for example heat2d=4096x4096 or 3d=256x256x256), got {item!r}")
+        sizes[name.strip()] = parse_shape(shape, f"--size {name}")
+    return sizes
+
+
+def bench_options(
+    problems: str | None = None,
+    sizes: list[str] | None = None,
+    dtypes: str | None = None,
+    backend: str = "auto",
+    strategies: str | None = None,
+    peers: str | None = None,
+    quick: bool = False,
+    repeats: int | None = None,
+    progress=None,
+) -> BenchOptions:
+    """Options for `run_bench` from the CLI's strings; the default matrix follows the backend (GPU or CPU)."""
+    gpu = get_backend(backend).name == "cuda"
+    workloads = select(default_matrix(gpu, quick), _names(problems), parse_sizes(sizes), _names(dtypes))
+    peer_names = _names(peers)
+    if peer_names == ["none"]:
+        peer_names = []
+    unknown = [n for n in peer_names or [] if n not in PEERS]
+    if unknown:
+        raise StencilforgeError(f"unknown peer {unknown[0]!r}: choose from {', '.join(PEERS)}, or none")
+    if strategies and not gpu:
+        raise StencilforgeError(f"--strategies applies to the cuda backend, not {get_backend(backend).name}")
+    elif peer_names is None and quick and gpu:
+        peer_names = list(QUICK_GPU)
+    if repeats is not None and repeats < 1:
+        raise StencilforgeError(f"--repeats must be at least 1, got {repeats}")
+    measure = MeasureOptions(repeats=repeats or 3, target_s=0.03) if quick else MeasureOptions(repeats=repeats or 5)
+    return BenchOptions(
+        tuple(workloads), backend=backend, strategies=tuple(_names(strategies)) if strategies else None,
+        peers=tuple(peer_names) if peer_names is not None else None, measure=measure,
+        copy_bytes=(2**29 if gpu else 2**27) if quick else None, progress=progress,
+    )
+
+
+def tune_workload(problem: str, shape: tuple[int, ...] | None, dtype: str | None) -> Workload:
+    """The workload `tune` searches: the GPU matrix's shape and dtype unless given."""
+    if problem not in KINDS:
+        raise StencilforgeError(f"unknown workload {problem!r}: choose from {', '.join(KINDS)}")
+    base = next((w for w in default_matrix(True, False) if w.name == problem), None)
+    ndim, default_dtype = KINDS[problem][1], KINDS[problem][2]
+    if shape is None and base is None:
+        raise StencilforgeError(f"give --shape for {problem}")
+    shape = tuple(shape) if shape is not None else base.shape
+    if len(shape) != ndim:
+        raise StencilforgeError(f"{problem} needs a {ndim}D shape, got {'x'.join(map(str, shape))}")
+    return Workload(problem, shape, parse_dtype(dtype or (base.dtype if base else default_dtype)).name)
