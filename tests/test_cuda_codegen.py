@@ -131,6 +131,7 @@ def test_auto_choice():
     assert choose(wave.sweep, (512, 512, 512), np.float32)[0] == "streaming"
     d = problems.build("derivatives")
     assert choose(d.operator, (10000, 10000), np.float64)[0] == "pencil"
+    assert choose(problems.build("derivatives", axis=0).operator, (10000, 10000), np.float64)[0] == "naive"
     box = Stencil.from_dict({(i, j, k): 1.0 for i in (-1, 0, 1) for j in (-1, 0, 1) for k in (-1, 0, 1)})
     assert choose(Sweep("o", (Term("u", box),)), (64, 64, 64), np.float32)[0] == "tiled"
 
