@@ -90,7 +90,7 @@ def one_voice_under_mpi(func: Callable) -> Callable:
             return func(*args, **kwargs)
         comm = world()
         try:
-            with fail_together(comm):
+            with fail_together(comm, collective=(typer.Exit,)):
                 return func(*args, **kwargs)
         except StencilforgeError:
             if comm.rank != 0:

@@ -69,11 +69,15 @@ def world():
 
 
 @contextmanager
-def fail_together(comm):
-    """A rank failing alone prints its message and aborts every rank (MPI_Abort), never a hang."""
+def fail_together(comm, collective: tuple[type[BaseException], ...] = ()):
+    """A rank failing alone prints its message and aborts every rank (MPI_Abort), never a hang.
+
+    StencilforgeError (and the `collective` types, such as a CLI's exit) pass
+    through: decomposed runs raise those on every rank at once.
+    """
     try:
         yield
-    except (StencilforgeError, KeyboardInterrupt):
+    except (StencilforgeError, KeyboardInterrupt, *collective):
         raise
     except Exception as exc:  # any unexpected failure: the other ranks may be blocked on this one
         print(f"error: rank {comm.rank}: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
@@ -286,6 +290,10 @@ def run_decomposed(setup: Setup, backend, opts: LoopOptions = LoopOptions(), pro
     comm = world() if comm is None else comm
     if opts.observers:
         raise StencilforgeError("snapshots and checkpoints are not supported in decomposed runs yet")
+    if backend.xp is not np:
+        raise StencilforgeError(
+            f"decomposed runs support the numpy and numba backends; the {backend.name} halo exchange is not implemented yet"
+        )
     decomp = agree(comm, lambda: Decomposition.create(comm.size, setup.grid.shape, minimum_extents(setup), procs))
     cart = comm.Create_cart(decomp.dims, periods=[False] * len(decomp.dims), reorder=False)
     coords = tuple(cart.Get_coords(cart.rank))
