@@ -7,8 +7,8 @@ from typer.testing import CliRunner
 
 from stencilforge import __version__
 from stencilforge.backends import available, get_backend
-from stencilforge.bench import cache
-from stencilforge.bench.cache import cached_choice, shape_class, store_choice
+from stencilforge import tuning as cache
+from stencilforge.tuning import cached_choice, shape_class, store_choice
 from stencilforge.bench.measure import MeasureOptions
 from stencilforge.bench.tune import candidates, search
 from stencilforge.bench.workloads import Workload, build_case

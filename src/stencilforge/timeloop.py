@@ -98,6 +98,8 @@ def run(setup: Setup, backend, opts: LoopOptions = LoopOptions()) -> Result:
     steps = _validate(setup, opts)
     xp = backend.xp
     grid = setup.grid
+    if hasattr(backend, "check_fits"):
+        backend.check_fits(sum(arr.nbytes for arr in setup.fields.values()))
     fields = {name: backend.asarray(arr) for name, arr in setup.fields.items()}
     first = opts.start_step
     domain = opts.domain

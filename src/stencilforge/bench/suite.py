@@ -172,10 +172,14 @@ def _cuda_strategies(case: Case, requested: tuple[str, ...] | None) -> list[str]
 
 def _cuda_resolved(case: Case, strategy: str, tile) -> tuple[str, tuple[int, ...]]:
     """What the cuda backend will launch for (strategy, tile): 'auto' resolved, default tile filled in."""
+    import cupy
+
     from ..backends.cuda.backend import resolve
 
     shape = case.grid.shape if case.is_sweep else None
-    kernel = resolve(case.plan, strategy, tile, shape, case.grid.dtype)
+    name = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)["name"]
+    device_name = name.decode() if isinstance(name, bytes) else str(name)
+    kernel = resolve(case.plan, strategy, tile, shape, case.grid.dtype, device_name)
     return kernel.strategy, tuple(kernel.tile)
 
 

@@ -17,7 +17,7 @@ from typing import Callable
 from ..backends import get_backend
 from ..errors import StencilforgeError
 from ..plan import AxisOperator, Sweep
-from .cache import cache_key, store_choice
+from ..tuning import cache_key, store_choice
 from .measure import MeasureOptions, cupy_event_clock, gpu_copy_bandwidth, gpu_device, now_iso, wall_clock
 from .suite import BackendRunner, BenchOptions, Impl, measure_impl
 from .workloads import Case, Workload, build_case

@@ -55,10 +55,10 @@ def check_fits(nbytes: int) -> None:
         )
 
 
-def resolve(plan, strategy: str, tile, shape, dtype) -> codegen.Kernel:
+def resolve(plan, strategy: str, tile, shape, dtype, device_name: str | None = None) -> codegen.Kernel:
     """The kernel for a plan: `auto` asks `choose`; an explicit tile overrides the chosen one."""
     if strategy == "auto":
-        strategy, chosen = choose(plan, shape, dtype)
+        strategy, chosen = choose(plan, shape, dtype, device_name)
         tile = chosen if tile is None else tile
     if isinstance(plan, AxisOperator):
         return codegen.operator_kernel(plan, strategy, dtype, tile)
@@ -121,7 +121,10 @@ class CudaBackend:
         self._tile = None if tile is None else tuple(tile)
         self.strategy = strategy
         self.tile = self._tile
-        self.arch = f"sm_{cp.cuda.Device().compute_capability}"
+        device = cp.cuda.Device()
+        self.arch = f"sm_{device.compute_capability}"
+        name = cp.cuda.runtime.getDeviceProperties(device.id)["name"]
+        self.device_name = name.decode() if isinstance(name, bytes) else str(name)
         self._modules: dict[str, object] = {}
         self._timer = _EventTimer(cp)
 
@@ -195,7 +198,7 @@ class CudaBackend:
     # ------------------------------------------------------------ the interface
 
     def sweep(self, sweep: Sweep, grid: Grid) -> Callable[[Mapping], None]:
-        kernel = resolve(sweep, self._requested, self._tile, grid.shape, grid.dtype)
+        kernel = resolve(sweep, self._requested, self._tile, grid.shape, grid.dtype, self.device_name)
         self.strategy, self.tile = kernel.strategy, kernel.tile
         launch = self._launcher(kernel, grid.dtype)
         blocks = kernel.grid(grid.shape)
@@ -232,7 +235,7 @@ class CudaBackend:
 
     def axis_operator(self, op: AxisOperator, dtype) -> Callable:
         dtype = np.dtype(dtype)
-        kernel = resolve(op, self._requested, self._tile, None, dtype)
+        kernel = resolve(op, self._requested, self._tile, None, dtype, self.device_name)
         self.strategy, self.tile = kernel.strategy, kernel.tile
         launch = self._launcher(kernel, dtype)
         names = (op.inp,) + tuple(d.out for d in op.outputs)
@@ -252,6 +255,8 @@ class CudaBackend:
             timer.stop(ev)
 
         return run
+
+    check_fits = staticmethod(check_fits)
 
     def asarray(self, a, dtype=None):
         """A C-contiguous device array: CuPy input is copied only if strided or of another dtype,

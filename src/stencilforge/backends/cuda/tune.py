@@ -1,7 +1,7 @@
-"""The `auto` strategy: a fixed heuristic per plan kind, axis and ndim.
+"""The `auto` strategy: the winner `stencilforge tune` stored for this device, else a heuristic.
 
-`choose` is the one place a tuning cache can later be consulted before the
-heuristic; it never needs a GPU, so `show-kernel` and CI use it too. The
+`choose` never needs a GPU (without a device name it skips the tuning cache),
+so `show-kernel` and CI use it too. The
 heuristic follows the H100 measurements in docs/performance.md
 (benchmarks/results/cuda_h100_*.json).
 """
@@ -9,11 +9,14 @@ heuristic follows the H100 measurements in docs/performance.md
 from __future__ import annotations
 
 from ...plan import AxisOperator, Sweep
+from ...tuning import cached_choice
 from .codegen import default_tile, streaming_applicable
 
 
-def choose(plan: Sweep | AxisOperator, grid_shape, dtype) -> tuple[str, tuple[int, ...]]:
+def choose(plan: Sweep | AxisOperator, grid_shape, dtype, device_name: str | None = None) -> tuple[str, tuple[int, ...]]:
     """(strategy, tile) for a plan on an interior of `grid_shape` (C order).
+
+    A tuned winner for `device_name` comes first. Otherwise the heuristic:
 
     Derivatives along x: the fused row pencil (92-96% of copy bandwidth in
     float64). Along y: one thread per cell, which measured faster than the
@@ -23,6 +26,11 @@ def choose(plan: Sweep | AxisOperator, grid_shape, dtype) -> tuple[str, tuple[in
     which every star stencil does; it was the fastest in 2D and for radius 8,
     and level with the others for the 7-point stencil. Otherwise `tiled`.
     """
+    if device_name is not None:
+        hit = cached_choice(device_name, plan, grid_shape, dtype)
+        if hit is not None:
+            strategy, tile = hit
+            return strategy, tile if tile is not None else default_tile(plan, strategy, dtype)
     if isinstance(plan, AxisOperator):
         strategy = "pencil" if plan.axis == plan.ndim - 1 else "naive"
     elif streaming_applicable(plan) is None:

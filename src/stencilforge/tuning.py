@@ -7,7 +7,7 @@ measured on. The plan signature describes the stencil's structure (fields,
 factors, offsets, axis, outputs) and not its coefficients, which change with
 grid spacing and time step without changing the best launch shape; the shape
 class rounds each axis to the nearest power of two. This module imports no
-backend, so the cuda backend can import it.
+backend, so the cuda backend can import it without depending on `bench`.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import __version__
-from ..plan import AxisOperator, Sweep
+from . import __version__
+from .plan import AxisOperator, Sweep
 
 FILENAME = "tune.json"
 
