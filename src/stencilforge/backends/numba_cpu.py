@@ -62,17 +62,25 @@ def sweep_coefficients(sweep: Sweep, dtype) -> np.ndarray:
     return np.array([float(c) for t in sweep.terms for _, c in t.stencil.entries], dtype=dtype)
 
 
+FUSED_VIEW_LIMIT = 16
+
+
 def sweep_source(sweep: Sweep, reduce: bool) -> str:
     """Source of a kernel writing the sweep (or summing its squares) over the interior.
 
-    The innermost loop reads 1D row views that all share the index j: with no
+    The innermost loops read 1D row views that all share the index j: with no
     offset arithmetic inside the loop LLVM vectorises it (about 6x faster than
-    indexing the 2D/3D arrays directly, measured on heat2d 4096^2).
+    indexing the 2D/3D arrays directly, measured on heat2d 4096^2). Up to
+    FUSED_VIEW_LIMIT views, one loop evaluates the whole expression. Wider
+    stencils (radius-8 wave3d reads 51 rows) exceed LLVM's budget of runtime
+    alias checks and would not vectorise, so they accumulate term by term into
+    a per-thread row buffer, in the same order of operations.
     """
     nd = sweep.ndim
     ncoef = sum(len(t.stencil.entries) for t in sweep.terms)
     cnames = [f"c{k}" for k in range(ncoef)]
     views = _views(sweep)
+    fused = len(views) <= FUSED_VIEW_LIMIT
     args = ["out"] + [f"f_{n}" for n in sweep.inputs] + ["coef", "g"]
     lines = [f"@JIT\ndef kernel({', '.join(args)}):"]
     lines += [f"    {c} = coef[{k}]" for k, c in enumerate(cnames)]
@@ -81,6 +89,9 @@ def sweep_source(sweep: Sweep, reduce: bool) -> str:
     for a in range(nd - 1):
         loop = "numba.prange" if a == 0 else "range"
         lines.append(f"{'    ' * (a + 1)}for i{a} in {loop}(g, out.shape[{a}] - g):")
+        if a == 0 and not fused:
+            lines.append("        acc = np.empty(m, dtype=out.dtype)")
+            lines.append("        part = np.empty(m, dtype=out.dtype)")
     indent = "    " * nd
     outer = [f"i{a}" for a in range(nd - 1)]
 
@@ -92,18 +103,40 @@ def sweep_source(sweep: Sweep, reduce: bool) -> str:
 
     for (field, offset), name in views.items():
         lines.append(f"{indent}{name} = f_{field}[{row(offset)}]")
-    expr = sweep_expression(sweep, cnames, views)
     loop = "numba.prange" if nd == 1 else "range"
+    if fused:
+        value = sweep_expression(sweep, cnames, views)
+    else:
+        lines += _accumulate(sweep, cnames, views, indent, loop)
+        value = "acc[j]"
     if reduce:
         lines.append(f"{indent}for j in {loop}(m):")
-        lines.append(f"{indent}    r = np.float64({expr})")
+        lines.append(f"{indent}    r = np.float64({value})")
         lines.append(f"{indent}    total += r * r")
     else:
         lines.append(f"{indent}o = out[{row((0,) * nd)}]")
         lines.append(f"{indent}for j in {loop}(m):")
-        lines.append(f"{indent}    o[j] = {expr}")
+        lines.append(f"{indent}    o[j] = {value}")
     lines.append("    return total")
     return HEADER + "\n".join(lines) + "\n"
+
+
+def _accumulate(sweep: Sweep, cnames: list[str], views: dict, indent: str, loop: str) -> list[str]:
+    """acc = sum of terms, each built in `part` one stencil point per pass (two pointers per loop)."""
+    it = iter(cnames)
+    centre = (0,) * sweep.ndim
+    lines = []
+    for k, term in enumerate(sweep.terms):
+        for p, (offset, _) in enumerate(term.stencil.entries):
+            op = "=" if p == 0 else "+="
+            lines.append(f"{indent}for j in {loop}(m):")
+            lines.append(f"{indent}    part[j] {op} {next(it)} * {views[(term.field, offset)]}[j]")
+        if term.factor is not None:
+            lines.append(f"{indent}for j in {loop}(m):")
+            lines.append(f"{indent}    part[j] *= {views[(term.factor, centre)]}[j]")
+        lines.append(f"{indent}for j in {loop}(m):")
+        lines.append(f"{indent}    acc[j] {'=' if k == 0 else '+='} part[j]")
+    return lines
 
 
 def _row_expr(weights, start: int, row: str, col: str, axis: int) -> tuple[str, list[float]]:
