@@ -229,34 +229,30 @@ class NumbaBackend:
         return importlib.util.find_spec("numba") is not None
 
     @staticmethod
-    def _warm(kernel, nargs: int, grid: Grid, coef) -> None:
-        """Compile outside any timed region by calling on tiny arrays of the same types."""
-        dummy = np.zeros((2 * grid.ghost + 1,) * grid.ndim, dtype=grid.dtype)
-        kernel(*([dummy] * nargs), coef, grid.ghost)
+    def _compiled_sweep(sweep: Sweep, grid: Grid, reduce: bool) -> Callable[[Mapping[str, np.ndarray]], float]:
+        """The kernel bound to its coefficients, compiled now (on tiny arrays) so no timed region pays for it.
+
+        A reduction has no output field: its first input only supplies the loop bounds.
+        """
+        kernel = load_kernel(sweep_source(sweep, reduce=reduce))
+        coef = sweep_coefficients(sweep, grid.dtype)
+        names = sweep.inputs
+        target = names[0] if reduce else sweep.out
+        g = grid.ghost
+        dummy = np.zeros((2 * g + 1,) * grid.ndim, dtype=grid.dtype)
+        kernel(*([dummy] * (len(names) + 1)), coef, g)
+
+        def run(fields):
+            return kernel(fields[target], *(fields[n] for n in names), coef, g)
+
+        return run
 
     def sweep(self, sweep: Sweep, grid: Grid) -> Callable[[Mapping[str, np.ndarray]], None]:
-        kernel = load_kernel(sweep_source(sweep, reduce=False))
-        coef = sweep_coefficients(sweep, grid.dtype)
-        names = sweep.inputs
-        g = grid.ghost
-        self._warm(kernel, len(names) + 1, grid, coef)
-
-        def run(fields):
-            kernel(fields[sweep.out], *(fields[n] for n in names), coef, g)
-
-        return run
+        return self._compiled_sweep(sweep, grid, reduce=False)
 
     def sum_squares(self, sweep: Sweep, grid: Grid) -> Callable[[Mapping[str, np.ndarray]], float]:
-        kernel = load_kernel(sweep_source(sweep, reduce=True))
-        coef = sweep_coefficients(sweep, grid.dtype)
-        names = sweep.inputs
-        g = grid.ghost
-        self._warm(kernel, len(names) + 1, grid, coef)
-
-        def run(fields):
-            return float(kernel(fields[names[0]], *(fields[n] for n in names), coef, g))
-
-        return run
+        run = self._compiled_sweep(sweep, grid, reduce=True)
+        return lambda fields: float(run(fields))
 
     def axis_operator(self, op: AxisOperator, dtype) -> Callable:
         source, coef = axis_operator_source(op)
