@@ -1,6 +1,9 @@
 """Run under mpiexec by test_mpi.py: every case decomposed, fields gathered to rank 0 and saved.
 
-usage: mpi_driver.py BACKEND GRID OUT.npz     GRID: auto (least cut area) or alt (the next best process grid)
+usage: mpi_driver.py BACKEND GRID OUT.npz [HALO [OVERLAP]]
+           BACKEND: numpy, numba, cuda or cuda:STRATEGY
+           GRID: auto (least cut area), alt (the next best process grid) or slabs (split along axis 0 only)
+           HALO: auto, host, staged, nccl, mpi     OVERLAP: auto, on or off
        mpi_driver.py BACKEND fail-rank|nan-rank
 """
 
@@ -13,7 +16,7 @@ import numpy as np
 
 from stencilforge import problems
 from stencilforge.backends import get_backend
-from stencilforge.distributed import Decomposition, fail_together, gather, run_decomposed, world
+from stencilforge.distributed import Decomposition, bind_device, fail_together, gather, run_decomposed, world
 from stencilforge.distributed.decomposition import _cut_area, _fits, factorizations
 from stencilforge.distributed.runner import minimum_extents
 from stencilforge.errors import StencilforgeError
@@ -41,23 +44,41 @@ def alternative_dims(nprocs: int, setup) -> tuple[int, ...] | None:
     return others[0] if others else None
 
 
-def run_cases(backend_name: str, grid: str, out: str) -> None:
+def slab_dims(nprocs: int, setup) -> tuple[int, ...] | None:
+    """Every rank a slab along axis 0, if the blocks are then large enough."""
+    shape, need = setup.grid.shape, minimum_extents(setup)
+    dims = (nprocs,) + (1,) * (len(shape) - 1)
+    return dims if _fits(shape, dims, need) else None
+
+
+def make_backend(spec: str):
+    """numpy, numba, cuda, or cuda:STRATEGY."""
+    name, _, strategy = spec.partition(":")
+    return get_backend(name, **({"strategy": strategy} if strategy else {}))
+
+
+def run_cases(backend_name: str, grid: str, out: str, halo: str = "auto", overlap: str = "auto") -> None:
     comm = world()
-    backend = get_backend(backend_name)
+    if backend_name.startswith("cuda"):
+        bind_device(comm)
+    backend = make_backend(backend_name)
     saved, meta = {}, {}
     for label, name, params, loop in CASES:
         setup = problems.build(name, **params)
-        procs = None if grid == "auto" else alternative_dims(comm.size, setup)
-        if grid == "alt" and procs is None:
+        procs = {"auto": lambda n, s: None, "alt": alternative_dims, "slabs": slab_dims}[grid](comm.size, setup)
+        if grid != "auto" and procs is None:
             continue
-        result = run_decomposed(setup, backend, LoopOptions(**loop), procs=procs, comm=comm)
+        result = run_decomposed(
+            setup, backend, LoopOptions(**loop), procs=procs, comm=comm, halo=halo,
+            overlap={"auto": None, "on": True, "off": False}[overlap],
+        )
         s = result.summary
         decomp = Decomposition(tuple(s["shape"]), tuple(s["procs"]))
         for field, local in result.fields.items():
             full = gather(comm, decomp, backend.to_host(local))
             if comm.rank == 0:
                 saved[f"{label}/{field}"] = full
-        meta[label] = {k: s.get(k) for k in ("procs", "steps", "residual", "error")}
+        meta[label] = {k: s.get(k) for k in ("procs", "steps", "residual", "error", "halo", "overlap", "strategy")}
     if comm.rank == 0:
         np.savez(out, __meta__=np.array(json.dumps(meta)), **saved)
 
@@ -108,4 +129,4 @@ if __name__ == "__main__":
     elif sys.argv[2] == "nan-rank":
         nan_rank(sys.argv[1])
     else:
-        run_cases(*sys.argv[1:4])
+        run_cases(*sys.argv[1:])

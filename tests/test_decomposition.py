@@ -135,13 +135,3 @@ def test_global_sum_is_the_correctly_rounded_sum_for_any_split(values, parts):
 def test_non_finite_values_propagate_through_the_global_sum():
     assert math.isnan(combine([local_part(np.array([1.0, np.nan])), local_part(np.array([2.0]))]))
     assert combine([local_part(np.array([np.inf])), local_part(np.array([2.0]))]) == math.inf
-
-
-def test_device_backends_are_refused_until_their_halo_exchange_exists():
-    from stencilforge.distributed import run_decomposed
-
-    class DeviceBackend:
-        name, xp = "cuda", object()
-
-    with pytest.raises(StencilforgeError, match="numpy and numba backends"):
-        run_decomposed(problems.build("heat2d", shape=(8, 8)), DeviceBackend(), comm=object())

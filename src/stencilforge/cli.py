@@ -20,7 +20,7 @@ from rich.table import Table
 
 from . import __version__, problems
 from .backends import available, get_backend
-from .distributed import fail_together, launched, run_decomposed, world, world_rank
+from .distributed import bind_device, fail_together, launched, run_decomposed, world, world_rank
 from .errors import StencilforgeError
 from .timeloop import LoopOptions
 
@@ -156,7 +156,7 @@ def _human_summary(s: dict) -> None:
     if "error" in s:
         table.add_row("error vs exact", f"max {s['error']['max_abs']:.3e}, rel L2 {s['error']['rel_l2']:.3e}")
     if "procs" in s:
-        table.add_row("mpi", f"{s['ranks']} ranks as {'x'.join(map(str, s['procs']))}, slowest rank: comm {s['comm_s']:.3f} s, compute {s['compute_s']:.3f} s")
+        table.add_row("mpi", f"{s['ranks']} ranks as {'x'.join(map(str, s['procs']))}, halo {s['halo']}{', overlapped' if s['overlap'] else ''}, slowest rank: comm {s['comm_s']:.3f} s, compute {s['compute_s']:.3f} s")
     for kind, file in s.get("outputs", {}).items():
         table.add_row(kind, file if isinstance(file, str) else f"{file['path']}  ({', '.join(f'{k} {v}' for k, v in file.items() if k != 'path')})")
     out.print(table)
@@ -191,6 +191,8 @@ def run(
     resume: Optional[str] = typer.Option(None, help="continue from a checkpoint file, bit for bit"),
     png: Optional[str] = typer.Option(None, help="draw the final state to this .png"),
     procs: Optional[str] = typer.Option(None, "--procs", help="MPI process grid PX PY [PZ] (default under mpiexec: least halo surface)"),
+    halo: str = typer.Option("auto", "--halo", envvar="STENCILFORGE_HALO", help="MPI halo transport: auto, mpi (CUDA-aware), nccl, staged (pinned host) or host"),
+    overlap: Optional[bool] = typer.Option(None, "--overlap/--no-overlap", help="MPI on cuda: hide halo exchanges behind the interior (default: where the process grid allows)"),
     as_json: bool = typer.Option(False, "--json", help="print exactly one JSON object"),
 ) -> None:
     """Run a problem and report time, throughput and the error against its exact solution."""
@@ -209,6 +211,8 @@ def run(
         problem, parse_ints(shape, "--shape"), dtype, dict(alpha=alpha, dt=dt, radius=radius, velocity=velocity, c=c,
         source=source, frequency=frequency, axis=axis, accuracy=accuracy),
     )
+    if mpi and backend in ("auto", "cuda"):
+        bind_device(world())
     engine = get_backend(backend, **({"strategy": strategy} if strategy else {}))
     if strategy and engine.name != "cuda":
         raise StencilforgeError(f"--strategy applies to the cuda backend, not {engine.name}")
@@ -216,7 +220,7 @@ def run(
     try:
         opts = LoopOptions(steps=steps, tol=tol, check_every=check_every, progress=bar, start_step=start_step)
         if mpi:
-            result = run_decomposed(setup, engine, opts, parse_ints(procs, "--procs"), world())
+            result = run_decomposed(setup, engine, opts, parse_ints(procs, "--procs"), world(), halo, overlap)
         else:
             result = outputs.run(setup, engine, opts)
     finally:

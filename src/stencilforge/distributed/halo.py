@@ -1,34 +1,23 @@
 """Ghost-layer exchange with the neighbours of a Cartesian communicator.
 
 Axis by axis, each face's outermost interior layers are packed into a
-contiguous buffer, swapped with the neighbour by Sendrecv and unpacked into
-the ghost layers. Each axis sends the full padded extent of the other axes,
-ghosts received on earlier axes included, so corner and edge ghosts arrive
-too. Packing goes through the array module (`xp`) and the transfer through a
-`transport`, so a device path (CUDA-aware MPI, NCCL, pinned staging) is a new
-transport plus device buffers, and nothing else here changes.
+contiguous buffer, swapped with the neighbour and unpacked into the ghost
+layers. Each axis sends the full padded extent of the other axes, ghosts
+received on earlier axes included, so corner and edge ghosts arrive too.
+Faces along the first axis (or any axis with only unit extents before it) are
+already contiguous and go straight from and into the array. Packing goes
+through the array module (`xp`, NumPy or CuPy) and both directions of an axis
+go to the transport in one `exchange` call (device.py: host MPI, CUDA-aware
+MPI, NCCL or pinned staging), so the device paths change nothing here.
 """
 
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
 
-
-@dataclass
-class HostTransport:
-    """Moves packed host buffers with MPI Sendrecv and accumulates the seconds spent."""
-
-    comm: object
-    seconds: float = 0.0
-
-    def sendrecv(self, send, dest: int, recv, source: int) -> None:
-        t = time.perf_counter()
-        self.comm.Sendrecv(send, dest=dest, sendtag=0, recvbuf=recv, source=source, recvtag=0)
-        self.seconds += time.perf_counter() - t
+from .device import HostClock
 
 
 def _slab(ndim: int, axis: int, lo: int, hi: int) -> tuple[slice, ...]:
@@ -44,7 +33,7 @@ class HaloExchange:
     array's end; `width[a]` layers are exchanged with each neighbour that
     exists (0 skips the axis). `neighbours[a]` is (low rank, high rank), with
     MPI.PROC_NULL (negative) on the global boundary, whose ghosts are left to
-    the boundary conditions.
+    the boundary conditions. `clock` times every call, packing included.
     """
 
     def __init__(
@@ -57,9 +46,11 @@ class HaloExchange:
         width: Sequence[int],
         neighbours: Sequence[tuple[int, int]],
         xp=np,
+        clock=None,
     ):
         self.transport = transport
         self.xp = xp
+        self.clock = HostClock() if clock is None else clock
         ndim = len(padded_shape)
         self.plan = []
         for axis in range(ndim):
@@ -69,17 +60,30 @@ class HaloExchange:
                 continue
             n = padded_shape[axis] - low[axis] - high[axis]
             begin, end = low[axis], low[axis] + n
-            buf_shape = list(padded_shape)
-            buf_shape[axis] = w
-            bufs = [xp.empty(buf_shape, dtype=dtype) for _ in range(4)]
+            if all(size == 1 for size in padded_shape[:axis]):
+                bufs = [None] * 4
+            else:
+                buf_shape = list(padded_shape)
+                buf_shape[axis] = w
+                bufs = [xp.empty(buf_shape, dtype=dtype) for _ in range(4)]
             # (send region, destination, receive region, source): the low face goes down, the high face up.
-            self.plan.append((_slab(ndim, axis, begin, begin + w), lo_rank, _slab(ndim, axis, end, end + w), hi_rank, bufs[0], bufs[1]))
-            self.plan.append((_slab(ndim, axis, end - w, end), hi_rank, _slab(ndim, axis, begin - w, begin), lo_rank, bufs[2], bufs[3]))
+            self.plan.append((
+                (_slab(ndim, axis, begin, begin + w), lo_rank, _slab(ndim, axis, end, end + w), hi_rank, bufs[0], bufs[1]),
+                (_slab(ndim, axis, end - w, end), hi_rank, _slab(ndim, axis, begin - w, begin), lo_rank, bufs[2], bufs[3]),
+            ))
 
     def __call__(self, arr) -> None:
-        for send_region, dest, recv_region, source, send, recv in self.plan:
-            if dest >= 0:
-                self.xp.copyto(send, arr[send_region])
-            self.transport.sendrecv(send, dest, recv, source)
-            if source >= 0:
-                arr[recv_region] = recv
+        self.clock.start()
+        for directions in self.plan:
+            pairs = []
+            for send_region, dest, recv_region, source, send, recv in directions:
+                if send is None:
+                    send, recv = arr[send_region], arr[recv_region]
+                elif dest >= 0:
+                    self.xp.copyto(send, arr[send_region])
+                pairs.append((send, dest, recv, source))
+            self.transport.exchange(pairs)
+            for _, _, recv_region, source, _, recv in directions:
+                if recv is not None and source >= 0:
+                    arr[recv_region] = recv
+        self.clock.stop()

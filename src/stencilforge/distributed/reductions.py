@@ -50,7 +50,18 @@ def integer_to_float(total: int) -> float:
 
 
 def local_part(values) -> int | float:
-    """A rank's contribution: its exact integer sum, or its plain sum when it holds NaN or Inf."""
+    """A rank's contribution: its exact integer sum, or its plain sum when it holds NaN or Inf.
+
+    Device (CuPy) values are binned on the device: only the bin totals come to the host.
+    """
+    if hasattr(values, "__cuda_array_interface__"):
+        import cupy
+
+        from .device import device_integer_sum
+
+        if bool(cupy.isfinite(values).all()):
+            return device_integer_sum(values, cupy)
+        return float(cupy.sum(values, dtype=cupy.float64))
     v = np.asarray(values, dtype=np.float64)
     if bool(np.isfinite(v).all()):
         return exact_integer_sum(v)

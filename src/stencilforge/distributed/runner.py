@@ -7,6 +7,13 @@ loop on it. The per-cell arithmetic is the same kernel on the same values, and
 global sums are exact (reductions.py), so fields, residuals, iteration counts
 and error norms do not depend on the rank count or the process grid.
 
+Device backends (cuda): each rank binds the GPU of its node-local rank, the
+run goes on a non-blocking stream of its own, halos move by the transport of
+device.py (CUDA-aware MPI, NCCL or pinned staging) and, with overlap, each
+sweep computes the block's interior while the halos travel on a second stream,
+then the boundary slabs that read them (split along the first axis, where the
+slabs are contiguous views the same kernel can run on).
+
 Failures: errors every rank meets (bad options, blocks smaller than the halo,
 a blow-up detected by an allreduce) are StencilforgeErrors raised on every
 rank; `fail_together` turns any other exception on one rank into its message
@@ -31,7 +38,8 @@ from ..plan import AxisOperator
 from ..problems import Setup
 from ..timeloop import LoopOptions, Result, run
 from .decomposition import Decomposition
-from .halo import HaloExchange, HostTransport
+from .device import DeviceStreams, EventClock, HostClock, HostTransport, NoStreams, bind_device, choose_transport, is_device_array
+from .halo import HaloExchange
 from .reductions import all_true, global_max, global_sum
 
 SIZE_VARIABLES = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "MV2_COMM_WORLD_SIZE")
@@ -148,21 +156,27 @@ def localize(setup: Setup, decomp: Decomposition, coords: Sequence[int]) -> Setu
 class MPIDomain:
     """This rank's place in the decomposed run: what the time loop asks of it."""
 
-    def __init__(self, cart, decomp: Decomposition, coords: Sequence[int]):
+    def __init__(self, cart, decomp: Decomposition, coords: Sequence[int], transport=None, clock=None, sync=None):
         self.cart = cart
         self.decomp = decomp
         self.coords = tuple(coords)
         self.faces = decomp.physical_faces(coords)
         self.global_shape = decomp.shape
         self.neighbours = tuple(cart.Shift(axis, 1) for axis in range(len(decomp.dims)))
-        self.transport = HostTransport(cart)
+        self.transport = HostTransport(cart) if transport is None else transport
+        self.clock = HostClock() if clock is None else clock
+        self._sync = sync
         self.reduce_seconds = 0.0
+        self.compute_seconds: Callable[[], float] | None = None
+        self.overlap = False
 
     @property
     def comm_seconds(self) -> float:
-        return self.transport.seconds + self.reduce_seconds
+        return self.clock.seconds() + self.reduce_seconds
 
     def _timed(self, func, *args):
+        if self._sync is not None:
+            self._sync()  # queued kernels finish first: only the reduction itself is timed
         t = time.perf_counter()
         try:
             return func(self.cart, *args)
@@ -176,7 +190,7 @@ class MPIDomain:
         return self._timed(global_sum, values)
 
     def exchanger(self, padded_shape, dtype, low, high, width, xp) -> HaloExchange:
-        return HaloExchange(self.transport, padded_shape, dtype, low, high, width, self.neighbours, xp)
+        return HaloExchange(self.transport, padded_shape, dtype, low, high, width, self.neighbours, xp, self.clock)
 
     def error_norms(self, numeric, exact) -> dict:
         """Global max and relative L2 errors, with exact sums so every rank count gives the same bits."""
@@ -188,13 +202,21 @@ class MPIDomain:
         return {"max_abs": max_abs, "rel_l2": float(num / ref) if ref > 0 else float(num)}
 
     def summary(self, wall: float) -> dict:
-        """Process grid and the slowest rank's communication and compute seconds."""
+        """Process grid, halo transport and the slowest rank's communication and compute seconds.
+
+        comm_s: halo exchanges (packing included; on a device, CUDA events on
+        the stream they run on) plus global reductions. compute_s: the stencil
+        kernels' own time where the backend measures it (cuda), else wall - comm.
+        """
         comm = self.comm_seconds
+        compute = self.compute_seconds() if self.compute_seconds is not None else max(wall - comm, 0.0)
         return {
             "procs": list(self.decomp.dims),
             "ranks": self.decomp.nprocs,
+            "halo": self.transport.name,
+            "overlap": self._timed(all_true, self.overlap),
             "comm_s": self._timed(global_max, comm),
-            "compute_s": self._timed(global_max, max(wall - comm, 0.0)),
+            "compute_s": self._timed(global_max, compute),
         }
 
 
@@ -202,14 +224,27 @@ class DecomposedBackend:
     """Wraps a backend so sweeps refresh the halos they read and reductions are global.
 
     Everything else (name, xp, asarray, timers) is the wrapped backend's.
+    `overlap`: None splits sweeps where it can on a device, True wherever it
+    can (a one-line error if the process grid does not allow it), False never.
     """
 
-    def __init__(self, backend, domain: MPIDomain):
+    def __init__(self, backend, domain: MPIDomain, streams=None, overlap: bool | None = None):
         self._backend = backend
         self._domain = domain
+        self._streams = NoStreams() if streams is None else streams
+        self._overlap = is_device_array(backend.xp) if overlap is None else overlap
+        self._required = overlap is True
+        self._timed_backends = [backend]
+        if hasattr(backend, "kernel_seconds"):
+            self._kernel_base = backend.kernel_seconds()
+            self.kernel_seconds = self._kernel_seconds
+            domain.compute_seconds = self._kernel_seconds
 
     def __getattr__(self, name):
         return getattr(self._backend, name)
+
+    def _kernel_seconds(self) -> float:
+        return sum(b.kernel_seconds() for b in self._timed_backends) - self._kernel_base
 
     def synchronize(self) -> None:
         """The device, then every rank: the loop's timer starts and stops together on all ranks."""
@@ -225,13 +260,78 @@ class DecomposedBackend:
         inner = self._backend.sweep(sweep, grid)
         exchange = self._halo(grid)
         names = sweep.stencil_inputs
+        split = self._split(sweep, grid) if self._overlap else None
+        if split is None:
 
-        def run_sweep(fields):
-            for name in names:
-                exchange(fields[name])
-            inner(fields)
+            def run_sweep(fields):
+                for name in names:
+                    exchange(fields[name])
+                inner(fields)
 
-        return run_sweep
+            return run_sweep
+
+        self._domain.overlap = True
+        interior, slabs = split
+        streams = self._streams
+
+        def run_overlapped(fields):
+            streams.ready()
+            interior(fields)
+            with streams.comm():
+                for name in names:
+                    exchange(fields[name])
+            streams.join()
+            for slab in slabs:
+                slab(fields)
+
+        return run_overlapped
+
+    def _split(self, sweep, grid):
+        """(interior, boundary slabs) as sweeps over contiguous axis-0 views, or None where no split helps."""
+        dims = self._domain.decomp.dims
+        if any(p > 1 for p in dims[1:]):
+            if self._required:
+                raise StencilforgeError(
+                    f"overlap needs a process grid split along the first axis only (--procs {self._domain.decomp.nprocs}"
+                    f" {' '.join('1' for _ in dims[1:])}), not {' '.join(map(str, dims))}"
+                )
+            return None
+        lo_rank, hi_rank = self._domain.neighbours[0]
+        r, n = sweep.radius, grid.shape[0]
+        lo, hi = (r if lo_rank >= 0 else 0), (r if hi_rank >= 0 else 0)
+        if lo + hi == 0 or n - lo - hi < 1:
+            return None
+        engine = self._backend
+        if getattr(engine, "strategy", None) is not None:
+            # the kernel the whole block resolved to, on every part: the same code gives the same bits
+            engine = type(engine)(strategy=engine.strategy, tile=engine.tile)
+        parts = [(lo, n - hi)] + [(a, b) for a, b in ((0, lo), (n - hi, n)) if b > a]
+        runs = [self._part(engine, sweep, grid, a, b) for a, b in parts]
+        if engine is not self._backend:
+            self._kernel_base += engine.kernel_seconds()
+            self._timed_backends.append(engine)
+        return runs[0], runs[1:]
+
+    @staticmethod
+    def _part(engine, sweep, grid, a: int, b: int):
+        """The sweep on interior planes a..b-1 of axis 0, through views that keep their ghost planes."""
+        g = grid.ghost
+        sub = replace(grid, shape=(b - a,) + tuple(grid.shape[1:]))
+        if hasattr(grid, "start"):
+            sub = replace(sub, start=(grid.start[0] + a,) + tuple(grid.start[1:]))
+        run_part = engine.sweep(sweep, sub)
+        padded = grid.padded_shape
+        views: dict = {}
+
+        def run(fields):
+            key = tuple(id(arr) for arr in fields.values())
+            entry = views.get(key)
+            if entry is None:  # the arrays are kept with their views, so their ids stay theirs
+                part = {name: (arr[a : b + 2 * g] if arr.shape == padded else arr) for name, arr in fields.items()}
+                entry = views[key] = (tuple(fields.values()), part)
+            run_part(entry[1])
+
+        return run
 
     def sum_squares(self, sweep, grid):
         exchange = self._halo(grid)
@@ -241,7 +341,7 @@ class DecomposedBackend:
         def run_sum(fields):
             for name in names:
                 exchange(fields[name])
-            r = backend.to_host(evaluate_sweep(sweep, grid, fields, backend.xp)).astype(np.float64)
+            r = evaluate_sweep(sweep, grid, fields, backend.xp).astype(np.float64)
             return self._domain.sum(r * r)
 
         return run_sum
@@ -281,25 +381,42 @@ class DecomposedBackend:
         return run_operator
 
 
-def run_decomposed(setup: Setup, backend, opts: LoopOptions = LoopOptions(), procs: Sequence[int] | None = None, comm=None) -> Result:
+def run_decomposed(
+    setup: Setup,
+    backend,
+    opts: LoopOptions = LoopOptions(),
+    procs: Sequence[int] | None = None,
+    comm=None,
+    halo: str = "auto",
+    overlap: bool | None = None,
+) -> Result:
     """Run `setup` (the global problem) over the ranks of `comm`; every rank returns its block's Result.
 
-    The summary (identical on every rank) reports the global shape, the process
-    grid, and the slowest rank's comm and compute seconds.
+    `halo` picks the transport (device.py: auto, mpi, nccl, staged; host for
+    CPU backends) and `overlap` hides halo exchanges behind the interior
+    computation (None: wherever it applies on a device). The summary (identical
+    on every rank) reports the global shape, the process grid, the transport,
+    and the slowest rank's comm and compute seconds.
     """
     comm = world() if comm is None else comm
     if opts.observers:
         raise StencilforgeError("snapshots and checkpoints are not supported in decomposed runs yet")
-    if backend.xp is not np:
-        raise StencilforgeError(
-            f"decomposed runs support the numpy and numba backends; the {backend.name} halo exchange is not implemented yet"
-        )
+    on_device = is_device_array(backend.xp)
+    if on_device:
+        bind_device(comm)
     decomp = agree(comm, lambda: Decomposition.create(comm.size, setup.grid.shape, minimum_extents(setup), procs))
     cart = comm.Create_cart(decomp.dims, periods=[False] * len(decomp.dims), reorder=False)
     coords = tuple(cart.Get_coords(cart.rank))
     local = agree(cart, lambda: localize(setup, decomp, coords))
-    domain = MPIDomain(cart, decomp, coords)
-    return run(local, DecomposedBackend(backend, domain), replace(opts, domain=domain))
+    transport = agree(cart, lambda: choose_transport(cart, backend.xp, halo))
+    if not on_device:
+        domain = MPIDomain(cart, decomp, coords, transport)
+        return run(local, DecomposedBackend(backend, domain, overlap=overlap), replace(opts, domain=domain))
+    cp = backend.xp
+    with cp.cuda.Stream(non_blocking=True) as stream:
+        domain = MPIDomain(cart, decomp, coords, transport, EventClock(cp), stream.synchronize)
+        wrapped = DecomposedBackend(backend, domain, DeviceStreams(cp), overlap)
+        return run(local, wrapped, replace(opts, domain=domain))
 
 
 def gather(comm, decomp: Decomposition, local: np.ndarray, root: int = 0):

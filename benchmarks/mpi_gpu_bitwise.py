@@ -1,0 +1,81 @@
+"""Bitwise rank-count independence of the cuda backend: every problem of tests/mpi_driver.py on 1, 2 and 4 GPUs.
+
+usage: python benchmarks/mpi_gpu_bitwise.py OUT.json MAX_RANKS
+Each configuration is one `mpiexec -n N tests/mpi_driver.py cuda:STRATEGY GRID ...`;
+its gathered fields are compared with the one-GPU run of the same strategy.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+DRIVER = ROOT / "tests" / "mpi_driver.py"
+MPIEXEC = os.environ.get("MPIEXEC", "mpiexec")
+
+
+def launch(n: int, out: Path, *args: str) -> tuple[int, str]:
+    cmd = [MPIEXEC, "-n", str(n), sys.executable, str(DRIVER), args[0], args[1], str(out), *args[2:]]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    return proc.returncode, proc.stderr[-2000:]
+
+
+def load(path: Path):
+    with np.load(path) as data:
+        return json.loads(str(data["__meta__"])), {k: data[k] for k in data.files if k != "__meta__"}
+
+
+def main(out_json: str, max_ranks: int) -> None:
+    configs = []
+    for strategy in ("naive", "auto"):
+        for n, grid, halo, overlap in ((2, "auto", "auto", "off"), (2, "slabs", "auto", "on"), (4, "auto", "auto", "off"),
+                                       (4, "alt", "auto", "off"), (4, "slabs", "auto", "on"), (4, "auto", "staged", "off")):
+            if n <= max_ranks and (strategy == "naive" or grid != "alt"):
+                configs.append((strategy, n, grid, halo, overlap))
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        refs = {}
+        for strategy in ("naive", "auto"):
+            path = Path(tmp) / f"ref-{strategy}.npz"
+            backend = "cuda" if strategy == "auto" else f"cuda:{strategy}"
+            rc, err = launch(1, path, backend, "auto", "auto", "off")
+            if rc != 0:
+                raise SystemExit(f"one-GPU reference ({strategy}) failed: {err}")
+            refs[strategy] = load(path)
+        for strategy, n, grid, halo, overlap in configs:
+            path = Path(tmp) / f"{strategy}-{n}-{grid}-{halo}-{overlap}.npz"
+            backend = "cuda" if strategy == "auto" else f"cuda:{strategy}"
+            rc, err = launch(n, path, backend, grid, halo, overlap)
+            row = {"strategy": strategy, "ranks": n, "grid": grid, "halo": halo, "overlap": overlap, "rc": rc}
+            if rc != 0:
+                row["error"] = err
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+                continue
+            ref_meta, ref = refs[strategy]
+            meta, got = load(path)
+            cases = {}
+            for label, m in meta.items():
+                keys = [k for k in got if k.startswith(label + "/")]
+                equal = all(np.array_equal(got[k], ref[k], equal_nan=True) for k in keys)
+                cases[label] = {
+                    "procs": m["procs"], "halo": m["halo"], "overlap": m["overlap"], "strategy": m["strategy"],
+                    "ref_strategy": ref_meta[label]["strategy"], "bitwise_equal": bool(equal),
+                }
+            row["cases"] = cases
+            row["all_equal"] = all(c["bitwise_equal"] for c in cases.values())
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    with open(out_json, "w") as f:
+        json.dump({"configs": rows}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], int(sys.argv[2]))

@@ -1,0 +1,406 @@
+"""Device side of a decomposed run: GPU per rank, halo transports, streams, exact sums on the device.
+
+One GPU per rank, chosen by the rank's index among the ranks of its node
+(MPI_COMM_TYPE_SHARED) modulo the node's device count. Halos of device arrays
+move by one of three transports, all behind the `exchange(pairs)` call that
+HaloExchange makes once per axis:
+
+- `mpi`:    CUDA-aware MPI, device buffers handed to MPI directly;
+- `nccl`:   NCCL point-to-point through CuPy, stream-ordered, no host round trip;
+- `staged`: device -> pinned host buffer, MPI Sendrecv, pinned host -> device.
+
+`auto` takes the first that works here: `mpi` if the MPI library says it is
+CUDA-aware, else `nccl` if CuPy has NCCL and every rank has a GPU of its own,
+else `staged`. Every rank makes the same choice (agreed over MPI). The
+transports never change which values arrive, so results are the same bits
+whichever moved them.
+
+Importing this module imports neither CuPy nor mpi4py.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import socket
+import time
+
+import numpy as np
+
+from ..errors import StencilforgeError
+
+HALO_CHOICES = ("auto", "mpi", "nccl", "staged", "host")
+MIN_EXPONENT = -1073  # as in reductions.py: np.frexp exponent of the smallest subnormal
+EXPONENT_BINS = 1024 + 1 - MIN_EXPONENT + 1  # frexp exponents run up to 1024
+LOW_BITS = 26
+SUM_LANES = 256  # copies of the bins, so atomics on one exponent are spread out
+
+
+def is_device_array(xp) -> bool:
+    return xp is not np
+
+
+def node_local_rank(comm) -> tuple[int, int]:
+    """(this rank's index among the ranks of its node, number of ranks on the node)."""
+    from mpi4py import MPI
+
+    local = comm.Split_type(MPI.COMM_TYPE_SHARED, key=comm.rank)
+    try:
+        return local.rank, local.size
+    finally:
+        local.Free()
+
+
+def bind_device(comm) -> int | None:
+    """Make GPU (node-local rank mod device count) current; None where CuPy or a GPU is missing.
+
+    Collective: every rank of `comm` must call it.
+    """
+    rank, _ = node_local_rank(comm)
+    try:
+        import cupy
+
+        count = cupy.cuda.runtime.getDeviceCount()
+    except Exception:  # no CuPy, no driver, no device: a CPU backend will be used
+        return None
+    if count < 1:
+        return None
+    device = rank % count
+    cupy.cuda.Device(device).use()
+    return device
+
+
+def mpi_cuda_aware() -> bool:
+    """True if the loaded MPI library reports CUDA support (MPIX_Query_cuda_support, Open MPI, MPICH, MVAPICH)."""
+    from mpi4py import MPI  # noqa: F401  (loads the MPI library into the process)
+
+    paths = set()
+    try:
+        with open("/proc/self/maps") as maps:
+            for line in maps:
+                path = line.split()[-1] if len(line.split()) >= 6 else ""
+                if "libmpi" in path.rsplit("/", 1)[-1]:
+                    paths.add(path)
+    except OSError:
+        return False
+    for path in sorted(paths):
+        try:
+            query = getattr(ctypes.CDLL(path), "MPIX_Query_cuda_support")
+        except (OSError, AttributeError):
+            continue
+        query.restype = ctypes.c_int
+        if query() == 1:
+            return True
+    return False
+
+
+def nccl_usable(comm) -> str:
+    """Empty if NCCL can join these ranks, else why not (no NCCL in CuPy, two ranks on one GPU)."""
+    import cupy
+
+    try:
+        from cupy.cuda import nccl
+    except ImportError:
+        return "CuPy was built without NCCL"
+    if not getattr(nccl, "available", False):
+        return "CuPy cannot load NCCL"
+    device = cupy.cuda.Device()
+    here = (socket.gethostname(), device.pci_bus_id)
+    seen = comm.allgather(here)
+    if len(set(seen)) != len(seen):
+        return "several ranks share one GPU"
+    return ""
+
+
+# ------------------------------------------------------------------ clocks
+
+
+class HostClock:
+    """Wall-clock seconds of the regions between start() and stop()."""
+
+    def __init__(self):
+        self._total = 0.0
+        self._t = 0.0
+
+    def start(self) -> None:
+        self._t = time.perf_counter()
+
+    def stop(self) -> None:
+        self._total += time.perf_counter() - self._t
+
+    def seconds(self) -> float:
+        return self._total
+
+
+class EventClock:
+    """Seconds between CUDA events recorded on the current stream, read without per-region syncs."""
+
+    def __init__(self, cp):
+        self._cp = cp
+        self._pending: list = []
+        self._spare: list = []
+        self._total = 0.0
+
+    def start(self) -> None:
+        ev = self._spare.pop() if self._spare else (self._cp.cuda.Event(), self._cp.cuda.Event())
+        ev[0].record()
+        self._open = ev
+
+    def stop(self) -> None:
+        self._open[1].record()
+        self._pending.append(self._open)
+        if len(self._pending) >= 512:
+            self._fold(wait=False)
+
+    def _fold(self, wait: bool) -> None:
+        keep = []
+        for i, (a, b) in enumerate(self._pending):
+            if wait:
+                b.synchronize()
+            elif not b.done:
+                keep = self._pending[i:]
+                break
+            self._total += self._cp.cuda.get_elapsed_time(a, b) / 1e3
+            self._spare.append((a, b))
+        self._pending = keep
+
+    def seconds(self) -> float:
+        self._fold(wait=True)
+        return self._total
+
+
+# ------------------------------------------------------------------ streams
+
+
+class NoStreams:
+    """Host arrays: everything runs in order on the calling thread."""
+
+    def ready(self) -> None:
+        pass
+
+    def comm(self):
+        from contextlib import nullcontext
+
+        return nullcontext()
+
+    def join(self) -> None:
+        pass
+
+
+class DeviceStreams:
+    """The run's compute stream (current when created) and a second stream for halo exchanges.
+
+    ready(): the comm stream waits for what the compute stream has queued so far;
+    join(): the compute stream waits for what the comm stream has queued so far.
+    """
+
+    def __init__(self, cp):
+        self._main = cp.cuda.get_current_stream()
+        self._comm = cp.cuda.Stream(non_blocking=True)
+        self._ready = cp.cuda.Event(disable_timing=True)
+        self._done = cp.cuda.Event(disable_timing=True)
+
+    def ready(self) -> None:
+        self._ready.record(self._main)
+        self._comm.wait_event(self._ready)
+
+    def comm(self):
+        return self._comm
+
+    def join(self) -> None:
+        self._done.record(self._comm)
+        self._main.wait_event(self._done)
+
+
+# ------------------------------------------------------------------ transports
+
+
+class HostTransport:
+    """Host buffers (numpy, numba): MPI Sendrecv per direction."""
+
+    name = "host"
+
+    def __init__(self, comm):
+        self.comm = comm
+
+    def exchange(self, pairs) -> None:
+        for send, dest, recv, source in pairs:
+            self.comm.Sendrecv(send, dest=dest, sendtag=0, recvbuf=recv, source=source, recvtag=0)
+
+
+class CudaAwareTransport:
+    """Device buffers handed to a CUDA-aware MPI after the stream has finished packing them."""
+
+    name = "mpi"
+
+    def __init__(self, comm, cp):
+        self.comm = comm
+        self._cp = cp
+
+    def exchange(self, pairs) -> None:
+        self._cp.cuda.get_current_stream().synchronize()
+        for send, dest, recv, source in pairs:
+            self.comm.Sendrecv(send, dest=dest, sendtag=0, recvbuf=recv, source=source, recvtag=0)
+
+
+class NcclTransport:
+    """NCCL send/recv of every face of one axis in one group, queued on the current stream."""
+
+    name = "nccl"
+
+    def __init__(self, comm, cp):
+        from cupy.cuda import nccl
+
+        self._nccl = nccl
+        self._cp = cp
+        uid = nccl.get_unique_id() if comm.rank == 0 else None
+        uid = comm.bcast(uid, root=0)
+        self._comm = nccl.NcclCommunicator(comm.size, uid, comm.rank)
+        self._types = {np.dtype(np.float32): nccl.NCCL_FLOAT32, np.dtype(np.float64): nccl.NCCL_FLOAT64}
+
+    def exchange(self, pairs) -> None:
+        nccl = self._nccl
+        stream = self._cp.cuda.get_current_stream().ptr
+        nccl.groupStart()
+        for send, dest, recv, source in pairs:
+            if dest >= 0:
+                self._comm.send(send.data.ptr, send.size, self._types[send.dtype], dest, stream)
+            if source >= 0:
+                self._comm.recv(recv.data.ptr, recv.size, self._types[recv.dtype], source, stream)
+        nccl.groupEnd()
+
+
+class StagedTransport:
+    """Device -> pinned host buffers -> MPI Sendrecv -> pinned host -> device.
+
+    Host mirrors are allocated once per (position in the exchange, role, shape,
+    dtype) and reused: a mirror is rewritten only after the stream has been
+    synchronised, so an earlier upload from it has finished. With numpy arrays
+    (xp is numpy) the device copies are plain host copies, which lets the CPU
+    test suite run this logic under mpiexec.
+    """
+
+    name = "staged"
+
+    def __init__(self, comm, xp):
+        self.comm = comm
+        self._xp = xp
+        self._device = is_device_array(xp)
+        self._mirrors: dict = {}
+
+    def _mirror(self, key, arr):
+        full = (key, arr.shape, np.dtype(arr.dtype).str)
+        buf = self._mirrors.get(full)
+        if buf is None:
+            if self._device:
+                import cupyx
+
+                buf = cupyx.empty_pinned(arr.shape, dtype=arr.dtype)
+            else:
+                buf = np.empty(arr.shape, dtype=arr.dtype)
+            self._mirrors[full] = buf
+        return buf
+
+    def exchange(self, pairs) -> None:
+        staged = []
+        for i, (send, dest, recv, source) in enumerate(pairs):
+            host_send = self._mirror((i, "send"), send)
+            host_recv = self._mirror((i, "recv"), recv)
+            if dest >= 0:
+                if self._device:
+                    send.get(out=host_send, blocking=False)
+                else:
+                    np.copyto(host_send, send)
+            staged.append((host_send, dest, host_recv, source, recv))
+        if self._device:
+            self._xp.cuda.get_current_stream().synchronize()
+        for host_send, dest, host_recv, source, recv in staged:
+            self.comm.Sendrecv(host_send, dest=dest, sendtag=0, recvbuf=host_recv, source=source, recvtag=0)
+            if source >= 0:
+                if self._device:
+                    recv.set(host_recv)
+                else:
+                    np.copyto(recv, host_recv)
+
+
+def choose_transport(comm, xp, halo: str = "auto"):
+    """The transport for arrays of module `xp`, the same on every rank; a one-line error if `halo` cannot work."""
+    if halo not in HALO_CHOICES:
+        raise StencilforgeError(f"unknown halo transport {halo!r}: choose one of {', '.join(HALO_CHOICES)}")
+    if not is_device_array(xp):
+        if halo in ("auto", "host"):
+            return HostTransport(comm)
+        if halo == "staged":
+            return StagedTransport(comm, xp)
+        raise StencilforgeError(f"--halo {halo} moves device arrays; this backend's arrays live on the host (use auto)")
+    if halo == "host":
+        raise StencilforgeError("--halo host is for CPU backends; the cuda backend takes auto, mpi, nccl or staged")
+    if halo == "auto":
+        if all_ranks(comm, mpi_cuda_aware()):
+            halo = "mpi"
+        elif all_ranks(comm, nccl_usable(comm) == ""):
+            halo = "nccl"
+        else:
+            halo = "staged"
+    elif halo == "nccl":
+        reasons = [r for r in comm.allgather(nccl_usable(comm)) if r]
+        if reasons:
+            raise StencilforgeError(f"--halo nccl is not possible here: {reasons[0]}; use --halo staged")
+    if halo == "mpi":
+        return CudaAwareTransport(comm, xp)
+    if halo == "nccl":
+        return NcclTransport(comm, xp)
+    return StagedTransport(comm, xp)
+
+
+def all_ranks(comm, flag: bool) -> bool:
+    from mpi4py import MPI
+
+    return bool(comm.allreduce(bool(flag), op=MPI.LAND))
+
+
+# ------------------------------------------------------------------ exact sums on the device
+
+_BINS_KERNEL = None
+
+
+def _bins_kernel(cp):
+    """Adds |mantissa| halves of every float64 into per-(lane, sign, half, exponent) unsigned bins."""
+    global _BINS_KERNEL
+    if _BINS_KERNEL is None:
+        _BINS_KERNEL = cp.ElementwiseKernel(
+            "float64 v",
+            "raw uint64 bins",
+            f"""
+            if (v != 0.0) {{
+                int e;
+                double frac = frexp(fabs(v), &e);
+                unsigned long long m = (unsigned long long)ldexp(frac, 53);
+                long long lane = (long long)(i % {SUM_LANES});
+                long long base = ((lane * 2 + (v < 0.0)) * 2) * {EXPONENT_BINS} + (e - ({MIN_EXPONENT}));
+                atomicAdd(&bins[base], m >> {LOW_BITS});
+                atomicAdd(&bins[base + {EXPONENT_BINS}], m & ((1ULL << {LOW_BITS}) - 1ULL));
+            }}
+            """,
+            "stencilforge_exact_sum_bins",
+        )
+    return _BINS_KERNEL
+
+
+def device_integer_sum(values, cp) -> int:
+    """sum(values) * 2**SCALE_BITS as an exact Python integer, binned on the device (values finite).
+
+    Only the bin totals (4 x EXPONENT_BINS integers) come to the host; the
+    result is the same integer reductions.exact_integer_sum gives on the host.
+    """
+    v = cp.ascontiguousarray(values, dtype=cp.float64).ravel()
+    if v.size == 0:
+        return 0
+    bins = cp.zeros(SUM_LANES * 2 * 2 * EXPONENT_BINS, dtype=cp.uint64)
+    _bins_kernel(cp)(v, bins)
+    per = bins.reshape(SUM_LANES, 2, 2, EXPONENT_BINS).sum(axis=0, dtype=cp.uint64).get()
+    total = 0
+    for sign, factor in ((0, 1), (1, -1)):
+        high, low = per[sign, 0], per[sign, 1]
+        for k in np.flatnonzero(high | low):
+            total += factor * (((int(high[k]) << LOW_BITS) + int(low[k])) << int(k))
+    return total
