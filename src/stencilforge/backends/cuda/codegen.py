@@ -47,6 +47,7 @@ STATIC_SMEM_LIMIT = 48 * 1024
 SMEM_LIMIT = 227 * 1024  # sm_90 opt-in maximum of dynamic shared memory per block
 REDUCE_THREADS = 256
 UNROLL = 4  # planes (streaming) or rows (pencil along y) whose loads a thread issues together
+RESIDENT_THREADS: int | None = None  # overrides _resident_threads (benchmarks/cuda_profile.py sweeps it)
 REDUCE_BLOCKS = 1024
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -332,15 +333,29 @@ def _halo_cells(plane_tile, r, star: bool) -> list[tuple[str, int, int, int, int
     return rects
 
 
+def _resident_threads(ndim: int, column_radius: int) -> int:
+    """Threads per SM that streaming's __launch_bounds__ asks for, i.e. its register cap.
+
+    Measured on the H100 (docs/performance.md): 1536 for heat3d (40 registers),
+    1280 for heat2d; a radius-8 column needs its 64 registers (1536 spills).
+    """
+    if column_radius > 4:
+        return 1024
+    return 1536 if ndim == 3 else 1280
+
+
 def streaming_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str) -> Kernel:
     """2.5D: march along axis 0 with a register queue per stencil field and the plane in shared memory.
 
     tile = (chunk, ty, tx) in 3D or (chunk, tx) in 2D: the block is (tx, ty)
     threads and walks `chunk` planes, re-reading 2r planes at each chunk start.
-    Planes go UNROLL at a time: all their loads are issued before one barrier,
-    so each thread keeps several DRAM requests in flight (one plane at a time
-    left the kernel latency-bound at a third of the copy bandwidth). The halo
-    cells each thread loads are fixed per block and computed once.
+    Planes go UNROLL at a time (2 for a column radius above 4), and the loads
+    of the next group (column, halo and pointwise values) are issued into
+    registers before the barrier and the arithmetic of the current one, so DRAM
+    requests stay in flight while the block waits and computes (ncu: barrier
+    and long-scoreboard stalls dominated without it). Shared planes are double
+    buffered, so one barrier per group suffices. The halo cells each thread
+    loads are fixed per block and computed once.
     """
     reason = streaming_applicable(sweep)
     if reason:
@@ -354,22 +369,24 @@ def streaming_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str) -> Ke
     itemsize = np.dtype(dtype).itemsize
     boxes = {f: tuple(t + 2 * r for t, r in zip(plane_tile, radii[f][1:])) for f in staged}
     plane_bytes = sum(math.prod(b) for b in boxes.values()) * itemsize
-    unroll = min(UNROLL, chunk)
-    while unroll > 1 and unroll * plane_bytes > STATIC_SMEM_LIMIT:
+    # a long column queue plus the prefetched group leave no registers for more planes (spills at radius 8)
+    unroll = min(UNROLL if max(r[0] for r in radii.values()) <= 4 else 2, chunk)
+    while unroll > 1 and 2 * unroll * plane_bytes > STATIC_SMEM_LIMIT:
         unroll //= 2
-    if unroll * plane_bytes > STATIC_SMEM_LIMIT:
+    if 2 * unroll * plane_bytes > STATIC_SMEM_LIMIT:
         raise StencilforgeError(
-            f"strategy streaming with tile {tuple(tile)} needs {plane_bytes} bytes of shared memory per block "
+            f"strategy streaming with tile {tuple(tile)} needs {2 * plane_bytes} bytes of shared memory per block "
             f"(limit {STATIC_SMEM_LIMIT}); choose a smaller tile"
         )
     points = [n for n in sweep.inputs if n not in radii]
     chunk_axis = "z" if nd == 3 else "y"
+    min_blocks = max(1, (RESIDENT_THREADS or _resident_threads(nd, max(r[0] for r in radii.values()))) // threads)
     lines = [
-        f'extern "C" __global__ void __launch_bounds__({threads}) {name}({_params(sweep, False)})',
+        f'extern "C" __global__ void __launch_bounds__({threads}, {min_blocks}) {name}({_params(sweep, False)})',
         "{",
     ]
     for f in staged:
-        lines.append(f"    __shared__ real s_{f}[{unroll}][{math.prod(boxes[f])}];")
+        lines.append(f"    __shared__ real s_{f}[2][{unroll}][{math.prod(boxes[f])}];")
     if nd == 3:
         ty, tx = plane_tile
         lines += [
@@ -435,37 +452,52 @@ def streaming_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str) -> Ke
         f"    const int z1 = min(z0 + {chunk}, n0);",
         "    long long p = ((long long)z0 + g) * s0;",
     ]
+    slots = {f: math.ceil(sum(al * bl for _, _, al, _, bl in _halo_cells(plane_tile, radii[f][1:], star)) / threads) for f in staged}
     for f in staged:
         rz = radii[f][0]
+        lines.append(f"    const bool lc_{f} = active || edge_{f};")
         lines.append(f"    real {', '.join(f'q_{f}_{j}' for j in range(2 * rz + unroll))};")
+        lines.append(f"    real {', '.join(f'n_{f}_{k}' for k in range(unroll))};")
+        if slots[f]:
+            lines.append(f"    real {', '.join(f'h_{f}_{m}_{k}' for m in range(slots[f]) for k in range(unroll))};")
         if rz:
-            lines.append("    if (active) {")
+            lines.append(f"    if (lc_{f}) {{")
             for j in range(2 * rz):
                 lines.append(f"        q_{f}_{j} = f_{f}[p + col + {j - rz} * s0];")
             lines.append("    }")
     for f in points:
-        lines.append(f"    real {', '.join(f'v_{f}_{k}' for k in range(unroll))};")
-    lines.append(f"    for (int z = z0; z < z1; z += {unroll}, p += {unroll} * s0) {{")
-    for k in range(unroll):
-        guard = "active" if k == 0 else f"active && z + {k} < z1"
-        lines.append(f"        if ({guard}) {{")
-        for f in staged:
-            rz = radii[f][0]
-            lines.append(f"            q_{f}_{2 * rz + k} = f_{f}[p + col + {rz + k} * s0];")
-        for f in points:
-            lines.append(f"            v_{f}_{k} = f_{f}[p + col + {k} * s0];")
-        lines.append("        }")
-    lines.append("        __syncthreads();")
+        lines.append(f"    real {', '.join(f'v_{f}_{k}' for k in range(unroll))}, {', '.join(f'w_{f}_{k}' for k in range(unroll))};")
+
+    def prefetch(zs: str, ps: str, indent: str) -> None:
+        """Loads of the group of planes starting at plane zs (pointer ps) into the n/h/w registers."""
+        for k in range(unroll):
+            lines.append(f"{indent}if ({zs} + {k} < z1) {{")
+            for f in staged:
+                rz = radii[f][0]
+                lines.append(f"{indent}    if (lc_{f}) n_{f}_{k} = f_{f}[{ps} + col + {rz + k} * s0];")
+                for m in range(slots[f]):
+                    lines.append(f"{indent}    if (load_{f}_{m}) h_{f}_{m}_{k} = f_{f}[{ps} + {k} * s0 + goff_{f}_{m}];")
+            for f in points:
+                lines.append(f"{indent}    if (active) w_{f}_{k} = f_{f}[{ps} + col + {k} * s0];")
+            lines.append(f"{indent}}}")
+
+    prefetch("z0", "p", "    ")
+    lines.append("    int st = 0;")
+    lines.append(f"    for (int z = z0; z < z1; z += {unroll}, p += {unroll} * s0, st ^= 1) {{")
+    for f in staged:
+        rz = radii[f][0]
+        lines += [f"        q_{f}_{2 * rz + k} = n_{f}_{k};" for k in range(unroll)]
+    for f in points:
+        lines += [f"        v_{f}_{k} = w_{f}_{k};" for k in range(unroll)]
     for k in range(unroll):
         lines.append("        {" if k == 0 else f"        if (z + {k} < z1) {{")
         for f in staged:
             rz = radii[f][0]
-            slots = math.ceil(sum(al * bl for _, _, al, _, bl in _halo_cells(plane_tile, radii[f][1:], star)) / threads)
-            lines.append(f"            if (active) s_{f}[{k}][{centre[f]}] = q_{f}_{rz + k};")
-            lines.append(f"            else if (edge_{f}) s_{f}[{k}][{centre[f]}] = f_{f}[p + col + {k} * s0];")
-            for m in range(slots):
-                lines.append(f"            if (load_{f}_{m}) s_{f}[{k}][sidx_{f}_{m}] = f_{f}[p + {k} * s0 + goff_{f}_{m}];")
+            lines.append(f"            if (lc_{f}) s_{f}[st][{k}][{centre[f]}] = q_{f}_{rz + k};")
+            for m in range(slots[f]):
+                lines.append(f"            if (load_{f}_{m}) s_{f}[st][{k}][sidx_{f}_{m}] = h_{f}_{m}_{k};")
         lines.append("        }")
+    prefetch(f"z + {unroll}", f"p + {unroll} * s0", "        ")
     lines.append("        __syncthreads();")
     for k in range(unroll):
 
@@ -476,8 +508,8 @@ def streaming_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str) -> Ke
                     return f"q_{f}_{rz + o[0] + k}"
                 r, box = radii[f][1:], boxes[f]
                 if nd == 3:
-                    return f"s_{f}[{k}][(ty + {r[0] + o[1]}) * {box[1]} + tx + {r[1] + o[2]}]"
-                return f"s_{f}[{k}][tx + {r[0] + o[1]}]"
+                    return f"s_{f}[st][{k}][(ty + {r[0] + o[1]}) * {box[1]} + tx + {r[1] + o[2]}]"
+                return f"s_{f}[st][{k}][tx + {r[0] + o[1]}]"
             return f"v_{f}_{k}"
 
         guard = "active" if k == 0 else f"active && z + {k} < z1"
@@ -789,8 +821,8 @@ def default_tile(plan: Sweep | AxisOperator, strategy: str, dtype) -> tuple[int,
         return (16, 32) if nd == 2 else (4, 8, 32)
     if nd == 2:
         return (64, 256)
-    if strategy == "streaming":  # measured on H100: wide x tiles for short halos, 32 x 16 for radius 8
-        return (64, 8, 64) if plan.radius <= 2 else (64, 16, 32)
+    if strategy == "streaming":  # measured on H100: 2 x 256 planes for short halos, 16 x 32 for radius 8
+        return (64, 2, 256) if plan.radius <= 2 else (64, 16, 32)
     return (32, 8, 64)
 
 
