@@ -70,7 +70,8 @@ def main(out_json: str, max_ranks: int) -> None:
                     "ref_strategy": ref_meta[label]["strategy"], "bitwise_equal": bool(equal),
                 }
             row["cases"] = cases
-            row["all_equal"] = all(c["bitwise_equal"] for c in cases.values())
+            row["ranks_used"] = all(int(np.prod(c["procs"])) == n for c in cases.values())
+            row["all_equal"] = row["ranks_used"] and all(c["bitwise_equal"] for c in cases.values())
             rows.append(row)
             print(json.dumps(row), flush=True)
     with open(out_json, "w") as f:

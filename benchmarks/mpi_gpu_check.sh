@@ -14,6 +14,12 @@ export STENCILFORGE_CACHE_DIR=${STENCILFORGE_CACHE_DIR:-/tmp/stencilforge-cache}
 NGPU=$(python3 -c "import cupy; print(cupy.cuda.runtime.getDeviceCount())")
 echo "GPUs: $NGPU; mpiexec: $(command -v mpiexec)"
 nvidia-smi topo -m > "$OUT/mpi_gpu_topology.txt" 2>&1
+# mpiexec and mpi4py must be the same MPI: N singletons would pass every check on one GPU each.
+SIZE=$(mpiexec -n "$NGPU" python3 -c "from mpi4py import MPI; print(MPI.COMM_WORLD.size)" | sort -u)
+if [ "$SIZE" != "$NGPU" ]; then
+  echo "error: mpiexec -n $NGPU started ranks that see a world of '$SIZE' (mpi4py and mpiexec from different MPIs?)" >&2
+  exit 2
+fi
 
 echo "== bitwise: tests/mpi_driver.py problems, cuda naive and auto, 1 vs 2/4 GPUs"
 python3 benchmarks/mpi_gpu_bitwise.py "$OUT/mpi_gpu_bitwise.json" "$NGPU"
@@ -33,7 +39,7 @@ out = sys.argv[1]
 b = json.load(open(os.path.join(out, "mpi_gpu_bitwise.json")))
 print("\nbitwise vs 1 GPU (same strategy):")
 for r in b["configs"]:
-    status = "EQUAL" if r.get("all_equal") else ("FAIL rc=%d" % r["rc"] if r["rc"] else "DIFFER " + ",".join(k for k, c in r["cases"].items() if not c["bitwise_equal"]))
+    status = "EQUAL" if r.get("all_equal") else ("NOT DECOMPOSED" if r["rc"] == 0 and not r["ranks_used"] else ("FAIL rc=%d" % r["rc"] if r["rc"] else "DIFFER " + ",".join(k for k, c in r["cases"].items() if not c["bitwise_equal"])))
     halos = sorted({c["halo"] for c in r.get("cases", {}).values()})
     print(f"  {r['strategy']:6s} n={r['ranks']} grid={r['grid']:5s} halo={r['halo']}->{','.join(halos):12s} overlap={r['overlap']:3s}  {status}")
 path = os.path.join(out, "mpi_gpu_bench.json")
