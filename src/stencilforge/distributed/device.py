@@ -243,9 +243,26 @@ class CudaAwareTransport:
 
 
 class NcclTransport:
-    """NCCL send/recv of every face of one axis in one group, queued on the current stream."""
+    """NCCL send/recv of every face of one axis in one group, queued on the current stream.
+
+    NCCL communicators are slow to create and connect their peers lazily, on
+    the first send/recv between them; so `for_comm` keeps one transport per
+    set of world ranks and device, and `connect` makes the first exchange with
+    the neighbours before any timed loop.
+    """
 
     name = "nccl"
+    _cache: dict = {}
+
+    @classmethod
+    def for_comm(cls, comm, cp):
+        from mpi4py import MPI
+
+        world_ranks = tuple(comm.Get_group().Translate_ranks(list(range(comm.size)), MPI.COMM_WORLD.Get_group()))
+        key = (world_ranks, cp.cuda.Device().id)
+        if key not in cls._cache:
+            cls._cache[key] = cls(comm, cp)
+        return cls._cache[key]
 
     def __init__(self, comm, cp):
         from cupy.cuda import nccl
@@ -256,6 +273,17 @@ class NcclTransport:
         uid = comm.bcast(uid, root=0)
         self._comm = nccl.NcclCommunicator(comm.size, uid, comm.rank)
         self._types = {np.dtype(np.float32): nccl.NCCL_FLOAT32, np.dtype(np.float64): nccl.NCCL_FLOAT64}
+        self._connected: set = set()
+
+    def connect(self, neighbours) -> None:
+        """One small exchange with each neighbour pair not yet connected (every rank calls it)."""
+        for lo, hi in neighbours:
+            if (lo, hi) in self._connected:
+                continue
+            one = self._cp.zeros(2, dtype=np.float32)
+            self.exchange([(one[:1], lo, one[1:], hi), (one[1:], hi, one[:1], lo)])
+            self._cp.cuda.get_current_stream().synchronize()
+            self._connected.add((lo, hi))
 
     def exchange(self, pairs) -> None:
         nccl = self._nccl
@@ -348,7 +376,7 @@ def choose_transport(comm, xp, halo: str = "auto"):
     if halo == "mpi":
         return CudaAwareTransport(comm, xp)
     if halo == "nccl":
-        return NcclTransport(comm, xp)
+        return NcclTransport.for_comm(comm, xp)
     return StagedTransport(comm, xp)
 
 

@@ -164,6 +164,8 @@ class MPIDomain:
         self.global_shape = decomp.shape
         self.neighbours = tuple(cart.Shift(axis, 1) for axis in range(len(decomp.dims)))
         self.transport = HostTransport(cart) if transport is None else transport
+        if hasattr(self.transport, "connect"):
+            self.transport.connect(self.neighbours)
         self.clock = HostClock() if clock is None else clock
         self._sync = sync
         self.reduce_seconds = 0.0
