@@ -115,56 +115,21 @@ def nccl_usable(comm) -> str:
 
 
 class HostClock:
-    """Wall-clock seconds of the regions between start() and stop()."""
+    """Wall-clock seconds of the regions between `start()` and `stop(token)`.
+
+    Same interface as the cuda backend's EventClock, which times device regions.
+    """
 
     def __init__(self):
         self._total = 0.0
-        self._t = 0.0
 
-    def start(self) -> None:
-        self._t = time.perf_counter()
+    def start(self) -> float:
+        return time.perf_counter()
 
-    def stop(self) -> None:
-        self._total += time.perf_counter() - self._t
-
-    def seconds(self) -> float:
-        return self._total
-
-
-class EventClock:
-    """Seconds between CUDA events recorded on the current stream, read without per-region syncs."""
-
-    def __init__(self, cp):
-        self._cp = cp
-        self._pending: list = []
-        self._spare: list = []
-        self._total = 0.0
-
-    def start(self) -> None:
-        ev = self._spare.pop() if self._spare else (self._cp.cuda.Event(), self._cp.cuda.Event())
-        ev[0].record()
-        self._open = ev
-
-    def stop(self) -> None:
-        self._open[1].record()
-        self._pending.append(self._open)
-        if len(self._pending) >= 512:
-            self._fold(wait=False)
-
-    def _fold(self, wait: bool) -> None:
-        keep = []
-        for i, (a, b) in enumerate(self._pending):
-            if wait:
-                b.synchronize()
-            elif not b.done:
-                keep = self._pending[i:]
-                break
-            self._total += self._cp.cuda.get_elapsed_time(a, b) / 1e3
-            self._spare.append((a, b))
-        self._pending = keep
+    def stop(self, token: float) -> None:
+        self._total += time.perf_counter() - token
 
     def seconds(self) -> float:
-        self._fold(wait=True)
         return self._total
 
 

@@ -73,7 +73,7 @@ class HaloExchange:
             ))
 
     def __call__(self, arr) -> None:
-        self.clock.start()
+        token = self.clock.start()
         for directions in self.plan:
             pairs = []
             for send_region, dest, recv_region, source, send, recv in directions:
@@ -86,4 +86,4 @@ class HaloExchange:
             for _, _, recv_region, source, _, recv in directions:
                 if recv is not None and source >= 0:
                     arr[recv_region] = recv
-        self.clock.stop()
+        self.clock.stop(token)

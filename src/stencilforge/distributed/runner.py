@@ -38,7 +38,8 @@ from ..plan import AxisOperator
 from ..problems import Setup
 from ..timeloop import LoopOptions, Result, run
 from .decomposition import Decomposition
-from .device import DeviceStreams, EventClock, HostClock, HostTransport, NoStreams, bind_device, choose_transport, is_device_array
+from ..backends.cuda.backend import EventClock
+from .device import DeviceStreams, HostClock, HostTransport, NoStreams, bind_device, choose_transport, is_device_array
 from .halo import HaloExchange
 from .reductions import all_true, global_max, global_sum
 

@@ -65,8 +65,11 @@ def resolve(plan, strategy: str, tile, shape, dtype, device_name: str | None = N
     return codegen.sweep_kernel(plan, strategy, dtype, tile)
 
 
-class _EventTimer:
-    """Accumulates the time between pairs of CUDA events without forcing a synchronisation per step."""
+class EventClock:
+    """Accumulates the time between pairs of CUDA events without forcing a synchronisation per region.
+
+    `start()` records on the current stream and returns the token `stop(token)` takes.
+    """
 
     def __init__(self, cp):
         self._cp = cp
@@ -126,7 +129,7 @@ class CudaBackend:
         name = cp.cuda.runtime.getDeviceProperties(device.id)["name"]
         self.device_name = name.decode() if isinstance(name, bytes) else str(name)
         self._modules: dict[str, object] = {}
-        self._timer = _EventTimer(cp)
+        self._timer = EventClock(cp)
 
     @property
     def xp(self):
