@@ -6,7 +6,8 @@ set -o pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-gpu-check-out}
 mkdir -p "$OUT"
-export PYTHONPATH=src PYTHONUNBUFFERED=1 STENCILFORGE_CACHE_DIR=${STENCILFORGE_CACHE_DIR:-/tmp/stencilforge-cache}
+# a fresh cache by default: a stored `tune` winner would change what `auto` picks in the tests
+export PYTHONPATH=src PYTHONUNBUFFERED=1 STENCILFORGE_CACHE_DIR=${STENCILFORGE_CACHE_DIR:-$(mktemp -d)}
 stages=${*:-tests sanitize bench}
 status=0
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader
@@ -23,6 +24,8 @@ for stage in $stages; do
       done ;;
     bench)
       python3 benchmarks/cuda_bench.py --out "$OUT/cuda_bench.json" 2>&1 | tee "$OUT/bench.log" || status=1 ;;
+    *)
+      echo "unknown stage $stage: choose tests, sanitize or bench"; status=2 ;;
   esac
 done
 exit $status

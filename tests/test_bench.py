@@ -47,8 +47,6 @@ def test_every_row_is_checked_then_timed_with_sane_statistics(report):
         assert 0 < r["min_ms"] <= r["median_ms"] <= r["max_ms"]
         assert len(r["samples_ms"]) == r["repeats"] == FAST.repeats
         assert r["steps_per_repeat"] >= 1
-    ours = [r for r in rows if r["impl"] == "stencilforge"]
-    assert all(r["time_vs_best_ours"] == pytest.approx(1.0) for r in ours)
 
 
 def test_teff_counts_the_plans_compulsory_bytes(report):
@@ -114,14 +112,15 @@ def test_cli_writes_json_and_roofline(tmp_path):
     assert result.exit_code == 0, result.output
     data = json.loads(out.read_text())
     assert [w["label"] for w in data["workloads"]] == ["heat2d 40x50 float32", "heat3d 17x18x19 float32"]
-    assert data["command"][:2] == ["stencilforge", "bench"] or data["command"][0] == "stencilforge"
+    assert data["command"][0] == "stencilforge"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "heat3d 17x18x19 float32" in result.output
 
 
 def test_cli_rejects_bad_options_in_one_line():
     runner = CliRunner()
-    for args in (["--problems", "nope"], ["--size", "heat2d"], ["--peers", "nope"], ["--backend", "numba", "--strategies", "tiled"]):
+    for args in (["--problems", "nope"], ["--size", "heat2d"], ["--peers", "nope"], ["--backend", "numba", "--strategies", "tiled"],
+                 ["--backend", "numba", "--strategies", "streamng"]):
         result = runner.invoke(app, ["bench", "--backend", "numba", *args] if "--backend" not in args else ["bench", *args])
         assert result.exit_code == 2, (args, result.output)
         assert result.output.strip().count("\n") == 0 and result.output.startswith("error:"), result.output

@@ -56,10 +56,11 @@ def test_an_entry_from_another_library_version_is_ignored(plans, own_cache):
     assert f"|{__version__}" in next(iter(k for k in cache.load_entries() if k.endswith(__version__)))
 
 
-def test_operator_lookup_without_a_shape_and_a_corrupt_file(plans, own_cache):
+def test_operator_lookup_by_shape_and_a_corrupt_file(plans, own_cache):
     store_choice("dev", plans["fused"], (10000, 10000), "float64", "pencil", (4, 128), {"date": "2026-01-01"})
-    assert cached_choice("dev", plans["fused"], None, "float64") == ("pencil", (4, 128))
-    (cache.cache_dir() / cache.FILENAME).write_text("{not json")
+    assert cached_choice("dev", plans["fused"], (10000, 10000), "float64") == ("pencil", (4, 128))
+    assert cached_choice("dev", plans["fused"], (1000, 1000), "float64") is None
+    cache.tune_file().write_text("{not json")
     assert cached_choice("dev", plans["fused"], (10000, 10000), "float64") is None
 
 
@@ -127,4 +128,4 @@ def test_tune_on_a_machine_without_cuda_is_a_one_line_error(own_cache):
     assert result.exit_code == 2
     assert result.output.startswith("error: ") and "needs the cuda backend" in result.output
     assert result.output.strip().count("\n") == 0
-    assert not (cache.cache_dir() / cache.FILENAME).exists()
+    assert not cache.tune_file().exists()

@@ -177,3 +177,13 @@ def test_grid_covers_awkward_shapes():
     assert k.grid((129, 67, 255)) == (8, 5, 3)
     k = codegen.sweep_kernel(sweep, "naive", np.float32, (2, 4, 32))
     assert k.grid((1, 1, 1)) == (1, 1, 1)
+
+
+@pytest.mark.parametrize("strategy", ["naive", "pencil"])
+@pytest.mark.parametrize("axis", [0, 1])
+def test_fused_derivatives_are_one_kernel_writing_both_outputs(strategy, axis):
+    op = deriv.operator(axis, 0.01, 2, (1, 2))
+    kernel = codegen.operator_kernel(op, strategy, np.float64)
+    assert kernel.args == ("u", "d1", "d2")
+    assert kernel.source.count("__global__") == 1
+    assert "f_d1[c] =" in kernel.source and "f_d2[c] =" in kernel.source

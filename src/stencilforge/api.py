@@ -66,5 +66,5 @@ def derivatives(u, h: float, axis: int = 1, accuracy: int = 2, orders: Sequence[
     if arr.shape[axis] < op.min_length:
         raise StencilforgeError(f"axis {axis} has {arr.shape[axis]} points; accuracy {accuracy} needs {op.min_length}")
     outs = [engine.xp.full(arr.shape, np.nan, dtype=dtype) for _ in orders]
-    engine.axis_operator(op, dtype)(arr, *outs)
+    engine.axis_operator(op, dtype, arr.shape)(arr, *outs)
     return tuple(outs)

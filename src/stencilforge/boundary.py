@@ -23,7 +23,7 @@ def all_faces(ndim: int) -> tuple[Face, ...]:
     return tuple((axis, side) for axis in range(ndim) for side in (0, 1))
 
 
-def _slab(ndim: int, axis: int, sl: slice) -> tuple[slice, ...]:
+def slab(ndim: int, axis: int, sl: slice) -> tuple[slice, ...]:
     idx = [slice(None)] * ndim
     idx[axis] = sl
     return tuple(idx)
@@ -31,7 +31,7 @@ def _slab(ndim: int, axis: int, sl: slice) -> tuple[slice, ...]:
 
 def ghost_region(grid: Grid, axis: int, side: int) -> tuple[slice, ...]:
     g, n = grid.ghost, grid.shape[axis]
-    return _slab(grid.ndim, axis, slice(0, g) if side == 0 else slice(g + n, 2 * g + n))
+    return slab(grid.ndim, axis, slice(0, g) if side == 0 else slice(g + n, 2 * g + n))
 
 
 def _source_region(grid: Grid, axis: int, side: int, mirror: bool) -> tuple[slice, ...]:
@@ -41,7 +41,7 @@ def _source_region(grid: Grid, axis: int, side: int, mirror: bool) -> tuple[slic
         sl = slice(g, 2 * g) if side == 0 else slice(n, g + n)
     else:
         sl = slice(n, n + g) if side == 0 else slice(g, 2 * g)
-    return _slab(grid.ndim, axis, sl)
+    return slab(grid.ndim, axis, sl)
 
 
 @dataclass(frozen=True)

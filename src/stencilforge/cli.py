@@ -103,17 +103,14 @@ def one_voice_under_mpi(func: Callable) -> Callable:
 class LazyProgress:
     """A Rich progress bar that appears only once a run has lasted `delay_s`."""
 
-    def __init__(self, label: str, delay_s: float = 1.0, enabled: bool = True):
+    def __init__(self, label: str, delay_s: float = 1.0):
         self.label = label
         self.delay_s = delay_s
-        self.enabled = enabled
         self.start = time.perf_counter()
         self.bar: Progress | None = None
         self.task = None
 
     def __call__(self, done: int, total: int, residual: float | None) -> None:
-        if not self.enabled:
-            return
         if self.bar is None:
             if time.perf_counter() - self.start < self.delay_s:
                 return
@@ -216,7 +213,7 @@ def run(
     engine = get_backend(backend, **({"strategy": strategy} if strategy else {}))
     if strategy and engine.name != "cuda":
         raise StencilforgeError(f"--strategy applies to the cuda backend, not {engine.name}")
-    bar = LazyProgress(setup.name, enabled=not as_json and sys.stderr.isatty() and root)
+    bar = LazyProgress(setup.name) if not as_json and sys.stderr.isatty() and root else None
     try:
         opts = LoopOptions(steps=steps, tol=tol, check_every=check_every, progress=bar, start_step=start_step)
         if mpi:
@@ -224,7 +221,8 @@ def run(
         else:
             result = outputs.run(setup, engine, opts)
     finally:
-        bar.close()
+        if bar is not None:
+            bar.close()
     if not root:
         return
     if as_json:
@@ -279,9 +277,11 @@ def info() -> None:
     try:
         import cupy
 
+        from .backends.cuda.backend import device_name
+
         for i in range(cupy.cuda.runtime.getDeviceCount()):
             props = cupy.cuda.runtime.getDeviceProperties(i)
-            name = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
+            name = device_name(props)
             table.add_row(f"gpu {i}", f"{name}, {props['totalGlobalMem'] / 2**30:.1f} GiB, sm_{props['major']}{props['minor']}, {props['multiProcessorCount']} SMs")
     except Exception as exc:  # any CuPy/driver failure just means "no GPU" here
         table.add_row("gpu", f"none ({type(exc).__name__})")

@@ -80,10 +80,22 @@ def _validate(setup: Setup, opts: LoopOptions) -> int:
     return int(opts.steps) if opts.steps is not None else setup.default_steps
 
 
+def close_observers(observers) -> None:
+    """Close every observer, even after one fails; then raise the first failure."""
+    failure = None
+    for obs in observers:
+        try:
+            obs.close()
+        except Exception as exc:  # each observer's own error type; all must still be closed
+            failure = failure or exc
+    if failure is not None:
+        raise failure
+
+
 def _step_function(setup: Setup, backend):
     if setup.sweep is not None:
         return backend.sweep(setup.sweep, setup.grid)
-    apply = backend.axis_operator(setup.operator, setup.grid.dtype)
+    apply = backend.axis_operator(setup.operator, setup.grid.dtype, setup.grid.shape)
     names = [setup.operator.inp] + [d.out for d in setup.operator.outputs]
 
     def step(f):
@@ -93,6 +105,14 @@ def _step_function(setup: Setup, backend):
 
 
 def run(setup: Setup, backend, opts: LoopOptions = LoopOptions()) -> Result:
+    """Run the loop; the observers are closed however it ends (their queued writes finish first)."""
+    try:
+        return _run(setup, backend, opts)
+    finally:
+        close_observers(opts.observers)
+
+
+def _run(setup: Setup, backend, opts: LoopOptions) -> Result:
     if opts.steps is None and opts.tol is None and setup.default_tol is not None:
         opts = replace(opts, tol=setup.default_tol)
     steps = _validate(setup, opts)
@@ -131,56 +151,53 @@ def run(setup: Setup, backend, opts: LoopOptions = LoopOptions()) -> Result:
             )
 
     residual = None
+    residual_at = None
     n = first
     last_ok = first
     last_report = time.perf_counter()
     kernel_start = backend.kernel_seconds() if hasattr(backend, "kernel_seconds") else None
     backend.synchronize()
     start = time.perf_counter()
-    try:
-        while n < first + steps:
-            t = time_at(n)
-            for name, fill in dynamic:
-                fill(fields[name], t)
-            step(fields)
-            for src in setup.sources:
-                fields[src.field][src.index] += src.scale * src.wavelet(t)
-            if setup.swap is not None:
-                a, b = setup.swap
-                fields[a], fields[b] = fields[b], fields[a]
-            n += 1
-            if (n - first) % opts.check_every == 0:
-                check_finite(n, last_ok)
-                last_ok = n
-                if opts.tol is not None:
-                    residual = relative_residual()
-            for obs in opts.observers:
-                if n % obs.every == 0:
-                    obs(n, time_at(n), fields, backend)
-            if residual is not None and opts.tol is not None and residual < opts.tol:
-                break
-            if opts.progress is not None:
-                now = time.perf_counter()
-                if now - last_report >= opts.progress_interval_s:
-                    last_report = now
-                    opts.progress(n - first, steps, residual)
-        backend.synchronize()
-        wall = time.perf_counter() - start
-        if n != last_ok:
+    while n < first + steps:
+        t = time_at(n)
+        for name, fill in dynamic:
+            fill(fields[name], t)
+        step(fields)
+        for src in setup.sources:
+            fields[src.field][src.index] += src.scale * src.wavelet(t)
+        if setup.swap is not None:
+            a, b = setup.swap
+            fields[a], fields[b] = fields[b], fields[a]
+        n += 1
+        if (n - first) % opts.check_every == 0:
             check_finite(n, last_ok)
-    finally:
+            last_ok = n
+            if opts.tol is not None:
+                residual, residual_at = relative_residual(), n
         for obs in opts.observers:
-            obs.close()
+            if n % obs.every == 0:
+                obs(n, time_at(n), fields, backend)
+        if residual_at == n and residual < opts.tol:
+            break
+        if opts.progress is not None:
+            now = time.perf_counter()
+            if now - last_report >= opts.progress_interval_s:
+                last_report = now
+                opts.progress(n - first, steps, residual)
+    backend.synchronize()
+    wall = time.perf_counter() - start
+    if n != last_ok:
+        check_finite(n, last_ok)
     done = n - first
     converged = None
     if residual_fn is not None:
-        residual = relative_residual()
+        if residual_at != n:
+            residual = relative_residual()
         converged = bool(opts.tol is not None and residual < opts.tol)
     if opts.progress is not None:
         opts.progress(done, steps, residual)
 
-    interior = grid.interior if grid.ghost else tuple(slice(None) for _ in grid.shape)
-    out = {name: arr[interior] for name, arr in fields.items()}
+    out = {name: arr[grid.interior] for name, arr in fields.items()}
     shape = grid.shape if domain is None else domain.global_shape
     summary = {
         "problem": setup.name,

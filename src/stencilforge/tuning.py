@@ -15,20 +15,15 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
 from pathlib import Path
 
 import numpy as np
 
 from . import __version__
+from .cache import cache_dir, write_atomic
 from .plan import AxisOperator, Sweep
 
 FILENAME = "tune.json"
-
-
-def cache_dir() -> Path:
-    base = os.environ.get("STENCILFORGE_CACHE_DIR") or os.path.join(Path.home(), ".cache", "stencilforge")
-    return Path(base)
 
 
 def shape_class(shape) -> str:
@@ -56,14 +51,15 @@ def cache_key(device_name: str, plan: Sweep | AxisOperator, shape, dtype, versio
     return "|".join((device_name, plan_signature(plan), shape_class(shape), np.dtype(dtype).name, version))
 
 
-def _path() -> Path:
+def tune_file() -> Path:
+    """The JSON file holding every tuned winner."""
     return cache_dir() / FILENAME
 
 
 def load_entries() -> dict:
     """Every cached entry; an unreadable or corrupt file counts as empty (it is only a cache)."""
     try:
-        data = json.loads(_path().read_text())
+        data = json.loads(tune_file().read_text())
     except (OSError, ValueError):
         return {}
     return data.get("entries", {}) if isinstance(data, dict) else {}
@@ -74,27 +70,13 @@ def store_choice(device_name: str, plan, shape, dtype, strategy: str, tile, deta
     entries = load_entries()
     key = cache_key(device_name, plan, shape, dtype, version)
     entries[key] = {"strategy": strategy, "tile": list(tile) if tile is not None else None, **(details or {})}
-    path = _path()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps({"entries": entries}, indent=1, sort_keys=True))
-    os.replace(tmp, path)
+    write_atomic(tune_file(), json.dumps({"entries": entries}, indent=1, sort_keys=True).encode())
     return key
 
 
 def cached_choice(device_name: str, plan: Sweep | AxisOperator, shape, dtype) -> tuple[str, tuple[int, ...] | None] | None:
-    """(strategy, tile) tuned for this device, plan, shape class, dtype and library version, or None.
-
-    With `shape=None` (an axis operator before it sees its array) any shape
-    class of the same device, plan, dtype and version matches, the most
-    recently tuned first.
-    """
-    entries = load_entries()
-    hit = entries.get(cache_key(device_name, plan, shape, dtype))
-    if hit is None and shape is None:
-        head = cache_key(device_name, plan, None, dtype).split("|")
-        same = [e for k, e in entries.items() if (parts := k.split("|"))[:2] == head[:2] and parts[3:] == head[3:]]
-        hit = max(same, key=lambda e: e.get("date", ""), default=None)
+    """(strategy, tile) tuned for this device, plan, shape class, dtype and library version, or None."""
+    hit = load_entries().get(cache_key(device_name, plan, shape, dtype))
     if hit is None:
         return None
     tile = hit.get("tile")

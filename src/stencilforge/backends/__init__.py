@@ -1,7 +1,7 @@
 """Backend registry: every backend exposes the same small interface.
 
 sweep(plan, grid) -> run(fields); sum_squares(plan, grid) -> run(fields) -> float;
-axis_operator(op, dtype) -> run(u, *outs); asarray / to_host / synchronize; xp.
+axis_operator(op, dtype, shape=None) -> run(u, *outs) (shape: the arrays it will get, for kernel choice); asarray / to_host / synchronize; xp.
 """
 
 from __future__ import annotations

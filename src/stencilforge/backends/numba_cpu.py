@@ -10,23 +10,17 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
-import os
 import sys
-from pathlib import Path
 from typing import Callable, Mapping
 
 import numpy as np
 
+from ..cache import cache_dir, write_atomic
 from ..errors import StencilforgeError
 from ..grid import Grid
 from ..plan import AxisOperator, Sweep
 
 HEADER = "import numba\nimport numpy as np\n\nJIT = numba.njit(parallel=True, cache=True, nogil=True)\n\n"
-
-
-def cache_dir() -> Path:
-    base = os.environ.get("STENCILFORGE_CACHE_DIR") or os.path.join(Path.home(), ".cache", "stencilforge")
-    return Path(base) / "numba"
 
 
 def _view_name(field: str, offset: tuple[int, ...]) -> str:
@@ -85,7 +79,8 @@ def sweep_source(sweep: Sweep, reduce: bool) -> str:
     lines = [f"@JIT\ndef kernel({', '.join(args)}):"]
     lines += [f"    {c} = coef[{k}]" for k, c in enumerate(cnames)]
     lines.append(f"    m = out.shape[{nd - 1}] - 2 * g")
-    lines.append("    total = 0.0")
+    if reduce:
+        lines.append("    total = 0.0")
     for a in range(nd - 1):
         loop = "numba.prange" if a == 0 else "range"
         lines.append(f"{'    ' * (a + 1)}for i{a} in {loop}(g, out.shape[{a}] - g):")
@@ -117,7 +112,8 @@ def sweep_source(sweep: Sweep, reduce: bool) -> str:
         lines.append(f"{indent}o = out[{row((0,) * nd)}]")
         lines.append(f"{indent}for j in {loop}(m):")
         lines.append(f"{indent}    o[j] = {value}")
-    lines.append("    return total")
+    if reduce:
+        lines.append("    return total")
     return HEADER + "\n".join(lines) + "\n"
 
 
@@ -203,13 +199,9 @@ def axis_operator_source(op: AxisOperator) -> tuple[str, np.ndarray]:
 def load_kernel(source: str) -> Callable:
     """Import generated source from the on-disk cache (written atomically) and return `kernel`."""
     digest = hashlib.sha256(source.encode()).hexdigest()[:24]
-    folder = cache_dir()
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"sf_{digest}.py"
+    path = cache_dir("numba") / f"sf_{digest}.py"
     if not path.exists():
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(source)
-        os.replace(tmp, path)
+        write_atomic(path, source.encode())
     name = f"stencilforge_generated_{digest}"
     module = sys.modules.get(name)
     if module is None:
@@ -254,7 +246,7 @@ class NumbaBackend:
         run = self._compiled_sweep(sweep, grid, reduce=True)
         return lambda fields: float(run(fields))
 
-    def axis_operator(self, op: AxisOperator, dtype) -> Callable:
+    def axis_operator(self, op: AxisOperator, dtype, shape=None) -> Callable:
         source, coef = axis_operator_source(op)
         kernel = load_kernel(source)
         coef = coef.astype(dtype)

@@ -15,7 +15,7 @@ def shifted(interior: tuple[slice, ...], offset: tuple[int, ...]) -> tuple[slice
 
 
 @np.errstate(over="ignore", invalid="ignore")
-def evaluate_sweep(sweep: Sweep, grid: Grid, fields: Mapping[str, np.ndarray], xp=np):
+def evaluate_sweep(sweep: Sweep, grid: Grid, fields: Mapping[str, np.ndarray]):
     """The sweep's right-hand side on the interior, in the grid's dtype.
 
     Overflow warnings are silenced: a blow-up is reported once, by the time loop's finite check.
@@ -78,7 +78,7 @@ class NumpyBackend:
 
         return run
 
-    def axis_operator(self, op: AxisOperator, dtype) -> Callable:
+    def axis_operator(self, op: AxisOperator, dtype, shape=None) -> Callable:
         def run(u, *outs):
             evaluate_axis_operator(op, u, outs)
 

@@ -299,9 +299,11 @@ def _nvidia_driver() -> str | None:
 def gpu_device() -> dict:
     import cupy
 
+    from ..backends.cuda.backend import device_name
+
     dev = cupy.cuda.Device()
     props = cupy.cuda.runtime.getDeviceProperties(dev.id)
-    name = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
+    name = device_name(props)
 
     def cuda_version(v: int) -> str:
         return f"{v // 1000}.{v % 1000 // 10}"

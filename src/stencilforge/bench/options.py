@@ -58,7 +58,13 @@ def bench_options(
         raise StencilforgeError(f"unknown peer {unknown[0]!r}: choose from {', '.join(PEERS)}, or none")
     if strategies and not gpu:
         raise StencilforgeError(f"--strategies applies to the cuda backend, not {get_backend(backend).name}")
-    elif peer_names is None and quick and gpu:
+    if strategies:
+        from ..backends.cuda.codegen import STRATEGIES
+
+        unknown = [s for s in _names(strategies) if s not in (*STRATEGIES, "auto")]
+        if unknown:
+            raise StencilforgeError(f"unknown CUDA strategy {unknown[0]!r}: choose from {', '.join(STRATEGIES)}, auto")
+    if peer_names is None and quick and gpu:
         peer_names = list(QUICK_GPU)
     if repeats is not None and repeats < 1:
         raise StencilforgeError(f"--repeats must be at least 1, got {repeats}")

@@ -17,6 +17,7 @@ from typing import Callable
 
 import numpy as np
 
+from ..backends.numpy_ref import shifted
 from ..grid import Grid
 from ..plan import AxisOperator, Sweep
 from .measure import Clock, cupy_event_clock, torch_event_clock, wall_clock
@@ -27,10 +28,6 @@ class Unsupported(Exception):
     """A peer cannot run this workload here (not installed, no GPU backend, ...): reported as skipped."""
 
 
-def _shifted(interior: tuple[slice, ...], offset: tuple[int, ...]) -> tuple[slice, ...]:
-    return tuple(slice(s.start + o, s.stop + o) for s, o in zip(interior, offset))
-
-
 def sweep_rhs(sweep: Sweep, grid: Grid, fields) -> object:
     """The sweep's right-hand side on the interior, for any array type with slicing."""
     interior = grid.interior
@@ -38,7 +35,7 @@ def sweep_rhs(sweep: Sweep, grid: Grid, fields) -> object:
     for term in sweep.terms:
         part = None
         for offset, coeff in term.stencil.entries:
-            value = float(coeff) * fields[term.field][_shifted(interior, offset)]
+            value = float(coeff) * fields[term.field][shifted(interior, offset)]
             part = value if part is None else part + value
         if term.factor is not None:
             part = part * fields[term.factor][interior]

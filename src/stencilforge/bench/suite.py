@@ -22,6 +22,7 @@ from ..backends import get_backend
 from ..backends.numpy_ref import evaluate_axis_operator, evaluate_sweep
 from ..errors import StencilforgeError
 from ..grid import Grid
+from ..metrics import throughput
 from .measure import (
     MeasureOptions,
     cpu_copy_bandwidth,
@@ -129,7 +130,7 @@ class BackendRunner:
         if case.is_sweep:
             self._step = engine.sweep(case.plan, case.grid)
         else:
-            apply = engine.axis_operator(case.plan, case.grid.dtype)
+            apply = engine.axis_operator(case.plan, case.grid.dtype, case.grid.shape)
             outs = [d.out for d in case.plan.outputs]
             self._step = lambda f: apply(f["u"], *(f[o] for o in outs))
 
@@ -170,23 +171,8 @@ def _cuda_strategies(case: Case, requested: tuple[str, ...] | None) -> list[str]
     return [s for s in requested if s in own or s == "auto"]
 
 
-def _cuda_resolved(case: Case, strategy: str, tile) -> tuple[str, tuple[int, ...]]:
-    """What the cuda backend will launch for (strategy, tile): 'auto' resolved, default tile filled in."""
-    import cupy
-
-    from ..backends.cuda.backend import resolve
-
-    shape = case.grid.shape if case.is_sweep else None
-    name = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)["name"]
-    device_name = name.decode() if isinstance(name, bytes) else str(name)
-    kernel = resolve(case.plan, strategy, tile, shape, case.grid.dtype, device_name)
-    return kernel.strategy, tuple(kernel.tile)
-
-
 def _ours(case: Case, opts: BenchOptions, backend_name: str) -> list[Impl]:
     if backend_name != "cuda":
-        if opts.strategies:
-            raise StencilforgeError(f"--strategies applies to the cuda backend, not {backend_name}")
         return [Impl("stencilforge", "ours", backend_name, lambda c: BackendRunner(c, get_backend(backend_name)))]
     impls = []
     for s in _cuda_strategies(case, opts.strategies):
@@ -239,20 +225,16 @@ def _row(case: Case, impl: Impl) -> dict:
 
 
 def _metrics(case: Case, timing, copy_gbps: float) -> dict:
-    cells, bpc, fpc = case.cells, case.bytes_per_cell, case.flops_per_cell
-    med = timing.median
-    teff = cells * bpc / med / 1e9
+    rates = throughput(case.cells, 1, timing.median, case.bytes_per_cell, case.flops_per_cell)
     return {
-        "median_ms": med * 1e3,
+        "median_ms": timing.median * 1e3,
         "min_ms": timing.min * 1e3,
         "max_ms": timing.max * 1e3,
         "samples_ms": [s * 1e3 for s in timing.samples],
         "repeats": len(timing.samples),
         "steps_per_repeat": timing.steps_per_repeat,
-        "teff_gbps": teff,
-        "gcells_per_s": cells / med / 1e9,
-        "gflops": cells * fpc / med / 1e9,
-        "pct_copy": 100.0 * teff / copy_gbps if copy_gbps else None,
+        **rates,
+        "pct_copy": 100.0 * rates["teff_gbps"] / copy_gbps if copy_gbps else None,
     }
 
 
@@ -263,9 +245,9 @@ def measure_impl(
     row = _row(case, impl)
     tol = TOLERANCE[case.workload.dtype]
     try:
-        if impl.kind == "ours" and backend == "cuda":
-            row["resolved_strategy"], row["tile"] = _cuda_resolved(case, impl.strategy, impl.tile)
         runner = impl.make(case)
+        if impl.kind == "ours" and backend == "cuda":
+            row["resolved_strategy"], row["tile"] = runner.engine.strategy, tuple(runner.engine.tile)
     except (Unsupported, StencilforgeError) as exc:
         row.update(status="skipped", note=str(exc))
         return row, None
@@ -351,7 +333,7 @@ def run_bench(opts: BenchOptions) -> dict:
             "repeats": opts.measure.repeats, "target_s": opts.measure.target_s, "seed": opts.seed,
             "strategies": list(opts.strategies) if opts.strategies else None,
             "peers": [p.name for p in peers],
-            "timer": "CUDA events" if gpu else "time.perf_counter",
+            "timer": "CUDA events (JAX peers: wall clock around block_until_ready)" if gpu else "time.perf_counter",
             "tolerance": TOLERANCE,
         },
         "ceilings": {"copy": copy, "peak_gflops": peak, "peak_method": "FMA-chain kernel" if gpu else "BLAS matmul 1024^3"},

@@ -27,11 +27,10 @@ import time
 import numpy as np
 
 from ..errors import StencilforgeError
+from .reductions import LOW_BITS, MIN_EXPONENT, all_true, fold_bins
 
 HALO_CHOICES = ("auto", "mpi", "nccl", "staged", "host")
-MIN_EXPONENT = -1073  # as in reductions.py: np.frexp exponent of the smallest subnormal
 EXPONENT_BINS = 1024 + 1 - MIN_EXPONENT + 1  # frexp exponents run up to 1024
-LOW_BITS = 26
 SUM_LANES = 256  # copies of the bins, so atomics on one exponent are spread out
 
 
@@ -328,9 +327,9 @@ def choose_transport(comm, xp, halo: str = "auto"):
     if halo == "host":
         raise StencilforgeError("--halo host is for CPU backends; the cuda backend takes auto, mpi, nccl or staged")
     if halo == "auto":
-        if all_ranks(comm, mpi_cuda_aware()):
+        if all_true(comm, mpi_cuda_aware()):
             halo = "mpi"
-        elif all_ranks(comm, nccl_usable(comm) == ""):
+        elif all_true(comm, nccl_usable(comm) == ""):
             halo = "nccl"
         else:
             halo = "staged"
@@ -343,12 +342,6 @@ def choose_transport(comm, xp, halo: str = "auto"):
     if halo == "nccl":
         return NcclTransport.for_comm(comm, xp)
     return StagedTransport(comm, xp)
-
-
-def all_ranks(comm, flag: bool) -> bool:
-    from mpi4py import MPI
-
-    return bool(comm.allreduce(bool(flag), op=MPI.LAND))
 
 
 # ------------------------------------------------------------------ exact sums on the device
@@ -391,9 +384,4 @@ def device_integer_sum(values, cp) -> int:
     bins = cp.zeros(SUM_LANES * 2 * 2 * EXPONENT_BINS, dtype=cp.uint64)
     _bins_kernel(cp)(v, bins)
     per = bins.reshape(SUM_LANES, 2, 2, EXPONENT_BINS).sum(axis=0, dtype=cp.uint64).get()
-    total = 0
-    for sign, factor in ((0, 1), (1, -1)):
-        high, low = per[sign, 0], per[sign, 1]
-        for k in np.flatnonzero(high | low):
-            total += factor * (((int(high[k]) << LOW_BITS) + int(low[k])) << int(k))
-    return total
+    return fold_bins(per[0, 0], per[0, 1]) - fold_bins(per[1, 0], per[1, 1])

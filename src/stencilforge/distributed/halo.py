@@ -17,13 +17,8 @@ from typing import Sequence
 
 import numpy as np
 
+from ..boundary import slab
 from .device import HostClock
-
-
-def _slab(ndim: int, axis: int, lo: int, hi: int) -> tuple[slice, ...]:
-    idx = [slice(None)] * ndim
-    idx[axis] = slice(lo, hi)
-    return tuple(idx)
 
 
 class HaloExchange:
@@ -68,8 +63,8 @@ class HaloExchange:
                 bufs = [xp.empty(buf_shape, dtype=dtype) for _ in range(4)]
             # (send region, destination, receive region, source): the low face goes down, the high face up.
             self.plan.append((
-                (_slab(ndim, axis, begin, begin + w), lo_rank, _slab(ndim, axis, end, end + w), hi_rank, bufs[0], bufs[1]),
-                (_slab(ndim, axis, end - w, end), hi_rank, _slab(ndim, axis, begin - w, begin), lo_rank, bufs[2], bufs[3]),
+                (slab(ndim, axis, slice(begin, begin + w)), lo_rank, slab(ndim, axis, slice(end, end + w)), hi_rank, bufs[0], bufs[1]),
+                (slab(ndim, axis, slice(end - w, end)), hi_rank, slab(ndim, axis, slice(begin - w, begin)), lo_rank, bufs[2], bufs[3]),
             ))
 
     def __call__(self, arr) -> None:

@@ -35,6 +35,11 @@ def exact_integer_sum(values) -> int:
     low = np.zeros(nbins, dtype=np.int64)
     np.add.at(high, shift, m >> LOW_BITS)
     np.add.at(low, shift, m & ((1 << LOW_BITS) - 1))
+    return fold_bins(high, low)
+
+
+def fold_bins(high, low) -> int:
+    """The exact integer held by per-exponent bins of mantissa halves (bin k weighs 2**k)."""
     total = 0
     for k in np.flatnonzero(high | low):
         total += ((int(high[k]) << LOW_BITS) + int(low[k])) << int(k)

@@ -39,7 +39,7 @@ from ..problems import Setup
 from ..timeloop import LoopOptions, Result, run
 from .decomposition import Decomposition
 from ..backends.cuda.backend import EventClock
-from .device import DeviceStreams, HostClock, HostTransport, NoStreams, bind_device, choose_transport, is_device_array
+from .device import DeviceStreams, HostClock, HostTransport, NoStreams, choose_transport, is_device_array
 from .halo import HaloExchange
 from .reductions import all_true, global_max, global_sum
 
@@ -344,17 +344,16 @@ class DecomposedBackend:
         def run_sum(fields):
             for name in names:
                 exchange(fields[name])
-            r = evaluate_sweep(sweep, grid, fields, backend.xp).astype(np.float64)
+            r = evaluate_sweep(sweep, grid, fields).astype(np.float64)
             return self._domain.sum(r * r)
 
         return run_sum
 
-    def axis_operator(self, op: AxisOperator, dtype):
+    def axis_operator(self, op: AxisOperator, dtype, shape=None):
         """Apply on the block extended by a halo along the axis; closures then fall only on global ends."""
-        inner = self._backend.axis_operator(op, dtype)
         lo_rank, hi_rank = self._domain.neighbours[op.axis]
         if lo_rank < 0 and hi_rank < 0:
-            return inner
+            return self._backend.axis_operator(op, dtype, shape)
         xp = self._backend.xp
         h = operator_halo(op)
         low, high = (h if lo_rank >= 0 else 0), (h if hi_rank >= 0 else 0)
@@ -369,6 +368,7 @@ class DecomposedBackend:
             out[op.axis] = value
             return tuple(out)
 
+        inner = self._backend.axis_operator(op, dtype, tuple(shape))
         exchange = self._domain.exchanger(tuple(shape), dtype, along(low), along(high), along(h), xp)
         u_ext = xp.zeros(shape, dtype=dtype)
         outs_ext = [xp.zeros(shape, dtype=dtype) for _ in op.outputs]
@@ -399,14 +399,14 @@ def run_decomposed(
     CPU backends) and `overlap` hides halo exchanges behind the interior
     computation (None: wherever it applies on a device). The summary (identical
     on every rank) reports the global shape, the process grid, the transport,
-    and the slowest rank's comm and compute seconds.
+    and the slowest rank's comm and compute seconds. On GPUs the caller has
+    already called `bind_device` before creating the backend, which fixes the
+    backend's device; binding again here could move the rank to another GPU.
     """
     comm = world() if comm is None else comm
     if opts.observers:
         raise StencilforgeError("snapshots and checkpoints are not supported in decomposed runs yet")
     on_device = is_device_array(backend.xp)
-    if on_device:
-        bind_device(comm)
     decomp = agree(comm, lambda: Decomposition.create(comm.size, setup.grid.shape, minimum_extents(setup), procs))
     cart = comm.Create_cart(decomp.dims, periods=[False] * len(decomp.dims), reorder=False)
     coords = tuple(cart.Get_coords(cart.rank))

@@ -62,7 +62,6 @@ class H5Sink:
         self.compression = compression
         self.file = None
         self.count = 0
-        self.steps: list[int] = []
         self.times: list[float] = []
         self.layout = {name: (tuple(shape), np.dtype(dtype)) for name, (shape, dtype) in fields.items()}
         _h5py()
@@ -98,7 +97,6 @@ class H5Sink:
             ds[n] = value
             ds.flush()
         self.count = n + 1
-        self.steps.append(int(step))
         self.times.append(float(t))
         write_xdmf(self.xdmf_path, self.path, self.info, self.layout, self.times)
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .hdf5 import FORMAT
 from .meta import RunInfo
 from .paths import atomic_path
 
@@ -38,7 +39,7 @@ class NpzSink:
         if not self.count:
             return
         meta = {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in self.info.attrs().items()}
-        meta.update(format="stencilforge-snapshots", snapshot_every=self.every, t0=self.t0, dt=self.dt, fields=list(self.names))
+        meta.update(format=FORMAT, snapshot_every=self.every, t0=self.t0, dt=self.dt, fields=list(self.names))
         arrays = {f"fields/{name}": np.stack(frames) for name, frames in self.frames.items() if frames}
         with atomic_path(self.path) as tmp:
             with open(tmp, "wb") as fh:

@@ -122,7 +122,6 @@ def _view(series, field: str) -> View:
 
 def plot_file(path: str | Path, out: str | Path, step: int | None = None, field: str | None = None, dpi: int = 100) -> Path:
     """Draw snapshot `step` (default: the last complete one) of a snapshot file."""
-    out = check_output(out, "image", IMAGE_SUFFIXES)
     with open_series(path) as series:
         name = series.field_name(field)
         i = series.index_of(step)

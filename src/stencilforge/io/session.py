@@ -14,7 +14,7 @@ from pathlib import Path
 
 from .. import problems
 from ..errors import StencilforgeError
-from ..timeloop import LoopOptions, Result, run as run_loop
+from ..timeloop import LoopOptions, Result, close_observers, run as run_loop
 from .paths import SNAPSHOT_SUFFIXES, check_output
 from .plots import IMAGE_SUFFIXES, View, plot_array
 from .snapshots import Ledger, OutputError, StreamingObserver, evolving_fields
@@ -108,23 +108,18 @@ class Outputs:
                 sink = CheckpointSink(self.checkpoint, info)
                 observers.append(StreamingObserver(sink, layout, regions, self.checkpoint_every, ledger, "checkpoint", depth=1))
         except BaseException:
-            _close_all(observers)
+            close_observers(observers)
             raise
         return observers
 
     def run(self, setup, backend, opts: LoopOptions) -> Result:
         """Run the loop with snapshot and checkpoint observers; draw --png from the final state."""
-        if getattr(opts, "domain", None) is not None and (self.snapshot_every or self.checkpoint_every or self.png):
-            raise StencilforgeError("snapshots, checkpoints and --png are not available for decomposed (MPI) runs yet")
         ledger = Ledger(checkpoint=(opts.start_step, self.resume) if self.resume is not None else None)
         observers = self._observers(setup, backend.name, ledger)
         try:
             result = run_loop(setup, backend, replace(opts, observers=(*opts.observers, *observers)))
         except OutputError:
-            _close_all(observers)
             raise StencilforgeError(f"{ledger.failures[0]}; run stopped. {ledger.describe()}") from None
-        finally:
-            _close_all(observers)
         files = {}
         if self.out is not None:
             count = ledger.snapshot[2] if ledger.snapshot else 0
@@ -142,11 +137,3 @@ class Outputs:
             result.summary["outputs"] = files
         return result
 
-
-def _close_all(observers) -> None:
-    """Close every observer even if one fails; failures are already in the ledger."""
-    for obs in observers:
-        try:
-            obs.close()
-        except OutputError:
-            pass

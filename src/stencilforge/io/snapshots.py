@@ -151,7 +151,6 @@ class StreamingObserver:
         self._work: queue.Queue = queue.Queue()
         self._error: str | None = None
         self._reported = False
-        self._closed = False
         self._thread = threading.Thread(target=self._drain, name=f"stencilforge-{kind}-writer", daemon=True)
         self._thread.start()
 
@@ -194,9 +193,6 @@ class StreamingObserver:
 
     def close(self) -> None:
         """Finish every queued write, close the sink, and report a failure not yet reported."""
-        if self._closed:
-            return
-        self._closed = True
         self._work.put(None)
         self._thread.join()
         try:

@@ -42,13 +42,19 @@ def unavailable_reason() -> str:
     return "" if count > 0 else "no CUDA device found"
 
 
+def device_name(props: dict) -> str:
+    """The name in cudaGetDeviceProperties' result (bytes or str, depending on the CuPy version)."""
+    name = props["name"]
+    return name.decode() if isinstance(name, bytes) else str(name)
+
+
 def check_fits(nbytes: int) -> None:
     """Raise before allocating if `nbytes` exceeds the device's free memory plus CuPy's cached blocks."""
     cp = _cupy()
     free, total = cp.cuda.runtime.memGetInfo()
     available = free + cp.get_default_memory_pool().free_bytes()
     if nbytes > available:
-        name = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)["name"].decode()
+        name = device_name(cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id))
         raise StencilforgeError(
             f"not enough GPU memory: {nbytes} bytes ({nbytes / 2**30:.2f} GiB) needed, "
             f"{available} bytes ({available / 2**30:.2f} GiB) available of {total / 2**30:.1f} GiB on {name}"
@@ -126,8 +132,7 @@ class CudaBackend:
         self.tile = self._tile
         device = cp.cuda.Device()
         self.arch = f"sm_{device.compute_capability}"
-        name = cp.cuda.runtime.getDeviceProperties(device.id)["name"]
-        self.device_name = name.decode() if isinstance(name, bytes) else str(name)
+        self.device_name = device_name(cp.cuda.runtime.getDeviceProperties(device.id))
         self._modules: dict[str, object] = {}
         self._timer = EventClock(cp)
 
@@ -236,9 +241,10 @@ class CudaBackend:
 
         return run
 
-    def axis_operator(self, op: AxisOperator, dtype) -> Callable:
+    def axis_operator(self, op: AxisOperator, dtype, shape=None) -> Callable:
+        """`shape` (the arrays' shape, when known) lets `auto` use the winner tuned for it."""
         dtype = np.dtype(dtype)
-        kernel = resolve(op, self._requested, self._tile, None, dtype, self.device_name)
+        kernel = resolve(op, self._requested, self._tile, None if shape is None else tuple(shape), dtype, self.device_name)
         self.strategy, self.tile = kernel.strategy, kernel.tile
         launch = self._launcher(kernel, dtype)
         names = (op.inp,) + tuple(d.out for d in op.outputs)

@@ -41,7 +41,7 @@ from ...plan import AxisOperator, Derivative1D, Sweep
 
 SWEEP_STRATEGIES = ("naive", "tiled", "streaming", "streaming_l1")
 OPERATOR_STRATEGIES = ("naive", "pencil")
-STRATEGIES = ("naive", "tiled", "streaming", "streaming_l1", "pencil")
+STRATEGIES = tuple(dict.fromkeys(SWEEP_STRATEGIES + OPERATOR_STRATEGIES))
 MAX_THREADS = 1024
 STATIC_SMEM_LIMIT = 48 * 1024
 SMEM_LIMIT = 227 * 1024  # sm_90 opt-in maximum of dynamic shared memory per block
@@ -70,7 +70,6 @@ class Kernel:
     cover: tuple[int, ...]
     args: tuple[str, ...]
     dynamic_smem: int = 0
-    ghosted: bool = True
 
     def grid(self, shape: tuple[int, ...]) -> tuple[int, int, int]:
         dims = [max(1, math.ceil(n / c)) for n, c in zip(reversed(shape), reversed(self.cover))]
@@ -672,11 +671,11 @@ def _closure_chain(d: Derivative1D, pos: str, n: str, dtype, glob, fast: str, in
     lines = []
     kw = "if"
     for k, row in enumerate(d.left):
-        lines.append(f"{indent}{kw} ({pos} == {k}) {out} = ({_weighted(row, dtype, lambda o, k=k: glob(k, o, False))}) * {scale};")
+        lines.append(f"{indent}{kw} ({pos} == {k}) {out} = ({_weighted(row, dtype, glob)}) * {scale};")
         kw = "else if"
     for k, row in enumerate(d.right):
         lines.append(
-            f"{indent}{kw} ({pos} == {n} - {k + 1}) {out} = ({_weighted(row, dtype, lambda o, k=k: glob(k, o, True))}) * {scale};"
+            f"{indent}{kw} ({pos} == {n} - {k + 1}) {out} = ({_weighted(row, dtype, glob)}) * {scale};"
         )
         kw = "else if"
     lines.append(f"{indent}else {out} = ({fast}) * {scale};")
@@ -698,7 +697,7 @@ def naive_operator(op: AxisOperator, dtype, tile: tuple[int, ...], name: str) ->
     pos, n = ("i1", "n1") if op.axis == 1 else ("i0", "n0")
     step = "" if op.axis == 1 else " * n1"
 
-    def glob(k, o, right):
+    def glob(o):
         return f"{u}[c + ({o}){step}]"
 
     lines = [
@@ -711,11 +710,11 @@ def naive_operator(op: AxisOperator, dtype, tile: tuple[int, ...], name: str) ->
     ]
     for m, d in enumerate(op.outputs):
         lines.append(f"    real o{m};")
-        fast = _weighted(d.interior, dtype, lambda o: glob(0, o, False))
+        fast = _weighted(d.interior, dtype, glob)
         lines += _closure_chain(d, pos, n, dtype, glob, fast, "    ", f"o{m}")
         lines.append(f"    f_{d.out}[c] = o{m};")
     lines.append("}")
-    return Kernel(name, "\n".join(lines) + "\n", "naive", tile, _block(tile), tile, _op_args(op), ghosted=False)
+    return Kernel(name, "\n".join(lines) + "\n", "naive", tile, _block(tile), tile, _op_args(op))
 
 
 def pencil_operator(op: AxisOperator, dtype, tile: tuple[int, ...], name: str) -> Kernel:
@@ -755,7 +754,7 @@ def pencil_operator(op: AxisOperator, dtype, tile: tuple[int, ...], name: str) -
             lines.append("    }")
         lines += ["    __syncthreads();", "    if (i1 >= n1) return;"]
 
-        def glob(k, o, right):
+        def glob(o):
             return f"{u}[c + ({o})]"
 
         for a in range(rows):
@@ -785,7 +784,7 @@ def pencil_operator(op: AxisOperator, dtype, tile: tuple[int, ...], name: str) -
         for k in range(unroll):
             lines.append(f"        q{2 * r + k} = (y + {r + k} < n0) ? {u}[(long long)(y + {r + k}) * n1 + i1] : (real)0;")
 
-        def glob(k, o, right):
+        def glob(o):
             return f"{u}[c + ({o}) * (long long)n1]"
 
         for k in range(unroll):
@@ -802,13 +801,13 @@ def pencil_operator(op: AxisOperator, dtype, tile: tuple[int, ...], name: str) -
             lines.append(f"        q{j} = q{j + unroll};")
         lines += ["    }", "}"]
         cover, block = (chunk, tx), (tx, 1, 1)
-    return Kernel(name, "\n".join(lines) + "\n", "pencil", tile, block, cover, _op_args(op), ghosted=False)
+    return Kernel(name, "\n".join(lines) + "\n", "pencil", tile, block, cover, _op_args(op))
 
 
 # ---------------------------------------------------------------- entry points
 
 
-def default_tile(plan: Sweep | AxisOperator, strategy: str, dtype) -> tuple[int, ...]:
+def default_tile(plan: Sweep | AxisOperator, strategy: str) -> tuple[int, ...]:
     """Tile shapes (C order) that fill a block with 256-512 threads and keep x contiguous."""
     if isinstance(plan, AxisOperator):
         if strategy == "naive":
@@ -845,7 +844,7 @@ def sweep_kernel(sweep: Sweep, strategy: str, dtype, tile=None) -> Kernel:
         raise StencilforgeError(f"strategy {strategy!r} does not apply to a stencil sweep: choose one of {', '.join(SWEEP_STRATEGIES)}")
     if sweep.ndim not in (2, 3):
         raise StencilforgeError(f"the cuda backend supports 2D and 3D sweeps, not {sweep.ndim}D")
-    tile = default_tile(sweep, strategy, dtype) if tile is None else tile
+    tile = default_tile(sweep, strategy) if tile is None else tile
     name = f"sf_{strategy}_{sweep.out}"
     if strategy in ("streaming", "streaming_l1"):
         tile = _check_tile(tile, sweep.ndim, strategy, lambda t: math.prod(t[1:]))
@@ -862,7 +861,7 @@ def operator_kernel(op: AxisOperator, strategy: str, dtype, tile=None) -> Kernel
         raise StencilforgeError(
             f"strategy {strategy!r} does not apply to a derivative operator: choose one of {', '.join(OPERATOR_STRATEGIES)}"
         )
-    tile = default_tile(op, strategy, dtype) if tile is None else tile
+    tile = default_tile(op, strategy) if tile is None else tile
     name = f"sf_{strategy}_axis{op.axis}_" + "_".join(d.out for d in op.outputs)
     if strategy == "naive":
         return naive_operator(op, dtype, _check_tile(tile, 2, strategy, math.prod), name)

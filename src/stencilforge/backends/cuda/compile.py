@@ -9,17 +9,12 @@ nvidia-cuda-nvrtc wheel, no driver needed) and at run time.
 from __future__ import annotations
 
 import hashlib
-import os
 from pathlib import Path
 
+from ...cache import cache_dir, write_atomic
 from ...errors import StencilforgeError
 
 BASE_OPTIONS = ("-std=c++17", "-default-device")
-
-
-def cache_dir() -> Path:
-    base = os.environ.get("STENCILFORGE_CACHE_DIR") or os.path.join(Path.home(), ".cache", "stencilforge")
-    return Path(base) / "cuda"
 
 
 def options(arch: str) -> tuple[str, ...]:
@@ -96,13 +91,7 @@ def cached_cubin(source: str, arch: str, what: str) -> Path | None:
     version = nvrtc_version()
     if version is None:
         return None
-    folder = cache_dir()
-    path = folder / f"{cache_key(source, arch, version)}.cubin"
-    if path.exists():
-        return path
-    cubin = compile_cubin(source, arch, what)
-    folder.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_bytes(cubin)
-    os.replace(tmp, path)
+    path = cache_dir("cuda") / f"{cache_key(source, arch, version)}.cubin"
+    if not path.exists():
+        write_atomic(path, compile_cubin(source, arch, what))
     return path
