@@ -7,7 +7,7 @@ import pytest
 
 from stencilforge import StencilforgeError, problems, solve
 from stencilforge.backends import get_backend
-from stencilforge.boundary import Neumann, Periodic
+from stencilforge.boundary import Dirichlet, Neumann, Periodic, all_faces, ghost_region
 from stencilforge.grid import Grid
 from stencilforge.plan import Sweep, Term
 from stencilforge.stencil import Stencil
@@ -99,6 +99,46 @@ def test_time_dependent_dirichlet_follows_exact_solution():
     expected = np.exp(-2 * np.pi**2 * 0.01) * np.sin(np.pi * (x + 0.25)) * np.sin(np.pi * (y + 0.25))
     np.testing.assert_allclose(u[0, :], np.broadcast_to(expected, u.shape)[0, :])
     np.testing.assert_allclose(u[:, -1], np.broadcast_to(expected, u.shape)[:, -1])
+
+
+@pytest.mark.parametrize("shape,ghost", [((5, 7), 2), ((4, 6, 3), 1), ((8, 7, 9), 3)])
+@pytest.mark.parametrize("subset", [False, True])
+def test_dirichlet_writes_every_ghost_slab_cell_and_nothing_else(shape, ghost, subset, rng):
+    grid = Grid.unit_box(shape, "float64", ghost=ghost)
+    faces = all_faces(grid.ndim)
+    if subset:  # a decomposed block's physical faces: some sides are internal cuts
+        faces = [f for i, f in enumerate(faces) if rng.random() < 0.5 or i == 0]
+    expected = np.zeros(grid.padded_shape, bool)
+    for axis, side in faces:
+        expected[ghost_region(grid, axis, side)] = True
+    for bc in (
+        Dirichlet(lambda *a: a[-1] + sum(a[:-1]) * 0 + 7.0, time_dependent=True),
+        Dirichlet(lambda *a: 4.0 + 0 * a[0], time_factor=lambda t: 1.0 + t),
+    ):
+        u = np.full(grid.padded_shape, np.nan)
+        bc.bind(grid, np, faces)(u, 1.0)
+        np.testing.assert_array_equal(~np.isnan(u), expected)
+        assert np.all(u[expected] == 8.0)
+
+
+def test_separable_dirichlet_matches_the_function(rng):
+    setup = problems.build("wave3d", shape=(9, 8, 10), radius=2, dtype="float64")
+    bc = setup.boundaries["u"]
+    assert bc.time_factor is not None and not bc.static
+    general = Dirichlet(bc.value, time_dependent=True)
+    for t in (0.0, 0.37, 1.9):
+        a = rng.random(setup.grid.padded_shape)
+        b = a.copy()
+        bc.bind(setup.grid)(a, t)
+        general.bind(setup.grid)(b, t)
+        np.testing.assert_allclose(a, b, rtol=1e-14, atol=1e-15)
+
+
+def test_dirichlet_refuses_a_non_contiguous_field():
+    grid = Grid.unit_box((6, 6), "float64", ghost=1)
+    fill = Dirichlet(lambda x, y, t: x + y + t, time_dependent=True).bind(grid)
+    with pytest.raises(ValueError, match="C-contiguous"):
+        fill(np.zeros((8, 16))[:, ::2], 0.0)
 
 
 def test_wave_velocity_models(tmp_path):

@@ -61,8 +61,12 @@ def velocity_model(spec: str, grid: Grid, c: float) -> np.ndarray:
     return model.astype(np.float64)
 
 
+def standing_wave_frequency(c: float) -> float:
+    return c * np.pi * np.sqrt(3.0)
+
+
 def standing_wave(c: float):
-    omega = c * np.pi * np.sqrt(3.0)
+    omega = standing_wave_frequency(c)
 
     def u(x, y, z, t):
         return np.cos(omega * t) * np.sin(np.pi * x) * np.sin(np.pi * y) * np.sin(np.pi * z)
@@ -117,7 +121,7 @@ def build(
         return Setup(
             **common,
             fields=fields,
-            boundaries={"u": Dirichlet(u_exact, time_dependent=True)},
+            boundaries={"u": Dirichlet(u_exact, time_factor=lambda t: np.cos(standing_wave_frequency(c) * t))},
             exact=lambda t: {"u": u_exact(*interior_mesh, t)},
             params=params,
         )
