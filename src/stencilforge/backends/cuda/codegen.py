@@ -39,7 +39,7 @@ import numpy as np
 from ...errors import StencilforgeError
 from ...plan import AxisOperator, Derivative1D, Sweep
 
-SWEEP_STRATEGIES = ("naive", "tiled", "streaming", "streaming_l1")
+SWEEP_STRATEGIES = ("naive", "tiled", "streaming", "streaming_l1", "pipelined")
 OPERATOR_STRATEGIES = ("naive", "pencil")
 STRATEGIES = tuple(dict.fromkeys(SWEEP_STRATEGIES + OPERATOR_STRATEGIES))
 MAX_THREADS = 1024
@@ -48,6 +48,9 @@ SMEM_LIMIT = 227 * 1024  # sm_90 opt-in maximum of dynamic shared memory per blo
 REDUCE_THREADS = 256
 UNROLL = 4  # planes (streaming) or rows (pencil along y) whose loads a thread issues together
 RESIDENT_THREADS: int | None = None  # overrides _resident_threads (benchmarks/cuda_profile.py sweeps it)
+SM_SMEM = 228 * 1024  # sm_90 shared memory per SM; each resident block also reserves 1 KB of it
+IN_FLIGHT = 48 * 1024  # bytes of copies `pipelined` keeps outstanding per SM: ~2x bandwidth x loaded DRAM latency
+MAX_AHEAD = 8  # planes a `pipelined` block copies ahead of the one it consumes
 REDUCE_BLOCKS = 1024
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -332,6 +335,80 @@ def _halo_cells(plane_tile, r, star: bool) -> list[tuple[str, int, int, int, int
     return rects
 
 
+def _march_setup(nd: int, plane_tile, radii, boxes, star: bool) -> tuple[list[str], dict[str, int]]:
+    """Thread coordinates in the plane tile and each stencil field's halo slots, shared by the plane marchers.
+
+    Thread tid copies the halo cells tid, tid + threads, ... of the in-plane
+    halo rectangles; those positions are fixed per block, so they are computed
+    once (shared offset sidx, global offset goff, in-range flag load). A thread
+    outside the interior but within the halo reach (edge) still owns its own
+    cell of the box. Returns the lines and the number of halo slots per field.
+    """
+    threads = math.prod(plane_tile)
+    if nd == 3:
+        ty, tx = plane_tile
+        lines = [
+            "    const int tx = threadIdx.x, ty = threadIdx.y;",
+            f"    const int tid = ty * {tx} + tx;",
+            f"    const int b2 = blockIdx.x * {tx}, b1 = blockIdx.y * {ty};",
+            "    const int i2 = b2 + tx, i1 = b1 + ty;",
+            "    const bool active = i1 < n1 && i2 < n2;",
+            *("    " + s for s in _strides(3)),
+            "    const long long col = ((long long)i1 + g) * s1 + (i2 + g);",
+        ]
+    else:
+        (tx,) = plane_tile
+        lines = [
+            "    const int tx = threadIdx.x;",
+            "    const int tid = tx;",
+            f"    const int b1 = blockIdx.x * {tx};",
+            "    const int i1 = b1 + tx;",
+            "    const bool active = i1 < n1;",
+            *("    " + s for s in _strides(2)),
+            "    const long long col = i1 + g;",
+        ]
+    slot_count = {}
+    for f in radii:
+        r = radii[f][1:]
+        box = boxes[f]
+        rects = _halo_cells(plane_tile, r, star)
+        total = sum(al * bl for _, _, al, _, bl in rects)
+        slot_count[f] = math.ceil(total / threads)
+        in_range = f"i1 < n1 + {r[0]} && i2 < n2 + {r[1]}" if nd == 3 else f"i1 < n1 + {r[0]}"
+        lines.append(f"    const bool edge_{f} = !active && {in_range};")
+        for m in range(slot_count[f]):
+            lines.append(f"    int sidx_{f}_{m} = 0; long long goff_{f}_{m} = 0; bool load_{f}_{m} = false;")
+            lines.append("    {")
+            lines.append(f"        int h = tid + {m * threads}, a = 0, b = 0;")
+            kw = "if"
+            start = 0
+            for _, a0, al, bs, bl in rects:
+                lines.append(
+                    f"        {kw} (h < {start + al * bl}) {{ const int k = h - {start}; a = {a0} + k / {bl}; b = {bs} + k % {bl}; }}"
+                )
+                kw = "else if"
+                start += al * bl
+            if nd == 3:
+                lines.append(f"        const int j1 = b1 + a - {r[0]}, j2 = b2 + b - {r[1]};")
+                lines.append(f"        load_{f}_{m} = h < {total} && j1 < n1 + {r[0]} && j2 < n2 + {r[1]};")
+                lines.append(f"        sidx_{f}_{m} = a * {box[1]} + b;")
+                lines.append(f"        goff_{f}_{m} = ((long long)j1 + g) * s1 + (j2 + g);")
+            else:
+                lines.append(f"        const int j1 = b1 + b - {r[0]};")
+                lines.append(f"        load_{f}_{m} = h < {total} && j1 < n1 + {r[0]};")
+                lines.append(f"        sidx_{f}_{m} = b;")
+                lines.append(f"        goff_{f}_{m} = j1 + g;")
+            lines.append("    }")
+    return lines, slot_count
+
+
+def _in_box(r, box, o) -> str:
+    """Index, in a plane box of in-plane halo r, of the cell at offset o (axis-0 part ignored) from the thread's own."""
+    if len(box) == 2:
+        return f"(ty + {r[0] + o[1]}) * {box[1]} + tx + {r[1] + o[2]}"
+    return f"tx + {r[0] + o[1]}"
+
+
 def _resident_threads(ndim: int, column_radius: int) -> int:
     """Threads per SM that streaming's __launch_bounds__ asks for, i.e. its register cap.
 
@@ -386,72 +463,14 @@ def streaming_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str) -> Ke
     ]
     for f in staged:
         lines.append(f"    __shared__ real s_{f}[2][{unroll}][{math.prod(boxes[f])}];")
-    if nd == 3:
-        ty, tx = plane_tile
-        lines += [
-            "    const int tx = threadIdx.x, ty = threadIdx.y;",
-            f"    const int tid = ty * {tx} + tx;",
-            f"    const int b2 = blockIdx.x * {tx}, b1 = blockIdx.y * {ty};",
-            "    const int i2 = b2 + tx, i1 = b1 + ty;",
-            "    const bool active = i1 < n1 && i2 < n2;",
-            *("    " + s for s in _strides(3)),
-            "    const long long col = ((long long)i1 + g) * s1 + (i2 + g);",
-        ]
-    else:
-        (tx,) = plane_tile
-        lines += [
-            "    const int tx = threadIdx.x;",
-            "    const int tid = tx;",
-            f"    const int b1 = blockIdx.x * {tx};",
-            "    const int i1 = b1 + tx;",
-            "    const bool active = i1 < n1;",
-            *("    " + s for s in _strides(2)),
-            "    const long long col = i1 + g;",
-        ]
-    # halo slots: thread tid loads cells tid, tid + threads, ... of the halo rectangles
-    for f in staged:
-        r = radii[f][1:]
-        box = boxes[f]
-        rects = _halo_cells(plane_tile, r, star)
-        total = sum(al * bl for _, _, al, _, bl in rects)
-        slots = math.ceil(total / threads)
-        in_range = (
-            f"i1 < n1 + {r[0]} && i2 < n2 + {r[1]}" if nd == 3 else f"i1 < n1 + {r[0]}"
-        )
-        lines.append(f"    const bool edge_{f} = !active && {in_range};")
-        for m in range(slots):
-            lines.append(f"    int sidx_{f}_{m} = 0; long long goff_{f}_{m} = 0; bool load_{f}_{m} = false;")
-            lines.append("    {")
-            lines.append(f"        int h = tid + {m * threads}, a = 0, b = 0;")
-            kw = "if"
-            start = 0
-            for _, a0, al, bs, bl in rects:
-                lines.append(
-                    f"        {kw} (h < {start + al * bl}) {{ const int k = h - {start}; a = {a0} + k / {bl}; b = {bs} + k % {bl}; }}"
-                )
-                kw = "else if"
-                start += al * bl
-            if nd == 3:
-                lines.append(f"        const int j1 = b1 + a - {r[0]}, j2 = b2 + b - {r[1]};")
-                lines.append(f"        load_{f}_{m} = h < {total} && j1 < n1 + {r[0]} && j2 < n2 + {r[1]};")
-                lines.append(f"        sidx_{f}_{m} = a * {box[1]} + b;")
-                lines.append(f"        goff_{f}_{m} = ((long long)j1 + g) * s1 + (j2 + g);")
-            else:
-                lines.append(f"        const int j1 = b1 + b - {r[0]};")
-                lines.append(f"        load_{f}_{m} = h < {total} && j1 < n1 + {r[0]};")
-                lines.append(f"        sidx_{f}_{m} = b;")
-                lines.append(f"        goff_{f}_{m} = j1 + g;")
-            lines.append("    }")
-    centre = {}
-    for f in staged:
-        r = radii[f][1:]
-        centre[f] = f"(ty + {r[0]}) * {boxes[f][1]} + tx + {r[1]}" if nd == 3 else f"tx + {r[0]}"
+    setup, slots = _march_setup(nd, plane_tile, radii, boxes, star)
+    lines += setup
+    centre = {f: _in_box(radii[f][1:], boxes[f], (0,) * nd) for f in staged}
     lines += [
         f"    const int z0 = blockIdx.{chunk_axis} * {chunk};",
         f"    const int z1 = min(z0 + {chunk}, n0);",
         "    long long p = ((long long)z0 + g) * s0;",
     ]
-    slots = {f: math.ceil(sum(al * bl for _, _, al, _, bl in _halo_cells(plane_tile, radii[f][1:], star)) / threads) for f in staged}
     for f in staged:
         rz = radii[f][0]
         lines.append(f"    const bool lc_{f} = active || edge_{f};")
@@ -505,10 +524,7 @@ def streaming_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str) -> Ke
                 rz = radii[f][0]
                 if o[0] != 0 or not any(o[1:]):
                     return f"q_{f}_{rz + o[0] + k}"
-                r, box = radii[f][1:], boxes[f]
-                if nd == 3:
-                    return f"s_{f}[st][{k}][(ty + {r[0] + o[1]}) * {box[1]} + tx + {r[1] + o[2]}]"
-                return f"s_{f}[st][{k}][tx + {r[0] + o[1]}]"
+                return f"s_{f}[st][{k}][{_in_box(radii[f][1:], boxes[f], o)}]"
             return f"v_{f}_{k}"
 
         guard = "active" if k == 0 else f"active && z + {k} < z1"
@@ -522,6 +538,219 @@ def streaming_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str) -> Ke
     cover = (chunk,) + plane_tile
     block = (plane_tile[-1], plane_tile[0] if nd == 3 else 1, 1)
     return Kernel(name, "\n".join(lines) + "\n", "streaming", tile, block, cover, _sweep_args(sweep, False))
+
+
+_CP_ASYNC = """#ifndef SF_CP_ASYNC
+#define SF_CP_ASYNC
+// one cell global -> shared without a register (sm_80+); .ca because .cg takes 16-byte copies only
+static __device__ __forceinline__ void sf_cp_async(unsigned dst, const real* src)
+{
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2;" :: "r"(dst), "l"(src), "n"(sizeof(real)) : "memory");
+}
+#endif
+"""
+
+
+def _mod_add(var: str, c: int, n: int) -> str:
+    """(var + c) mod n for var in [0, n), without a division."""
+    c %= n
+    return var if c == 0 else f"({var} < {n - c} ? {var} + {c} : {var} - {n - c})"
+
+
+def _pipeline_depth(stage_bytes: int, smem, blocks: int, planes: int) -> int:
+    """Planes a block copies ahead: its share of IN_FLIGHT, within its share of the SM's shared memory."""
+    ahead = min(MAX_AHEAD, planes, max(2, math.ceil(IN_FLIGHT / blocks / stage_bytes)))
+    share = min(SMEM_LIMIT, SM_SMEM // blocks - 1024)
+    while ahead > 2 and smem(ahead) > share:
+        ahead -= 1
+    while ahead > 1 and smem(ahead) > SMEM_LIMIT:
+        ahead -= 1
+    return ahead
+
+
+def pipelined_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str, ahead: int | None = None) -> Kernel:
+    """2.5D march like `streaming`, but planes reach shared memory through a ring of cp.async stages.
+
+    `streaming` stages the next group through registers and then waits for
+    it, so each block has one group in flight and occupancy trades against
+    prefetch depth (ncu: latency-bound, 60% of DRAM peak). Here every plane of
+    the walk (the 2r column halo included) is copied, box and in-plane halo
+    for each stencil field and the tile for each pointwise field, straight into
+    a ring slot with `cp.async`, `ahead` planes before it is consumed (default:
+    the block's share of IN_FLIGHT bytes), so copies stay outstanding while
+    the block waits at barriers and computes, and cost no registers.
+
+    Ring plane m (0 <= m < L = planes + 2R, R the longest column radius) is
+    plane z0 - R + m; each plane is one commit group. Step k waits for its own
+    copies of plane m = k (wait_group ahead - 1), then one barrier makes every
+    thread's copies visible and tells that every thread finished step k - 1.
+    Only then is plane k + ahead issued, into the slot of plane k + ahead - S;
+    step k reads plane k (queue top) and k - R (in-plane neighbours), and steps
+    before k read nothing newer than k - 1 - R... so S = ahead + R + 1 slots
+    mean a slot is overwritten only after the barrier that follows its last
+    reader. The column comes from a register queue filled from the ring, as in
+    `streaming`. Pointwise tiles use a ring of ahead + 1 slots indexed by the
+    output plane; each thread copies and reads only its own cell.
+    """
+    reason = streaming_applicable(sweep)
+    if reason:
+        raise StencilforgeError(reason)
+    nd = sweep.ndim
+    chunk, plane_tile = tile[0], tuple(tile[1:])
+    radii = _field_radii(sweep)
+    staged = list(radii)
+    star = _is_star(sweep, staged)
+    points = [n for n in sweep.inputs if n not in radii]
+    threads = math.prod(plane_tile)
+    itemsize = np.dtype(dtype).itemsize
+    boxes = {f: tuple(t + 2 * r for t, r in zip(plane_tile, radii[f][1:])) for f in staged}
+    cells = {f: math.prod(boxes[f]) for f in staged}
+    lag = max((r[0] for r in radii.values()), default=0)
+    blocks = max(1, (RESIDENT_THREADS or _resident_threads(nd, lag)) // threads)
+
+    def smem(a: int) -> int:
+        return ((a + lag + 1) * sum(cells.values()) + (a + 1) * threads * len(points)) * itemsize
+
+    if ahead is None:
+        stage = (sum(cells.values()) + threads * len(points)) * itemsize
+        ahead = _pipeline_depth(stage, smem, blocks, chunk + 2 * lag)
+    if ahead < 1:
+        raise StencilforgeError(f"strategy pipelined needs at least 1 plane in flight, got {ahead}")
+    _check_smem(smem(ahead), "pipelined", tile)
+    ring, pring = ahead + lag + 1, ahead + 1
+    offset, at = {}, 0
+    for f in staged:
+        offset[f], at = at, at + ring * cells[f]
+    for f in points:
+        offset[f], at = at, at + pring * threads
+    inplane = {t.field for t in sweep.terms if t.field in radii for o, _ in t.stencil.entries if o[0] == 0 and any(o[1:])}
+    first = {f: lag - radii[f][0] for f in staged} | {f: 2 * lag for f in points}  # ring plane of each field's first copy
+    unroll = min(UNROLL if lag <= 4 else 2, chunk)
+    lines = [
+        *_CP_ASYNC.splitlines(),
+        f'extern "C" __global__ void __launch_bounds__({threads}, {blocks}) {name}({_params(sweep, False)})',
+        "{",
+        f"    // {ring} plane slots per stencil field, {ahead} planes in flight ahead of the one consumed",
+        "    extern __shared__ real sf_smem[];",
+    ]
+    setup, slots = _march_setup(nd, plane_tile, radii, boxes, star)
+    lines += setup
+    lines += [
+        f"    const int z0 = blockIdx.{'z' if nd == 3 else 'y'} * {chunk};",
+        f"    const int L = min({chunk}, n0 - z0) + {2 * lag};  // ring planes: z0 - {lag} .. z0 + chunk + {lag} - 1",
+        f"    const long long p0 = ((long long)z0 + g - {lag}) * s0;",
+        "    const unsigned sm = (unsigned)__cvta_generic_to_shared(sf_smem);",
+    ]
+
+    def plane(m: int) -> str:
+        return f"p0 + {m} * s0" if m else "p0"
+
+    # source pointers walk one plane per copy issued, from each field's first ring plane
+    for f in staged:
+        lines.append(f"    const bool lc_{f} = active || edge_{f};")
+        lines.append(f"    const int c_{f} = {_in_box(radii[f][1:], boxes[f], (0,) * nd)};")
+        lines.append(f"    const real* src_{f} = f_{f} + col + {plane(first[f])};")
+        lines += [f"    const real* src_{f}_{j} = f_{f} + goff_{f}_{j} + {plane(first[f])};" for j in range(slots[f])]
+        lines.append(f"    real {', '.join(f'q_{f}_{j}' for j in range(2 * radii[f][0] + unroll))};")
+    lines += [f"    const real* src_{f} = f_{f} + col + {plane(first[f])};" for f in points]
+
+    def base(f: str, slot: str | int, size: int, plus: str = "") -> str:
+        """Element offset of a ring slot of field f (slot a number or a variable), plus an index in it."""
+        if isinstance(slot, int):
+            terms = [str(offset[f] + slot * size)] if offset[f] + slot * size else []
+        else:
+            terms = ([str(offset[f])] if offset[f] else []) + [f"{slot} * {size}"]
+        return " + ".join(terms + ([plus] if plus else [])) or "0"
+
+    def issue(m: str, known: int | None, ind: str) -> None:
+        """Copies of ring plane m (the number `known`, or a run-time value whose slots are sw, pw) and the commit."""
+        body, walk = [], []
+        for f in staged:
+            if known is not None and known < first[f]:
+                continue
+            at = f"({base(f, 'sw', cells[f])}) * {itemsize}" if known is None else (offset[f] + known % ring * cells[f]) * itemsize
+            copies = [
+                f"const unsigned d_{f} = sm + {at};" if at else f"const unsigned d_{f} = sm;",
+                f"if (lc_{f}) sf_cp_async(d_{f} + c_{f} * {itemsize}, src_{f});",
+                *(f"if (load_{f}_{j}) sf_cp_async(d_{f} + sidx_{f}_{j} * {itemsize}, src_{f}_{j});" for j in range(slots[f])),
+            ]
+            if first[f] and (known is None or known + first[f] > 2 * lag):  # a shorter column also ends earlier
+                body += [f"if ({m} < L - {first[f]}) {{", *("    " + c for c in copies), "}"]
+            else:
+                body += copies
+            walk += [f"src_{f} += s0;", *(f"src_{f}_{j} += s0;" for j in range(slots[f]))]
+        if points and (known is None or known >= first[points[0]]):
+            slot = "pw" if known is None else (known - 2 * lag) % pring
+            body.append("if (active) {")
+            body += [f"    sf_cp_async(sm + ({base(f, slot, threads, 'tid')}) * {itemsize}, src_{f});" for f in points]
+            body.append("}")
+            walk += [f"src_{f} += s0;" for f in points]
+        lines.append(f"{ind}if ({m} < L) {{" if known is None or known > 2 * lag else f"{ind}{{")  # L > 2R
+        if known is None:
+            lines.append(f"{ind}    const int sw = {_mod_add('s', ahead, ring)};")
+            if points:
+                lines.append(f"{ind}    const int pw = {_mod_add('pr', ahead, pring)};")
+        lines.extend(f"{ind}    {b}" for b in body)
+        lines.append(f"{ind}}}")
+        lines.append(f'{ind}asm volatile("cp.async.commit_group;" ::: "memory");')
+        if walk:
+            lines.append(ind + " ".join(walk))
+
+    def wait(ind: str) -> None:
+        """This thread's copies of the plane about to be consumed are done; after the barrier, everyone's are,
+        and every thread has finished the previous step, so the slot written next is free."""
+        lines.append(f'{ind}asm volatile("cp.async.wait_group {ahead - 1};" ::: "memory");')
+        lines.append(f"{ind}__syncthreads();")
+
+    for m in range(ahead):
+        issue(str(m), m, "    ")
+    for k in range(2 * lag):  # fill the column queues: ring plane k goes to entry k - 2R + 2r
+        wait("    ")
+        issue(str(k + ahead), k + ahead, "    ")
+        reads = [
+            f"q_{f}_{k - 2 * lag + 2 * radii[f][0]} = sf_smem[{base(f, (k - lag + radii[f][0]) % ring, cells[f], f'c_{f}')}];"
+            for f in staged
+            if k >= 2 * (lag - radii[f][0])
+        ]
+        if reads:
+            lines += ["    if (active) {", *("        " + r for r in reads), "    }"]
+    lines.append(f"    real* out = f_{sweep.out} + col + {plane(lag)};")
+    lines.append(f"    int s = {2 * lag % ring}{', pr = 0' if points else ''};")
+    lines.append(f"    for (int k = {2 * lag}; k < L; k += {unroll}) {{")
+    for u in range(unroll):
+        ind = "        " if u == 0 else "            "
+        if u:
+            lines.append(f"        if (k + {u} < L) {{")
+        wait(ind)
+        issue(f"k + {u + ahead}", None, ind)
+        lines.append(f"{ind}if (active) {{")
+        for f in staged:
+            rz = radii[f][0]
+            lines.append(f"{ind}    q_{f}_{2 * rz + u} = sf_smem[{base(f, _mod_add('s', ring - lag + rz, ring), cells[f], f'c_{f}')}];")
+            if f in inplane:
+                lines.append(f"{ind}    const int nb_{f} = {base(f, _mod_add('s', ring - lag, ring), cells[f])};")
+
+        def access(f, o, u=u):
+            if f in radii:
+                if o[0] != 0 or not any(o[1:]):
+                    return f"q_{f}_{radii[f][0] + o[0] + u}"
+                return f"sf_smem[nb_{f} + {_in_box(radii[f][1:], boxes[f], o)}]"
+            return f"sf_smem[{base(f, 'pr', threads, 'tid')}]"
+
+        lines.append(f"{ind}    *out = {_expression(sweep, dtype, access)};")
+        lines.append(f"{ind}}}")
+        lines.append(f"{ind}out += s0;")
+        lines.append(f"{ind}s = s == {ring - 1} ? 0 : s + 1;")
+        if points:
+            lines.append(f"{ind}pr = pr == {pring - 1} ? 0 : pr + 1;")
+        if u:
+            lines.append("        }")
+    for f in staged:
+        lines += [f"        q_{f}_{j} = q_{f}_{j + unroll};" for j in range(2 * radii[f][0])]
+    lines += ["    }", "}"]
+    cover = (chunk,) + plane_tile
+    block = (plane_tile[-1], plane_tile[0] if nd == 3 else 1, 1)
+    return Kernel(name, "\n".join(lines) + "\n", "pipelined", tile, block, cover, _sweep_args(sweep, False), smem(ahead))
 
 
 def streaming_cached_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str) -> Kernel:
@@ -822,6 +1051,8 @@ def default_tile(plan: Sweep | AxisOperator, strategy: str) -> tuple[int, ...]:
         return (64, 256)
     if strategy == "streaming":  # measured on H100: 2 x 256 planes for short halos, 16 x 32 for radius 8
         return (64, 2, 256) if plan.radius <= 2 else (64, 16, 32)
+    if strategy == "pipelined":  # not measured yet: a halo of 6% (short) to 75% (radius 8) of the tile's cells, 512 threads
+        return (64, 4, 128) if plan.radius <= 2 else (64, 16, 32)
     return (32, 8, 64)
 
 
@@ -846,9 +1077,9 @@ def sweep_kernel(sweep: Sweep, strategy: str, dtype, tile=None) -> Kernel:
         raise StencilforgeError(f"the cuda backend supports 2D and 3D sweeps, not {sweep.ndim}D")
     tile = default_tile(sweep, strategy) if tile is None else tile
     name = f"sf_{strategy}_{sweep.out}"
-    if strategy in ("streaming", "streaming_l1"):
+    if strategy in ("streaming", "streaming_l1", "pipelined"):
         tile = _check_tile(tile, sweep.ndim, strategy, lambda t: math.prod(t[1:]))
-        build = streaming_sweep if strategy == "streaming" else streaming_cached_sweep
+        build = {"streaming": streaming_sweep, "streaming_l1": streaming_cached_sweep, "pipelined": pipelined_sweep}[strategy]
         return build(sweep, dtype, tile, name)
     tile = _check_tile(tile, sweep.ndim, strategy, math.prod)
     if strategy == "naive":
