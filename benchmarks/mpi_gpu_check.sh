@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Multi-GPU check of decomposed cuda runs: bitwise comparison on 1/2/4 GPUs, the CLI under mpiexec,
 # weak scaling (heat3d and wave3d r8, 512^3 per GPU), strong scaling (heat3d 1024^3), overlap on/off.
-# usage: OUT=dir benchmarks/mpi_gpu_check.sh [quick]     (quick: bitwise and CLI only)
+# usage: OUT=dir benchmarks/mpi_gpu_check.sh [bitwise] [cli] [scaling]     (no argument: all three)
 # Writes JSON under $OUT and prints a compact table last.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -21,24 +21,33 @@ if [ "$SIZE" != "$NGPU" ]; then
   exit 2
 fi
 
-echo "== bitwise: tests/mpi_driver.py problems, cuda naive and auto, 1 vs 2/4 GPUs"
-python3 benchmarks/mpi_gpu_bitwise.py "$OUT/mpi_gpu_bitwise.json" "$NGPU"
-
-echo "== CLI: mpiexec -n $NGPU stencilforge run heat3d --backend cuda --json"
-mpiexec -n "$NGPU" python3 -m stencilforge.cli run heat3d --shape 512 512 512 --backend cuda --steps 200 --json \
-  | tee "$OUT/mpi_gpu_cli.json"
-
-if [ "${1:-}" != quick ]; then
-  echo "== scaling: weak heat3d / wave3d r8 (512^3 per GPU), strong heat3d 1024^3, overlap on/off"
-  mpiexec -n "$NGPU" python3 benchmarks/mpi_gpu_bench.py "$OUT/mpi_gpu_bench.json"
-fi
+stages=${*:-bitwise cli scaling}
+for stage in $stages; do
+  case $stage in
+    bitwise)
+      echo "== bitwise: tests/mpi_driver.py problems, cuda naive and auto, 1 vs 2/4 GPUs"
+      python3 benchmarks/mpi_gpu_bitwise.py "$OUT/mpi_gpu_bitwise.json" "$NGPU" ;;
+    cli)
+      for n in 1 "$NGPU"; do
+        echo "== CLI: mpiexec -n $n stencilforge run heat3d --backend cuda --json"
+        mpiexec -n "$n" python3 -m stencilforge.cli run heat3d --shape 512 512 512 --backend cuda --steps 200 --json \
+          | tee "$OUT/mpi_gpu_cli_$n.json"
+      done ;;
+    scaling)
+      echo "== scaling: weak heat3d / wave3d r8 (512^3 per GPU), strong heat3d 1024^3, overlap on/off"
+      mpiexec -n "$NGPU" python3 benchmarks/mpi_gpu_bench.py "$OUT/mpi_gpu_bench.json" ;;
+    *)
+      echo "unknown stage $stage: choose bitwise, cli or scaling" >&2; exit 2 ;;
+  esac
+done
 
 python3 - "$OUT" <<'EOF'
 import json, os, sys
 out = sys.argv[1]
-b = json.load(open(os.path.join(out, "mpi_gpu_bitwise.json")))
-print("\nbitwise vs 1 GPU (same strategy):")
-for r in b["configs"]:
+path = os.path.join(out, "mpi_gpu_bitwise.json")
+rows = json.load(open(path))["configs"] if os.path.exists(path) else []
+print("\nbitwise vs 1 GPU (same strategy):" if rows else "")
+for r in rows:
     status = "EQUAL" if r.get("all_equal") else ("NOT DECOMPOSED" if r["rc"] == 0 and not r["ranks_used"] else ("FAIL rc=%d" % r["rc"] if r["rc"] else "DIFFER " + ",".join(k for k, c in r["cases"].items() if not c["bitwise_equal"])))
     halos = sorted({c["halo"] for c in r.get("cases", {}).values()})
     print(f"  {r['strategy']:6s} n={r['ranks']} grid={r['grid']:5s} halo={r['halo']}->{','.join(halos):12s} overlap={r['overlap']:3s}  {status}")

@@ -637,7 +637,7 @@ def pipelined_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str, ahead
     lines += setup
     lines += [
         f"    const int z0 = blockIdx.{'z' if nd == 3 else 'y'} * {chunk};",
-        f"    const int L = min({chunk}, n0 - z0) + {2 * lag};  // ring planes: z0 - {lag} .. z0 + chunk + {lag} - 1",
+        f"    const int L = min({chunk}, n0 - z0) + {2 * lag};  // ring plane m is plane z0 - {lag} + m",
         f"    const long long p0 = ((long long)z0 + g - {lag}) * s0;",
         "    const unsigned sm = (unsigned)__cvta_generic_to_shared(sf_smem);",
     ]
@@ -715,12 +715,10 @@ def pipelined_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str, ahead
         if reads:
             lines += ["    if (active) {", *("        " + r for r in reads), "    }"]
     lines.append(f"    real* out = f_{sweep.out} + col + {plane(lag)};")
-    lines.append(f"    int s = {2 * lag % ring}{', pr = 0' if points else ''};")
-    lines.append(f"    for (int k = {2 * lag}; k < L; k += {unroll}) {{")
-    for u in range(unroll):
-        ind = "        " if u == 0 else "            "
-        if u:
-            lines.append(f"        if (k + {u} < L) {{")
+    lines.append(f"    int k = {2 * lag}, s = {2 * lag % ring}{', pr = 0' if points else ''};")
+
+    def consume(u: int, ind: str) -> None:
+        """Step k + u: wait, issue k + u + ahead, then the output plane from queue entries u.. and slot k + u - R."""
         wait(ind)
         issue(f"k + {u + ahead}", None, ind)
         lines.append(f"{ind}if (active) {{")
@@ -730,7 +728,7 @@ def pipelined_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str, ahead
             if f in inplane:
                 lines.append(f"{ind}    const int nb_{f} = {base(f, _mod_add('s', ring - lag, ring), cells[f])};")
 
-        def access(f, o, u=u):
+        def access(f, o):
             if f in radii:
                 if o[0] != 0 or not any(o[1:]):
                     return f"q_{f}_{radii[f][0] + o[0] + u}"
@@ -743,11 +741,23 @@ def pipelined_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str, ahead
         lines.append(f"{ind}s = s == {ring - 1} ? 0 : s + 1;")
         if points:
             lines.append(f"{ind}pr = pr == {pring - 1} ? 0 : pr + 1;")
-        if u:
-            lines.append("        }")
-    for f in staged:
-        lines += [f"        q_{f}_{j} = q_{f}_{j + unroll};" for j in range(2 * radii[f][0])]
-    lines += ["    }", "}"]
+
+    def shift(by: int, ind: str) -> None:
+        for f in staged:
+            lines.extend(f"{ind}q_{f}_{j} = q_{f}_{j + by};" for j in range(2 * radii[f][0]))
+
+    # `unroll` steps per trip (one shift of the queues), then the remaining steps one at a time
+    lines.append(f"    for (; k + {unroll} <= L; k += {unroll}) {{")
+    for u in range(unroll):
+        consume(u, "        ")
+    shift(unroll, "        ")
+    lines.append("    }")
+    if unroll > 1:
+        lines.append("    for (; k < L; ++k) {")
+        consume(0, "        ")
+        shift(1, "        ")
+        lines.append("    }")
+    lines.append("}")
     cover = (chunk,) + plane_tile
     block = (plane_tile[-1], plane_tile[0] if nd == 3 else 1, 1)
     return Kernel(name, "\n".join(lines) + "\n", "pipelined", tile, block, cover, _sweep_args(sweep, False), smem(ahead))
