@@ -117,7 +117,7 @@ def record(name, shape, dtype, be, seconds, cells, bpc, ok, params) -> dict:
 def cases(only: str | None):
     f32 = "float32"
     out = []
-    for strategy in ("naive", "tiled", "streaming", "streaming_l1"):
+    for strategy in ("naive", "tiled", "streaming", "streaming_l1", "pipelined"):
         out.append(("poisson2d", lambda s=strategy: sweep_case("poisson2d", (64, 64), (16384, 16384), f32, s)))
         out.append(("heat2d", lambda s=strategy: sweep_case("heat2d", (64, 64), (16384, 16384), f32, s)))
         out.append(("heat3d", lambda s=strategy: sweep_case("heat3d", (32, 32, 32), (512, 512, 512), f32, s)))
@@ -129,7 +129,7 @@ def cases(only: str | None):
     for tile in ((256, 128), (128, 512), (32, 256)):
         out.append(("heat2d", lambda t=tile: sweep_case("heat2d", (64, 64), (16384, 16384), f32, "streaming_l1", t)))
         out.append(("poisson2d", lambda t=tile: sweep_case("poisson2d", (64, 64), (16384, 16384), f32, "streaming_l1", t)))
-    for strategy in ("streaming", "streaming_l1", "naive"):
+    for strategy in ("streaming", "streaming_l1", "pipelined", "naive"):
         out.append(("wave3d", lambda s=strategy: sweep_case("wave3d", (32, 32, 32), (1024, 1024, 1024), f32, s, radius=8)))
     for axis in (0, 1):
         for orders in ((1,), (1, 2)):

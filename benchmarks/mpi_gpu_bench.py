@@ -55,6 +55,7 @@ def main(path: str) -> None:
 
     records = []
     built: dict = {}
+    began = time.perf_counter()
     for group, problem, params, steps, configs, k in plan(world.size):
         color = 0 if world.rank < k else MPI.UNDEFINED
         sub = world.Split(color, world.rank)
@@ -81,6 +82,7 @@ def main(path: str) -> None:
                     "comm_ms_per_step": 1e3 * s["comm_s"] / s["steps"],
                     "compute_ms_per_step": 1e3 * s["compute_s"] / s["steps"],
                     "gcells_per_s": s["gcells_per_s"], "teff_gbps": s["teff_gbps"], "build_s": build_s,
+                    "elapsed_s": time.perf_counter() - began,
                 }
                 if world.rank == 0:
                     records.append(rec)

@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
@@ -19,12 +20,18 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 DRIVER = ROOT / "tests" / "mpi_driver.py"
 MPIEXEC = os.environ.get("MPIEXEC", "mpiexec")
+LAUNCH_TIMEOUT_S = 120
 
 
-def launch(n: int, out: Path, *args: str) -> tuple[int, str]:
+def launch(n: int, out: Path, *args: str) -> tuple[int, str, float]:
+    """(exit code, end of stderr, seconds) of one driver run; a run past LAUNCH_TIMEOUT_S counts as failed."""
     cmd = [MPIEXEC, "-n", str(n), sys.executable, str(DRIVER), args[0], args[1], str(out), *args[2:]]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-    return proc.returncode, proc.stderr[-2000:]
+    t = time.perf_counter()
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=LAUNCH_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        return 124, f"timed out after {LAUNCH_TIMEOUT_S} s", time.perf_counter() - t
+    return proc.returncode, proc.stderr[-2000:], time.perf_counter() - t
 
 
 def load(path: Path):
@@ -45,15 +52,15 @@ def main(out_json: str, max_ranks: int) -> None:
         for strategy in ("naive", "auto"):
             path = Path(tmp) / f"ref-{strategy}.npz"
             backend = "cuda" if strategy == "auto" else f"cuda:{strategy}"
-            rc, err = launch(1, path, backend, "auto", "auto", "off")
+            rc, err, _ = launch(1, path, backend, "auto", "auto", "off")
             if rc != 0:
                 raise SystemExit(f"one-GPU reference ({strategy}) failed: {err}")
             refs[strategy] = load(path)
         for strategy, n, grid, halo, overlap in configs:
             path = Path(tmp) / f"{strategy}-{n}-{grid}-{halo}-{overlap}.npz"
             backend = "cuda" if strategy == "auto" else f"cuda:{strategy}"
-            rc, err = launch(n, path, backend, grid, halo, overlap)
-            row = {"strategy": strategy, "ranks": n, "grid": grid, "halo": halo, "overlap": overlap, "rc": rc}
+            rc, err, seconds = launch(n, path, backend, grid, halo, overlap)
+            row = {"strategy": strategy, "ranks": n, "grid": grid, "halo": halo, "overlap": overlap, "rc": rc, "seconds": seconds}
             if rc != 0:
                 row["error"] = err
                 rows.append(row)

@@ -7,6 +7,8 @@ any problem x strategy x dtype x radius.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -107,7 +109,7 @@ def test_cache_key_covers_source_arch_and_compiler():
 
 
 @pytest.mark.parametrize("name", problems.NAMES)
-@pytest.mark.parametrize("strategy", ["auto", "naive", "tiled", "streaming", "pencil"])
+@pytest.mark.parametrize("strategy", ["auto", "naive", "tiled", "streaming", "pipelined", "pencil"])
 def test_kernel_source_without_gpu(name, strategy):
     setup = problems.build(name)
     applies = (strategy in ("auto", "naive", "pencil")) if setup.operator else strategy != "pencil"
@@ -150,6 +152,8 @@ def test_streaming_refuses_off_column_offsets():
         ("tiled", (1, 2, 3, 4), "needs a tile of 3"),
         ("tiled", (0, 8, 32), "positive"),
         ("streaming", (8, 64, 64), "threads per block"),
+        ("pipelined", (8, 64, 64), "threads per block"),
+        ("pipelined", (64, 8), "needs a tile of 3"),
     ],
 )
 def test_tile_validation(strategy, tile, match):
@@ -162,6 +166,32 @@ def test_shared_memory_limit_is_checked():
     wave = problems.build("wave3d", shape=(17, 17, 17), radius=8).sweep
     with pytest.raises(StencilforgeError, match="shared memory"):
         codegen.sweep_kernel(wave, "tiled", np.float64, (1, 1, 1024))
+    with pytest.raises(StencilforgeError, match="strategy pipelined with tile .* shared memory"):
+        codegen.sweep_kernel(wave, "pipelined", np.float64, (64, 1, 1024))
+
+
+@pytest.mark.parametrize("name,params", [("heat3d", {}), ("heat2d", {}), ("wave3d", {"radius": 8})])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_pipelined_ring_fits_and_waits_for_its_depth(name, params, dtype):
+    """Default depth: at least 1 plane in flight, the ring within the opt-in limit, one wait per plane."""
+    sweep = problems.build(name, **params).sweep
+    kernel = codegen.sweep_kernel(sweep, "pipelined", dtype)
+    ahead = int(re.search(r"(\d+) planes in flight", kernel.source).group(1))
+    assert 1 <= ahead <= codegen.MAX_AHEAD
+    assert 0 < kernel.dynamic_smem <= codegen.SMEM_LIMIT
+    assert f"cp.async.wait_group {ahead - 1};" in kernel.source
+    assert kernel.source.count("cp.async.wait_group") == kernel.source.count("__syncthreads();")
+
+
+def test_pipelined_depth_is_explicit_or_refused():
+    wave = problems.build("wave3d", shape=(17, 17, 17), radius=8).sweep
+    one = codegen.pipelined_sweep(wave, np.float32, (64, 16, 32), "k", ahead=1)
+    four = codegen.pipelined_sweep(wave, np.float32, (64, 16, 32), "k", ahead=4)
+    box, tile = 32 * 48, 16 * 32  # radius-8 in-plane halo around 16 x 32; u_prev and vel are pointwise
+    assert one.dynamic_smem == (10 * box + 2 * 2 * tile) * 4
+    assert four.dynamic_smem == (13 * box + 5 * 2 * tile) * 4
+    with pytest.raises(StencilforgeError, match="at least 1 plane in flight"):
+        codegen.pipelined_sweep(wave, np.float32, (64, 16, 32), "k", ahead=0)
 
 
 @pytest.mark.parametrize("value", [0.1, -1 / 3, 1e-30, 12345.678, 2.0])
@@ -177,6 +207,8 @@ def test_grid_covers_awkward_shapes():
     assert k.grid((129, 67, 255)) == (8, 5, 3)
     k = codegen.sweep_kernel(sweep, "naive", np.float32, (2, 4, 32))
     assert k.grid((1, 1, 1)) == (1, 1, 1)
+    k = codegen.sweep_kernel(sweep, "pipelined", np.float32, (64, 16, 32))
+    assert k.grid((129, 67, 255)) == (8, 5, 3)
 
 
 @pytest.mark.parametrize("strategy", ["naive", "pencil"])

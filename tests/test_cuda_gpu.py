@@ -36,7 +36,7 @@ import cupy as cp  # noqa: E402  (only importable where the skip above did not f
 
 UNIT_ROUNDOFF = {np.dtype(np.float32): 2.0**-24, np.dtype(np.float64): 2.0**-53}
 DTYPES = ("float32", "float64")
-SWEEP_STRATEGIES = ("naive", "tiled", "streaming", "streaming_l1", "auto")
+SWEEP_STRATEGIES = ("naive", "tiled", "streaming", "streaming_l1", "pipelined", "auto")
 BACKENDS: dict[str, CudaBackend] = {}
 
 
@@ -119,7 +119,15 @@ def test_wave3d_awkward_shape(radius, dtype, strategy):
     sweep_case("wave3d", (129, 67, 255), dtype, backend(strategy), radius=radius)
 
 
-@pytest.mark.parametrize("strategy,tile", [("streaming", (1, 1, 32)), ("streaming", (3, 5, 7)), ("streaming", (130, 2, 64)), ("streaming_l1", (3, 5, 7)), ("streaming_l1", (130, 2, 64)), ("tiled", (3, 5, 7)), ("naive", (1, 3, 5))])
+@pytest.mark.parametrize(
+    "strategy,tile",
+    [
+        ("streaming", (1, 1, 32)), ("streaming", (3, 5, 7)), ("streaming", (130, 2, 64)),
+        ("streaming_l1", (3, 5, 7)), ("streaming_l1", (130, 2, 64)),
+        ("pipelined", (1, 1, 32)), ("pipelined", (3, 5, 7)), ("pipelined", (130, 2, 64)), ("pipelined", (5, 32, 32)),
+        ("tiled", (3, 5, 7)), ("naive", (1, 3, 5)),
+    ],
+)
 def test_odd_tiles_and_tiles_larger_than_the_grid(strategy, tile):
     sweep_case("wave3d", (129, 67, 255), "float32", backend(strategy, tile), radius=3)
 

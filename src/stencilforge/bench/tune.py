@@ -42,7 +42,7 @@ def _tiles(plan: Sweep | AxisOperator, strategy: str) -> list[tuple[int, ...]]:
             return [(y, x) for y in (1, 2, 4, 8, 16) for x in (32, 64, 128, 256) if _threads_ok(y * x)]
         if strategy == "tiled":
             return [(y, x) for y in (4, 8, 16, 32) for x in (32, 64, 128) if _threads_ok(y * x)]
-        if strategy.startswith("streaming"):  # planes marched x row segment
+        if strategy.startswith("streaming") or strategy == "pipelined":  # planes marched x row segment
             return [(c, x) for c in (64, 256, 1024) for x in (128, 256, 512, 1024)]
         return []
     if strategy == "naive":
@@ -51,6 +51,8 @@ def _tiles(plan: Sweep | AxisOperator, strategy: str) -> list[tuple[int, ...]]:
         return [(z, y, x) for z in (2, 4, 8) for y in (4, 8) for x in (32, 64) if _threads_ok(z * y * x)]
     if strategy.startswith("streaming"):  # planes marched x in-plane tile
         return [(c, y, x) for c in (32, 64, 128, 512) for y in (4, 8, 16) for x in (32, 64) if _threads_ok(y * x)]
+    if strategy == "pipelined":  # as streaming, plus wide rows (fewer halo cells per row for a short stencil)
+        return [(c, y, x) for c in (32, 64, 128) for y in (2, 4, 8, 16) for x in (32, 64, 128, 256) if 256 <= y * x <= 1024]
     return []
 
 

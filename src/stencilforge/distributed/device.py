@@ -237,17 +237,17 @@ class NcclTransport:
         uid = comm.bcast(uid, root=0)
         self._comm = nccl.NcclCommunicator(comm.size, uid, comm.rank)
         self._types = {np.dtype(np.float32): nccl.NCCL_FLOAT32, np.dtype(np.float64): nccl.NCCL_FLOAT64}
-        self._connected: set = set()
 
     def connect(self, neighbours) -> None:
-        """One small exchange with each neighbour pair not yet connected (every rank calls it)."""
+        """One small exchange with the neighbours along each axis (every rank calls it, every time).
+
+        Never skipped for a pair met in an earlier run: a neighbour's pairs differ
+        with the process grid, and a rank that skipped would leave it waiting.
+        """
         for lo, hi in neighbours:
-            if (lo, hi) in self._connected:
-                continue
             one = self._cp.zeros(2, dtype=np.float32)
             self.exchange([(one[:1], lo, one[1:], hi), (one[1:], hi, one[:1], lo)])
-            self._cp.cuda.get_current_stream().synchronize()
-            self._connected.add((lo, hi))
+        self._cp.cuda.get_current_stream().synchronize()
 
     def exchange(self, pairs) -> None:
         nccl = self._nccl

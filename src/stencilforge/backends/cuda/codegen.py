@@ -571,26 +571,26 @@ def _pipeline_depth(stage_bytes: int, smem, blocks: int, planes: int) -> int:
 def pipelined_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str, ahead: int | None = None) -> Kernel:
     """2.5D march like `streaming`, but planes reach shared memory through a ring of cp.async stages.
 
-    `streaming` stages the next group through registers and then waits for
-    it, so each block has one group in flight and occupancy trades against
-    prefetch depth (ncu: latency-bound, 60% of DRAM peak). Here every plane of
-    the walk (the 2r column halo included) is copied, box and in-plane halo
-    for each stencil field and the tile for each pointwise field, straight into
-    a ring slot with `cp.async`, `ahead` planes before it is consumed (default:
-    the block's share of IN_FLIGHT bytes), so copies stay outstanding while
-    the block waits at barriers and computes, and cost no registers.
+    `streaming` stages the next plane group through registers and then waits
+    for it, so a block has one group in flight and occupancy trades against
+    prefetch depth (ncu: latency-bound at 60% of DRAM peak). Here each plane
+    (box with in-plane halo of every stencil field, tile of every pointwise
+    field) is copied with `cp.async` straight into a ring slot `ahead` planes
+    before it is consumed, so ahead x plane bytes per block stay in flight
+    through barriers and arithmetic and cost no registers (default depth: the
+    block's share of IN_FLIGHT within its share of shared memory). The column
+    comes from a register queue filled from the ring, as in `streaming`.
 
     Ring plane m (0 <= m < L = planes + 2R, R the longest column radius) is
-    plane z0 - R + m; each plane is one commit group. Step k waits for its own
-    copies of plane m = k (wait_group ahead - 1), then one barrier makes every
-    thread's copies visible and tells that every thread finished step k - 1.
-    Only then is plane k + ahead issued, into the slot of plane k + ahead - S;
-    step k reads plane k (queue top) and k - R (in-plane neighbours), and steps
-    before k read nothing newer than k - 1 - R... so S = ahead + R + 1 slots
-    mean a slot is overwritten only after the barrier that follows its last
-    reader. The column comes from a register queue filled from the ring, as in
-    `streaming`. Pointwise tiles use a ring of ahead + 1 slots indexed by the
-    output plane; each thread copies and reads only its own cell.
+    plane z0 - R + m, one commit group, in slot m mod S. Step k: wait_group
+    (ahead - 1) completes this thread's copies of plane k; the barrier then
+    makes every thread's copies visible and guarantees every thread finished
+    step k - 1; only then is plane k + ahead issued. Step k reads plane k (the
+    queue's new entry) and plane k - R (in-plane neighbours), so plane j is last
+    read in step j + R. With S = ahead + R + 1 the slot written in step k held
+    plane k - R - 1, last read in step k - 1, before the barrier. Pointwise
+    tiles have a ring of ahead + 1 slots indexed by output plane, and each
+    thread copies and reads only its own cell.
     """
     reason = streaming_applicable(sweep)
     if reason:
@@ -606,7 +606,7 @@ def pipelined_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str, ahead
     boxes = {f: tuple(t + 2 * r for t, r in zip(plane_tile, radii[f][1:])) for f in staged}
     cells = {f: math.prod(boxes[f]) for f in staged}
     lag = max((r[0] for r in radii.values()), default=0)
-    blocks = max(1, (RESIDENT_THREADS or _resident_threads(nd, lag)) // threads)
+    blocks = max(1, (RESIDENT_THREADS or _resident_threads(nd, lag)) // threads)  # an estimate: ptxas picks registers
 
     def smem(a: int) -> int:
         return ((a + lag + 1) * sum(cells.values()) + (a + 1) * threads * len(points)) * itemsize
@@ -624,11 +624,14 @@ def pipelined_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str, ahead
     for f in points:
         offset[f], at = at, at + pring * threads
     inplane = {t.field for t in sweep.terms if t.field in radii for o, _ in t.stencil.entries if o[0] == 0 and any(o[1:])}
-    first = {f: lag - radii[f][0] for f in staged} | {f: 2 * lag for f in points}  # ring plane of each field's first copy
-    unroll = min(UNROLL if lag <= 4 else 2, chunk)
+    first = {f: lag - radii[f][0] for f in staged}  # a shorter column skips the first and last `first` ring planes
+    # steps per loop trip, i.e. per shift of the queues (2r moves): two amortise a short column; a long one
+    # needs the registers. No minimum of blocks in __launch_bounds__: ptxas then rematerialised the
+    # addresses every step (50-90% more instructions per plane for heat3d and wave3d at equal registers).
+    unroll = min(UNROLL if 1 < lag <= 4 else 2, chunk)
     lines = [
         *_CP_ASYNC.splitlines(),
-        f'extern "C" __global__ void __launch_bounds__({threads}, {blocks}) {name}({_params(sweep, False)})',
+        f'extern "C" __global__ void __launch_bounds__({threads}) {name}({_params(sweep, False)})',
         "{",
         f"    // {ring} plane slots per stencil field, {ahead} planes in flight ahead of the one consumed",
         "    extern __shared__ real sf_smem[];",
@@ -652,7 +655,7 @@ def pipelined_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str, ahead
         lines.append(f"    const real* src_{f} = f_{f} + col + {plane(first[f])};")
         lines += [f"    const real* src_{f}_{j} = f_{f} + goff_{f}_{j} + {plane(first[f])};" for j in range(slots[f])]
         lines.append(f"    real {', '.join(f'q_{f}_{j}' for j in range(2 * radii[f][0] + unroll))};")
-    lines += [f"    const real* src_{f} = f_{f} + col + {plane(first[f])};" for f in points]
+    lines += [f"    const real* src_{f} = f_{f} + col + {plane(lag)};" for f in points]  # ring plane 2R: output plane z0
 
     def base(f: str, slot: str | int, size: int, plus: str = "") -> str:
         """Element offset of a ring slot of field f (slot a number or a variable), plus an index in it."""
@@ -674,12 +677,12 @@ def pipelined_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str, ahead
                 f"if (lc_{f}) sf_cp_async(d_{f} + c_{f} * {itemsize}, src_{f});",
                 *(f"if (load_{f}_{j}) sf_cp_async(d_{f} + sidx_{f}_{j} * {itemsize}, src_{f}_{j});" for j in range(slots[f])),
             ]
-            if first[f] and (known is None or known + first[f] > 2 * lag):  # a shorter column also ends earlier
+            if first[f] and (known is None or known + first[f] > 2 * lag):
                 body += [f"if ({m} < L - {first[f]}) {{", *("    " + c for c in copies), "}"]
             else:
                 body += copies
             walk += [f"src_{f} += s0;", *(f"src_{f}_{j} += s0;" for j in range(slots[f]))]
-        if points and (known is None or known >= first[points[0]]):
+        if points and (known is None or known >= 2 * lag):  # ring plane m carries output plane m - 2R
             slot = "pw" if known is None else (known - 2 * lag) % pring
             body.append("if (active) {")
             body += [f"    sf_cp_async(sm + ({base(f, slot, threads, 'tid')}) * {itemsize}, src_{f});" for f in points]
