@@ -19,7 +19,8 @@ from stencilforge.backends import get_backend
 from stencilforge.distributed import Decomposition, bind_device, fail_together, gather, run_decomposed, world
 from stencilforge.distributed.decomposition import _cut_area, _fits, factorizations
 from stencilforge.distributed.runner import minimum_extents
-from stencilforge.errors import StencilforgeError
+from stencilforge.distributed.outputs import GlobalOutput
+from stencilforge.errors import OutputError, StencilforgeError
 from stencilforge.timeloop import LoopOptions
 
 # (label, problem, build parameters, loop options): small, uneven blocks, every problem and closure kind.
@@ -123,9 +124,35 @@ def nan_rank(backend_name: str) -> None:
         sys.exit(2)
 
 
+def fail_write(backend_name: str) -> None:
+    """Rank 0's writer fails at the second snapshot: every rank stops at that step, none waits."""
+    comm = world()
+
+    class FailingWriter:
+        def __init__(self):
+            self.calls = 0
+
+        def __call__(self, step, t, fields, backend):
+            self.calls += 1
+            if self.calls == 2:
+                raise OutputError(f"writing snapshot at step {step} failed: injected")
+
+        def close(self):
+            pass
+
+    output = GlobalOutput(FailingWriter() if comm.rank == 0 else None, 2, ("u",), False)
+    try:
+        run_decomposed(problems.build("heat2d", shape=(16, 16)), get_backend(backend_name), LoopOptions(steps=50), comm=comm, outputs=[output])
+    except StencilforgeError as exc:
+        print(f"error: rank {comm.rank}: {exc}", file=sys.stderr, flush=True)
+        sys.exit(2)
+
+
 if __name__ == "__main__":
     if sys.argv[2] == "fail-rank":
         fail_rank(sys.argv[1])
+    elif sys.argv[2] == "fail-write":
+        fail_write(sys.argv[1])
     elif sys.argv[2] == "nan-rank":
         nan_rank(sys.argv[1])
     else:

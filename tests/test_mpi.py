@@ -157,3 +157,57 @@ def test_a_blow_up_on_one_rank_is_reported_once_by_every_rank():
     assert proc.returncode == 2, proc.stderr
     lines = error_lines(proc)
     assert len(lines) == 1 and "blew up" in lines[0], proc.stderr
+
+
+def _datasets(path: Path) -> dict[str, bytes]:
+    """Every dataset of an HDF5 file (fields, steps, times), as bytes; attributes such as the command line differ."""
+    import h5py
+
+    out = {}
+    with h5py.File(path, "r") as f:
+        f.visititems(lambda name, obj: out.__setitem__(name, obj[...].tobytes()) if isinstance(obj, h5py.Dataset) else None)
+    return out
+
+
+@pytest.mark.parametrize(
+    "problem,args",
+    [
+        ("heat2d", ("--shape", "20", "17")),
+        ("wave3d", ("--shape", "11", "10", "9", "--radius", "2", "--source", "--velocity", "layered")),
+    ],
+)
+def test_outputs_are_global_files_and_a_run_resumes_on_another_rank_count(problem, args, tmp_path):
+    pytest.importorskip("h5py")
+    common = (*args, "--backend", "numpy")
+
+    def files(tag: str, steps: int, *extra: str) -> tuple[str, ...]:
+        return ("--steps", str(steps), "--checkpoint-every", "6", "--checkpoint", str(tmp_path / f"{tag}.ckpt.h5"), *extra)
+
+    snaps = ("--snapshot-every", "4", "--out")
+    env = dict(os.environ, NUMBA_NUM_THREADS="1", PYTHONPATH=os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")]))
+    single = subprocess.run(
+        [sys.executable, "-m", "stencilforge.cli", "run", problem, *common, *files("one", 12, *snaps, str(tmp_path / "one.h5"))],
+        env=env, capture_output=True, text=True, timeout=TIMEOUT_S,
+    )
+    assert single.returncode == 0, single.stderr
+    whole = cli(3, problem, *common, *files("three", 12, *snaps, str(tmp_path / "three.h5")))
+    assert whole.returncode == 0, whole.stderr
+    assert _datasets(tmp_path / "three.h5") == _datasets(tmp_path / "one.h5")
+    assert _datasets(tmp_path / "three.ckpt.h5") == _datasets(tmp_path / "one.ckpt.h5")
+
+    half = cli(3, problem, *common, *files("half", 6))
+    assert half.returncode == 0, half.stderr
+    resumed = cli(2, "--resume", str(tmp_path / "half.ckpt.h5"), "--backend", "numpy", *files("resumed", 6), "--json")
+    assert resumed.returncode == 0, resumed.stderr
+    assert json.loads(resumed.stdout)["step"] == 12
+    assert _datasets(tmp_path / "resumed.ckpt.h5") == _datasets(tmp_path / "one.ckpt.h5")
+
+
+def test_a_write_failure_on_rank_zero_stops_every_rank_at_that_step():
+    proc = mpiexec(2, str(DRIVER), "numpy", "fail-write")
+    assert proc.returncode == 2, proc.stderr
+    lines = sorted(error_lines(proc))
+    assert lines == [
+        "error: rank 0: writing snapshot at step 4 failed: injected",
+        "error: rank 1: rank 0: writing snapshot at step 4 failed: injected",
+    ], proc.stderr

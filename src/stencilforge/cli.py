@@ -20,7 +20,7 @@ from rich.table import Table
 
 from . import __version__, problems
 from .backends import available, get_backend
-from .distributed import bind_device, fail_together, launched, run_decomposed, world, world_rank
+from .distributed import bind_device, fail_together, launched, world, world_rank
 from .errors import StencilforgeError
 from .timeloop import LoopOptions
 
@@ -196,8 +196,6 @@ def run(
     from .io.session import Outputs
 
     mpi = procs is not None or launched()
-    if mpi and (snapshot_every or checkpoint_every or png):
-        raise StencilforgeError("snapshots, checkpoints and --png are not available for decomposed (MPI) runs yet")
     root = world_rank() == 0
 
     outputs = Outputs(
@@ -217,7 +215,7 @@ def run(
     try:
         opts = LoopOptions(steps=steps, tol=tol, check_every=check_every, progress=bar, start_step=start_step)
         if mpi:
-            result = run_decomposed(setup, engine, opts, parse_ints(procs, "--procs"), world(), halo, overlap)
+            result = outputs.run_decomposed(setup, engine, opts, world(), parse_ints(procs, "--procs"), halo, overlap)
         else:
             result = outputs.run(setup, engine, opts)
     finally:

@@ -3,3 +3,7 @@
 
 class StencilforgeError(Exception):
     """A user-facing error: bad input, an unavailable backend, a run that blew up."""
+
+
+class OutputError(StencilforgeError):
+    """Writing a snapshot or checkpoint failed; the run must stop (on every rank of a decomposed run)."""

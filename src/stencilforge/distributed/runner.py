@@ -36,11 +36,12 @@ from ..boundary import Periodic
 from ..errors import StencilforgeError
 from ..plan import AxisOperator
 from ..problems import Setup
-from ..timeloop import LoopOptions, Result, run
+from ..timeloop import LoopOptions, Result, close_observers, run
 from .decomposition import Decomposition
 from ..backends.cuda.backend import EventClock
 from .device import DeviceStreams, HostClock, HostTransport, NoStreams, choose_transport, is_device_array
 from .halo import HaloExchange
+from .outputs import GlobalOutput, Gathering
 from .reductions import all_true, global_max, global_sum
 
 SIZE_VARIABLES = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "MV2_COMM_WORLD_SIZE")
@@ -392,6 +393,7 @@ def run_decomposed(
     comm=None,
     halo: str = "auto",
     overlap: bool | None = None,
+    outputs: Sequence[GlobalOutput] = (),
 ) -> Result:
     """Run `setup` (the global problem) over the ranks of `comm`; every rank returns its block's Result.
 
@@ -402,16 +404,24 @@ def run_decomposed(
     and the slowest rank's comm and compute seconds. On GPUs the caller has
     already called `bind_device` before creating the backend, which fixes the
     backend's device; binding again here could move the rank to another GPU.
+    `outputs` (snapshots, checkpoints) are written by rank 0 as global files.
     """
     comm = world() if comm is None else comm
     if opts.observers:
-        raise StencilforgeError("snapshots and checkpoints are not supported in decomposed runs yet")
-    on_device = is_device_array(backend.xp)
-    decomp = agree(comm, lambda: Decomposition.create(comm.size, setup.grid.shape, minimum_extents(setup), procs))
-    cart = comm.Create_cart(decomp.dims, periods=[False] * len(decomp.dims), reorder=False)
-    coords = tuple(cart.Get_coords(cart.rank))
-    local = agree(cart, lambda: localize(setup, decomp, coords))
-    transport = agree(cart, lambda: choose_transport(cart, backend.xp, halo))
+        raise StencilforgeError("a decomposed run takes global outputs (distributed.outputs), not per-rank observers")
+    try:
+        on_device = is_device_array(backend.xp)
+        decomp = agree(comm, lambda: Decomposition.create(comm.size, setup.grid.shape, minimum_extents(setup), procs))
+        cart = comm.Create_cart(decomp.dims, periods=[False] * len(decomp.dims), reorder=False)
+        coords = tuple(cart.Get_coords(cart.rank))
+        local = agree(cart, lambda: localize(setup, decomp, coords))
+        transport = agree(cart, lambda: choose_transport(cart, backend.xp, halo))
+    except BaseException:
+        close_observers([o.observer for o in outputs if o.observer is not None])
+        raise
+    shapes = {name: arr.shape for name, arr in setup.fields.items()}
+    dtypes = {name: arr.dtype for name, arr in setup.fields.items()}
+    opts = replace(opts, observers=tuple(Gathering(o, cart, decomp, setup.grid.ghost, shapes, dtypes) for o in outputs))
     if not on_device:
         domain = MPIDomain(cart, decomp, coords, transport)
         return run(local, DecomposedBackend(backend, domain, overlap=overlap), replace(opts, domain=domain))

@@ -114,12 +114,45 @@ class Outputs:
 
     def run(self, setup, backend, opts: LoopOptions) -> Result:
         """Run the loop with snapshot and checkpoint observers; draw --png from the final state."""
-        ledger = Ledger(checkpoint=(opts.start_step, self.resume) if self.resume is not None else None)
+        ledger = self._ledger(opts)
         observers = self._observers(setup, backend.name, ledger)
         try:
             result = run_loop(setup, backend, replace(opts, observers=(*opts.observers, *observers)))
         except OutputError:
             raise StencilforgeError(f"{ledger.failures[0]}; run stopped. {ledger.describe()}") from None
+        if self.png is not None:
+            name = setup.solution
+            view = View(setup.name, name, setup.grid.spacing, setup.grid.lower)
+            plot_array(self.png, backend.to_host(result.fields[name]), view, result.summary["t"], result.summary["step"])
+        return self._report(result, ledger)
+
+    def run_decomposed(self, setup, backend, opts: LoopOptions, comm, procs=None, halo: str = "auto", overlap=None) -> Result:
+        """The run over the ranks of `comm`; rank 0 writes the snapshots and checkpoints as global files."""
+        from ..distributed.outputs import GlobalOutput
+        from ..distributed.runner import agree, run_decomposed
+
+        if self.png is not None:
+            raise StencilforgeError("--png is not available for decomposed (MPI) runs yet; use --snapshot-every and plot")
+        root = comm.rank == 0
+        ledger = self._ledger(opts)
+        observers = agree(comm, lambda: self._observers(setup, backend.name, ledger) if root else [])
+        reads = []
+        if self.snapshot_every is not None:
+            reads.append((self.snapshot_every, evolving_fields(setup), False))
+        if self.checkpoint_every is not None:
+            reads.append((self.checkpoint_every, tuple(setup.fields), True))
+        outputs = [GlobalOutput(observers[i] if root else None, every, names, walls) for i, (every, names, walls) in enumerate(reads)]
+        try:
+            result = run_decomposed(setup, backend, opts, procs, comm, halo, overlap, outputs)
+        except OutputError:  # raised on rank 0; the other ranks raise the broadcast message
+            raise StencilforgeError(f"{ledger.failures[0]}; run stopped. {ledger.describe()}") from None
+        return self._report(result, ledger) if root else result
+
+    def _ledger(self, opts: LoopOptions) -> Ledger:
+        return Ledger(checkpoint=(opts.start_step, self.resume) if self.resume is not None else None)
+
+    def _report(self, result: Result, ledger: Ledger) -> Result:
+        """The files written, in the run's summary."""
         files = {}
         if self.out is not None:
             count = ledger.snapshot[2] if ledger.snapshot else 0
@@ -129,11 +162,7 @@ class Outputs:
         if ledger.checkpoint is not None:
             files["checkpoint"] = {"path": str(ledger.checkpoint[1]), "step": ledger.checkpoint[0]}
         if self.png is not None:
-            name = setup.solution
-            view = View(setup.name, name, setup.grid.spacing, setup.grid.lower)
-            plot_array(self.png, backend.to_host(result.fields[name]), view, result.summary["t"], result.summary["step"])
             files["png"] = str(self.png)
         if files:
             result.summary["outputs"] = files
         return result
-

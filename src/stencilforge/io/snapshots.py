@@ -18,11 +18,7 @@ from typing import Callable, Protocol
 
 import numpy as np
 
-from ..errors import StencilforgeError
-
-
-class OutputError(StencilforgeError):
-    """Writing a snapshot or checkpoint failed; the run must stop."""
+from ..errors import OutputError, StencilforgeError
 
 
 class Sink(Protocol):
