@@ -20,7 +20,9 @@ Strategies for a `Sweep` (ghosted fields, interior written):
              (a queue shifted once per plane) and the current plane, with its
              in-plane halo, sits in shared memory;
   streaming_l1  the same march without shared memory or barriers: in-plane
-             neighbours are read through the L1 cache.
+             neighbours are read through the L1 cache;
+  pipelined  the same march with every plane copied by cp.async (sm_80+) into
+             a ring of shared-memory stages several planes ahead of its use.
 For an `AxisOperator` (unpadded 2D arrays, one-sided closure rows at both ends):
   naive      one thread per cell, every read from global memory;
   pencil     along x: a row segment plus halo in shared memory; along y: a
