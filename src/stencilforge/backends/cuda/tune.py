@@ -25,9 +25,9 @@ def choose(plan: Sweep | AxisOperator, grid_shape, dtype, device_name: str | Non
     column) whenever the stencil leaves the plane only along the column,
     which every star stencil does; it was the fastest for radius 8 and, with
     prefetching, for the 7-point stencil (75% against 64% naive; `pipelined`,
-    cp.async stages several planes ahead, measured 74-75%). In 2D, rows of
-    512: `pipelined` for a single stencil field, `streaming` when another
-    field is read at the cell. Otherwise `tiled`.
+    cp.async stages several planes ahead, measured 74-75%). In 2D,
+    `pipelined` on rows of 512 for a single stencil field, `streaming` when
+    another field is read at the cell. Otherwise `tiled`.
     """
     if device_name is not None:
         hit = cached_choice(device_name, plan, grid_shape, dtype)
@@ -37,10 +37,12 @@ def choose(plan: Sweep | AxisOperator, grid_shape, dtype, device_name: str | Non
     if isinstance(plan, AxisOperator):
         strategy = "pencil" if plan.axis == plan.ndim - 1 else "naive"
     elif streaming_applicable(plan) is None and plan.ndim == 2:
-        # `stencilforge tune` at 16384^2 on the H100: heat2d pipelined 64x512 91.4% (streaming 64x256
-        # 89.3%); poisson2d, which also reads f at the cell, streaming 64x512 95.6% (64x256 94.0%)
-        pointwise = set(plan.inputs) - set(plan.stencil_inputs)
-        return ("streaming" if pointwise else "pipelined"), (64, 512)
+        # 16384^2: heat2d and jacobi2d pipelined 64x512 91.4% of copy on the H100 (streaming 89.3%) and
+        # 83.3% on the H200 (78.4%); poisson2d, which also reads f at the cell, streaming 64x256 (H200
+        # 90.3% against pipelined 86.4%; 64x512 gained 1.6 points on the H100 but lost 4.5 on the H200)
+        if set(plan.inputs) - set(plan.stencil_inputs):
+            return "streaming", default_tile(plan, "streaming")
+        return "pipelined", (64, 512)
     elif streaming_applicable(plan) is None:
         strategy = "streaming"
     else:
