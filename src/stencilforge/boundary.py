@@ -107,10 +107,12 @@ class Dirichlet:
         func = self.value
         if self.time_factor is not None:
             spatial = xp.asarray(np.asarray(func(*coords, 0.0), dtype=np.float64))
+            scaled = xp.empty_like(spatial)
             factor = self.time_factor
 
             def fill_scaled(arr, t):
-                _flat(arr)[cells] = spatial * factor(t)
+                xp.multiply(spatial, factor(t), out=scaled)
+                _flat(arr)[cells] = scaled
 
             return fill_scaled
         points = [xp.asarray(c) for c in coords]

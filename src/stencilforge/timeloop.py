@@ -160,8 +160,9 @@ def _run(setup: Setup, backend, opts: LoopOptions) -> Result:
     last_report = time.perf_counter()
     kernel_start = backend.kernel_seconds() if hasattr(backend, "kernel_seconds") else None
     # The first step's walls and the NaN test run once before the clock starts: both leave the fields
-    # as they are, and on a GPU their first call loads the array library's kernels (about 0.4 s in a
-    # fresh process on an H100), which is set-up, not stepping. The test's answer is not needed yet.
+    # as they are, and on a GPU their first call loads the array library's kernels (a fresh process on
+    # an H100 lost about 0.4 s of wall time to first calls), which is set-up, not stepping. The test's
+    # answer is not needed yet.
     for name, fill in dynamic:
         fill(fields[name], time_at(first))
     locally_finite()

@@ -340,7 +340,6 @@ class DecomposedBackend:
     def sum_squares(self, sweep, grid):
         exchange = self._halo(grid)
         names = sweep.stencil_inputs
-        backend = self._backend
 
         def run_sum(fields):
             for name in names:

@@ -80,37 +80,52 @@ class Outputs:
         setup, ckpt = resume_setup(self.resume, problem, shape, dtype, params)
         return setup, ckpt.step
 
+    def _reads(self, setup) -> list[tuple[str, int, tuple[str, ...]]]:
+        """(kind, every, fields) of each output: snapshots hold the evolving fields' interiors,
+        checkpoints every field with its ghost layers."""
+        reads = []
+        if self.snapshot_every is not None:
+            reads.append(("snapshot", self.snapshot_every, evolving_fields(setup)))
+        if self.checkpoint_every is not None:
+            reads.append(("checkpoint", self.checkpoint_every, tuple(setup.fields)))
+        return reads
+
     def _observers(self, setup, backend_name: str, ledger: Ledger) -> list:
+        """One observer per entry of `_reads`, in its order."""
         from .meta import RunInfo
 
         info = RunInfo.of(setup, backend_name, self.command_line)
-        grid = setup.grid
         observers = []
         try:
-            if self.snapshot_every is not None:
-                names = evolving_fields(setup)
-                layout = {name: (grid.shape, grid.dtype) for name in names}
-                regions = {name: grid.interior for name in names}
-                if self.out.suffix.lower() == ".npz":
-                    from .npz import NpzSink
-
-                    sink = NpzSink(self.out, info, layout, self.snapshot_every, setup.t0, setup.dt)
-                else:
-                    from .hdf5 import H5Sink
-
-                    sink = H5Sink(self.out, info, layout, self.snapshot_every, setup.t0, setup.dt, self.compression)
-                observers.append(StreamingObserver(sink, layout, regions, self.snapshot_every, ledger, "snapshot", self.buffers))
-            if self.checkpoint_every is not None:
-                from .checkpoint import CheckpointSink
-
-                layout = {name: (arr.shape, arr.dtype) for name, arr in setup.fields.items()}
-                regions = {name: tuple(slice(None) for _ in arr.shape) for name, arr in setup.fields.items()}
-                sink = CheckpointSink(self.checkpoint, info)
-                observers.append(StreamingObserver(sink, layout, regions, self.checkpoint_every, ledger, "checkpoint", depth=1))
+            for kind, every, names in self._reads(setup):
+                make = self._checkpoints if kind == "checkpoint" else self._snapshots
+                observers.append(make(setup, info, names, every, ledger))
         except BaseException:
             close_observers(observers)
             raise
         return observers
+
+    def _snapshots(self, setup, info, names, every: int, ledger: Ledger) -> StreamingObserver:
+        grid = setup.grid
+        layout = {name: (grid.shape, grid.dtype) for name in names}
+        if self.out.suffix.lower() == ".npz":
+            from .npz import NpzSink
+
+            sink = NpzSink(self.out, info, layout, every, setup.t0, setup.dt)
+        else:
+            from .hdf5 import H5Sink
+
+            sink = H5Sink(self.out, info, layout, every, setup.t0, setup.dt, self.compression)
+        regions = {name: grid.interior for name in names}
+        return StreamingObserver(sink, layout, regions, every, ledger, "snapshot", self.buffers)
+
+    def _checkpoints(self, setup, info, names, every: int, ledger: Ledger) -> StreamingObserver:
+        from .checkpoint import CheckpointSink
+
+        layout = {name: (setup.fields[name].shape, setup.fields[name].dtype) for name in names}
+        regions = {name: tuple(slice(None) for _ in setup.fields[name].shape) for name in names}
+        sink = CheckpointSink(self.checkpoint, info)
+        return StreamingObserver(sink, layout, regions, every, ledger, "checkpoint", depth=1)
 
     def run(self, setup, backend, opts: LoopOptions) -> Result:
         """Run the loop with snapshot and checkpoint observers; draw --png from the final state."""
@@ -136,12 +151,10 @@ class Outputs:
         root = comm.rank == 0
         ledger = self._ledger(opts)
         observers = agree(comm, lambda: self._observers(setup, backend.name, ledger) if root else [])
-        reads = []
-        if self.snapshot_every is not None:
-            reads.append((self.snapshot_every, evolving_fields(setup), False))
-        if self.checkpoint_every is not None:
-            reads.append((self.checkpoint_every, tuple(setup.fields), True))
-        outputs = [GlobalOutput(observers[i] if root else None, every, names, walls) for i, (every, names, walls) in enumerate(reads)]
+        outputs = [
+            GlobalOutput(observers[i] if root else None, every, names, walls=kind == "checkpoint")
+            for i, (kind, every, names) in enumerate(self._reads(setup))
+        ]
         try:
             result = run_decomposed(setup, backend, opts, procs, comm, halo, overlap, outputs)
         except OutputError:  # raised on rank 0; the other ranks raise the broadcast message

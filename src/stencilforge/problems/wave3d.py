@@ -115,13 +115,14 @@ def build(
     common = dict(name="wave3d", grid=grid, dt=step_dt, default_steps=200, solution="u", sweep=sweep, swap=("u", "u_prev"))
     if exact_case:
         u_exact = standing_wave(c)
+        omega = standing_wave_frequency(c)
         mesh = grid.mesh()
         interior_mesh = grid.mesh(ghosts=False)
         fields = {"u": padded(grid, u_exact(*mesh, 0.0)), "u_prev": padded(grid, u_exact(*mesh, -step_dt)), "vel": vel}
         return Setup(
             **common,
             fields=fields,
-            boundaries={"u": Dirichlet(u_exact, time_factor=lambda t: np.cos(standing_wave_frequency(c) * t))},
+            boundaries={"u": Dirichlet(u_exact, time_factor=lambda t: np.cos(omega * t))},
             exact=lambda t: {"u": u_exact(*interior_mesh, t)},
             params=params,
         )

@@ -422,6 +422,42 @@ def _resident_threads(ndim: int, column_radius: int) -> int:
     return 1536 if ndim == 3 else 1280
 
 
+def _queue_shift(radii: dict, by: int) -> list[str]:
+    """Each column queue moves `by` planes on: entry j takes entry j + by."""
+    return [f"        q_{f}_{j} = q_{f}_{j + by};" for f, r in radii.items() for j in range(2 * r[0])]
+
+
+def _march_outputs(sweep: Sweep, dtype, radii: dict, unroll: int, active: str | None, inplane) -> list[str]:
+    """The `unroll` output planes of one trip of a march, then the queue shift and the loop's end.
+
+    Column neighbours come from the register queue q, pointwise values from
+    v, in-plane neighbours from `inplane(field, offset, k)`; `active` guards the
+    store where the block has idle threads (None: they have returned).
+    """
+    lines = []
+    for k in range(unroll):
+
+        def access(f, o, k=k):
+            if f in radii:
+                if o[0] != 0 or not any(o[1:]):
+                    return f"q_{f}_{radii[f][0] + o[0] + k}"
+                return inplane(f, o, k)
+            return f"v_{f}_{k}"
+
+        conditions = ([active] if active else []) + ([f"z + {k} < z1"] if k else [])
+        guard = f"if ({' && '.join(conditions)}) " if conditions else ""
+        lines.append(f"        {guard}f_{sweep.out}[p + col + {k} * s0] = {_expression(sweep, dtype, access)};")
+    return lines + _queue_shift(radii, unroll) + ["    }"]
+
+
+def _march_kernel(name: str, lines: list[str], strategy: str, sweep: Sweep, tile, smem: int = 0) -> Kernel:
+    """A marching kernel: the block is the plane tile (x fastest) and covers `chunk` planes."""
+    plane_tile = tuple(tile[1:])
+    block = (plane_tile[-1], plane_tile[0] if sweep.ndim == 3 else 1, 1)
+    source = "\n".join(lines + ["}"]) + "\n"
+    return Kernel(name, source, strategy, tile, block, tuple(tile), _sweep_args(sweep, False), smem)
+
+
 def streaming_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str) -> Kernel:
     """2.5D: march along axis 0 with a register queue per stencil field and the plane in shared memory.
 
@@ -519,27 +555,10 @@ def streaming_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str) -> Ke
         lines.append("        }")
     prefetch(f"z + {unroll}", f"p + {unroll} * s0", "        ")
     lines.append("        __syncthreads();")
-    for k in range(unroll):
-
-        def access(f, o, k=k):
-            if f in radii:
-                rz = radii[f][0]
-                if o[0] != 0 or not any(o[1:]):
-                    return f"q_{f}_{rz + o[0] + k}"
-                return f"s_{f}[st][{k}][{_in_box(radii[f][1:], boxes[f], o)}]"
-            return f"v_{f}_{k}"
-
-        guard = "active" if k == 0 else f"active && z + {k} < z1"
-        lines.append(f"        if ({guard}) f_{sweep.out}[p + col + {k} * s0] = {_expression(sweep, dtype, access)};")
-    for f in staged:
-        rz = radii[f][0]
-        for j in range(2 * rz):
-            lines.append(f"        q_{f}_{j} = q_{f}_{j + unroll};")
-    lines.append("    }")
-    lines.append("}")
-    cover = (chunk,) + plane_tile
-    block = (plane_tile[-1], plane_tile[0] if nd == 3 else 1, 1)
-    return Kernel(name, "\n".join(lines) + "\n", "streaming", tile, block, cover, _sweep_args(sweep, False))
+    lines += _march_outputs(
+        sweep, dtype, radii, unroll, "active", lambda f, o, k: f"s_{f}[st][{k}][{_in_box(radii[f][1:], boxes[f], o)}]"
+    )
+    return _march_kernel(name, lines, "streaming", sweep, tile)
 
 
 _CP_ASYNC = """#ifndef SF_CP_ASYNC
@@ -575,13 +594,17 @@ def pipelined_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str, ahead
 
     `streaming` stages the next plane group through registers and then waits
     for it, so a block has one group in flight and occupancy trades against
-    prefetch depth (ncu: latency-bound at 60% of DRAM peak). Here each plane
+    prefetch depth. Here each plane
     (box with in-plane halo of every stencil field, tile of every pointwise
     field) is copied with `cp.async` straight into a ring slot `ahead` planes
     before it is consumed, so ahead x plane bytes per block stay in flight
     through barriers and arithmetic and cost no registers (default depth: the
     block's share of IN_FLIGHT within its share of shared memory). The column
     comes from a register queue filled from the ring, as in `streaming`.
+    Measured on the H100 (docs/performance.md, round 3): faster in 2D on rows
+    of 512 (heat2d 91.4% of copy against 89.3%), no faster in 3D (heat3d
+    74-75%, wave3d r8 61% against streaming's 66.7%), so 3D latency was not
+    what this was built to remove.
 
     Ring plane m (0 <= m < L = planes + 2R, R the longest column radius) is
     plane z0 - R + m, one commit group, in slot m mod S. Step k: wait_group
@@ -747,25 +770,18 @@ def pipelined_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str, ahead
         if points:
             lines.append(f"{ind}pr = pr == {pring - 1} ? 0 : pr + 1;")
 
-    def shift(by: int, ind: str) -> None:
-        for f in staged:
-            lines.extend(f"{ind}q_{f}_{j} = q_{f}_{j + by};" for j in range(2 * radii[f][0]))
-
     # `unroll` steps per trip (one shift of the queues), then the remaining steps one at a time
     lines.append(f"    for (; k + {unroll} <= L; k += {unroll}) {{")
     for u in range(unroll):
         consume(u, "        ")
-    shift(unroll, "        ")
+    lines += _queue_shift(radii, unroll)
     lines.append("    }")
     if unroll > 1:
         lines.append("    for (; k < L; ++k) {")
         consume(0, "        ")
-        shift(1, "        ")
+        lines += _queue_shift(radii, 1)
         lines.append("    }")
-    lines.append("}")
-    cover = (chunk,) + plane_tile
-    block = (plane_tile[-1], plane_tile[0] if nd == 3 else 1, 1)
-    return Kernel(name, "\n".join(lines) + "\n", "pipelined", tile, block, cover, _sweep_args(sweep, False), smem(ahead))
+    return _march_kernel(name, lines, "pipelined", sweep, tile, smem(ahead))
 
 
 def streaming_cached_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str) -> Kernel:
@@ -830,27 +846,8 @@ def streaming_cached_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str
         for f in points:
             lines.append(f"            v_{f}_{k} = f_{f}[p + col + {k} * s0];")
         lines.append("        }")
-    for k in range(unroll):
-
-        def access(f, o, k=k):
-            if f in radii:
-                rz = radii[f][0]
-                if o[0] != 0 or not any(o[1:]):
-                    return f"q_{f}_{rz + o[0] + k}"
-                return f"f_{f}[{_at(f'p + col + {k} * s0', o)}]"
-            return f"v_{f}_{k}"
-
-        guard = "" if k == 0 else f"if (z + {k} < z1) "
-        lines.append(f"        {guard}f_{sweep.out}[p + col + {k} * s0] = {_expression(sweep, dtype, access)};")
-    for f in staged:
-        rz = radii[f][0]
-        for j in range(2 * rz):
-            lines.append(f"        q_{f}_{j} = q_{f}_{j + unroll};")
-    lines.append("    }")
-    lines.append("}")
-    cover = (chunk,) + plane_tile
-    block = (plane_tile[-1], plane_tile[0] if nd == 3 else 1, 1)
-    return Kernel(name, "\n".join(lines) + "\n", "streaming_l1", tile, block, cover, _sweep_args(sweep, False))
+    lines += _march_outputs(sweep, dtype, radii, unroll, None, lambda f, o, k: f"f_{f}[{_at(f'p + col + {k} * s0', o)}]")
+    return _march_kernel(name, lines, "streaming_l1", sweep, tile)
 
 
 def reduce_sweep(sweep: Sweep, dtype, name: str) -> Kernel:
@@ -1062,11 +1059,11 @@ def default_tile(plan: Sweep | AxisOperator, strategy: str) -> tuple[int, ...]:
         return (8, 32) if nd == 2 else (2, 4, 32)
     if strategy == "tiled":
         return (16, 32) if nd == 2 else (4, 8, 32)
-    if nd == 2:
-        return (64, 256)
+    if nd == 2:  # H100 and H200: pipelined gains on rows of 512, streaming does not (docs/performance.md)
+        return (64, 512) if strategy == "pipelined" else (64, 256)
     if strategy == "streaming":  # measured on H100: 2 x 256 planes for short halos, 16 x 32 for radius 8
         return (64, 2, 256) if plan.radius <= 2 else (64, 16, 32)
-    if strategy == "pipelined":  # not measured yet: a halo of 6% (short) to 75% (radius 8) of the tile's cells, 512 threads
+    if strategy == "pipelined":  # H100: heat3d 73.9%, wave3d r8 60.7%; no other tile measured more than 1.2 points better
         return (64, 4, 128) if plan.radius <= 2 else (64, 16, 32)
     return (32, 8, 64)
 

@@ -36,15 +36,11 @@ def choose(plan: Sweep | AxisOperator, grid_shape, dtype, device_name: str | Non
             return strategy, tile if tile is not None else default_tile(plan, strategy)
     if isinstance(plan, AxisOperator):
         strategy = "pencil" if plan.axis == plan.ndim - 1 else "naive"
-    elif streaming_applicable(plan) is None and plan.ndim == 2:
-        # 16384^2: heat2d and jacobi2d pipelined 64x512 91.4% of copy on the H100 (streaming 89.3%) and
-        # 83.3% on the H200 (78.4%); poisson2d, which also reads f at the cell, streaming 64x256 (H200
-        # 90.3% against pipelined 86.4%; 64x512 gained 1.6 points on the H100 but lost 4.5 on the H200)
-        if set(plan.inputs) - set(plan.stencil_inputs):
-            return "streaming", default_tile(plan, "streaming")
-        return "pipelined", (64, 512)
     elif streaming_applicable(plan) is None:
-        strategy = "streaming"
+        # 2D at 16384^2: heat2d pipelined 91.4% of copy on the H100 (streaming 89.3%), heat2d and jacobi2d
+        # 83% on the H200 (78%); poisson2d also reads f at the cell: streaming 90.3% there, pipelined 86.4%
+        one_field = not set(plan.inputs) - set(plan.stencil_inputs)
+        strategy = "pipelined" if plan.ndim == 2 and one_field else "streaming"
     else:
         strategy = "tiled"
     return strategy, default_tile(plan, strategy)
