@@ -36,7 +36,7 @@ import cupy as cp  # noqa: E402  (only importable where the skip above did not f
 
 UNIT_ROUNDOFF = {np.dtype(np.float32): 2.0**-24, np.dtype(np.float64): 2.0**-53}
 DTYPES = ("float32", "float64")
-SWEEP_STRATEGIES = ("naive", "tiled", "streaming", "streaming_l1", "pipelined", "auto")
+SWEEP_STRATEGIES = ("naive", "rows", "tiled", "streaming", "streaming_l1", "pipelined", "auto")
 BACKENDS: dict[str, CudaBackend] = {}
 
 
@@ -125,7 +125,7 @@ def test_wave3d_awkward_shape(radius, dtype, strategy):
         ("streaming", (1, 1, 32)), ("streaming", (3, 5, 7)), ("streaming", (130, 2, 64)),
         ("streaming_l1", (3, 5, 7)), ("streaming_l1", (130, 2, 64)),
         ("pipelined", (1, 1, 32)), ("pipelined", (3, 5, 7)), ("pipelined", (130, 2, 64)), ("pipelined", (5, 32, 32)),
-        ("tiled", (3, 5, 7)), ("naive", (1, 3, 5)),
+        ("tiled", (3, 5, 7)), ("naive", (1, 3, 5)), ("rows", (3, 5, 7)), ("rows", (2, 1, 1024)),
     ],
 )
 def test_odd_tiles_and_tiles_larger_than_the_grid(strategy, tile):
@@ -158,7 +158,7 @@ def abs_operator(op: AxisOperator) -> AxisOperator:
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("strategy", ["naive", "pencil", "auto"])
+@pytest.mark.parametrize("strategy", ["naive", "rows", "pencil", "auto"])
 @pytest.mark.parametrize("orders", [(1, 2), (1,), (2,)])
 @pytest.mark.parametrize("accuracy", deriv.ACCURACIES)
 @pytest.mark.parametrize("axis", [0, 1])

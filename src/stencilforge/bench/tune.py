@@ -32,6 +32,8 @@ def _tiles(plan: Sweep | AxisOperator, strategy: str) -> list[tuple[int, ...]]:
     if isinstance(plan, AxisOperator):
         if strategy == "naive":
             return [(1, 256), (4, 64), (8, 32), (2, 128), (4, 128)]
+        if strategy == "rows":  # rows per thread x threads along x
+            return [(r, x) for r in (1, 2, 4, 8) for x in (128, 256, 512)]
         if strategy == "pencil" and plan.axis == 1:  # rows x segment length, one thread per cell
             return [(r, x) for r in (1, 2, 4, 8) for x in (64, 128, 256, 512) if _threads_ok(r * x)]
         if strategy == "pencil":  # cells marched down the column x columns
@@ -42,6 +44,8 @@ def _tiles(plan: Sweep | AxisOperator, strategy: str) -> list[tuple[int, ...]]:
             return [(y, x) for y in (1, 2, 4, 8, 16) for x in (32, 64, 128, 256) if _threads_ok(y * x)]
         if strategy == "tiled":
             return [(y, x) for y in (4, 8, 16, 32) for x in (32, 64, 128) if _threads_ok(y * x)]
+        if strategy == "rows":
+            return [(y, x) for y in (1, 2, 4, 8) for x in (256, 512, 1024)]
         if strategy.startswith("streaming") or strategy == "pipelined":  # planes marched x row segment
             return [(c, x) for c in (64, 256, 1024) for x in (128, 256, 512, 1024)]
         return []
@@ -49,6 +53,8 @@ def _tiles(plan: Sweep | AxisOperator, strategy: str) -> list[tuple[int, ...]]:
         return [(z, y, x) for z in (1, 2, 4) for y in (1, 4, 8) for x in (32, 64, 128) if 128 <= z * y * x <= 1024]
     if strategy == "tiled":
         return [(z, y, x) for z in (2, 4, 8) for y in (4, 8) for x in (32, 64) if _threads_ok(z * y * x)]
+    if strategy == "rows":
+        return [(z, y, x) for z in (1, 2) for y in (1, 2, 4, 8) for x in (128, 256, 512)]
     if strategy.startswith("streaming"):  # planes marched x in-plane tile
         return [(c, y, x) for c in (32, 64, 128, 512) for y in (4, 8, 16) for x in (32, 64) if _threads_ok(y * x)]
     if strategy == "pipelined":  # as streaming, plus wide rows (fewer halo cells per row for a short stencil)

@@ -13,6 +13,10 @@ ghost widths stay run-time arguments, so one kernel serves every grid size.
 
 Strategies for a `Sweep` (ghosted fields, interior written):
   naive      one thread per interior cell, linear indexing, reads through L1/L2;
+  rows       naive's reads, but each thread of a one-row block writes a column of
+             a few cells in consecutive rows (and planes), loads issued together;
+             consecutive blocks cover consecutive rows, so the grid walks memory
+             in address order and the neighbouring rows come from L1/L2;
   tiled      a block stages a box of each stencil field (tile + halo) in shared
              memory, then every thread evaluates its own cell from it;
   streaming  2.5D: a block covering a tile of the last ndim-1 axes marches along
@@ -25,6 +29,7 @@ Strategies for a `Sweep` (ghosted fields, interior written):
              a ring of shared-memory stages several planes ahead of its use.
 For an `AxisOperator` (unpadded 2D arrays, one-sided closure rows at both ends):
   naive      one thread per cell, every read from global memory;
+  rows       as for sweeps: a thread writes the same column in a few consecutive rows;
   pencil     along x: a row segment plus halo in shared memory; along y: a
              column pencil marching down the axis with a register queue. All
              outputs (e.g. d1 and d2) come out of the same pass over the input.
@@ -41,8 +46,8 @@ import numpy as np
 from ...errors import StencilforgeError
 from ...plan import AxisOperator, Derivative1D, Sweep
 
-SWEEP_STRATEGIES = ("naive", "tiled", "streaming", "streaming_l1", "pipelined")
-OPERATOR_STRATEGIES = ("naive", "pencil")
+SWEEP_STRATEGIES = ("naive", "rows", "tiled", "streaming", "streaming_l1", "pipelined")
+OPERATOR_STRATEGIES = ("naive", "rows", "pencil")
 STRATEGIES = tuple(dict.fromkeys(SWEEP_STRATEGIES + OPERATOR_STRATEGIES))
 MAX_THREADS = 1024
 STATIC_SMEM_LIMIT = 48 * 1024
@@ -221,6 +226,53 @@ def naive_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str) -> Kernel
         "}",
     ]
     return Kernel(name, "\n".join(body) + "\n", "naive", tile, _block(tile), tile, _sweep_args(sweep, False))
+
+
+def _row_cells(tile: tuple[int, ...]) -> list[tuple[int, ...]]:
+    """The (plane, row) offsets of the cells one `rows` thread writes, for a tile (Z, R, X) or (R, X)."""
+    return [tuple(c) for c in np.ndindex(*tile[:-1])]
+
+
+def rows_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str) -> Kernel:
+    """A block of one row of threads; each thread writes its column in tile[:-1] consecutive rows/planes.
+
+    Every value is computed before any is stored, so the loads of all the
+    thread's cells are in flight together (__restrict__ lets the compiler
+    hoist them); blockIdx.x runs along x and blockIdx.y along rows, which
+    walks the arrays in address order like a flat elementwise kernel.
+    """
+    nd = sweep.ndim
+    tx = tile[-1]
+    out = f"f_{sweep.out}"
+    last = f"n{nd - 1}"
+    lines = [
+        f'extern "C" __global__ void __launch_bounds__({tx}) {name}({_params(sweep, False)})',
+        "{",
+        f"    const int i{nd - 1} = blockIdx.x * {tx} + threadIdx.x;",
+        f"    if (i{nd - 1} >= {last}) return;",
+        *("    " + s for s in _strides(nd)),
+    ]
+    if nd == 3:
+        lines += [
+            f"    const int y0 = blockIdx.y * {tile[1]}, z0 = blockIdx.z * {tile[0]};",
+            "    const long long c = ((long long)z0 + g) * s0 + ((long long)y0 + g) * s1 + (i2 + g);",
+        ]
+    else:
+        lines += [f"    const int y0 = blockIdx.y * {tile[0]};", "    const long long c = ((long long)y0 + g) * s0 + (i1 + g);"]
+    cells = []
+    for k, off in enumerate(_row_cells(tile)):
+        if nd == 3:
+            inside, shift = f"z0 + {off[0]} < n0 && y0 + {off[1]} < n1", f"{off[0]} * s0 + {off[1]} * s1"
+        else:
+            inside, shift = f"y0 + {off[0]} < n0", f"{off[0]} * s0"
+        lines += [f"    const bool in{k} = {inside};", f"    const long long c{k} = c + {shift};", f"    real v{k};"]
+        cells.append(k)
+    for k in cells:
+        expr = _expression(sweep, dtype, lambda f, o, k=k: f"f_{f}[{_at(f'c{k}', o)}]")
+        lines.append(f"    if (in{k}) v{k} = {expr};")
+    lines += [f"    if (in{k}) {out}[c{k}] = v{k};" for k in cells]
+    lines.append("}")
+    return Kernel(name, "\n".join(lines) + "\n", "rows", tile, (tx, 1, 1), tile, _sweep_args(sweep, False))
 
 
 def _block(tile: tuple[int, ...]) -> tuple[int, int, int]:
@@ -958,6 +1010,42 @@ def naive_operator(op: AxisOperator, dtype, tile: tuple[int, ...], name: str) ->
     return Kernel(name, "\n".join(lines) + "\n", "naive", tile, _block(tile), tile, _op_args(op))
 
 
+def rows_operator(op: AxisOperator, dtype, tile: tuple[int, ...], name: str) -> Kernel:
+    """tile = (R, X): a block of X threads along x, each writing its column in R consecutive rows,
+    all values computed before the first store so the loads of every row are in flight together."""
+    _check_operator(op)
+    u = f"f_{op.inp}"
+    rows, tx = tile
+    step = "" if op.axis == 1 else " * n1"
+    lines = [
+        f'extern "C" __global__ void __launch_bounds__({tx}) {name}({_op_params(op)})',
+        "{",
+        f"    const int i1 = blockIdx.x * {tx} + threadIdx.x;",
+        "    if (i1 >= n1) return;",
+        f"    const int row = blockIdx.y * {rows};",
+    ]
+    for k in range(rows):
+        pos = "i1" if op.axis == 1 else f"y{k}"
+        lines += [
+            f"    const int y{k} = row + {k};",
+            f"    const long long c{k} = (long long)y{k} * n1 + i1;",
+            f"    real {', '.join(f'o{m}_{k}' for m in range(len(op.outputs)))};",
+            f"    if (y{k} < n0) {{",
+        ]
+        for m, d in enumerate(op.outputs):
+
+            def glob(o, k=k):
+                return f"{u}[c{k} + ({o}){step}]"
+
+            lines += _closure_chain(d, pos, "n1" if op.axis == 1 else "n0", dtype, glob, _weighted(d.interior, dtype, glob), "        ", f"o{m}_{k}")
+        lines.append("    }")
+    for k in range(rows):
+        stores = " ".join(f"f_{d.out}[c{k}] = o{m}_{k};" for m, d in enumerate(op.outputs))
+        lines.append(f"    if (y{k} < n0) {{ {stores} }}")
+    lines.append("}")
+    return Kernel(name, "\n".join(lines) + "\n", "rows", tile, (tx, 1, 1), tile, _op_args(op))
+
+
 def pencil_operator(op: AxisOperator, dtype, tile: tuple[int, ...], name: str) -> Kernel:
     """Fused one-pass operator; tile = (rows, tx) along x, (chunk, tx) along y.
 
@@ -1053,12 +1141,16 @@ def default_tile(plan: Sweep | AxisOperator, strategy: str) -> tuple[int, ...]:
     if isinstance(plan, AxisOperator):
         if strategy == "naive":
             return (8, 32)
+        if strategy == "rows":
+            return (4, 256)
         return (4, 256) if plan.axis == 1 else (64, 128)
     nd = plan.ndim
     if strategy == "naive":
         return (8, 32) if nd == 2 else (2, 4, 32)
     if strategy == "tiled":
         return (16, 32) if nd == 2 else (4, 8, 32)
+    if strategy == "rows":
+        return (4, 512) if nd == 2 else (1, 4, 256)
     if nd == 2:  # H100 and H200: pipelined gains on rows of 512, streaming does not (docs/performance.md)
         return (64, 512) if strategy == "pipelined" else (64, 256)
     if strategy == "streaming":  # measured on H100: 2 x 256 planes for short halos, 16 x 32 for radius 8
@@ -1093,6 +1185,8 @@ def sweep_kernel(sweep: Sweep, strategy: str, dtype, tile=None) -> Kernel:
         tile = _check_tile(tile, sweep.ndim, strategy, lambda t: math.prod(t[1:]))
         build = {"streaming": streaming_sweep, "streaming_l1": streaming_cached_sweep, "pipelined": pipelined_sweep}[strategy]
         return build(sweep, dtype, tile, name)
+    if strategy == "rows":
+        return rows_sweep(sweep, dtype, _check_tile(tile, sweep.ndim, strategy, lambda t: t[-1]), name)
     tile = _check_tile(tile, sweep.ndim, strategy, math.prod)
     if strategy == "naive":
         return naive_sweep(sweep, dtype, tile, name)
@@ -1108,6 +1202,8 @@ def operator_kernel(op: AxisOperator, strategy: str, dtype, tile=None) -> Kernel
     name = f"sf_{strategy}_axis{op.axis}_" + "_".join(d.out for d in op.outputs)
     if strategy == "naive":
         return naive_operator(op, dtype, _check_tile(tile, 2, strategy, math.prod), name)
+    if strategy == "rows":
+        return rows_operator(op, dtype, _check_tile(tile, 2, strategy, lambda t: t[1]), name)
     return pencil_operator(op, dtype, _check_tile(tile, 2, strategy, lambda t: t[1]), name)
 
 
