@@ -13,7 +13,7 @@ import sys
 import numpy as np
 
 from stencilforge import problems
-from stencilforge.backends.cuda import CudaBackend
+from stencilforge.backends.cuda import CudaBackend, codegen
 from stencilforge.problems import derivatives as deriv
 
 
@@ -26,7 +26,7 @@ def main(only: list[str]) -> None:
         ("wave3d", (11, 13, 37), {"radius": 3}),
         ("wave3d", (17, 19, 40), {"radius": 8}),
     ]
-    for strategy in ("naive", "tiled", "streaming", "streaming_l1", "pipelined"):
+    for strategy in codegen.SWEEP_STRATEGIES:
         if only and strategy not in only:
             continue
         be = CudaBackend(strategy=strategy)
@@ -38,7 +38,7 @@ def main(only: list[str]) -> None:
                 be.sum_squares(setup.residual, setup.grid)(fields)
             be.synchronize()
             print(f"{strategy:9s} {name} {shape} ok", flush=True)
-    for strategy in ("naive", "pencil"):
+    for strategy in codegen.OPERATOR_STRATEGIES:
         if only and strategy not in only:
             continue
         be = CudaBackend(strategy=strategy)

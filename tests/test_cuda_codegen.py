@@ -109,10 +109,10 @@ def test_cache_key_covers_source_arch_and_compiler():
 
 
 @pytest.mark.parametrize("name", problems.NAMES)
-@pytest.mark.parametrize("strategy", ["auto", "naive", "tiled", "streaming", "pipelined", "pencil"])
+@pytest.mark.parametrize("strategy", ["auto", "naive", "rows", "tiled", "streaming", "pipelined", "pencil"])
 def test_kernel_source_without_gpu(name, strategy):
     setup = problems.build(name)
-    applies = (strategy in ("auto", "naive", "pencil")) if setup.operator else strategy != "pencil"
+    applies = (strategy in ("auto", "naive", "rows", "pencil")) if setup.operator else strategy != "pencil"
     if not applies:
         with pytest.raises(StencilforgeError, match="does not apply"):
             kernel_source(setup, strategy)
@@ -132,9 +132,10 @@ def test_auto_choice():
     wave = problems.build("wave3d", shape=(17, 17, 17), radius=8)
     assert choose(wave.sweep, (512, 512, 512), np.float32)[0] == "streaming"
     assert choose(problems.build("heat2d").sweep, (16384, 16384), np.float32) == ("pipelined", (64, 512))
-    assert choose(problems.build("poisson2d").sweep, (16384, 16384), np.float32) == ("streaming", (64, 256))
+    assert choose(problems.build("poisson2d").sweep, (16384, 16384), np.float32) == ("rows", (4, 512))
+    assert choose(problems.build("heat3d").sweep, (512, 512, 512), np.float32) == ("rows", (1, 4, 256))
     d = problems.build("derivatives")
-    assert choose(d.operator, (10000, 10000), np.float64)[0] == "pencil"
+    assert choose(d.operator, (10000, 10000), np.float64) == ("rows", (1, 128))
     assert choose(problems.build("derivatives", axis=0).operator, (10000, 10000), np.float64)[0] == "naive"
     box = Stencil.from_dict({(i, j, k): 1.0 for i in (-1, 0, 1) for j in (-1, 0, 1) for k in (-1, 0, 1)})
     assert choose(Sweep("o", (Term("u", box),)), (64, 64, 64), np.float32)[0] == "tiled"

@@ -16,18 +16,20 @@ from .codegen import default_tile, streaming_applicable
 def choose(plan: Sweep | AxisOperator, grid_shape, dtype, device_name: str | None = None) -> tuple[str, tuple[int, ...]]:
     """(strategy, tile) for a plan on an interior of `grid_shape` (C order).
 
-    A tuned winner for `device_name` comes first. Otherwise the heuristic:
+    A tuned winner for `device_name` comes first. Otherwise the heuristic, from
+    the H100 measurements in docs/performance.md (rounds 1-4):
 
-    Derivatives along x: the fused row pencil (92-96% of copy bandwidth in
-    float64). Along y: one thread per cell, which measured faster than the
-    marching column pencil for the fused pair (95% vs 86%); L2 already serves
-    the neighbouring rows. Sweeps: `streaming` (shared-memory plane, register
-    column) whenever the stencil leaves the plane only along the column,
-    which every star stencil does; it was the fastest for radius 8 and, with
-    prefetching, for the 7-point stencil (75% against 64% naive; `pipelined`,
-    cp.async stages several planes ahead, measured 74-75%). In 2D,
-    `pipelined` on rows of 512 for a single stencil field, `streaming` when
-    another field is read at the cell. Otherwise `tiled`.
+    Derivatives along x: `rows`, a row of threads each writing one cell (fused
+    d1+d2 96.8% of copy bandwidth in float64, the shared-memory pencil 95.7%).
+    Along y: one thread per cell, which measured faster than the marching
+    column pencil for the fused pair (95% vs 86%); L2 already serves the
+    neighbouring rows. Sweeps whose stencil leaves the plane only along the
+    column (every star stencil): in 3D, `rows` for radius <= 2 (heat3d 77.5%
+    against streaming's 75%) and `streaming` (shared-memory plane, register
+    column) for longer stencils, where rows' reads through L1 fall to 30-36%
+    (wave3d r8: streaming 66%). In 2D, `pipelined` on rows of 512 for a
+    single stencil field (heat2d 90-91%, rows 88%), `rows` when another field
+    is read at the cell (poisson2d 99%, streaming 95%). Otherwise `tiled`.
     """
     if device_name is not None:
         hit = cached_choice(device_name, plan, grid_shape, dtype)
@@ -35,12 +37,13 @@ def choose(plan: Sweep | AxisOperator, grid_shape, dtype, device_name: str | Non
             strategy, tile = hit
             return strategy, tile if tile is not None else default_tile(plan, strategy)
     if isinstance(plan, AxisOperator):
-        strategy = "pencil" if plan.axis == plan.ndim - 1 else "naive"
+        strategy = "rows" if plan.axis == plan.ndim - 1 else "naive"
     elif streaming_applicable(plan) is None:
-        # 2D at 16384^2: heat2d pipelined 91.4% of copy on the H100 (streaming 89.3%), heat2d and jacobi2d
-        # 83% on the H200 (78%); poisson2d also reads f at the cell: streaming 90.3% there, pipelined 86.4%
         one_field = not set(plan.inputs) - set(plan.stencil_inputs)
-        strategy = "pipelined" if plan.ndim == 2 and one_field else "streaming"
+        if plan.ndim == 2:
+            strategy = "pipelined" if one_field else "rows"
+        else:
+            strategy = "rows" if plan.radius <= 2 else "streaming"
     else:
         strategy = "tiled"
     return strategy, default_tile(plan, strategy)
