@@ -111,6 +111,13 @@ def fail_rank(backend_name: str) -> None:
         run_decomposed(problems.build("heat2d", shape=(16, 16)), Failing(), LoopOptions(steps=50), comm=comm)
 
 
+def say_error(line: str) -> None:
+    """One write per line: print() writes the text and the newline apart, and mpiexec merges the
+    ranks' stderr, so two ranks' lines could interleave."""
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
+
+
 def nan_rank(backend_name: str) -> None:
     """A NaN in the last rank's block: the collective finite check stops every rank with one message."""
     comm = world()
@@ -120,7 +127,7 @@ def nan_rank(backend_name: str) -> None:
         run_decomposed(setup, get_backend(backend_name), LoopOptions(steps=50, check_every=5), comm=comm)
     except StencilforgeError as exc:
         if comm.rank == 0:
-            print(f"error: {exc}", file=sys.stderr, flush=True)
+            say_error(f"error: {exc}")
         sys.exit(2)
 
 
@@ -144,7 +151,7 @@ def fail_write(backend_name: str) -> None:
     try:
         run_decomposed(problems.build("heat2d", shape=(16, 16)), get_backend(backend_name), LoopOptions(steps=50), comm=comm, outputs=[output])
     except StencilforgeError as exc:
-        print(f"error: rank {comm.rank}: {exc}", file=sys.stderr, flush=True)
+        say_error(f"error: rank {comm.rank}: {exc}")
         sys.exit(2)
 
 
