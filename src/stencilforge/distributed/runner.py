@@ -90,7 +90,8 @@ def fail_together(comm, collective: tuple[type[BaseException], ...] = ()):
     except (StencilforgeError, KeyboardInterrupt, *collective):
         raise
     except Exception as exc:  # any unexpected failure: the other ranks may be blocked on this one
-        print(f"error: rank {comm.rank}: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+        sys.stderr.write(f"error: rank {comm.rank}: {type(exc).__name__}: {exc}\n")  # one write: ranks share stderr
+        sys.stderr.flush()
         time.sleep(ABORT_GRACE_S)
         comm.Abort(2)
 
