@@ -3,7 +3,7 @@
 `choose` never needs a GPU (without a device name it skips the tuning cache),
 so `show-kernel` and CI use it too. The
 heuristic follows the H100 measurements in docs/performance.md
-(benchmarks/results/cuda_h100_*.json).
+(benchmarks/results/h100-*.json).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ def choose(plan: Sweep | AxisOperator, grid_shape, dtype, device_name: str | Non
     column (every star stencil): in 3D, `rows` for radius <= 2 (heat3d 77.5%
     against streaming's 75%) and `streaming` (shared-memory plane, register
     column) for longer stencils, where rows' reads through L1 fall to 30-36%
-    (wave3d r8: streaming 66%). In 2D, `pipelined` on rows of 512 for a
+    (wave3d r8: streaming 67-68%). In 2D, `pipelined` on rows of 512 for a
     single stencil field (heat2d 90-91%, rows 88%), `rows` when another field
     is read at the cell (poisson2d 99%, streaming 95%). Otherwise `tiled`.
     """
