@@ -3,7 +3,7 @@
 Usage: compute-sanitizer --tool memcheck python3 benchmarks/cuda_sanitize.py [STRATEGY ...]
 Shapes are small (sanitizers slow kernels 10-100x) but not multiples of any tile; every
 shape runs more planes than a `pipelined` ring holds, so its slots are reused.
-Naming strategies runs only those.
+Naming strategies (or `pair`, the fused two-step sweep) runs only those.
 """
 
 from __future__ import annotations
@@ -14,7 +14,10 @@ import numpy as np
 
 from stencilforge import problems
 from stencilforge.backends.cuda import CudaBackend, codegen
+from stencilforge.grid import Grid
 from stencilforge.problems import derivatives as deriv
+from stencilforge.problems import poisson2d
+from stencilforge.stencil import Stencil
 
 
 def main(only: list[str]) -> None:
@@ -38,6 +41,14 @@ def main(only: list[str]) -> None:
                 be.sum_squares(setup.residual, setup.grid)(fields)
             be.synchronize()
             print(f"{strategy:9s} {name} {shape} ok", flush=True)
+    be = CudaBackend()
+    for shape, r in (((37, 45), 1), ((21, 70), 4)) if not only or "pair" in only else ():
+        grid = Grid(shape, (0.01, 0.02), np.dtype(np.float32), r, (0.0, 0.0))
+        sweep = poisson2d.jacobi_sweep(Stencil.laplacian(2, r, grid.spacing), with_rhs=True)
+        fields = {n: be.asarray(rng.uniform(-1, 1, grid.padded_shape).astype(np.float32)) for n in ("u", "f", "u_new")}
+        be.sweep_pair(sweep, grid)(fields)
+        be.synchronize()
+        print(f"pair      jacobi r={r} {shape} ok", flush=True)
     for strategy in codegen.OPERATOR_STRATEGIES:
         if only and strategy not in only:
             continue

@@ -18,6 +18,7 @@ from stencilforge.backends.cuda.compile import cache_key, cached_cubin, compile_
 from stencilforge.errors import StencilforgeError
 from stencilforge.plan import Sweep, Term
 from stencilforge.problems import derivatives as deriv
+from stencilforge.problems import poisson2d
 from stencilforge.stencil import Stencil
 
 ARCH = "sm_90"
@@ -49,6 +50,13 @@ def _modules():
             if setup.residual is not None:
                 ks.append(codegen.residual_kernel(setup.residual, dt))
             mods.append((f"{vid}-{dt}", codegen.module_source(ks, dt, vid)))
+    for dt in DTYPES:
+        pairs = []
+        for r in range(1, 9):
+            sweep = poisson2d.jacobi_sweep(Stencil.laplacian(2, r, (0.01, 0.02)), with_rhs=True)
+            pairs.append(codegen.pair_sweep(sweep, dt, codegen.PAIR_TILE, f"sf_pair_r{r}"))
+        pairs.append(codegen.pair_sweep(problems.build("heat2d").sweep, dt, (3, 64), "sf_pair_heat2d"))
+        mods.append((f"pair-r1..8-{dt}", codegen.module_source(pairs, dt, "fused pairs")))
     for vid, op in _operators():
         for dt in DTYPES:
             ks = [codegen.operator_kernel(op, s, dt) for s in codegen.OPERATOR_STRATEGIES]
@@ -222,3 +230,19 @@ def test_fused_derivatives_are_one_kernel_writing_both_outputs(strategy, axis):
     assert kernel.args == ("u", "d1", "d2")
     assert kernel.source.count("__global__") == 1
     assert "f_d1[c] =" in kernel.source and "f_d2[c] =" in kernel.source
+
+
+def test_pair_refuses_what_it_cannot_fuse():
+    assert codegen.pair_applicable(problems.build("poisson2d").sweep) is None
+    assert "2D" in codegen.pair_applicable(problems.build("heat3d").sweep)
+    box = Stencil.from_dict({(1, 1): 1.0, (0, 0): 1.0})
+    assert "star" in codegen.pair_applicable(Sweep("o", (Term("u", box),)))
+    two = Sweep("o", (Term("u", Stencil.laplacian(2)), Term("v", Stencil.laplacian(2))))
+    assert "exactly one field" in codegen.pair_applicable(two)
+    with pytest.raises(StencilforgeError, match="whole warps"):
+        codegen.pair_sweep(problems.build("poisson2d").sweep, np.float32, (4, 100), "k")
+
+
+def test_pair_grid_counts_the_useful_lanes():
+    k = codegen.pair_sweep(problems.build("poisson2d").sweep, np.float32, (8, 256), "k")
+    assert k.cover == (8, 8 * 30) and k.grid((1000, 1537)) == (7, 125, 1)

@@ -25,6 +25,7 @@ from stencilforge.errors import StencilforgeError
 from stencilforge.grid import Grid
 from stencilforge.plan import AxisOperator, Derivative1D, Sweep, Term
 from stencilforge.problems import derivatives as deriv
+from stencilforge.problems import poisson2d
 from stencilforge.stencil import Stencil
 from stencilforge.timeloop import LoopOptions, run
 
@@ -130,6 +131,64 @@ def test_wave3d_awkward_shape(radius, dtype, strategy):
 )
 def test_odd_tiles_and_tiles_larger_than_the_grid(strategy, tile):
     sweep_case("wave3d", (129, 67, 255), "float32", backend(strategy, tile), radius=3)
+
+
+def jacobi_grid_sweep(shape, dtype, radius):
+    """A poisson2d-like Jacobi sweep of any radius (reads u around the cell, f at it) on a grid of ghost width radius."""
+    grid = Grid(tuple(shape), (0.01, 0.013), np.dtype(dtype), radius, (0.0, 0.0))
+    return grid, poisson2d.jacobi_sweep(Stencil.laplacian(2, radius, grid.spacing), with_rhs=True)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("radius", [1, 2, 4, 8])
+@pytest.mark.parametrize("shape", [(1000, 1537), (37, 300), (5, 9), (3, 4), (1, 40)])
+def test_fused_pair_matches_two_oracle_sweeps_and_two_rows_sweeps(shape, radius, dtype):
+    grid, sweep = jacobi_grid_sweep(shape, dtype, radius)
+    rng, seed = rng_with_seed()
+    host = {n: rng.uniform(-1.0, 1.0, grid.padded_shape).astype(grid.dtype) for n in ("u", "f")}
+    be = backend("auto")
+    pair = be.sweep_pair(sweep, grid)
+    dev = {n: be.asarray(a) for n, a in host.items()}
+    dev["u_new"] = cp.full(grid.padded_shape, np.nan, dtype=grid.dtype)
+    pair(dev)
+    got = be.to_host(dev["u_new"])
+    where = f"{shape} r={radius} {dtype} seed={seed}"
+    # the oracle: two sweeps, the middle state's ghost cells being u's (static walls)
+    h64 = {n: a.astype(np.float64) for n, a in host.items()}
+    g64 = Grid(grid.shape, grid.spacing, np.dtype(np.float64), grid.ghost, grid.lower)
+    mid, bmid = h64["u"].copy(), np.abs(h64["u"])
+    mid[grid.interior] = evaluate_sweep(sweep, g64, h64)
+    bmid[grid.interior] = evaluate_sweep(abs_sweep(sweep), g64, {n: np.abs(a) for n, a in h64.items()})
+    ref = evaluate_sweep(sweep, g64, {**h64, "u": mid})
+    bound = evaluate_sweep(abs_sweep(sweep), g64, {"u": bmid, "f": np.abs(h64["f"])})
+    points = sum(len(t.stencil.entries) for t in sweep.terms)
+    tol = 4 * (points + 2) * UNIT_ROUNDOFF[grid.dtype] * bound + 1e-300
+    inner = got[grid.interior]
+    assert np.isfinite(inner).all(), f"unwritten (NaN) interior cells: {where}"
+    err = np.abs(inner - ref)
+    assert (err <= tol).all(), f"max error {err.max():.3e} over bound: {where}"
+    ghost = np.ones(grid.padded_shape, bool)
+    ghost[grid.interior] = False
+    assert np.isnan(got[ghost]).all(), f"a ghost cell of the output was written: {where}"
+    # and bit for bit what two single `rows` steps give, so fusing never changes a run's answer
+    rows = backend("rows").sweep(sweep, grid)
+    one = {**{n: be.asarray(a) for n, a in host.items()}, "u_new": cp.full(grid.padded_shape, np.nan, dtype=grid.dtype)}
+    rows(one)
+    middle = one["u"].copy()
+    middle[grid.interior] = one["u_new"][grid.interior]
+    two = {"u": middle, "f": one["f"], "u_new": cp.full(grid.padded_shape, np.nan, dtype=grid.dtype)}
+    rows(two)
+    assert np.array_equal(be.to_host(two["u_new"])[grid.interior], inner), f"fused pair differs from two rows sweeps: {where}"
+
+
+def test_pair_is_offered_only_where_it_applies():
+    grid, sweep = jacobi_grid_sweep((64, 64), "float32", 1)
+    assert backend("auto").sweep_pair(sweep, grid) is not None
+    assert backend("rows").sweep_pair(sweep, grid) is None  # an explicit strategy is honoured
+    heat3d = problems.build("heat3d", shape=(8, 8, 8))
+    assert backend("auto").sweep_pair(heat3d.sweep, heat3d.grid) is None
+    thin = Grid((64, 64), (0.01, 0.01), np.dtype(np.float32), 1, (0.0, 0.0))
+    assert backend("auto").sweep_pair(jacobi_grid_sweep((64, 64), "float32", 2)[1], thin) is None  # ghost < radius
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -266,5 +325,6 @@ def test_poisson_residual_on_device_converges_like_numpy():
     opts = LoopOptions(steps=400, tol=1e-3, check_every=50)
     want = run(problems.build("poisson2d", shape=(40, 50)), NumpyBackend(), opts).summary
     got = run(problems.build("poisson2d", shape=(40, 50)), CudaBackend(), opts).summary
+    assert got["fused_steps"] > 0
     assert got["iterations"] == want["iterations"]
     assert got["residual"] == pytest.approx(want["residual"], rel=1e-9)

@@ -57,6 +57,7 @@ class LoopOptions:
     observers: tuple = ()
     start_step: int = 0
     domain: Domain | None = None
+    fuse_steps: bool = True  # two steps per pass where the backend offers it (cuda, auto) and nothing happens between
 
 
 @dataclass
@@ -104,6 +105,25 @@ def _step_function(setup: Setup, backend):
     return step
 
 
+def _pair_function(setup: Setup, backend, opts: LoopOptions, dynamic: list):
+    """The backend's two-steps-in-one-pass sweep, where it gives the same fields as two steps.
+
+    That needs static walls (the intermediate step's ghost cells are the
+    first's), no sources, one process, and a sweep whose output is swapped
+    with the one field it reads at neighbouring cells. The only difference
+    left is the swapped-out buffer: after a pair it holds the state two steps
+    back, not one, and the next sweep overwrites its interior before reading it.
+    """
+    sweep = setup.sweep
+    if not opts.fuse_steps or opts.domain is not None or dynamic or setup.sources or sweep is None or setup.swap is None:
+        return None
+    if not hasattr(backend, "sweep_pair") or len(sweep.stencil_inputs) != 1:
+        return None
+    if set(setup.swap) != {sweep.out, *sweep.stencil_inputs}:
+        return None
+    return backend.sweep_pair(sweep, setup.grid)
+
+
 def run(setup: Setup, backend, opts: LoopOptions = LoopOptions()) -> Result:
     """Run the loop; the observers are closed however it ends (their queued writes finish first)."""
     try:
@@ -137,6 +157,7 @@ def _run(setup: Setup, backend, opts: LoopOptions) -> Result:
             dynamic.append((name, fill))
 
     step = _step_function(setup, backend)
+    pair = _pair_function(setup, backend, opts, dynamic)
     residual_fn = backend.sum_squares(setup.residual, grid) if setup.residual is not None else None
 
     def relative_residual() -> float:
@@ -153,8 +174,13 @@ def _run(setup: Setup, backend, opts: LoopOptions) -> Result:
                 "reduce dt or check the inputs"
             )
 
+    def eventful(m: int) -> bool:
+        """Whether anything looks at the fields after step m (a check or an observer)."""
+        return (m - first) % opts.check_every == 0 or any(m % obs.every == 0 for obs in opts.observers)
+
     residual = None
     residual_at = None
+    fused = 0
     n = first
     last_ok = first
     last_report = time.perf_counter()
@@ -170,11 +196,16 @@ def _run(setup: Setup, backend, opts: LoopOptions) -> Result:
     start = time.perf_counter()
     while n < first + steps:
         t = time_at(n)
-        for name, fill in dynamic:
-            fill(fields[name], t)
-        step(fields)
-        for src in setup.sources:
-            fields[src.field][src.index] += src.scale * src.wavelet(t)
+        if pair is not None and n + 2 <= first + steps and not eventful(n + 1):
+            pair(fields)
+            fused += 2
+            n += 1
+        else:
+            for name, fill in dynamic:
+                fill(fields[name], t)
+            step(fields)
+            for src in setup.sources:
+                fields[src.field][src.index] += src.scale * src.wavelet(t)
         if setup.swap is not None:
             a, b = setup.swap
             fields[a], fields[b] = fields[b], fields[a]
@@ -228,6 +259,8 @@ def _run(setup: Setup, backend, opts: LoopOptions) -> Result:
         summary["kernel_s"] = backend.kernel_seconds() - kernel_start
     if getattr(backend, "strategy", None) is not None:
         summary["strategy"] = backend.strategy
+    if pair is not None:
+        summary["fused_steps"] = fused
     if setup.residual is not None:
         summary.update(residual=residual, converged=converged, iterations=done, tol=opts.tol)
     if setup.exact is not None:

@@ -223,6 +223,25 @@ class CudaBackend:
 
         return run
 
+    def sweep_pair(self, sweep: Sweep, grid: Grid, tile=None) -> Callable[[Mapping], None] | None:
+        """Two steps of `sweep` in one pass (out = S(S(u)), the ghost cells of u held as static walls),
+        or None where they cannot be fused or another strategy than `auto` was asked for."""
+        if self._requested != "auto" or codegen.pair_applicable(sweep) or grid.ghost < sweep.radius:
+            return None
+        kernel = codegen.pair_sweep(sweep, grid.dtype, codegen.PAIR_TILE if tile is None else tuple(tile), f"sf_pair_{sweep.out}")
+        launch = self._launcher(kernel, grid.dtype)
+        blocks = kernel.grid(grid.shape)
+        scalars = tuple(np.int32(n) for n in grid.shape) + (np.int32(grid.ghost),)
+        shape, dtype, timer = grid.padded_shape, grid.dtype, self._timer
+
+        def run(fields):
+            ptrs = tuple(self._checked(fields[n], n, shape, dtype) for n in kernel.args)
+            ev = timer.start()
+            launch(blocks, ptrs + scalars)
+            timer.stop(ev)
+
+        return run
+
     def sum_squares(self, sweep: Sweep, grid: Grid) -> Callable[[Mapping], float]:
         kernel = codegen.residual_kernel(sweep, grid.dtype)
         launch = self._launcher(kernel, grid.dtype)

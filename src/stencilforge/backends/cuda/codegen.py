@@ -59,6 +59,7 @@ SM_SMEM = 228 * 1024  # sm_90 shared memory per SM; each resident block also res
 IN_FLIGHT = 48 * 1024  # bytes of copies `pipelined` keeps outstanding per SM: ~2x bandwidth x loaded DRAM latency
 MAX_AHEAD = 8  # planes a `pipelined` block copies ahead of the one it consumes
 REDUCE_BLOCKS = 1024
+PAIR_TILE = (8, 128)  # rows per thread x threads of `pair_sweep`; H100: jacobi2d 163-165%, poisson2d 163-169% per step
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -137,15 +138,32 @@ def _is_star(sweep: Sweep, fields) -> bool:
 
 
 def _expression(sweep: Sweep, dtype, access) -> str:
-    """The right-hand side at one cell, in the oracle's order: sum over terms of (sum c*f[o]) * factor."""
-    parts = []
+    """The right-hand side at one cell, in the oracle's order: sum over terms of (sum c*f[o]) * factor.
+
+    The arithmetic is spelled out with round-to-nearest intrinsics that the
+    compiler may not contract or reorder: one fma chain over the entries of
+    the unscaled terms, a chain times its factor for a scaled term, added. So
+    every kernel that evaluates a sweep (each strategy, and the fused pair,
+    whose operands come from registers and shuffles instead of loads) gets
+    the same bits, not only the same value within rounding.
+    """
+    fma, mul, add = ("__fmaf_rn", "__fmul_rn", "__fadd_rn") if np.dtype(dtype) == np.float32 else ("__fma_rn", "__dmul_rn", "__dadd_rn")
     zero = (0,) * sweep.ndim
+
+    def chain(acc, t):
+        for o, c in t.stencil.entries:
+            x = access(t.field, o)
+            acc = f"{mul}({literal(c, dtype)}, {x})" if acc is None else f"{fma}({literal(c, dtype)}, {x},\n            {acc})"
+        return acc
+
+    total = None
     for t in sweep.terms:
-        inner = " + ".join(f"{literal(c, dtype)} * {access(t.field, o)}" for o, c in t.stencil.entries)
-        if t.factor is not None:
-            inner = f"({inner}) * {access(t.factor, zero)}"
-        parts.append(f"({inner})")
-    return "\n        + ".join(parts)
+        if t.factor is None:  # unscaled terms extend one fma chain, as a contracting compiler would
+            total = chain(total, t)
+        else:
+            part = f"{mul}({chain(None, t)}, {access(t.factor, zero)})"
+            total = part if total is None else f"{add}({total},\n        {part})"
+    return total
 
 
 def _sweep_args(sweep: Sweep, reduce: bool) -> tuple[str, ...]:
@@ -274,6 +292,84 @@ def rows_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str) -> Kernel:
     lines += [f"    if (in{k}) {out}[c{k}] = v{k};" for k in cells]
     lines.append("}")
     return Kernel(name, "\n".join(lines) + "\n", "rows", tile, (tx, 1, 1), tile, _sweep_args(sweep, False))
+
+
+def pair_applicable(sweep: Sweep) -> str | None:
+    """Why two sweeps cannot be fused into one `pair_sweep` pass (None when they can)."""
+    stencil = sweep.stencil_inputs
+    if sweep.ndim != 2:
+        return "fused steps are generated for 2D sweeps only"
+    if len(stencil) != 1 or sweep.out in sweep.inputs:
+        return "fused steps need exactly one field read at neighbouring cells, written out of place"
+    if not _is_star(sweep, stencil):
+        return "fused steps need a star stencil (no diagonal offsets)"
+    if 2 * sweep.radius > 16:
+        return f"fused steps support radius up to 8, not {sweep.radius}"
+    return None
+
+
+def pair_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str) -> Kernel:
+    """Two sweeps in one pass: out = S(S(u)), u the one stencil field, walls static.
+
+    tile = (R, T): T threads (whole warps), each writing a column of R rows.
+    A thread loads its column of u with 2r rows of halo, evaluates the first
+    sweep on R + 2r rows (in-plane x neighbours of u through L1; ghost cells
+    keep u, the static wall), and the second on its R rows, taking the
+    intermediate's x neighbours from the lanes beside it by warp shuffles.
+    So a warp writes 32 - 2r columns, and u is read from DRAM once for two
+    steps. The first sweep's expression is the single sweep's, term for term,
+    so each intermediate value is what `rows` would have stored.
+    """
+    reason = pair_applicable(sweep)
+    if reason:
+        raise StencilforgeError(reason)
+    rows, threads = tile
+    if threads % 32:
+        raise StencilforgeError(f"fused steps need whole warps: tile {tuple(tile)} has {threads} threads")
+    (u,) = sweep.stencil_inputs
+    r = sweep.radius
+    useful = 32 - 2 * r
+    cover = threads // 32 * useful
+    lines = [
+        f'extern "C" __global__ void __launch_bounds__({threads}) {name}({_params(sweep, False)})',
+        "{",
+        "    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;",
+        f"    const int i1 = blockIdx.x * {cover} + warp * {useful} + lane - {r};",
+        f"    const int y0 = blockIdx.y * {rows};",
+        *("    " + s for s in _strides(2)),
+        "    const bool col_in = i1 >= 0 && i1 < n1, col_pad = i1 >= -g && i1 < n1 + g;",
+        "    const long long c = ((long long)y0 + g) * s0 + (i1 + g);",
+    ]
+
+    def tag(j: int) -> str:
+        return f"m{-j}" if j < 0 else str(j)
+
+    for j in range(-2 * r, rows + 2 * r):
+        lines.append(f"    const real u_{tag(j)} = col_pad && y0 + {j} >= -g && y0 + {j} < n0 + g ? f_{u}[c + {j} * s0] : (real)0;")
+    for j in range(-r, rows + r):
+
+        def first(f, o, j=j):
+            if f != u:
+                return f"f_{f}[c + {j} * s0]"
+            return f"u_{tag(j + o[0])}" if o[1] == 0 else f"f_{u}[c + {j} * s0 + {o[1]}]"
+
+        inside = f"col_in && y0 + {j} >= 0 && y0 + {j} < n0"
+        lines.append(f"    const real w_{tag(j)} = {inside} ? ({_expression(sweep, dtype, first)}) : u_{tag(j)};")
+    shifts = sorted({o[1] for t in sweep.terms if t.field == u for o, _ in t.stencil.entries if o[1] != 0})
+    for j in range(rows):
+        for d in shifts:
+            lines.append(f"    const real x_{j}_{tag(d)} = __shfl_sync(0xffffffffu, w_{j}, lane + {d});")
+    lines.append(f"    if (lane < {r} || lane >= {32 - r} || !col_in) return;")
+    for j in range(rows):
+
+        def second(f, o, j=j):
+            if f != u:
+                return f"f_{f}[c + {j} * s0]"
+            return f"w_{tag(j + o[0])}" if o[1] == 0 else f"x_{j}_{tag(o[1])}"
+
+        lines.append(f"    if (y0 + {j} < n0) f_{sweep.out}[c + {j} * s0] = {_expression(sweep, dtype, second)};")
+    lines.append("}")
+    return Kernel(name, "\n".join(lines) + "\n", "rows, two steps", tile, (threads, 1, 1), (rows, cover), _sweep_args(sweep, False))
 
 
 def _block(tile: tuple[int, ...]) -> tuple[int, int, int]:

@@ -1,0 +1,96 @@
+"""The time loop's two-steps-per-pass path, checked on the CPU with a backend whose pair is two NumPy sweeps.
+
+The CUDA kernel that implements the pair is checked against the oracle in
+tests/test_cuda_gpu.py; here the question is the loop's: which steps it fuses
+(none that a check, an observer or a dynamic wall must see), and that fused
+runs end with the same fields, residuals and iteration counts.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from stencilforge import problems
+from stencilforge.backends.numpy_ref import NumpyBackend
+from stencilforge.timeloop import LoopOptions, run
+
+
+class PairedNumpy(NumpyBackend):
+    """NumPy with a `sweep_pair`: out = S(S(u)) through a scratch copy of u (its ghost cells are the walls)."""
+
+    def __init__(self):
+        super().__init__()
+        self.pairs = 0
+
+    def sweep_pair(self, sweep, grid):
+        one = self.sweep(sweep, grid)
+        (u,) = sweep.stencil_inputs
+
+        def run(fields):
+            self.pairs += 1
+            one(fields)
+            scratch = fields[u].copy()
+            one({**fields, u: fields[sweep.out], sweep.out: scratch})
+            fields[sweep.out][...] = scratch
+
+        return run
+
+
+class Recorder:
+    def __init__(self, every):
+        self.every = every
+        self.seen = []
+
+    def __call__(self, step, t, fields, backend):
+        self.seen.append((step, float(np.abs(fields["u"]).sum())))
+
+    def close(self):
+        pass
+
+
+def test_fused_run_equals_the_single_step_run_at_every_observed_step():
+    opts = dict(steps=37, check_every=5)
+    plain_obs, fused_obs = Recorder(3), Recorder(3)
+    plain = run(problems.build("poisson2d", shape=(30, 41)), NumpyBackend(), LoopOptions(observers=(plain_obs,), **opts))
+    be = PairedNumpy()
+    fused = run(problems.build("poisson2d", shape=(30, 41)), be, LoopOptions(observers=(fused_obs,), **opts))
+    assert np.array_equal(fused.fields["u"], plain.fields["u"])
+    assert fused_obs.seen == plain_obs.seen
+    assert fused.summary["residual"] == plain.summary["residual"]
+    # steps 1..37 with events at multiples of 3 and 5: a pair n -> n+2 only where n+1 is neither
+    events = {m for m in range(1, 38) if m % 3 == 0 or m % 5 == 0}
+    expected, n = 0, 0
+    while n < 37:
+        if n + 2 <= 37 and n + 1 not in events:
+            expected, n = expected + 1, n + 2
+        else:
+            n += 1
+    assert be.pairs == expected > 0
+    assert fused.summary["fused_steps"] == 2 * expected
+
+
+def test_fused_run_converges_in_the_same_iterations():
+    opts = LoopOptions(tol=1e-3, check_every=50)
+    plain = run(problems.build("poisson2d", shape=(40, 50)), NumpyBackend(), opts).summary
+    fused = run(problems.build("poisson2d", shape=(40, 50)), PairedNumpy(), opts).summary
+    assert fused["fused_steps"] > 0
+    assert (fused["iterations"], fused["residual"], fused["converged"]) == (plain["iterations"], plain["residual"], True)
+
+
+@pytest.mark.parametrize(
+    "name,opts",
+    [
+        ("heat2d", LoopOptions(steps=10)),  # time-dependent walls: the middle step needs its own
+        ("wave3d", LoopOptions(steps=10)),  # a leapfrog: the output is not swapped with the stencil field
+        ("poisson2d", LoopOptions(steps=10, fuse_steps=False)),
+        ("poisson2d", LoopOptions(steps=10, check_every=1)),
+    ],
+)
+def test_no_pairs_where_a_step_must_be_seen(name, opts):
+    be = PairedNumpy()
+    params = {"radius": 2} if name == "wave3d" else {}
+    shape = (12, 13, 14) if name == "wave3d" else (20, 21)
+    result = run(problems.build(name, shape=shape, **params), be, opts)
+    assert be.pairs == 0
+    assert result.summary.get("fused_steps", 0) == 0
