@@ -208,20 +208,9 @@ class CudaBackend:
     def sweep(self, sweep: Sweep, grid: Grid) -> Callable[[Mapping], None]:
         kernel = resolve(sweep, self._requested, self._tile, grid.shape, grid.dtype, self.device_name)
         self.strategy, self.tile = kernel.strategy, kernel.tile
-        launch = self._launcher(kernel, grid.dtype)
-        blocks = kernel.grid(grid.shape)
-        scalars = tuple(np.int32(n) for n in grid.shape) + (np.int32(grid.ghost),)
-        shape, dtype, timer = grid.padded_shape, grid.dtype, self._timer
         if grid.ghost < sweep.radius:
             raise StencilforgeError(f"grid ghost width {grid.ghost} is smaller than the stencil radius {sweep.radius}")
-
-        def run(fields):
-            ptrs = tuple(self._checked(fields[n], n, shape, dtype) for n in kernel.args)
-            ev = timer.start()
-            launch(blocks, ptrs + scalars)
-            timer.stop(ev)
-
-        return run
+        return self._sweep_runner(kernel, grid)
 
     def sweep_pair(self, sweep: Sweep, grid: Grid, tile=None) -> Callable[[Mapping], None] | None:
         """Two steps of `sweep` in one pass (out = S(S(u)), the ghost cells of u held as static walls),
@@ -229,6 +218,10 @@ class CudaBackend:
         if self._requested != "auto" or codegen.pair_applicable(sweep) or grid.ghost < sweep.radius:
             return None
         kernel = codegen.pair_sweep(sweep, grid.dtype, codegen.PAIR_TILE if tile is None else tuple(tile), f"sf_pair_{sweep.out}")
+        return self._sweep_runner(kernel, grid)
+
+    def _sweep_runner(self, kernel: codegen.Kernel, grid: Grid) -> Callable[[Mapping], None]:
+        """Launch `kernel` over the interior on fields checked against the grid, timed by CUDA events."""
         launch = self._launcher(kernel, grid.dtype)
         blocks = kernel.grid(grid.shape)
         scalars = tuple(np.int32(n) for n in grid.shape) + (np.int32(grid.ghost),)
