@@ -10,7 +10,8 @@ from typer.testing import CliRunner
 
 from stencilforge.bench.measure import MeasureOptions, wall_clock
 from stencilforge.bench.peers import PEERS, Peer, SlicingRunner, sweep_step
-from stencilforge.bench.suite import BenchOptions, oracle_error, run_bench
+from stencilforge.backends.numpy_ref import NumpyBackend
+from stencilforge.bench.suite import BackendRunner, BenchOptions, Impl, PairRunner, measure_impl, oracle_error, oracle_error_two_steps, run_bench
 from stencilforge.bench.workloads import Workload, build_case
 from stencilforge.cli import app
 
@@ -153,3 +154,52 @@ def test_make_table_renders_ours_peers_and_copy_and_updates_in_place(report, tmp
     make_table.update(doc, block)
     text = doc.read_text()
     assert text.count("## Benchmarks") == 1 and text.count(make_table.START) == 1 and "kept" in text
+
+
+class TwoSweeps(NumpyBackend):
+    """A NumPy `sweep_pair` (two sweeps, the middle state keeping u's ghost cells), or a broken one (one sweep)."""
+
+    def __init__(self, broken=False):
+        super().__init__()
+        self.broken = broken
+
+    def sweep_pair(self, sweep, grid):
+        one = self.sweep(sweep, grid)
+        (u,) = sweep.stencil_inputs
+
+        def run(fields):
+            one(fields)
+            if not self.broken:
+                middle = fields[u].copy()
+                middle[grid.interior] = fields[sweep.out][grid.interior]
+                one({**fields, u: middle})
+
+        return run
+
+
+@pytest.mark.parametrize("name", ["poisson2d", "jacobi2d"])
+def test_two_steps_per_pass_are_checked_against_the_oracle_twice_then_timed(name):
+    case = build_case(Workload(name, (70, 90), "float64"))
+    opts = BenchOptions((case.workload,), backend="numpy", measure=FAST)
+    ref_row, ref = measure_impl(case, Impl("stencilforge", "ours", "numpy", lambda c: BackendRunner(c, NumpyBackend())), None, opts, 1.0, "numpy")
+    assert ref_row["status"] == "ok"
+    good, _ = measure_impl(case, Impl("stencilforge", "ours", "fused", lambda c: PairRunner(c, TwoSweeps())), ref, opts, 1.0, "numpy")
+    assert good["status"] == "ok" and good["check"]["reference_error"] == 0.0 and good["check"]["oracle_error"] < 1e-12
+    bad, _ = measure_impl(case, Impl("stencilforge", "ours", "fused", lambda c: PairRunner(c, TwoSweeps(broken=True))), ref, opts, 1.0, "numpy")
+    assert bad["status"] == "wrong" and "median_ms" not in bad
+
+
+def test_two_step_oracle_sees_a_single_bad_cell():
+    case = build_case(Workload("poisson2d", (70, 90), "float64"))
+    runner = PairRunner(case, TwoSweeps())
+    runner.run(2)
+    result = runner.latest()
+    assert oracle_error_two_steps(case, result) < 1e-12
+    result["u"][70, 1] += 1.0  # the last interior row, second column: the bottom-left corner box
+    assert oracle_error_two_steps(case, result) > 1e-3
+
+
+def test_workloads_that_cannot_fuse_are_skipped():
+    case = build_case(Workload("wave3d", (18, 19, 20), "float32"))
+    row, _ = measure_impl(case, Impl("stencilforge", "ours", "fused", lambda c: PairRunner(c, TwoSweeps())), None, BenchOptions((case.workload,), measure=FAST), 1.0, "numpy")
+    assert row["status"] == "skipped" and "two steps per pass" in row["note"]

@@ -341,7 +341,7 @@ def bench(
     size: Optional[list[str]] = typer.Option(None, "--size", help="NAME=SHAPE, or 2d=SHAPE / 3d=SHAPE for every workload of that dimension (repeatable)"),
     dtypes: Optional[str] = typer.Option(None, help="comma-separated dtypes to run each workload in (default: its own)"),
     backend: str = typer.Option("auto", help="our backend: auto, numpy, numba or cuda"),
-    strategies: Optional[str] = typer.Option(None, help="cuda: comma-separated strategies (default: every applicable one and auto)"),
+    strategies: Optional[str] = typer.Option(None, help="cuda: comma-separated strategies, auto, and fused (two steps per pass, 2D sweeps) (default: all of them)"),
     peers: Optional[str] = typer.Option(None, help="comma-separated peers, or none (default: every peer for the device)"),
     quick: bool = typer.Option(False, help="smaller matrix, fewer repeats and peers: under a minute"),
     repeats: Optional[int] = typer.Option(None, help="timed repeats per implementation (default 5, quick 3)"),

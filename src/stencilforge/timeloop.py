@@ -119,7 +119,7 @@ def _pair_function(setup: Setup, backend, opts: LoopOptions, dynamic: list):
         return None
     if not hasattr(backend, "sweep_pair") or len(sweep.stencil_inputs) != 1:
         return None
-    if set(setup.swap) != {sweep.out, *sweep.stencil_inputs}:
+    if set(setup.swap) != {sweep.out, *sweep.stencil_inputs} or sweep.out in sweep.inputs:  # not a leapfrog
         return None
     return backend.sweep_pair(sweep, setup.grid)
 

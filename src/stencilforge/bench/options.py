@@ -61,9 +61,9 @@ def bench_options(
     if strategies:
         from ..backends.cuda.codegen import STRATEGIES
 
-        unknown = [s for s in _names(strategies) if s not in (*STRATEGIES, "auto")]
+        unknown = [s for s in _names(strategies) if s not in (*STRATEGIES, "auto", "fused")]
         if unknown:
-            raise StencilforgeError(f"unknown CUDA strategy {unknown[0]!r}: choose from {', '.join(STRATEGIES)}, auto")
+            raise StencilforgeError(f"unknown CUDA strategy {unknown[0]!r}: choose from {', '.join(STRATEGIES)}, auto, fused")
     if peer_names is None and quick and gpu:
         peer_names = list(QUICK_GPU)
     if repeats is not None and repeats < 1:

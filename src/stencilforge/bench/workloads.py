@@ -91,6 +91,11 @@ def _sweep_case(w: Workload, setup, sweep: Sweep, names: tuple[str, ...], rng, s
     for name in names:
         low, high = scale.get(name, (0.5, 1.5))
         fields[name] = _random(rng, setup.grid.padded_shape, setup.grid.dtype, low, high)
+    if setup.swap is not None:  # both buffers of a swap carry the same walls, as the time loop fills them
+        a, b = setup.swap
+        walls = np.ones(setup.grid.padded_shape, bool)
+        walls[setup.grid.interior] = False
+        fields[b][walls] = fields[a][walls]
     return Case(w, setup.name, setup.grid, sweep, fields, setup.swap, dict(setup.params))
 
 
