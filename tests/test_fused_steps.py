@@ -94,3 +94,12 @@ def test_no_pairs_where_a_step_must_be_seen(name, opts):
     result = run(problems.build(name, shape=shape, **params), be, opts)
     assert be.pairs == 0
     assert result.summary.get("fused_steps", 0) == 0
+
+
+def test_which_sweeps_compose_with_their_swap():
+    poisson = problems.build("poisson2d", shape=(20, 21))
+    wave = problems.build("wave3d", shape=(12, 13, 14), radius=2)
+    assert poisson.sweep.composes_with(poisson.swap)
+    assert not poisson.sweep.composes_with(None)
+    assert not poisson.sweep.composes_with(("u", "f"))
+    assert not wave.sweep.composes_with(wave.swap)  # a leapfrog reads the level it overwrites

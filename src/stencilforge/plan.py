@@ -66,6 +66,13 @@ class Sweep:
             dict.fromkeys(t.field for t in self.terms if set(t.stencil.as_dict()) != {(0,) * self.ndim})
         )
 
+    def composes_with(self, swap: tuple[str, str] | None) -> bool:
+        """Whether two steps, with `swap` exchanged between them, are this sweep applied twice to one
+        field: the output is swapped with the one field read around the cell, and is not also read
+        (as a leapfrog reads its older level)."""
+        stencil = self.stencil_inputs
+        return swap is not None and len(stencil) == 1 and set(swap) == {self.out, *stencil} and self.out not in self.inputs
+
     def bytes_per_cell(self, itemsize: int) -> int:
         """Compulsory traffic: every distinct field read once, the output written once."""
         return itemsize * (len(set(self.inputs)) + 1)

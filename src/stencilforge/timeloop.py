@@ -109,17 +109,15 @@ def _pair_function(setup: Setup, backend, opts: LoopOptions, dynamic: list):
     """The backend's two-steps-in-one-pass sweep, where it gives the same fields as two steps.
 
     That needs static walls (the intermediate step's ghost cells are the
-    first's), no sources, one process, and a sweep whose output is swapped
-    with the one field it reads at neighbouring cells. The only difference
+    first's), no sources, one process, and a sweep that composes with its
+    swap (Sweep.composes_with). The only difference
     left is the swapped-out buffer: after a pair it holds the state two steps
     back, not one, and the next sweep overwrites its interior before reading it.
     """
     sweep = setup.sweep
-    if not opts.fuse_steps or opts.domain is not None or dynamic or setup.sources or sweep is None or setup.swap is None:
+    if not opts.fuse_steps or opts.domain is not None or dynamic or setup.sources or not hasattr(backend, "sweep_pair"):
         return None
-    if not hasattr(backend, "sweep_pair") or len(sweep.stencil_inputs) != 1:
-        return None
-    if set(setup.swap) != {sweep.out, *sweep.stencil_inputs} or sweep.out in sweep.inputs:  # not a leapfrog
+    if sweep is None or not sweep.composes_with(setup.swap):
         return None
     return backend.sweep_pair(sweep, setup.grid)
 

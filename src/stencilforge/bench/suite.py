@@ -185,8 +185,7 @@ class PairRunner(BackendRunner):
         super().__post_init__()
         case = self.case
         pair = getattr(self.engine, "sweep_pair", None)
-        plan = case.plan
-        fusable = case.is_sweep and case.swap and set(case.swap) == {plan.out, *plan.stencil_inputs} and plan.out not in plan.inputs
+        fusable = case.is_sweep and case.plan.composes_with(case.swap)
         self._pair = pair(case.plan, case.grid) if pair is not None and fusable else None
         if self._pair is None:
             raise Unsupported("two steps per pass apply to 2D sweeps of one stencil field swapped with their output")
