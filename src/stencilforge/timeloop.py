@@ -110,9 +110,10 @@ def _pair_function(setup: Setup, backend, opts: LoopOptions, dynamic: list):
 
     That needs static walls (the intermediate step's ghost cells are the
     first's), no sources, one process, and a sweep that composes with its
-    swap (Sweep.composes_with). The only difference
-    left is the swapped-out buffer: after a pair it holds the state two steps
-    back, not one, and the next sweep overwrites its interior before reading it.
+    swap (Sweep.composes_with). After a pair the swapped-out buffer holds the
+    state two steps back, not one; so the loop lands on every checked or
+    observed step, and on the last, with a single step, and whatever a check,
+    an observer, a checkpoint or the result sees is what single steps give.
     """
     sweep = setup.sweep
     if not opts.fuse_steps or opts.domain is not None or dynamic or setup.sources or not hasattr(backend, "sweep_pair"):
@@ -194,7 +195,7 @@ def _run(setup: Setup, backend, opts: LoopOptions) -> Result:
     start = time.perf_counter()
     while n < first + steps:
         t = time_at(n)
-        if pair is not None and n + 2 <= first + steps and not eventful(n + 1):
+        if pair is not None and n + 2 < first + steps and not (eventful(n + 1) or eventful(n + 2)):
             pair(fields)
             fused += 2
             n += 1

@@ -117,6 +117,62 @@ def sweep_source(sweep: Sweep, reduce: bool) -> str:
     return HEADER + "\n".join(lines) + "\n"
 
 
+PAIR_BLOCK = 8  # output rows per task of `pair_source`: its rows of u, f and the middle state stay in the core's cache
+
+
+def pair_source(sweep: Sweep) -> str:
+    """Source of a 2D kernel writing two steps of the sweep in one pass over memory (out = S(S(u))).
+
+    Each parallel task takes a block of output rows, evaluates the middle state
+    on those rows plus the stencil's reach into a private buffer whose rows
+    start as u's (so ghost rows keep u's walls), then the second step from it.
+    Both steps use the single-step kernel's row views and expression, so the
+    result has the same bits as two calls of `sweep_source`'s kernel.
+    """
+    (u,) = sweep.stencil_inputs
+    r = sweep.radius
+    ncoef = sum(len(t.stencil.entries) for t in sweep.terms)
+    cnames = [f"c{k}" for k in range(ncoef)]
+    views = _views(sweep)
+    args = ["out"] + [f"f_{n}" for n in sweep.inputs] + ["coef", "g"]
+
+    def row(i: str, oy: int, ox: int) -> str:
+        lead = f"{i} + {oy}" if oy > 0 else (f"{i} - {-oy}" if oy < 0 else i)
+        lo = f"g + {ox}" if ox > 0 else (f"g - {-ox}" if ox < 0 else "g")
+        return f"{lead}, {lo}:{lo} + m"
+
+    def view_lines(indent: str, i: str, u_array: str, i_u: str) -> list[str]:
+        return [
+            f"{indent}{name} = {u_array if field == u else 'f_' + field}[{row(i_u if field == u else i, *offset)}]"
+            for (field, offset), name in views.items()
+        ]
+
+    value = sweep_expression(sweep, cnames, views)
+    lines = [f"@JIT\ndef kernel({', '.join(args)}):"]
+    lines += [f"    {c} = coef[{k}]" for k, c in enumerate(cnames)]
+    lines += [
+        "    n0 = out.shape[0] - 2 * g",
+        "    m = out.shape[1] - 2 * g",
+        f"    for b in numba.prange((n0 + {PAIR_BLOCK - 1}) // {PAIR_BLOCK}):",
+        f"        y0 = b * {PAIR_BLOCK}",
+        f"        y1 = min(n0, y0 + {PAIR_BLOCK})",
+        f"        lo = max(0, y0 - {r})",
+        f"        hi = min(n0, y1 + {r})",
+        f"        mid = f_{u}[lo:hi + 2 * g].copy()",
+        "        for i in range(g + lo, g + hi):",
+        *view_lines("            ", "i", f"f_{u}", "i"),
+        "            o = mid[i - lo, g:g + m]",
+        "            for j in range(m):",
+        f"                o[j] = {value}",
+        "        for i in range(g + y0, g + y1):",
+        *view_lines("            ", "i", "mid", "i - lo"),
+        "            o = out[i, g:g + m]",
+        "            for j in range(m):",
+        f"                o[j] = {value}",
+    ]
+    return HEADER + "\n".join(lines) + "\n"
+
+
 def _accumulate(sweep: Sweep, cnames: list[str], views: dict, indent: str, loop: str) -> list[str]:
     """acc = sum of terms, each built in `part` one stencil point per pass (two pointers per loop)."""
     it = iter(cnames)
@@ -241,6 +297,23 @@ class NumbaBackend:
 
     def sweep(self, sweep: Sweep, grid: Grid) -> Callable[[Mapping[str, np.ndarray]], None]:
         return self._compiled_sweep(sweep, grid, reduce=False)
+
+    def sweep_pair(self, sweep: Sweep, grid: Grid) -> Callable[[Mapping[str, np.ndarray]], None] | None:
+        """Two steps in one pass (the ghost cells of u held as static walls) for 2D sweeps whose row
+        views fit one vectorised loop; None otherwise."""
+        if grid.ndim != 2 or len(sweep.stencil_inputs) != 1 or sweep.out in sweep.inputs or len(_views(sweep)) > FUSED_VIEW_LIMIT:
+            return None
+        kernel = load_kernel(pair_source(sweep))
+        coef = sweep_coefficients(sweep, grid.dtype)
+        names = sweep.inputs
+        g = grid.ghost
+        dummy = np.zeros((2 * g + 1,) * 2, dtype=grid.dtype)
+        kernel(*([dummy] * (len(names) + 1)), coef, g)
+
+        def run(fields):
+            kernel(fields[sweep.out], *(fields[n] for n in names), coef, g)
+
+        return run
 
     def sum_squares(self, sweep: Sweep, grid: Grid) -> Callable[[Mapping[str, np.ndarray]], float]:
         run = self._compiled_sweep(sweep, grid, reduce=True)
