@@ -181,7 +181,7 @@ def run(
     axis: Optional[int] = typer.Option(None, help="derivatives: 0 (y) or 1 (x)"),
     accuracy: Optional[int] = typer.Option(None, help="derivatives: interior order 2 or 4"),
     check_every: int = typer.Option(100, help="steps between NaN checks and residual evaluations"),
-    fuse_steps: bool = typer.Option(True, "--fuse-steps/--single-steps", help="cuda, auto strategy: two steps per pass where the walls are static and nothing looks in between (poisson2d)"),
+    fuse_steps: bool = typer.Option(True, "--fuse-steps/--single-steps", help="cuda (auto strategy) and numba: two steps per pass where the walls are static and nothing looks in between (poisson2d)"),
     snapshot_every: Optional[int] = typer.Option(None, "--snapshot-every", help="save the field every K steps to --out"),
     out_file: Optional[str] = typer.Option(None, "--out", help="snapshot file: .h5/.hdf5 (with an .xmf for ParaView) or .npz for small runs"),
     compression: str = typer.Option("none", help="HDF5 snapshot compression: none, gzip or lzf"),

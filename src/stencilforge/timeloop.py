@@ -57,7 +57,7 @@ class LoopOptions:
     observers: tuple = ()
     start_step: int = 0
     domain: Domain | None = None
-    fuse_steps: bool = True  # two steps per pass where the backend offers it (cuda, auto) and nothing happens between
+    fuse_steps: bool = True  # two steps per pass where the backend offers it (cuda with auto, numba) and nothing looks between
 
 
 @dataclass
