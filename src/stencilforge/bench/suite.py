@@ -189,9 +189,10 @@ class PairRunner(BackendRunner):
         self._pair = pair(case.plan, case.grid) if pair is not None and fusable else None
         if self._pair is None:
             raise Unsupported("two steps per pass apply to 2D sweeps of one stencil field swapped with their output")
-        from ..backends.cuda.codegen import PAIR_TILE
+        if self.engine.name == "cuda":
+            from ..backends.cuda.codegen import PAIR_TILE
 
-        self.resolved = ("fused pair", PAIR_TILE)
+            self.resolved = ("fused pair", PAIR_TILE)
 
     def run(self, steps: int) -> None:
         pairs, single = divmod(steps, 2)
@@ -227,7 +228,10 @@ def _cuda_strategies(case: Case, requested: tuple[str, ...] | None) -> list[str]
 
 def _ours(case: Case, opts: BenchOptions, backend_name: str) -> list[Impl]:
     if backend_name != "cuda":
-        return [Impl("stencilforge", "ours", backend_name, lambda c: BackendRunner(c, get_backend(backend_name)))]
+        impls = [Impl("stencilforge", "ours", backend_name, lambda c: BackendRunner(c, get_backend(backend_name)))]
+        if case.is_sweep and case.plan.composes_with(case.swap) and hasattr(get_backend(backend_name), "sweep_pair"):
+            impls.append(Impl("stencilforge", "ours", "fused", lambda c: PairRunner(c, get_backend(backend_name))))
+        return impls
     impls = []
     for s in _cuda_strategies(case, opts.strategies):
         impls.append(Impl("stencilforge", "ours", s, lambda c, s=s: BackendRunner(c, get_backend("cuda", strategy=s), cupy_event_clock)))
