@@ -173,9 +173,12 @@ def _run(setup: Setup, backend, opts: LoopOptions) -> Result:
                 "reduce dt or check the inputs"
             )
 
+    def checked(m: int) -> bool:
+        return (m - first) % opts.check_every == 0
+
     def eventful(m: int) -> bool:
         """Whether anything looks at the fields after step m (a check or an observer)."""
-        return (m - first) % opts.check_every == 0 or any(m % obs.every == 0 for obs in opts.observers)
+        return checked(m) or any(m % obs.every == 0 for obs in opts.observers)
 
     residual = None
     residual_at = None
@@ -194,22 +197,22 @@ def _run(setup: Setup, backend, opts: LoopOptions) -> Result:
     backend.synchronize()
     start = time.perf_counter()
     while n < first + steps:
-        t = time_at(n)
         if pair is not None and n + 2 < first + steps and not (eventful(n + 1) or eventful(n + 2)):
             pair(fields)
             fused += 2
-            n += 1
+            n += 2
         else:
+            t = time_at(n)
             for name, fill in dynamic:
                 fill(fields[name], t)
             step(fields)
             for src in setup.sources:
                 fields[src.field][src.index] += src.scale * src.wavelet(t)
+            n += 1
         if setup.swap is not None:
             a, b = setup.swap
             fields[a], fields[b] = fields[b], fields[a]
-        n += 1
-        if (n - first) % opts.check_every == 0:
+        if checked(n):
             check_finite(n, last_ok)
             last_ok = n
             if opts.tol is not None:

@@ -59,6 +59,20 @@ def sweep_coefficients(sweep: Sweep, dtype) -> np.ndarray:
 FUSED_VIEW_LIMIT = 16
 
 
+def _shift(index: str, o: int) -> str:
+    """`index` moved by the offset o, as generated source."""
+    return f"{index} + {o}" if o > 0 else (f"{index} - {-o}" if o < 0 else index)
+
+
+def _prologue(sweep: Sweep) -> tuple[list[str], list[str], dict]:
+    """The kernel's def line and coefficient locals, the coefficient names and the row views, shared by
+    the single-step and the two-step kernels so both evaluate the same expression."""
+    cnames = [f"c{k}" for k in range(sum(len(t.stencil.entries) for t in sweep.terms))]
+    args = ["out"] + [f"f_{n}" for n in sweep.inputs] + ["coef", "g"]
+    lines = [f"@JIT\ndef kernel({', '.join(args)}):"] + [f"    {c} = coef[{k}]" for k, c in enumerate(cnames)]
+    return lines, cnames, _views(sweep)
+
+
 def sweep_source(sweep: Sweep, reduce: bool) -> str:
     """Source of a kernel writing the sweep (or summing its squares) over the interior.
 
@@ -71,13 +85,8 @@ def sweep_source(sweep: Sweep, reduce: bool) -> str:
     a per-thread row buffer, in the same order of operations.
     """
     nd = sweep.ndim
-    ncoef = sum(len(t.stencil.entries) for t in sweep.terms)
-    cnames = [f"c{k}" for k in range(ncoef)]
-    views = _views(sweep)
+    lines, cnames, views = _prologue(sweep)
     fused = len(views) <= FUSED_VIEW_LIMIT
-    args = ["out"] + [f"f_{n}" for n in sweep.inputs] + ["coef", "g"]
-    lines = [f"@JIT\ndef kernel({', '.join(args)}):"]
-    lines += [f"    {c} = coef[{k}]" for k, c in enumerate(cnames)]
     lines.append(f"    m = out.shape[{nd - 1}] - 2 * g")
     if reduce:
         lines.append("    total = 0.0")
@@ -91,10 +100,8 @@ def sweep_source(sweep: Sweep, reduce: bool) -> str:
     outer = [f"i{a}" for a in range(nd - 1)]
 
     def row(offset: tuple[int, ...]) -> str:
-        lead = [f"{i} + {o}" if o > 0 else (f"{i} - {-o}" if o < 0 else i) for i, o in zip(outer, offset[:-1])]
-        last = offset[-1]
-        lo = f"g + {last}" if last > 0 else (f"g - {-last}" if last < 0 else "g")
-        return ", ".join(lead + [f"{lo}:{lo} + m"])
+        lo = _shift("g", offset[-1])
+        return ", ".join([_shift(i, o) for i, o in zip(outer, offset[:-1])] + [f"{lo}:{lo} + m"])
 
     for (field, offset), name in views.items():
         lines.append(f"{indent}{name} = f_{field}[{row(offset)}]")
@@ -131,15 +138,11 @@ def pair_source(sweep: Sweep) -> str:
     """
     (u,) = sweep.stencil_inputs
     r = sweep.radius
-    ncoef = sum(len(t.stencil.entries) for t in sweep.terms)
-    cnames = [f"c{k}" for k in range(ncoef)]
-    views = _views(sweep)
-    args = ["out"] + [f"f_{n}" for n in sweep.inputs] + ["coef", "g"]
+    lines, cnames, views = _prologue(sweep)
 
     def row(i: str, oy: int, ox: int) -> str:
-        lead = f"{i} + {oy}" if oy > 0 else (f"{i} - {-oy}" if oy < 0 else i)
-        lo = f"g + {ox}" if ox > 0 else (f"g - {-ox}" if ox < 0 else "g")
-        return f"{lead}, {lo}:{lo} + m"
+        lo = _shift("g", ox)
+        return f"{_shift(i, oy)}, {lo}:{lo} + m"
 
     def view_lines(indent: str, i: str, u_array: str, i_u: str) -> list[str]:
         return [
@@ -148,8 +151,6 @@ def pair_source(sweep: Sweep) -> str:
         ]
 
     value = sweep_expression(sweep, cnames, views)
-    lines = [f"@JIT\ndef kernel({', '.join(args)}):"]
-    lines += [f"    {c} = coef[{k}]" for k, c in enumerate(cnames)]
     lines += [
         "    n0 = out.shape[0] - 2 * g",
         "    m = out.shape[1] - 2 * g",
@@ -277,15 +278,15 @@ class NumbaBackend:
         return importlib.util.find_spec("numba") is not None
 
     @staticmethod
-    def _compiled_sweep(sweep: Sweep, grid: Grid, reduce: bool) -> Callable[[Mapping[str, np.ndarray]], float]:
-        """The kernel bound to its coefficients, compiled now (on tiny arrays) so no timed region pays for it.
+    def _bound(source: str, sweep: Sweep, grid: Grid, target: str) -> Callable[[Mapping[str, np.ndarray]], float]:
+        """A sweep kernel bound to its coefficients, compiled now (on tiny arrays) so no timed region pays for it.
 
-        A reduction has no output field: its first input only supplies the loop bounds.
+        `target` is the array passed first: the output, or for a reduction (which
+        has none) the first input, which only supplies the loop bounds.
         """
-        kernel = load_kernel(sweep_source(sweep, reduce=reduce))
+        kernel = load_kernel(source)
         coef = sweep_coefficients(sweep, grid.dtype)
         names = sweep.inputs
-        target = names[0] if reduce else sweep.out
         g = grid.ghost
         dummy = np.zeros((2 * g + 1,) * grid.ndim, dtype=grid.dtype)
         kernel(*([dummy] * (len(names) + 1)), coef, g)
@@ -296,27 +297,17 @@ class NumbaBackend:
         return run
 
     def sweep(self, sweep: Sweep, grid: Grid) -> Callable[[Mapping[str, np.ndarray]], None]:
-        return self._compiled_sweep(sweep, grid, reduce=False)
+        return self._bound(sweep_source(sweep, reduce=False), sweep, grid, sweep.out)
 
     def sweep_pair(self, sweep: Sweep, grid: Grid) -> Callable[[Mapping[str, np.ndarray]], None] | None:
         """Two steps in one pass (the ghost cells of u held as static walls) for 2D sweeps whose row
         views fit one vectorised loop; None otherwise."""
         if grid.ndim != 2 or len(sweep.stencil_inputs) != 1 or sweep.out in sweep.inputs or len(_views(sweep)) > FUSED_VIEW_LIMIT:
             return None
-        kernel = load_kernel(pair_source(sweep))
-        coef = sweep_coefficients(sweep, grid.dtype)
-        names = sweep.inputs
-        g = grid.ghost
-        dummy = np.zeros((2 * g + 1,) * 2, dtype=grid.dtype)
-        kernel(*([dummy] * (len(names) + 1)), coef, g)
-
-        def run(fields):
-            kernel(fields[sweep.out], *(fields[n] for n in names), coef, g)
-
-        return run
+        return self._bound(pair_source(sweep), sweep, grid, sweep.out)
 
     def sum_squares(self, sweep: Sweep, grid: Grid) -> Callable[[Mapping[str, np.ndarray]], float]:
-        run = self._compiled_sweep(sweep, grid, reduce=True)
+        run = self._bound(sweep_source(sweep, reduce=True), sweep, grid, sweep.inputs[0])
         return lambda fields: float(run(fields))
 
     def axis_operator(self, op: AxisOperator, dtype, shape=None) -> Callable:

@@ -470,6 +470,50 @@ def streaming_applicable(sweep: Sweep) -> str | None:
 
 
 
+@dataclass(frozen=True)
+class _March:
+    """What the plane-marching generators share: the tile split into the chunk of planes and the plane
+    tile, each stencil field's reach (staged in a column queue and a plane), the fields read at the cell."""
+
+    nd: int
+    chunk: int
+    plane_tile: tuple[int, ...]
+    radii: dict
+    staged: list
+    points: list
+    star: bool
+    threads: int
+    boxes: dict
+    column_radius: int
+
+    @property
+    def unroll(self) -> int:
+        """Planes whose loads a thread issues together: 2 for a long column queue, which leaves no
+        registers for more (spills at radius 8)."""
+        return min(UNROLL if self.column_radius <= 4 else 2, self.chunk)
+
+
+def _march(sweep: Sweep, tile: tuple[int, ...]) -> _March:
+    reason = streaming_applicable(sweep)
+    if reason:
+        raise StencilforgeError(reason)
+    chunk, plane_tile = tile[0], tuple(tile[1:])
+    radii = _field_radii(sweep)
+    staged = list(radii)
+    return _March(
+        nd=sweep.ndim,
+        chunk=chunk,
+        plane_tile=plane_tile,
+        radii=radii,
+        staged=staged,
+        points=[n for n in sweep.inputs if n not in radii],
+        star=_is_star(sweep, staged),
+        threads=math.prod(plane_tile),
+        boxes={f: tuple(t + 2 * r for t, r in zip(plane_tile, radii[f][1:])) for f in staged},
+        column_radius=max((r[0] for r in radii.values()), default=0),
+    )
+
+
 def _halo_cells(plane_tile, r, star: bool) -> list[tuple[str, int, int, int, int]]:
     """In-plane halo of a tile as rectangles (name, a_start, a_len, b_start, b_len) in box coordinates."""
     if len(plane_tile) == 1:
@@ -620,20 +664,12 @@ def streaming_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str) -> Ke
     buffered, so one barrier per group suffices. The halo cells each thread
     loads are fixed per block and computed once.
     """
-    reason = streaming_applicable(sweep)
-    if reason:
-        raise StencilforgeError(reason)
-    nd = sweep.ndim
-    chunk, plane_tile = tile[0], tuple(tile[1:])
-    radii = _field_radii(sweep)
-    staged = list(radii)
-    star = _is_star(sweep, staged)
-    threads = math.prod(plane_tile)
-    itemsize = np.dtype(dtype).itemsize
-    boxes = {f: tuple(t + 2 * r for t, r in zip(plane_tile, radii[f][1:])) for f in staged}
-    plane_bytes = sum(math.prod(b) for b in boxes.values()) * itemsize
-    # a long column queue plus the prefetched group leave no registers for more planes (spills at radius 8)
-    unroll = min(UNROLL if max(r[0] for r in radii.values()) <= 4 else 2, chunk)
+    lay = _march(sweep, tile)
+    nd, chunk, plane_tile, radii, staged, points, star, threads, boxes = (
+        lay.nd, lay.chunk, lay.plane_tile, lay.radii, lay.staged, lay.points, lay.star, lay.threads, lay.boxes
+    )
+    plane_bytes = sum(math.prod(b) for b in boxes.values()) * np.dtype(dtype).itemsize
+    unroll = lay.unroll
     while unroll > 1 and 2 * unroll * plane_bytes > STATIC_SMEM_LIMIT:
         unroll //= 2
     if 2 * unroll * plane_bytes > STATIC_SMEM_LIMIT:
@@ -641,9 +677,8 @@ def streaming_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str) -> Ke
             f"strategy streaming with tile {tuple(tile)} needs {2 * plane_bytes} bytes of shared memory per block "
             f"(limit {STATIC_SMEM_LIMIT}); choose a smaller tile"
         )
-    points = [n for n in sweep.inputs if n not in radii]
     chunk_axis = "z" if nd == 3 else "y"
-    min_blocks = max(1, (RESIDENT_THREADS or _resident_threads(nd, max(r[0] for r in radii.values()))) // threads)
+    min_blocks = max(1, (RESIDENT_THREADS or _resident_threads(nd, lay.column_radius)) // threads)
     lines = [
         f'extern "C" __global__ void __launch_bounds__({threads}, {min_blocks}) {name}({_params(sweep, False)})',
         "{",
@@ -766,20 +801,13 @@ def pipelined_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str, ahead
     tiles have a ring of ahead + 1 slots indexed by output plane, and each
     thread copies and reads only its own cell.
     """
-    reason = streaming_applicable(sweep)
-    if reason:
-        raise StencilforgeError(reason)
-    nd = sweep.ndim
-    chunk, plane_tile = tile[0], tuple(tile[1:])
-    radii = _field_radii(sweep)
-    staged = list(radii)
-    star = _is_star(sweep, staged)
-    points = [n for n in sweep.inputs if n not in radii]
-    threads = math.prod(plane_tile)
+    lay = _march(sweep, tile)
+    nd, chunk, plane_tile, radii, staged, points, star, threads, boxes = (
+        lay.nd, lay.chunk, lay.plane_tile, lay.radii, lay.staged, lay.points, lay.star, lay.threads, lay.boxes
+    )
     itemsize = np.dtype(dtype).itemsize
-    boxes = {f: tuple(t + 2 * r for t, r in zip(plane_tile, radii[f][1:])) for f in staged}
     cells = {f: math.prod(boxes[f]) for f in staged}
-    lag = max((r[0] for r in radii.values()), default=0)
+    lag = lay.column_radius
     blocks = max(1, (RESIDENT_THREADS or _resident_threads(nd, lag)) // threads)  # an estimate: ptxas picks registers
 
     def smem(a: int) -> int:
@@ -941,17 +969,9 @@ def streaming_cached_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str
     adjacent warps and hit L1/L2. Measured against `streaming` in
     docs/performance.md. Same tile convention as `streaming`.
     """
-    reason = streaming_applicable(sweep)
-    if reason:
-        raise StencilforgeError(reason)
-    nd = sweep.ndim
-    chunk, plane_tile = tile[0], tuple(tile[1:])
-    radii = _field_radii(sweep)
-    staged = list(radii)
-    points = [n for n in sweep.inputs if n not in radii]
-    # a long column queue leaves fewer registers for in-flight in-plane loads
-    unroll = min(UNROLL if max(r[0] for r in radii.values()) <= 4 else 2, chunk)
-    threads = math.prod(plane_tile)
+    lay = _march(sweep, tile)
+    nd, chunk, plane_tile, radii, staged, points, threads = lay.nd, lay.chunk, lay.plane_tile, lay.radii, lay.staged, lay.points, lay.threads
+    unroll = lay.unroll
     min_blocks = max(1, 1024 // threads)  # at least 1024 resident threads: caps registers at 64
     lines = [
         f'extern "C" __global__ void __launch_bounds__({threads}, {min_blocks}) {name}({_params(sweep, False)})',
@@ -1246,7 +1266,7 @@ def default_tile(plan: Sweep | AxisOperator, strategy: str) -> tuple[int, ...]:
         return (8, 32) if nd == 2 else (2, 4, 32)
     if strategy == "tiled":
         return (16, 32) if nd == 2 else (4, 8, 32)
-    if strategy == "rows":  # H100: poisson2d 4x512 98.5-99.3% of copy; heat3d 1x4x256 77.5% (1x8x256 68.4%)
+    if strategy == "rows":  # H100: poisson2d 4x512 96.3-96.9% of copy (99% before the pinned arithmetic); heat3d 1x4x256 77.5%
         return (4, 512) if nd == 2 else (1, 4, 256)
     if nd == 2:  # H100 and H200: pipelined gains on rows of 512, streaming does not (docs/performance.md)
         return (64, 512) if strategy == "pipelined" else (64, 256)

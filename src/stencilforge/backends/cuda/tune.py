@@ -29,7 +29,7 @@ def choose(plan: Sweep | AxisOperator, grid_shape, dtype, device_name: str | Non
     column) for longer stencils, where rows' reads through L1 fall to 30-36%
     (wave3d r8: streaming 67-68%). In 2D, `pipelined` on rows of 512 for a
     single stencil field (heat2d 90-91%, rows 88%), `rows` when another field
-    is read at the cell (poisson2d 99%, streaming 95%). Otherwise `tiled`.
+    is read at the cell (poisson2d 96-97%, streaming 94%). Otherwise `tiled`.
     """
     if device_name is not None:
         hit = cached_choice(device_name, plan, grid_shape, dtype)
