@@ -49,6 +49,12 @@ def main(only: list[str]) -> None:
         be.sweep_pair(sweep, grid)(fields)
         be.synchronize()
         print(f"pair      jacobi r={r} {shape} ok", flush=True)
+    for tile in ((4, 3, 64), (64, 8, 128)) if not only or "pair" in only else ():
+        setup = problems.build("heat3d", shape=(11, 13, 37), dtype="float32")
+        fields = {n: be.asarray(rng.uniform(-1, 1, setup.grid.padded_shape).astype(np.float32)) for n in setup.fields}
+        be.sweep_pair(setup.sweep, setup.grid, tile)(fields)
+        be.synchronize()
+        print(f"pair      heat3d {tile} ok", flush=True)
     for strategy in codegen.OPERATOR_STRATEGIES:
         if only and strategy not in only:
             continue

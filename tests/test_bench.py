@@ -203,7 +203,7 @@ def test_two_step_oracle_sees_a_single_bad_cell():
 def test_workloads_that_cannot_fuse_are_skipped():
     case = build_case(Workload("wave3d", (18, 19, 20), "float32"))
     row, _ = measure_impl(case, Impl("stencilforge", "ours", "fused", lambda c: PairRunner(c, TwoSweeps())), None, BenchOptions((case.workload,), measure=FAST), 1.0, "numpy")
-    assert row["status"] == "skipped" and "two steps per pass" in row["note"]
+    assert row["status"] == "skipped" and "does not fuse two steps" in row["note"]
 
 
 def test_numba_bench_times_two_steps_per_pass_where_they_apply(report):

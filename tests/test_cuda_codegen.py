@@ -41,6 +41,11 @@ def _operators():
     return ops
 
 
+def heat3d_r2() -> Sweep:
+    """A 3D star sweep of radius 2 (the widest the 3D fused pair takes)."""
+    return Sweep("u_new", (Term("u", Stencil.identity(3) + Stencil.laplacian(3, 2, (0.1, 0.1, 0.1)).scaled(1e-3)),))
+
+
 def _modules():
     """One translation unit per (plan, dtype) holding every strategy's kernel: fewer NVRTC calls."""
     mods = []
@@ -54,8 +59,10 @@ def _modules():
         pairs = []
         for r in range(1, 9):
             sweep = poisson2d.jacobi_sweep(Stencil.laplacian(2, r, (0.01, 0.02)), with_rhs=True)
-            pairs.append(codegen.pair_sweep(sweep, dt, codegen.PAIR_TILE, f"sf_pair_r{r}"))
+            pairs.append(codegen.pair_sweep(sweep, dt, codegen.PAIR_TILE[2], f"sf_pair_r{r}"))
         pairs.append(codegen.pair_sweep(problems.build("heat2d").sweep, dt, (3, 64), "sf_pair_heat2d"))
+        pairs.append(codegen.pair_sweep(problems.build("heat3d").sweep, dt, codegen.PAIR_TILE[3], "sf_pair_heat3d"))
+        pairs.append(codegen.pair_sweep(heat3d_r2(), dt, (5, 3, 64), "sf_pair_3d_r2"))
         mods.append((f"pair-r1..8-{dt}", codegen.module_source(pairs, dt, "fused pairs")))
     for vid, op in _operators():
         for dt in DTYPES:
@@ -234,15 +241,21 @@ def test_fused_derivatives_are_one_kernel_writing_both_outputs(strategy, axis):
 
 def test_pair_refuses_what_it_cannot_fuse():
     assert codegen.pair_applicable(problems.build("poisson2d").sweep) is None
-    assert "2D" in codegen.pair_applicable(problems.build("heat3d").sweep)
+    assert codegen.pair_applicable(problems.build("heat3d").sweep) is None
+    wide3d = Sweep("o", (Term("u", Stencil.laplacian(3, 3)),))
+    assert "radius up to 2" in codegen.pair_applicable(wide3d)
     box = Stencil.from_dict({(1, 1): 1.0, (0, 0): 1.0})
     assert "star" in codegen.pair_applicable(Sweep("o", (Term("u", box),)))
     two = Sweep("o", (Term("u", Stencil.laplacian(2)), Term("v", Stencil.laplacian(2))))
     assert "exactly one field" in codegen.pair_applicable(two)
     with pytest.raises(StencilforgeError, match="whole warps"):
         codegen.pair_sweep(problems.build("poisson2d").sweep, np.float32, (4, 100), "k")
+    with pytest.raises(StencilforgeError, match="needs 3 positive sizes"):
+        codegen.pair_sweep(problems.build("heat3d").sweep, np.float32, (8, 256), "k")
 
 
 def test_pair_grid_counts_the_useful_lanes():
     k = codegen.pair_sweep(problems.build("poisson2d").sweep, np.float32, (8, 256), "k")
     assert k.cover == (8, 8 * 30) and k.grid((1000, 1537)) == (7, 125, 1)
+    k3 = codegen.pair_sweep(problems.build("heat3d").sweep, np.float32, (64, 8, 128), "k")  # 4 warps along y
+    assert k3.block == (32, 4, 1) and k3.cover == (64, 32, 30) and k3.grid((129, 67, 255)) == (9, 3, 3)

@@ -86,6 +86,7 @@ class Dirichlet:
     value: float | Callable = 0.0
     time_dependent: bool = False
     time_factor: Callable[[float], float] | None = None
+    reads_interior = False  # its ghost values at a time do not depend on the field: a fused pair may fill them ahead
 
     @property
     def static(self) -> bool:
@@ -135,6 +136,7 @@ class Neumann:
     """Zero normal derivative: ghosts mirror the interior about a wall half a cell out."""
 
     static = False
+    reads_interior = True
 
     def bind(self, grid: Grid, xp=np, faces: Sequence[Face] | None = None) -> Filler:
         pairs = [
@@ -154,6 +156,7 @@ class Periodic:
     """Ghosts hold copies of the opposite end of the interior."""
 
     static = False
+    reads_interior = True
 
     def bind(self, grid: Grid, xp=np, faces: Sequence[Face] | None = None) -> Filler:
         pairs = [

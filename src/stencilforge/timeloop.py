@@ -108,17 +108,22 @@ def _step_function(setup: Setup, backend):
 def _pair_function(setup: Setup, backend, opts: LoopOptions, dynamic: list):
     """The backend's two-steps-in-one-pass sweep, where it gives the same fields as two steps.
 
-    That needs static walls (the intermediate step's ghost cells are the
-    first's), no sources, one process, and a sweep that composes with its
-    swap (Sweep.composes_with). After a pair the swapped-out buffer holds the
-    state two steps back, not one; so the loop lands on every checked or
-    observed step, and on the last, with a single step, and whatever a check,
-    an observer, a checkpoint or the result sees is what single steps give.
+    The pair takes the middle state's ghost cells from the output buffer's,
+    so the walls must be known ahead: static, or Dirichlet values that do not
+    read the field (the loop fills the output's ghosts with the next step's
+    walls first). It also needs no sources, one process, and a sweep that
+    composes with its swap (Sweep.composes_with). After a pair the
+    swapped-out buffer holds the state two steps back, not one; so the loop
+    lands on every checked or observed step, and on the last, with a single
+    step, and whatever a check, an observer, a checkpoint or the result sees
+    is what single steps give.
     """
     sweep = setup.sweep
-    if not opts.fuse_steps or opts.domain is not None or dynamic or setup.sources or not hasattr(backend, "sweep_pair"):
+    if not opts.fuse_steps or opts.domain is not None or setup.sources or not hasattr(backend, "sweep_pair"):
         return None
     if sweep is None or not sweep.composes_with(setup.swap):
+        return None
+    if any(name not in setup.swap or setup.boundaries[name].reads_interior for name, _ in dynamic):
         return None
     return backend.sweep_pair(sweep, setup.grid)
 
@@ -196,15 +201,24 @@ def _run(setup: Setup, backend, opts: LoopOptions) -> Result:
     locally_finite()
     backend.synchronize()
     start = time.perf_counter()
+    partner = dict(zip(setup.swap, reversed(setup.swap))) if setup.swap is not None else {}
+    after_pair = False
     while n < first + steps:
         if pair is not None and n + 2 < first + steps and not (eventful(n + 1) or eventful(n + 2)):
+            for name, fill in dynamic:
+                fill(fields[name], time_at(n))
+                fill(fields[partner[name]], time_at(n + 1))  # the middle state's walls
             pair(fields)
             fused += 2
             n += 2
+            after_pair = True
         else:
             t = time_at(n)
             for name, fill in dynamic:
                 fill(fields[name], t)
+                if after_pair:  # the buffer this step writes: single steps would have left step n - 1's walls in it
+                    fill(fields[partner[name]], time_at(n - 1))
+            after_pair = False
             step(fields)
             for src in setup.sources:
                 fields[src.field][src.index] += src.scale * src.wavelet(t)

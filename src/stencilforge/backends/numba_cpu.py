@@ -131,8 +131,10 @@ def pair_source(sweep: Sweep) -> str:
     """Source of a 2D kernel writing two steps of the sweep in one pass over memory (out = S(S(u))).
 
     Each parallel task takes a block of output rows, evaluates the middle state
-    on those rows plus the stencil's reach into a private buffer whose rows
-    start as u's (so ghost rows keep u's walls), then the second step from it.
+    on those rows plus the stencil's reach into a private buffer whose ghost
+    cells are out's (the walls of the step in between, filled by the caller),
+    then the second step from it. Only out's ghost cells are read, so the
+    tasks' writes to its interior never race with a read.
     Both steps use the single-step kernel's row views and expression, so the
     result has the same bits as two calls of `sweep_source`'s kernel.
     """
@@ -160,6 +162,12 @@ def pair_source(sweep: Sweep) -> str:
         f"        lo = max(0, y0 - {r})",
         f"        hi = min(n0, y1 + {r})",
         f"        mid = f_{u}[lo:hi + 2 * g].copy()",
+        "        mid[:, :g] = out[lo:hi + 2 * g, :g]",
+        "        mid[:, g + m:] = out[lo:hi + 2 * g, g + m:]",
+        "        if lo == 0:",
+        "            mid[:g] = out[:g]",
+        "        if hi == n0:",
+        "            mid[hi - lo + g:] = out[n0 + g:]",
         "        for i in range(g + lo, g + hi):",
         *view_lines("            ", "i", f"f_{u}", "i"),
         "            o = mid[i - lo, g:g + m]",
@@ -300,7 +308,7 @@ class NumbaBackend:
         return self._bound(sweep_source(sweep, reduce=False), sweep, grid, sweep.out)
 
     def sweep_pair(self, sweep: Sweep, grid: Grid) -> Callable[[Mapping[str, np.ndarray]], None] | None:
-        """Two steps in one pass (the ghost cells of u held as static walls) for 2D sweeps whose row
+        """Two steps in one pass (the middle state's ghost cells taken from out's) for 2D sweeps whose row
         views fit one vectorised loop; None otherwise."""
         if grid.ndim != 2 or len(sweep.stencil_inputs) != 1 or sweep.out in sweep.inputs or len(_views(sweep)) > FUSED_VIEW_LIMIT:
             return None

@@ -188,11 +188,11 @@ class PairRunner(BackendRunner):
         fusable = case.is_sweep and case.plan.composes_with(case.swap)
         self._pair = pair(case.plan, case.grid) if pair is not None and fusable else None
         if self._pair is None:
-            raise Unsupported("two steps per pass apply to 2D sweeps of one stencil field swapped with their output")
+            raise Unsupported("this backend does not fuse two steps of this sweep (one star-stencil field swapped with the output)")
         if self.engine.name == "cuda":
             from ..backends.cuda.codegen import PAIR_TILE
 
-            self.resolved = ("fused pair", PAIR_TILE)
+            self.resolved = ("fused pair", PAIR_TILE[case.grid.ndim])
 
     def run(self, steps: int) -> None:
         pairs, single = divmod(steps, 2)

@@ -213,11 +213,11 @@ class CudaBackend:
         return self._sweep_runner(kernel, grid)
 
     def sweep_pair(self, sweep: Sweep, grid: Grid, tile=None) -> Callable[[Mapping], None] | None:
-        """Two steps of `sweep` in one pass (out = S(S(u)), the ghost cells of u held as static walls),
-        or None where they cannot be fused or another strategy than `auto` was asked for."""
+        """Two steps of `sweep` in one pass (out = S(S(u)), the middle state's ghost cells taken from
+        out's), or None where they cannot be fused or another strategy than `auto` was asked for."""
         if self._requested != "auto" or codegen.pair_applicable(sweep) or grid.ghost < sweep.radius:
             return None
-        kernel = codegen.pair_sweep(sweep, grid.dtype, codegen.PAIR_TILE if tile is None else tuple(tile), f"sf_pair_{sweep.out}")
+        kernel = codegen.pair_sweep(sweep, grid.dtype, codegen.PAIR_TILE[grid.ndim] if tile is None else tuple(tile), f"sf_pair_{sweep.out}")
         return self._sweep_runner(kernel, grid)
 
     def _sweep_runner(self, kernel: codegen.Kernel, grid: Grid) -> Callable[[Mapping], None]:

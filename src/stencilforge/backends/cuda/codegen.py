@@ -59,7 +59,12 @@ SM_SMEM = 228 * 1024  # sm_90 shared memory per SM; each resident block also res
 IN_FLIGHT = 48 * 1024  # bytes of copies `pipelined` keeps outstanding per SM: ~2x bandwidth x loaded DRAM latency
 MAX_AHEAD = 8  # planes a `pipelined` block copies ahead of the one it consumes
 REDUCE_BLOCKS = 1024
-PAIR_TILE = (8, 256)  # rows per thread x threads of `pair_sweep`; the tile of the GPU tests (H100: jacobi2d 159-165%, poisson2d 142-157% per step)
+PAIR_TILE = {
+    2: (8, 256),  # rows per thread x threads (H100: jacobi2d 159-165%, poisson2d 142-157% of copy per step)
+    3: (32, 2, 128),  # planes per block x rows per thread x threads, warps stacked along y (H100 heat3d: 95% per step)
+}
+PAIR_AHEAD = 1  # planes of u the 3D pair loads ahead of use (H100 heat3d, 64x4x128: 0 -> 80.6%, 1 -> 85.4%, 2 -> 74.0%; 32x2x128: 96.4%, 95.1%)
+PAIR_RADIUS = {2: 8, 3: 2}  # 2D: a warp keeps 32 - 2r useful lanes; 3D: (2r + 1)(R + 4r) values of u per thread
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -297,35 +302,50 @@ def rows_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str) -> Kernel:
 def pair_applicable(sweep: Sweep) -> str | None:
     """Why two sweeps cannot be fused into one `pair_sweep` pass (None when they can)."""
     stencil = sweep.stencil_inputs
-    if sweep.ndim != 2:
-        return "fused steps are generated for 2D sweeps only"
+    if sweep.ndim not in (2, 3):
+        return "fused steps are generated for 2D and 3D sweeps only"
     if len(stencil) != 1 or sweep.out in sweep.inputs:
         return "fused steps need exactly one field read at neighbouring cells, written out of place"
     if not _is_star(sweep, stencil):
         return "fused steps need a star stencil (no diagonal offsets)"
-    if 2 * sweep.radius > 16:
-        return f"fused steps support radius up to 8, not {sweep.radius}"
+    limit = PAIR_RADIUS[sweep.ndim]
+    if sweep.radius > limit:
+        return f"{sweep.ndim}D fused steps support radius up to {limit}, not {sweep.radius}"
     return None
 
 
-def pair_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str) -> Kernel:
-    """Two sweeps in one pass: out = S(S(u)), u the one stencil field, walls static.
+def pair_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str, ahead: int = PAIR_AHEAD) -> Kernel:
+    """Two sweeps in one pass: out = S(S(u)), u the one stencil field.
 
-    tile = (R, T): T threads (whole warps), each writing a column of R rows.
-    A thread loads its column of u with 2r rows of halo, evaluates the first
-    sweep on R + 2r rows (in-plane x neighbours of u through L1; ghost cells
-    keep u, the static wall), and the second on its R rows, taking the
-    intermediate's x neighbours from the lanes beside it by warp shuffles.
-    So a warp writes 32 - 2r columns, and u is read from DRAM once for two
-    steps. The first sweep's expression is the single sweep's, term for term,
-    so each intermediate value is what `rows` would have stored.
+    The middle state's ghost cells are read from the output buffer's, which
+    the caller fills with the walls of the step in between (for static walls
+    they are u's). A warp's lanes hold 32 consecutive columns: each evaluates
+    the first sweep on its column (x neighbours of u through L1), and the
+    second takes the middle state's x neighbours from the lanes beside it by
+    warp shuffles, so a warp writes 32 - 2r columns and u is read from DRAM
+    once for two steps. The first sweep's expression is the single sweep's,
+    term for term, so each middle value is what `rows` would have stored.
+    `ahead` (3D) is how many planes of u a thread's loads run ahead of their use.
     """
     reason = pair_applicable(sweep)
     if reason:
         raise StencilforgeError(reason)
+    if len(tile) != sweep.ndim or min(tile) < 1:
+        raise StencilforgeError(f"a {sweep.ndim}D fused-step tile needs {sweep.ndim} positive sizes, got {tuple(tile)}")
+    if tile[-1] % 32 or tile[-1] > MAX_THREADS:
+        raise StencilforgeError(f"fused steps need whole warps, at most {MAX_THREADS} threads: tile {tuple(tile)} has {tile[-1]}")
+    if sweep.ndim == 2:
+        return _pair_rows(sweep, dtype, tuple(tile), name)
+    return _pair_march(sweep, dtype, tuple(tile), name, ahead)
+
+
+def _pair_rows(sweep: Sweep, dtype, tile: tuple[int, int], name: str) -> Kernel:
+    """2D: tile = (R, T), T threads along x, each writing R rows of its column.
+
+    A thread loads its column of u with 2r rows of halo and evaluates the
+    first sweep on R + 2r rows, the second on its R rows.
+    """
     rows, threads = tile
-    if threads % 32:
-        raise StencilforgeError(f"fused steps need whole warps: tile {tuple(tile)} has {threads} threads")
     (u,) = sweep.stencil_inputs
     r = sweep.radius
     useful = 32 - 2 * r
@@ -354,7 +374,8 @@ def pair_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str) -> Kernel:
             return f"u_{tag(j + o[0])}" if o[1] == 0 else f"f_{u}[c + {j} * s0 + {o[1]}]"
 
         inside = f"col_in && y0 + {j} >= 0 && y0 + {j} < n0"
-        lines.append(f"    const real w_{tag(j)} = {inside} ? ({_expression(sweep, dtype, first)}) : u_{tag(j)};")
+        wall = f"col_pad && y0 + {j} >= -g && y0 + {j} < n0 + g ? f_{sweep.out}[c + {j} * s0] : (real)0"
+        lines.append(f"    const real w_{tag(j)} = {inside} ? ({_expression(sweep, dtype, first)}) : ({wall});")
     shifts = sorted({o[1] for t in sweep.terms if t.field == u for o, _ in t.stencil.entries if o[1] != 0})
     for j in range(rows):
         for d in shifts:
@@ -370,6 +391,95 @@ def pair_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str) -> Kernel:
         lines.append(f"    if (y0 + {j} < n0) f_{sweep.out}[c + {j} * s0] = {_expression(sweep, dtype, second)};")
     lines.append("}")
     return Kernel(name, "\n".join(lines) + "\n", "rows, two steps", tile, (threads, 1, 1), (rows, cover), _sweep_args(sweep, False))
+
+
+def _pair_march(sweep: Sweep, dtype, tile: tuple[int, int, int], name: str, ahead: int) -> Kernel:
+    """3D: tile = (Z, R, T); T threads are warps stacked along y, each thread writing R rows of its
+    column in each of Z planes, which the block marches through along z.
+
+    Per plane a thread loads a plane of u (R + 4r rows) `ahead` planes before
+    it is needed, evaluates the middle state r planes behind the newest one
+    it uses (R + 2r rows, z neighbours from a queue of 2r + 1 planes of u),
+    and the output r planes further behind from a queue of 2r + 1 middle
+    planes. The queues live in registers and shift by one plane per step;
+    only the plane chunk's 2r-plane margins are read twice.
+    """
+    planes, rows, threads = tile
+    (u,) = sweep.stencil_inputs
+    r = sweep.radius
+    useful = 32 - 2 * r
+    warps = threads // 32
+    out = f"f_{sweep.out}"
+
+    def tag(j: int) -> str:
+        return f"m{-j}" if j < 0 else str(j)
+
+    lines = [
+        f'extern "C" __global__ void __launch_bounds__({threads}) {name}({_params(sweep, False)})',
+        "{",
+        "    const int lane = threadIdx.x;",
+        f"    const int i2 = blockIdx.x * {useful} + lane - {r};",
+        f"    const int y0 = (blockIdx.y * {warps} + threadIdx.y) * {rows};",
+        "    if (y0 >= n1) return;  // the whole warp: its shuffles stay complete",
+        f"    const int z0 = blockIdx.z * {planes};",
+        f"    const int zend = min(z0 + {planes}, n0);",
+        *("    " + x for x in _strides(3)),
+        "    const bool col_in = i2 >= 0 && i2 < n2, col_pad = i2 >= -g && i2 < n2 + g;",
+        f"    const bool writer = col_in && lane >= {r} && lane < {32 - r};",
+    ]
+    u_rows = range(-2 * r, rows + 2 * r)
+    w_rows = range(-r, rows + r)
+    lines += [f"    const bool pad_{tag(j)} = col_pad && y0 + {j} >= -g && y0 + {j} < n1 + g;" for j in u_rows]
+    lines += [f"    const bool in_{tag(j)} = col_in && y0 + {j} >= 0 && y0 + {j} < n1;" for j in w_rows]
+    newest = 2 * r + ahead
+    lines += [f"    real {', '.join(f'u{k}_{tag(j)}' for j in u_rows)};" for k in range(newest + 1)]
+    # The middle queue is shifted before it fills; reading it uninitialised is undefined, and NVRTC
+    # miscompiled it (float64 r=2 at 255 registers on an H100: rows 2.. of each thread wrong).
+    lines += [f"    real {', '.join(f'w{k}_{tag(j)} = 0' for j in w_rows)};" for k in range(2 * r + 1)]
+    lines.append("    const long long base = (long long)g * s0 + ((long long)y0 + g) * s1 + (i2 + g);")
+    for k in range(newest):  # u planes z0 - 2r .. z0 + ahead - 1
+        z = f"z0 + {k - 2 * r}"
+        lines.append(f"    {{ const bool p = {z} >= -g && {z} < n0 + g; const long long c = base + (long long)({z}) * s0;")
+        lines += [f"      u{k}_{tag(j)} = p && pad_{tag(j)} ? f_{u}[c + {j} * s1] : (real)0;" for j in u_rows]
+        lines.append("    }")
+    lines += [
+        f"    for (int q = z0 - {r}; q < zend + {r}; ++q) {{  // middle plane q, output plane q - {r}",
+        "        const long long c = base + (long long)q * s0;",
+        f"        const bool pn = q + {r + ahead} < n0 + g, pin = q >= 0 && q < n0, pwall = q >= -g && q < n0 + g;",
+    ]
+    lines += [f"        u{newest}_{tag(j)} = pn && pad_{tag(j)} ? f_{u}[c + {r + ahead} * s0 + {j} * s1] : (real)0;" for j in u_rows]
+    for j in w_rows:
+
+        def first(f, o, j=j):
+            if f != u:
+                return f"f_{f}[c + {j} * s1]"
+            if o[2]:
+                return f"f_{u}[c + {j} * s1 + {o[2]}]"
+            return f"u{r + o[0]}_{tag(j + o[1])}"
+
+        wall = f"pwall && pad_{tag(j)} ? {out}[c + {j} * s1] : (real)0"
+        lines.append(f"        w{2 * r}_{tag(j)} = pin && in_{tag(j)} ? ({_expression(sweep, dtype, first)}) : ({wall});")
+    shifts = sorted({o[2] for t in sweep.terms if t.field == u for o, _ in t.stencil.entries if o[2] != 0})
+    lines.append(f"        if (q >= z0 + {r}) {{")
+    for j in range(rows):
+        lines += [f"            const real x_{j}_{tag(d)} = __shfl_sync(0xffffffffu, w{r}_{j}, lane + {d});" for d in shifts]
+    lines.append(f"            const long long o = c - {r} * s0;")
+    for j in range(rows):
+
+        def second(f, o, j=j):
+            if f != u:
+                return f"f_{f}[o + {j} * s1]"
+            if o[2]:
+                return f"x_{j}_{tag(o[2])}"
+            return f"w{r + o[0]}_{tag(j + o[1])}"
+
+        lines.append(f"            if (writer && y0 + {j} < n1) {out}[o + {j} * s1] = {_expression(sweep, dtype, second)};")
+    lines.append("        }")
+    lines += [f"        u{k}_{tag(j)} = u{k + 1}_{tag(j)};" for k in range(newest) for j in u_rows]
+    lines += [f"        w{k}_{tag(j)} = w{k + 1}_{tag(j)};" for k in range(2 * r) for j in w_rows]
+    lines += ["    }", "}"]
+    cover = (planes, rows * warps, useful)
+    return Kernel(name, "\n".join(lines) + "\n", "march, two steps", tile, (32, warps, 1), cover, _sweep_args(sweep, False))
 
 
 def _block(tile: tuple[int, ...]) -> tuple[int, int, int]:
