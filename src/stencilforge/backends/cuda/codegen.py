@@ -433,8 +433,9 @@ def _pair_march(sweep: Sweep, dtype, tile: tuple[int, int, int], name: str, ahea
     lines += [f"    const bool in_{tag(j)} = col_in && y0 + {j} >= 0 && y0 + {j} < n1;" for j in w_rows]
     newest = 2 * r + ahead
     lines += [f"    real {', '.join(f'u{k}_{tag(j)}' for j in u_rows)};" for k in range(newest + 1)]
-    # The middle queue is shifted before it fills; reading it uninitialised is undefined, and NVRTC
-    # miscompiled it (float64 r=2 at 255 registers on an H100: rows 2.. of each thread wrong).
+    # Queues are shifted before they fill: every marching kernel starts its register queues at zero,
+    # because copying an uninitialised value is undefined, and NVRTC miscompiled this one when it was
+    # (float64 r=2 at 255 registers on an H100: rows 2.. of each thread wrong).
     lines += [f"    real {', '.join(f'w{k}_{tag(j)} = 0' for j in w_rows)};" for k in range(2 * r + 1)]
     lines.append("    const long long base = (long long)g * s0 + ((long long)y0 + g) * s1 + (i2 + g);")
     for k in range(newest):  # u planes z0 - 2r .. z0 + ahead - 1
@@ -806,17 +807,17 @@ def streaming_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str) -> Ke
     for f in staged:
         rz = radii[f][0]
         lines.append(f"    const bool lc_{f} = active || edge_{f};")
-        lines.append(f"    real {', '.join(f'q_{f}_{j}' for j in range(2 * rz + unroll))};")
-        lines.append(f"    real {', '.join(f'n_{f}_{k}' for k in range(unroll))};")
+        lines.append(f"    real {', '.join(f'q_{f}_{j} = 0' for j in range(2 * rz + unroll))};")
+        lines.append(f"    real {', '.join(f'n_{f}_{k} = 0' for k in range(unroll))};")
         if slots[f]:
-            lines.append(f"    real {', '.join(f'h_{f}_{m}_{k}' for m in range(slots[f]) for k in range(unroll))};")
+            lines.append(f"    real {', '.join(f'h_{f}_{m}_{k} = 0' for m in range(slots[f]) for k in range(unroll))};")
         if rz:
             lines.append(f"    if (lc_{f}) {{")
             for j in range(2 * rz):
                 lines.append(f"        q_{f}_{j} = f_{f}[p + col + {j - rz} * s0];")
             lines.append("    }")
     for f in points:
-        lines.append(f"    real {', '.join(f'v_{f}_{k}' for k in range(unroll))}, {', '.join(f'w_{f}_{k}' for k in range(unroll))};")
+        lines.append(f"    real {', '.join(f'v_{f}_{k} = 0' for k in range(unroll))}, {', '.join(f'w_{f}_{k} = 0' for k in range(unroll))};")
 
     def prefetch(zs: str, ps: str, indent: str) -> None:
         """Loads of the group of planes starting at plane zs (pointer ps) into the n/h/w registers."""
@@ -966,7 +967,7 @@ def pipelined_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str, ahead
         lines.append(f"    const int c_{f} = {_in_box(radii[f][1:], boxes[f], (0,) * nd)};")
         lines.append(f"    const real* src_{f} = f_{f} + col + {plane(first[f])};")
         lines += [f"    const real* src_{f}_{j} = f_{f} + goff_{f}_{j} + {plane(first[f])};" for j in range(slots[f])]
-        lines.append(f"    real {', '.join(f'q_{f}_{j}' for j in range(2 * radii[f][0] + unroll))};")
+        lines.append(f"    real {', '.join(f'q_{f}_{j} = 0' for j in range(2 * radii[f][0] + unroll))};")
     lines += [f"    const real* src_{f} = f_{f} + col + {plane(lag)};" for f in points]  # ring plane 2R: output plane z0
 
     def base(f: str, slot: str | int, size: int, plus: str = "") -> str:
@@ -1111,11 +1112,11 @@ def streaming_cached_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str
     ]
     for f in staged:
         rz = radii[f][0]
-        lines.append(f"    real {', '.join(f'q_{f}_{j}' for j in range(2 * rz + unroll))};")
+        lines.append(f"    real {', '.join(f'q_{f}_{j} = 0' for j in range(2 * rz + unroll))};")
         for j in range(2 * rz):
             lines.append(f"    q_{f}_{j} = f_{f}[p + col + {j - rz} * s0];")
     for f in points:
-        lines.append(f"    real {', '.join(f'v_{f}_{k}' for k in range(unroll))};")
+        lines.append(f"    real {', '.join(f'v_{f}_{k} = 0' for k in range(unroll))};")
     lines.append(f"    for (int z = z0; z < z1; z += {unroll}, p += {unroll} * s0) {{")
     for k in range(unroll):
         lines.append("        {" if k == 0 else f"        if (z + {k} < z1) {{")
@@ -1332,7 +1333,7 @@ def pencil_operator(op: AxisOperator, dtype, tile: tuple[int, ...], name: str) -
             "    if (i1 >= n1) return;",
             f"    const int y0 = blockIdx.y * {chunk};",
             f"    const int y1 = min(y0 + {chunk}, n0);",
-            f"    real {', '.join(f'q{j}' for j in range(2 * r + unroll))};",
+            f"    real {', '.join(f'q{j} = 0' for j in range(2 * r + unroll))};",
         ]
         for j in range(2 * r):
             lines.append(f"    {{ const int y = y0 + {j - r}; q{j} = (y >= 0 && y < n0) ? {u}[(long long)y * n1 + i1] : (real)0; }}")
