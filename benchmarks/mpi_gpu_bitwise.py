@@ -2,7 +2,8 @@
 
 usage: python benchmarks/mpi_gpu_bitwise.py OUT.json MAX_RANKS
 Each configuration is one `mpiexec -n N tests/mpi_driver.py cuda:STRATEGY GRID ...`;
-its gathered fields are compared with the one-GPU run of the same strategy.
+its gathered fields are compared with the one-GPU run of the same strategy, and the
+`auto` ones also with one process through the plain time loop, which fuses steps.
 """
 
 from __future__ import annotations
@@ -56,6 +57,11 @@ def main(out_json: str, max_ranks: int) -> None:
             if rc != 0:
                 raise SystemExit(f"one-GPU reference ({strategy}) failed: {err}")
             refs[strategy] = load(path)
+        path = Path(tmp) / "ref-plain.npz"  # one process, no decomposition: the loop fuses steps where it can
+        rc, err, _ = launch(1, path, "cuda", "single", "auto", "off")
+        if rc != 0:
+            raise SystemExit(f"one-GPU plain reference failed: {err}")
+        plain_meta, plain = load(path)
         for strategy, n, grid, halo, overlap in configs:
             path = Path(tmp) / f"{strategy}-{n}-{grid}-{halo}-{overlap}.npz"
             backend = "cuda" if strategy == "auto" else f"cuda:{strategy}"
@@ -76,9 +82,12 @@ def main(out_json: str, max_ranks: int) -> None:
                     "procs": m["procs"], "halo": m["halo"], "overlap": m["overlap"], "strategy": m["strategy"],
                     "ref_strategy": ref_meta[label]["strategy"], "bitwise_equal": bool(equal),
                 }
+                if strategy == "auto":
+                    cases[label]["plain_fused_steps"] = plain_meta[label].get("fused_steps")
+                    cases[label]["equal_to_plain"] = all(np.array_equal(got[k], plain[k], equal_nan=True) for k in keys)
             row["cases"] = cases
             row["ranks_used"] = all(int(np.prod(c["procs"])) == n for c in cases.values())
-            row["all_equal"] = row["ranks_used"] and all(c["bitwise_equal"] for c in cases.values())
+            row["all_equal"] = row["ranks_used"] and all(c["bitwise_equal"] and c.get("equal_to_plain", True) for c in cases.values())
             rows.append(row)
             print(json.dumps(row), flush=True)
     with open(out_json, "w") as f:

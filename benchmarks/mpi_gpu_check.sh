@@ -46,9 +46,11 @@ import json, os, sys
 out = sys.argv[1]
 path = os.path.join(out, "mpi_gpu_bitwise.json")
 rows = json.load(open(path))["configs"] if os.path.exists(path) else []
-print("\nbitwise vs 1 GPU (same strategy):" if rows else "")
+print("\nbitwise vs 1 GPU (same strategy; auto also vs one plain process):" if rows else "")
 for r in rows:
-    status = "EQUAL" if r.get("all_equal") else ("NOT DECOMPOSED" if r["rc"] == 0 and not r["ranks_used"] else ("FAIL rc=%d" % r["rc"] if r["rc"] else "DIFFER " + ",".join(k for k, c in r["cases"].items() if not c["bitwise_equal"])))
+    status = "EQUAL" if r.get("all_equal") else ("NOT DECOMPOSED" if r["rc"] == 0 and not r["ranks_used"] else ("FAIL rc=%d" % r["rc"] if r["rc"] else "DIFFER " + ",".join(k for k, c in r["cases"].items() if not (c["bitwise_equal"] and c.get("equal_to_plain", True)))))
+    fused = [k for k, c in r.get("cases", {}).items() if c.get("plain_fused_steps")]
+    status += f" (also equal to one plain process, fused in {','.join(fused)})" if fused and r.get("all_equal") else ""
     halos = sorted({c["halo"] for c in r.get("cases", {}).values()})
     print(f"  {r['strategy']:6s} n={r['ranks']} grid={r['grid']:5s} halo={r['halo']}->{','.join(halos):12s} overlap={r['overlap']:3s}  {status}")
 path = os.path.join(out, "mpi_gpu_bench.json")

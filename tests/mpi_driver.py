@@ -21,7 +21,7 @@ from stencilforge.distributed.decomposition import _cut_area, _fits, factorizati
 from stencilforge.distributed.runner import minimum_extents
 from stencilforge.distributed.outputs import GlobalOutput
 from stencilforge.errors import OutputError, StencilforgeError
-from stencilforge.timeloop import LoopOptions
+from stencilforge.timeloop import LoopOptions, run
 
 # (label, problem, build parameters, loop options): small, uneven blocks, every problem and closure kind.
 CASES = (
@@ -66,6 +66,13 @@ def run_cases(backend_name: str, grid: str, out: str, halo: str = "auto", overla
     saved, meta = {}, {}
     for label, name, params, loop in CASES:
         setup = problems.build(name, **params)
+        if grid == "single":  # one process through the plain time loop, which fuses steps where it can
+            if comm.size != 1:
+                raise SystemExit("grid 'single' runs on one rank")
+            result = run(setup, backend, LoopOptions(**loop))
+            saved.update({f"{label}/{field}": backend.to_host(a) for field, a in result.fields.items()})
+            meta[label] = {k: result.summary.get(k) for k in ("steps", "residual", "error", "strategy", "fused_steps")}
+            continue
         procs = {"auto": lambda n, s: None, "alt": alternative_dims, "slabs": slab_dims}[grid](comm.size, setup)
         if grid != "auto" and procs is None:
             continue
