@@ -204,21 +204,20 @@ def _run(setup: Setup, backend, opts: LoopOptions) -> Result:
     partner = dict(zip(setup.swap, reversed(setup.swap))) if setup.swap is not None else {}
     after_pair = False
     while n < first + steps:
-        if pair is not None and n + 2 < first + steps and not (eventful(n + 1) or eventful(n + 2)):
-            for name, fill in dynamic:
-                fill(fields[name], time_at(n))
-                fill(fields[partner[name]], time_at(n + 1))  # the middle state's walls
+        fuse = pair is not None and n + 2 < first + steps and not (eventful(n + 1) or eventful(n + 2))
+        t = time_at(n)
+        for name, fill in dynamic:
+            fill(fields[name], t)
+            if fuse:  # the middle state's walls, read from the output buffer's ghost cells
+                fill(fields[partner[name]], time_at(n + 1))
+            elif after_pair:  # the buffer this step writes: single steps would have left step n - 1's walls in it
+                fill(fields[partner[name]], time_at(n - 1))
+        after_pair = fuse
+        if fuse:
             pair(fields)
             fused += 2
             n += 2
-            after_pair = True
         else:
-            t = time_at(n)
-            for name, fill in dynamic:
-                fill(fields[name], t)
-                if after_pair:  # the buffer this step writes: single steps would have left step n - 1's walls in it
-                    fill(fields[partner[name]], time_at(n - 1))
-            after_pair = False
             step(fields)
             for src in setup.sources:
                 fields[src.field][src.index] += src.scale * src.wavelet(t)

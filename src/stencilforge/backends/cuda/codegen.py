@@ -339,6 +339,28 @@ def pair_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str, ahead: int
     return _pair_march(sweep, dtype, tuple(tile), name, ahead)
 
 
+def _tag(j: int) -> str:
+    """A signed row or plane offset as part of a C identifier (-2 -> m2)."""
+    return f"m{-j}" if j < 0 else str(j)
+
+
+def _lane_shifts(sweep: Sweep, u: str) -> list[int]:
+    """The x offsets at which the second sweep of a pair reads the middle state: one shuffle each."""
+    return sorted({o[-1] for t in sweep.terms if t.field == u for o, _ in t.stencil.entries if o[-1]})
+
+
+def _pair_operand(u: str, point, across, column):
+    """Operand access for one sweep of a pair: a pointwise field f at the cell is point(f), u's x
+    neighbour at dx is across(dx), and every other offset o of u (the cell, its rows, planes) column(o)."""
+
+    def access(f, o):
+        if f != u:
+            return point(f)
+        return across(o[-1]) if o[-1] else column(o)
+
+    return access
+
+
 def _pair_rows(sweep: Sweep, dtype, tile: tuple[int, int], name: str) -> Kernel:
     """2D: tile = (R, T), T threads along x, each writing R rows of its column.
 
@@ -360,34 +382,21 @@ def _pair_rows(sweep: Sweep, dtype, tile: tuple[int, int], name: str) -> Kernel:
         "    const bool col_in = i1 >= 0 && i1 < n1, col_pad = i1 >= -g && i1 < n1 + g;",
         "    const long long c = ((long long)y0 + g) * s0 + (i1 + g);",
     ]
-
-    def tag(j: int) -> str:
-        return f"m{-j}" if j < 0 else str(j)
-
     for j in range(-2 * r, rows + 2 * r):
-        lines.append(f"    const real u_{tag(j)} = col_pad && y0 + {j} >= -g && y0 + {j} < n0 + g ? f_{u}[c + {j} * s0] : (real)0;")
+        lines.append(f"    const real u_{_tag(j)} = col_pad && y0 + {j} >= -g && y0 + {j} < n0 + g ? f_{u}[c + {j} * s0] : (real)0;")
+    # y0 + j >= -g always holds in the wall's guard, but without it ptxas scheduled poisson2d's pair
+    # at 100% of copy per step instead of 144% (H100, benchmarks/experiments/pair_bench.py), so it stays
     for j in range(-r, rows + r):
-
-        def first(f, o, j=j):
-            if f != u:
-                return f"f_{f}[c + {j} * s0]"
-            return f"u_{tag(j + o[0])}" if o[1] == 0 else f"f_{u}[c + {j} * s0 + {o[1]}]"
-
+        first = _pair_operand(u, lambda f, j=j: f"f_{f}[c + {j} * s0]", lambda dx, j=j: f"f_{u}[c + {j} * s0 + {dx}]", lambda o, j=j: f"u_{_tag(j + o[0])}")
         inside = f"col_in && y0 + {j} >= 0 && y0 + {j} < n0"
         wall = f"col_pad && y0 + {j} >= -g && y0 + {j} < n0 + g ? f_{sweep.out}[c + {j} * s0] : (real)0"
-        lines.append(f"    const real w_{tag(j)} = {inside} ? ({_expression(sweep, dtype, first)}) : ({wall});")
-    shifts = sorted({o[1] for t in sweep.terms if t.field == u for o, _ in t.stencil.entries if o[1] != 0})
+        lines.append(f"    const real w_{_tag(j)} = {inside} ? ({_expression(sweep, dtype, first)}) : ({wall});")
     for j in range(rows):
-        for d in shifts:
-            lines.append(f"    const real x_{j}_{tag(d)} = __shfl_sync(0xffffffffu, w_{j}, lane + {d});")
+        for d in _lane_shifts(sweep, u):
+            lines.append(f"    const real x_{j}_{_tag(d)} = __shfl_sync(0xffffffffu, w_{j}, lane + {d});")
     lines.append(f"    if (lane < {r} || lane >= {32 - r} || !col_in) return;")
     for j in range(rows):
-
-        def second(f, o, j=j):
-            if f != u:
-                return f"f_{f}[c + {j} * s0]"
-            return f"w_{tag(j + o[0])}" if o[1] == 0 else f"x_{j}_{tag(o[1])}"
-
+        second = _pair_operand(u, lambda f, j=j: f"f_{f}[c + {j} * s0]", lambda dx, j=j: f"x_{j}_{_tag(dx)}", lambda o, j=j: f"w_{_tag(j + o[0])}")
         lines.append(f"    if (y0 + {j} < n0) f_{sweep.out}[c + {j} * s0] = {_expression(sweep, dtype, second)};")
     lines.append("}")
     return Kernel(name, "\n".join(lines) + "\n", "rows, two steps", tile, (threads, 1, 1), (rows, cover), _sweep_args(sweep, False))
@@ -410,10 +419,6 @@ def _pair_march(sweep: Sweep, dtype, tile: tuple[int, int, int], name: str, ahea
     useful = 32 - 2 * r
     warps = threads // 32
     out = f"f_{sweep.out}"
-
-    def tag(j: int) -> str:
-        return f"m{-j}" if j < 0 else str(j)
-
     lines = [
         f'extern "C" __global__ void __launch_bounds__({threads}) {name}({_params(sweep, False)})',
         "{",
@@ -429,55 +434,40 @@ def _pair_march(sweep: Sweep, dtype, tile: tuple[int, int, int], name: str, ahea
     ]
     u_rows = range(-2 * r, rows + 2 * r)
     w_rows = range(-r, rows + r)
-    lines += [f"    const bool pad_{tag(j)} = col_pad && y0 + {j} >= -g && y0 + {j} < n1 + g;" for j in u_rows]
-    lines += [f"    const bool in_{tag(j)} = col_in && y0 + {j} >= 0 && y0 + {j} < n1;" for j in w_rows]
+    lines += [f"    const bool pad_{_tag(j)} = col_pad && y0 + {j} >= -g && y0 + {j} < n1 + g;" for j in u_rows]
+    lines += [f"    const bool in_{_tag(j)} = col_in && y0 + {j} >= 0 && y0 + {j} < n1;" for j in w_rows]
     newest = 2 * r + ahead
-    lines += [f"    real {', '.join(f'u{k}_{tag(j)}' for j in u_rows)};" for k in range(newest + 1)]
-    # Queues are shifted before they fill: every marching kernel starts its register queues at zero,
-    # because copying an uninitialised value is undefined, and NVRTC miscompiled this one when it was
-    # (float64 r=2 at 255 registers on an H100: rows 2.. of each thread wrong).
-    lines += [f"    real {', '.join(f'w{k}_{tag(j)} = 0' for j in w_rows)};" for k in range(2 * r + 1)]
+    lines += [f"    real {', '.join(f'u{k}_{_tag(j)}' for j in u_rows)};" for k in range(newest + 1)]
+    # The middle queue is shifted before it fills (u's is filled first): copying an uninitialised value
+    # is undefined, and NVRTC miscompiled this kernel when it was (float64 r=2 at 255 registers on an
+    # H100: rows 2.. of each thread wrong). The other marching kernels zero their queues for the same reason.
+    lines += [f"    real {', '.join(f'w{k}_{_tag(j)} = 0' for j in w_rows)};" for k in range(2 * r + 1)]
     lines.append("    const long long base = (long long)g * s0 + ((long long)y0 + g) * s1 + (i2 + g);")
     for k in range(newest):  # u planes z0 - 2r .. z0 + ahead - 1
         z = f"z0 + {k - 2 * r}"
         lines.append(f"    {{ const bool p = {z} >= -g && {z} < n0 + g; const long long c = base + (long long)({z}) * s0;")
-        lines += [f"      u{k}_{tag(j)} = p && pad_{tag(j)} ? f_{u}[c + {j} * s1] : (real)0;" for j in u_rows]
+        lines += [f"      u{k}_{_tag(j)} = p && pad_{_tag(j)} ? f_{u}[c + {j} * s1] : (real)0;" for j in u_rows]
         lines.append("    }")
     lines += [
         f"    for (int q = z0 - {r}; q < zend + {r}; ++q) {{  // middle plane q, output plane q - {r}",
         "        const long long c = base + (long long)q * s0;",
-        f"        const bool pn = q + {r + ahead} < n0 + g, pin = q >= 0 && q < n0, pwall = q >= -g && q < n0 + g;",
+        f"        const bool pn = q + {r + ahead} < n0 + g, pin = q >= 0 && q < n0;  // -g <= q < n0 + g always",
     ]
-    lines += [f"        u{newest}_{tag(j)} = pn && pad_{tag(j)} ? f_{u}[c + {r + ahead} * s0 + {j} * s1] : (real)0;" for j in u_rows]
+    lines += [f"        u{newest}_{_tag(j)} = pn && pad_{_tag(j)} ? f_{u}[c + {r + ahead} * s0 + {j} * s1] : (real)0;" for j in u_rows]
     for j in w_rows:
-
-        def first(f, o, j=j):
-            if f != u:
-                return f"f_{f}[c + {j} * s1]"
-            if o[2]:
-                return f"f_{u}[c + {j} * s1 + {o[2]}]"
-            return f"u{r + o[0]}_{tag(j + o[1])}"
-
-        wall = f"pwall && pad_{tag(j)} ? {out}[c + {j} * s1] : (real)0"
-        lines.append(f"        w{2 * r}_{tag(j)} = pin && in_{tag(j)} ? ({_expression(sweep, dtype, first)}) : ({wall});")
-    shifts = sorted({o[2] for t in sweep.terms if t.field == u for o, _ in t.stencil.entries if o[2] != 0})
+        first = _pair_operand(u, lambda f, j=j: f"f_{f}[c + {j} * s1]", lambda dx, j=j: f"f_{u}[c + {j} * s1 + {dx}]", lambda o, j=j: f"u{r + o[0]}_{_tag(j + o[1])}")
+        wall = f"pad_{_tag(j)} ? {out}[c + {j} * s1] : (real)0"
+        lines.append(f"        w{2 * r}_{_tag(j)} = pin && in_{_tag(j)} ? ({_expression(sweep, dtype, first)}) : ({wall});")
     lines.append(f"        if (q >= z0 + {r}) {{")
     for j in range(rows):
-        lines += [f"            const real x_{j}_{tag(d)} = __shfl_sync(0xffffffffu, w{r}_{j}, lane + {d});" for d in shifts]
+        lines += [f"            const real x_{j}_{_tag(d)} = __shfl_sync(0xffffffffu, w{r}_{j}, lane + {d});" for d in _lane_shifts(sweep, u)]
     lines.append(f"            const long long o = c - {r} * s0;")
     for j in range(rows):
-
-        def second(f, o, j=j):
-            if f != u:
-                return f"f_{f}[o + {j} * s1]"
-            if o[2]:
-                return f"x_{j}_{tag(o[2])}"
-            return f"w{r + o[0]}_{tag(j + o[1])}"
-
+        second = _pair_operand(u, lambda f, j=j: f"f_{f}[o + {j} * s1]", lambda dx, j=j: f"x_{j}_{_tag(dx)}", lambda o, j=j: f"w{r + o[0]}_{_tag(j + o[1])}")
         lines.append(f"            if (writer && y0 + {j} < n1) {out}[o + {j} * s1] = {_expression(sweep, dtype, second)};")
     lines.append("        }")
-    lines += [f"        u{k}_{tag(j)} = u{k + 1}_{tag(j)};" for k in range(newest) for j in u_rows]
-    lines += [f"        w{k}_{tag(j)} = w{k + 1}_{tag(j)};" for k in range(2 * r) for j in w_rows]
+    lines += [f"        u{k}_{_tag(j)} = u{k + 1}_{_tag(j)};" for k in range(newest) for j in u_rows]
+    lines += [f"        w{k}_{_tag(j)} = w{k + 1}_{_tag(j)};" for k in range(2 * r) for j in w_rows]
     lines += ["    }", "}"]
     cover = (planes, rows * warps, useful)
     return Kernel(name, "\n".join(lines) + "\n", "march, two steps", tile, (32, warps, 1), cover, _sweep_args(sweep, False))
