@@ -35,12 +35,14 @@ def main(only: list[str]) -> None:
         be = CudaBackend(strategy=strategy)
         for name, shape, params in cases:
             setup = problems.build(name, shape=shape, dtype="float32", **params)
+            if strategy == "streaming_vec" and not codegen.vector_width(setup.sweep, "float32"):
+                continue  # refused: an odd x radius (the x extent 40 makes the r=8 case run the vector kernel)
             fields = {n: be.asarray(rng.uniform(-1, 1, setup.grid.padded_shape).astype(np.float32)) for n in setup.fields}
             be.sweep(setup.sweep, setup.grid)(fields)
             if setup.residual is not None:
                 be.sum_squares(setup.residual, setup.grid)(fields)
             be.synchronize()
-            print(f"{strategy:9s} {name} {shape} ok", flush=True)
+            print(f"{be.strategy:9s} {name} {shape} ok", flush=True)
     be = CudaBackend()
     for shape, r in (((37, 45), 1), ((21, 70), 4)) if not only or "pair" in only else ():
         grid = Grid(shape, (0.01, 0.02), np.dtype(np.float32), r, (0.0, 0.0))

@@ -51,7 +51,8 @@ def _modules():
     mods = []
     for vid, setup in _variants():
         for dt in DTYPES:
-            ks = [codegen.sweep_kernel(setup.sweep, s, dt) for s in codegen.SWEEP_STRATEGIES]
+            strategies = [s for s in codegen.SWEEP_STRATEGIES if s != "streaming_vec" or codegen.vector_width(setup.sweep, dt)]
+            ks = [codegen.sweep_kernel(setup.sweep, s, dt) for s in strategies]
             if setup.residual is not None:
                 ks.append(codegen.residual_kernel(setup.residual, dt))
             mods.append((f"{vid}-{dt}", codegen.module_source(ks, dt, vid)))
@@ -145,7 +146,9 @@ def test_unknown_strategy_is_refused():
 
 def test_auto_choice():
     wave = problems.build("wave3d", shape=(17, 17, 17), radius=8)
-    assert choose(wave.sweep, (512, 512, 512), np.float32)[0] == "streaming"
+    assert choose(wave.sweep, (512, 512, 512), np.float32) == ("streaming_vec", (256, 4, 128))
+    odd = problems.build("wave3d", shape=(17, 17, 17), radius=3)
+    assert choose(odd.sweep, (512, 512, 512), np.float32)[0] == "streaming"
     assert choose(problems.build("heat2d").sweep, (16384, 16384), np.float32) == ("pipelined", (64, 512))
     assert choose(problems.build("poisson2d").sweep, (16384, 16384), np.float32) == ("rows", (4, 512))
     assert choose(problems.build("heat3d").sweep, (512, 512, 512), np.float32) == ("rows", (1, 4, 256))
@@ -172,12 +175,37 @@ def test_streaming_refuses_off_column_offsets():
         ("streaming", (8, 64, 64), "threads per block"),
         ("pipelined", (8, 64, 64), "threads per block"),
         ("pipelined", (64, 8), "needs a tile of 3"),
+        ("streaming_vec", (8, 16, 512), "threads per block"),
     ],
 )
 def test_tile_validation(strategy, tile, match):
     sweep = problems.build("heat3d").sweep
     with pytest.raises(StencilforgeError, match=match):
         codegen.sweep_kernel(sweep, strategy, np.float32, tile)
+
+
+@pytest.mark.parametrize("radius,dtype,width", [(8, "float32", 4), (6, "float32", 2), (4, "float64", 2), (2, "float32", 2), (3, "float32", 0)])
+def test_vector_width_divides_the_x_radius(radius, dtype, width):
+    """4 floats or 2 doubles (16 bytes) where the x radius allows, so halo chunks never straddle a vector."""
+    wave = problems.build("wave3d", shape=(17, 17, 17), radius=radius).sweep
+    assert codegen.vector_width(wave, dtype) == width
+    if not width:
+        with pytest.raises(StencilforgeError, match="streaming_vec needs a 3D sweep with an even x radius"):
+            codegen.sweep_kernel(wave, "streaming_vec", dtype)
+        return
+    kernel = codegen.sweep_kernel(wave, "streaming_vec", dtype, (256, 4, 128))
+    assert kernel.vector == width and kernel.block == (128 // width, 4, 1) and kernel.cover == (256, 4, 128)
+    vt = {("float32", 4): "float4", ("float32", 2): "float2", ("float64", 2): "double2"}[(dtype, width)]
+    assert f"__shared__ {vt} s_u" in kernel.source and f"make_{vt}(r0, " in kernel.source
+
+
+def test_streaming_vec_refuses_what_it_cannot_vectorise():
+    wave = problems.build("wave3d", shape=(17, 17, 17), radius=8).sweep
+    with pytest.raises(StencilforgeError, match="x extent is a multiple of 4"):
+        codegen.sweep_kernel(wave, "streaming_vec", np.float32, (64, 4, 66))
+    for plan in (problems.build("heat3d").sweep, problems.build("heat2d").sweep):
+        with pytest.raises(StencilforgeError, match="streaming_vec needs a 3D sweep with an even x radius"):
+            codegen.sweep_kernel(plan, "streaming_vec", np.float32)
 
 
 def test_shared_memory_limit_is_checked():

@@ -55,6 +55,8 @@ def _tiles(plan: Sweep | AxisOperator, strategy: str) -> list[tuple[int, ...]]:
         return [(z, y, x) for z in (2, 4, 8) for y in (4, 8) for x in (32, 64) if _threads_ok(z * y * x)]
     if strategy == "rows":
         return [(z, y, x) for z in (1, 2) for y in (1, 2, 4, 8) for x in (128, 256, 512)]
+    if strategy == "streaming_vec":  # as streaming, in cells; a thread takes 2-4 along x, so rows can be wider
+        return [(c, y, x) for c in (128, 256) for y in (2, 4, 8, 16) for x in (64, 128, 256) if 256 <= y * x <= 1024]
     if strategy.startswith("streaming"):  # planes marched x in-plane tile
         return [(c, y, x) for c in (32, 64, 128, 256, 512) for y in (4, 8, 16, 32) for x in (32, 64) if _threads_ok(y * x)]
     if strategy == "pipelined":  # as streaming, plus wide rows (fewer halo cells per row for a short stencil)
@@ -63,13 +65,15 @@ def _tiles(plan: Sweep | AxisOperator, strategy: str) -> list[tuple[int, ...]]:
 
 
 def candidates(plan: Sweep | AxisOperator, dtype="float32") -> list[tuple[str, tuple[int, ...]]]:
-    """(strategy, tile) pairs worth trying: every strategy the code generator offers for the plan,
+    """(strategy, tile) pairs worth trying: every strategy the code generator offers for the plan and dtype,
     default tiles first, then the shapes of `_tiles` (a strategy new to `_tiles` gets its default only)."""
     from ..backends.cuda import codegen
 
     strategies = codegen.OPERATOR_STRATEGIES if isinstance(plan, AxisOperator) else codegen.SWEEP_STRATEGIES
     per_strategy = []
     for strategy in strategies:
+        if strategy == "streaming_vec" and not codegen.vector_width(plan, dtype):
+            continue  # the sweep's x radius is odd (or it is 2D): no vector of cells divides it
         tiles = [tuple(codegen.default_tile(plan, strategy)), *_tiles(plan, strategy)]
         per_strategy.append([(strategy, t) for t in dict.fromkeys(tiles)])
     # round-robin, so a search cut short by its budget has still tried every strategy

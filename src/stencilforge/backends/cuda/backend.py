@@ -207,10 +207,15 @@ class CudaBackend:
 
     def sweep(self, sweep: Sweep, grid: Grid) -> Callable[[Mapping], None]:
         kernel = resolve(sweep, self._requested, self._tile, grid.shape, grid.dtype, self.device_name)
+        scalar = None
+        if kernel.vector > 1:  # vector kernels need every row to start on a vector; scalar streaming otherwise
+            scalar = codegen.sweep_kernel(sweep, "streaming", grid.dtype, self._tile or codegen.default_tile(sweep, "streaming"))
+            if grid.ghost % kernel.vector or grid.shape[-1] % kernel.vector:
+                kernel, scalar = scalar, None
         self.strategy, self.tile = kernel.strategy, kernel.tile
         if grid.ghost < sweep.radius:
             raise StencilforgeError(f"grid ghost width {grid.ghost} is smaller than the stencil radius {sweep.radius}")
-        return self._sweep_runner(kernel, grid)
+        return self._sweep_runner(kernel, grid, scalar)
 
     def sweep_pair(self, sweep: Sweep, grid: Grid, tile=None) -> Callable[[Mapping], None] | None:
         """Two steps of `sweep` in one pass (out = S(S(u)), the middle state's ghost cells taken from
@@ -220,17 +225,25 @@ class CudaBackend:
         kernel = codegen.pair_sweep(sweep, grid.dtype, codegen.PAIR_TILE[grid.ndim] if tile is None else tuple(tile), f"sf_pair_{sweep.out}")
         return self._sweep_runner(kernel, grid)
 
-    def _sweep_runner(self, kernel: codegen.Kernel, grid: Grid) -> Callable[[Mapping], None]:
-        """Launch `kernel` over the interior on fields checked against the grid, timed by CUDA events."""
+    def _sweep_runner(self, kernel: codegen.Kernel, grid: Grid, scalar: codegen.Kernel | None = None) -> Callable[[Mapping], None]:
+        """Launch `kernel` over the interior on fields checked against the grid, timed by CUDA events;
+        `scalar` runs instead where a field's pointer is not aligned to the kernel's vector of cells."""
         launch = self._launcher(kernel, grid.dtype)
+        fallback = []
         blocks = kernel.grid(grid.shape)
         scalars = tuple(np.int32(n) for n in grid.shape) + (np.int32(grid.ghost),)
         shape, dtype, timer = grid.padded_shape, grid.dtype, self._timer
+        align = kernel.vector * grid.dtype.itemsize
 
         def run(fields):
             ptrs = tuple(self._checked(fields[n], n, shape, dtype) for n in kernel.args)
+            go, grid_blocks = launch, blocks
+            if scalar is not None and any(a.data.ptr % align for a in ptrs):
+                if not fallback:
+                    fallback.append(self._launcher(scalar, grid.dtype))
+                go, grid_blocks = fallback[0], scalar.grid(grid.shape)
             ev = timer.start()
-            launch(blocks, ptrs + scalars)
+            go(grid_blocks, ptrs + scalars)
             timer.stop(ev)
 
         return run

@@ -23,6 +23,8 @@ Strategies for a `Sweep` (ghosted fields, interior written):
              axis 0; each thread keeps the 2r+1 values of its column in registers
              (a queue shifted once per plane) and the current plane, with its
              in-plane halo, sits in shared memory;
+  streaming_vec  streaming with 4 (float) or 2 (double) cells per thread along
+             x, every load, store and shared-memory access a vector;
   streaming_l1  the same march without shared memory or barriers: in-plane
              neighbours are read through the L1 cache;
   pipelined  the same march with every plane copied by cp.async (sm_80+) into
@@ -46,7 +48,7 @@ import numpy as np
 from ...errors import StencilforgeError
 from ...plan import AxisOperator, Derivative1D, Sweep
 
-SWEEP_STRATEGIES = ("naive", "rows", "tiled", "streaming", "streaming_l1", "pipelined")
+SWEEP_STRATEGIES = ("naive", "rows", "tiled", "streaming", "streaming_vec", "streaming_l1", "pipelined")
 OPERATOR_STRATEGIES = ("naive", "rows", "pencil")
 STRATEGIES = tuple(dict.fromkeys(SWEEP_STRATEGIES + OPERATOR_STRATEGIES))
 MAX_THREADS = 1024
@@ -86,6 +88,7 @@ class Kernel:
     cover: tuple[int, ...]
     args: tuple[str, ...]
     dynamic_smem: int = 0
+    vector: int = 1
 
     def grid(self, shape: tuple[int, ...]) -> tuple[int, int, int]:
         dims = [max(1, math.ceil(n / c)) for n, c in zip(reversed(shape), reversed(self.cover))]
@@ -846,6 +849,170 @@ def streaming_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str) -> Ke
     return _march_kernel(name, lines, "streaming", sweep, tile)
 
 
+_VECTOR_TYPES = {("float", 4): "float4", ("float", 2): "float2", ("double", 2): "double2"}
+_LANES = "xyzw"
+
+
+def vector_width(sweep: Sweep, dtype) -> int:
+    """Cells per thread of `streaming_vec`: the widest vector of the dtype (16 bytes at most) that
+    divides the x radius of a 3D sweep, or 0 where none does (then only `streaming` applies)."""
+    if sweep.ndim != 3:
+        return 0
+    rx = max((r[-1] for r in _field_radii(sweep).values()), default=0)
+    return next((width for (c, width) in _VECTOR_TYPES if c == ctype(dtype) and rx % width == 0), 0)
+
+
+def streaming_vector_sweep(sweep: Sweep, dtype, tile: tuple[int, int, int], name: str) -> Kernel:
+    """streaming with `vector_width` consecutive cells per thread along x, every access a vector.
+
+    The plane tile is cut into chunks of `vector` cells: a thread owns one
+    chunk, its column queue holds vectors, and the shared plane (halo included,
+    whose x width is a multiple of the chunk) is read one vector per chunk,
+    so a radius-8 row segment for 4 cells is 5 loads instead of 64. Global
+    loads and stores are whole vectors: the launcher runs this kernel only
+    where the ghost width and the x extent are multiples of the width (rows
+    then start aligned) and falls back to scalar streaming elsewhere. Fewer
+    instructions and registers per cell: wave3d r8 at 512^3 on the H100
+    went from 67.9% of copy to 75.0% (docs/performance.md, round 7).
+    """
+    vector = vector_width(sweep, dtype)
+    if not vector:
+        raise StencilforgeError("strategy streaming_vec needs a 3D sweep with an even x radius; use streaming")
+    lay = _march(sweep, tile)
+    chunk, (ty_cells, tx_cells), radii, staged, points, star = lay.chunk, lay.plane_tile, lay.radii, lay.staged, lay.points, lay.star
+    if tx_cells % vector:
+        raise StencilforgeError(f"strategy streaming_vec needs a tile whose x extent is a multiple of {vector}, got {tuple(tile)}")
+    vt = _VECTOR_TYPES[(ctype(dtype), vector)]
+    lanes = _LANES[:vector]
+    tx = tx_cells // vector
+    threads = ty_cells * tx
+    width = {f: tx + 2 * radii[f][2] // vector for f in staged}
+    rows = {f: ty_cells + 2 * radii[f][1] for f in staged}
+    plane_bytes = sum(rows[f] * width[f] for f in staged) * vector * np.dtype(dtype).itemsize
+    unroll = lay.unroll
+    while unroll > 1 and 2 * unroll * plane_bytes > STATIC_SMEM_LIMIT:
+        unroll //= 2
+    if 2 * unroll * plane_bytes > STATIC_SMEM_LIMIT:
+        raise StencilforgeError(
+            f"strategy streaming_vec with tile {tuple(tile)} needs {2 * plane_bytes} bytes of shared memory per block "
+            f"(limit {STATIC_SMEM_LIMIT}); choose a smaller tile"
+        )
+    resident = RESIDENT_THREADS or _resident_threads(3, lay.column_radius) // vector
+    lines = [
+        f'extern "C" __global__ void __launch_bounds__({threads}, {max(1, resident // threads)}) {name}({_params(sweep, False)})',
+        "{",
+    ]
+    for f in staged:
+        lines.append(f"    __shared__ {vt} s_{f}[2][{unroll}][{rows[f] * width[f]}];")
+    lines += [
+        "    const int tx = threadIdx.x, ty = threadIdx.y;",
+        f"    const int tid = ty * {tx} + tx;",
+        f"    const int b2 = blockIdx.x * {tx_cells}, b1 = blockIdx.y * {ty_cells};",
+        f"    const int i2 = b2 + {vector} * tx, i1 = b1 + ty;",
+        "    const bool active = i1 < n1 && i2 < n2;",
+        *("    " + s for s in _strides(3)),
+        f"    const long long s0v = s0 / {vector}, s1v = s1 / {vector};",
+        f"    const long long col = ((long long)i1 + g) * s1v + (i2 + g) / {vector};",
+    ]
+    for n in _sweep_args(sweep, False):
+        const = "" if n == sweep.out else "const "
+        lines.append(f"    {const}{vt}* __restrict__ v_{n} = reinterpret_cast<{const}{vt}*>(f_{n});")
+    slots = {}
+    for f in staged:
+        ry, rx = radii[f][1], radii[f][2]
+        rects = _halo_cells((ty_cells, tx), (ry, rx // vector), star)
+        total = sum(al * bl for _, _, al, _, bl in rects)
+        slots[f] = math.ceil(total / threads)
+        lines.append(f"    const bool lc_{f} = active || (i1 < n1 + {ry} && i2 < n2 + {rx});")
+        for m in range(slots[f]):
+            lines.append(f"    int sidx_{f}_{m} = 0; long long goff_{f}_{m} = 0; bool load_{f}_{m} = false;")
+            lines.append("    {")
+            lines.append(f"        int h = tid + {m * threads}, a = 0, b = 0;")
+            kw, start = "if", 0
+            for _, a0, al, bs, bl in rects:
+                lines.append(f"        {kw} (h < {start + al * bl}) {{ const int k = h - {start}; a = {a0} + k / {bl}; b = {bs} + k % {bl}; }}")
+                kw, start = "else if", start + al * bl
+            lines += [
+                f"        const int j1 = b1 + a - {ry}, j2 = b2 + {vector} * b - {rx};",
+                f"        load_{f}_{m} = h < {total} && j1 < n1 + {ry} && j2 < n2 + {rx};",
+                f"        sidx_{f}_{m} = a * {width[f]} + b;",
+                f"        goff_{f}_{m} = ((long long)j1 + g) * s1v + (j2 + g) / {vector};",
+                "    }",
+            ]
+    zero = f"make_{vt}({', '.join(['0'] * vector)})"
+    lines += [
+        f"    const int z0 = blockIdx.z * {chunk};",
+        f"    const int z1 = min(z0 + {chunk}, n0);",
+        "    long long p = ((long long)z0 + g) * s0v;",
+    ]
+    for f in staged:
+        rz = radii[f][0]
+        lines.append(f"    {vt} {', '.join(f'q_{f}_{j} = {zero}' for j in range(2 * rz + unroll))};")
+        lines.append(f"    {vt} {', '.join(f'n_{f}_{k} = {zero}' for k in range(unroll))};")
+        if slots[f]:
+            lines.append(f"    {vt} {', '.join(f'h_{f}_{m}_{k} = {zero}' for m in range(slots[f]) for k in range(unroll))};")
+        if rz:
+            lines.append(f"    if (lc_{f}) {{")
+            lines += [f"        q_{f}_{j} = v_{f}[p + col + {j - rz} * s0v];" for j in range(2 * rz)]
+            lines.append("    }")
+    for f in points:
+        lines.append(f"    {vt} {', '.join(f'v_{f}_{k} = {zero}' for k in range(unroll))}, {', '.join(f'w_{f}_{k} = {zero}' for k in range(unroll))};")
+
+    def prefetch(zs: str, ps: str, indent: str) -> None:
+        for k in range(unroll):
+            lines.append(f"{indent}if ({zs} + {k} < z1) {{")
+            for f in staged:
+                lines.append(f"{indent}    if (lc_{f}) n_{f}_{k} = v_{f}[{ps} + col + {radii[f][0] + k} * s0v];")
+                for m in range(slots[f]):
+                    lines.append(f"{indent}    if (load_{f}_{m}) h_{f}_{m}_{k} = v_{f}[{ps} + {k} * s0v + goff_{f}_{m}];")
+            for f in points:
+                lines.append(f"{indent}    if (active) w_{f}_{k} = v_{f}[{ps} + col + {k} * s0v];")
+            lines.append(f"{indent}}}")
+
+    prefetch("z0", "p", "    ")
+    lines.append("    int st = 0;")
+    lines.append(f"    for (int z = z0; z < z1; z += {unroll}, p += {unroll} * s0v, st ^= 1) {{")
+    for f in staged:
+        lines += [f"        q_{f}_{2 * radii[f][0] + k} = n_{f}_{k};" for k in range(unroll)]
+    for f in points:
+        lines += [f"        v_{f}_{k} = w_{f}_{k};" for k in range(unroll)]
+    for k in range(unroll):
+        lines.append("        {" if k == 0 else f"        if (z + {k} < z1) {{")
+        for f in staged:
+            ry, rx = radii[f][1], radii[f][2]
+            lines.append(f"            if (lc_{f}) s_{f}[st][{k}][(ty + {ry}) * {width[f]} + tx + {rx // vector}] = q_{f}_{radii[f][0] + k};")
+            for m in range(slots[f]):
+                lines.append(f"            if (load_{f}_{m}) s_{f}[st][{k}][sidx_{f}_{m}] = h_{f}_{m}_{k};")
+        lines.append("        }")
+    prefetch(f"z + {unroll}", f"p + {unroll} * s0v", "        ")
+    lines.append("        __syncthreads();")
+    for k in range(unroll):
+        planes = {}
+
+        def access(f, o, c, k=k):
+            if f not in radii:
+                return f"v_{f}_{k}.{lanes[c]}"
+            if o[0] != 0 or not any(o[1:]):
+                return f"q_{f}_{radii[f][0] + o[0] + k}.{lanes[c]}"
+            ry, rx = radii[f][1], radii[f][2]
+            e = rx + o[2] + c
+            key = (f, ry + o[1], e // vector)
+            if key not in planes:
+                planes[key] = f"t_{f}_{k}_{key[1]}_{key[2]}"
+            return f"{planes[key]}.{lanes[e % vector]}"
+
+        values = [f"            const real r{c} = {_expression(sweep, dtype, lambda f, o, c=c: access(f, o, c))};" for c in range(vector)]
+        lines.append("        {" if k == 0 else f"        if (z + {k} < z1) {{")
+        for (f, row, cx), var in planes.items():
+            lines.append(f"            const {vt} {var} = s_{f}[st][{k}][(ty + {row}) * {width[f]} + tx + {cx}];")
+        lines += values
+        lines.append(f"            if (active) v_{sweep.out}[p + col + {k} * s0v] = make_{vt}({', '.join(f'r{c}' for c in range(vector))});")
+        lines.append("        }")
+    lines += _queue_shift(radii, unroll) + ["    }", "}"]
+    block = (tx, ty_cells, 1)
+    return Kernel(name, "\n".join(lines) + "\n", "streaming_vec", tile, block, tuple(tile), _sweep_args(sweep, False), vector=vector)
+
+
 _CP_ASYNC = """#ifndef SF_CP_ASYNC
 #define SF_CP_ASYNC
 // one cell global -> shared without a register (sm_80+); .ca because .cg takes 16-byte copies only
@@ -1373,6 +1540,8 @@ def default_tile(plan: Sweep | AxisOperator, strategy: str) -> tuple[int, ...]:
         return (64, 512) if strategy == "pipelined" else (64, 256)
     if strategy == "streaming":  # H100: 2 x 256 planes for short halos; radius 8: 256 planes of 32 x 32 (67.8% at 1024^3, 16 x 32: 64.8%)
         return (64, 2, 256) if plan.radius <= 2 else (256, 32, 32)
+    if strategy == "streaming_vec":  # H100, wave3d r8 float32: 4 x 128 cells, 75.0% at 512^3 (16 x 64: 73.1%, 8 x 128: 64.0%)
+        return (256, 4, 128)
     if strategy == "pipelined":  # H100: heat3d 73.9%, wave3d r8 60.7%; no other tile measured more than 1.2 points better
         return (64, 4, 128) if plan.radius <= 2 else (64, 16, 32)
     return (32, 8, 64)
@@ -1399,9 +1568,15 @@ def sweep_kernel(sweep: Sweep, strategy: str, dtype, tile=None) -> Kernel:
         raise StencilforgeError(f"the cuda backend supports 2D and 3D sweeps, not {sweep.ndim}D")
     tile = default_tile(sweep, strategy) if tile is None else tile
     name = f"sf_{strategy}_{sweep.out}"
-    if strategy in ("streaming", "streaming_l1", "pipelined"):
-        tile = _check_tile(tile, sweep.ndim, strategy, lambda t: math.prod(t[1:]))
-        build = {"streaming": streaming_sweep, "streaming_l1": streaming_cached_sweep, "pipelined": pipelined_sweep}[strategy]
+    if strategy in ("streaming", "streaming_vec", "streaming_l1", "pipelined"):
+        cells = vector_width(sweep, dtype) or 1 if strategy == "streaming_vec" else 1
+        tile = _check_tile(tile, sweep.ndim, strategy, lambda t: math.prod(t[1:]) // cells)
+        build = {
+            "streaming": streaming_sweep,
+            "streaming_vec": streaming_vector_sweep,
+            "streaming_l1": streaming_cached_sweep,
+            "pipelined": pipelined_sweep,
+        }[strategy]
         return build(sweep, dtype, tile, name)
     if strategy == "rows":
         return rows_sweep(sweep, dtype, _check_tile(tile, sweep.ndim, strategy, lambda t: t[-1]), name)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ...plan import AxisOperator, Sweep
 from ...tuning import cached_choice
-from .codegen import default_tile, streaming_applicable
+from .codegen import default_tile, streaming_applicable, vector_width
 
 
 def choose(plan: Sweep | AxisOperator, grid_shape, dtype, device_name: str | None = None) -> tuple[str, tuple[int, ...]]:
@@ -27,7 +27,8 @@ def choose(plan: Sweep | AxisOperator, grid_shape, dtype, device_name: str | Non
     column (every star stencil): in 3D, `rows` for radius <= 2 (heat3d 77.5%
     against streaming's 75%) and `streaming` (shared-memory plane, register
     column) for longer stencils, where rows' reads through L1 fall to 30-36%
-    (wave3d r8: streaming 67-68%). In 2D, `pipelined` on rows of 512 for a
+    (wave3d r8: streaming 67-68%), with vectors of cells where the x radius
+    is even (streaming_vec, 75%). In 2D, `pipelined` on rows of 512 for a
     single stencil field (heat2d 90-91%, rows 88%), `rows` when another field
     is read at the cell (poisson2d 96-97%, streaming 94%). Otherwise `tiled`.
     """
@@ -43,7 +44,7 @@ def choose(plan: Sweep | AxisOperator, grid_shape, dtype, device_name: str | Non
         if plan.ndim == 2:
             strategy = "pipelined" if one_field else "rows"
         else:
-            strategy = "rows" if plan.radius <= 2 else "streaming"
+            strategy = "rows" if plan.radius <= 2 else "streaming_vec" if vector_width(plan, dtype) else "streaming"
     else:
         strategy = "tiled"
     return strategy, default_tile(plan, strategy)
