@@ -74,7 +74,7 @@ def candidates(plan: Sweep | AxisOperator, dtype="float32") -> list[tuple[str, t
     for strategy in strategies:
         if strategy == "streaming_vec" and not codegen.vector_width(plan, dtype):
             continue  # the sweep's x radius is odd (or it is 2D): no vector of cells divides it
-        tiles = [tuple(codegen.default_tile(plan, strategy)), *_tiles(plan, strategy)]
+        tiles = [tuple(codegen.default_tile(plan, strategy, dtype)), *_tiles(plan, strategy)]
         per_strategy.append([(strategy, t) for t in dict.fromkeys(tiles)])
     # round-robin, so a search cut short by its budget has still tried every strategy
     return [c for group in itertools.zip_longest(*per_strategy) for c in group if c is not None]

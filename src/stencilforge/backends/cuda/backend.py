@@ -209,7 +209,7 @@ class CudaBackend:
         kernel = resolve(sweep, self._requested, self._tile, grid.shape, grid.dtype, self.device_name)
         scalar = None
         if kernel.vector > 1:  # vector kernels need every row to start on a vector; scalar streaming otherwise
-            scalar = codegen.sweep_kernel(sweep, "streaming", grid.dtype, self._tile or codegen.default_tile(sweep, "streaming"))
+            scalar = codegen.sweep_kernel(sweep, "streaming", grid.dtype)
             if grid.ghost % kernel.vector or grid.shape[-1] % kernel.vector:
                 kernel, scalar = scalar, None
         self.strategy, self.tile = kernel.strategy, kernel.tile

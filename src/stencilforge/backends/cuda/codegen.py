@@ -1521,7 +1521,7 @@ def pencil_operator(op: AxisOperator, dtype, tile: tuple[int, ...], name: str) -
 # ---------------------------------------------------------------- entry points
 
 
-def default_tile(plan: Sweep | AxisOperator, strategy: str) -> tuple[int, ...]:
+def default_tile(plan: Sweep | AxisOperator, strategy: str, dtype="float32") -> tuple[int, ...]:
     """Tile shapes (C order) that fill a block with 256-512 threads and keep x contiguous."""
     if isinstance(plan, AxisOperator):
         if strategy == "naive":
@@ -1540,8 +1540,8 @@ def default_tile(plan: Sweep | AxisOperator, strategy: str) -> tuple[int, ...]:
         return (64, 512) if strategy == "pipelined" else (64, 256)
     if strategy == "streaming":  # H100: 2 x 256 planes for short halos; radius 8: 256 planes of 32 x 32 (67.8% at 1024^3, 16 x 32: 64.8%)
         return (64, 2, 256) if plan.radius <= 2 else (256, 32, 32)
-    if strategy == "streaming_vec":  # H100, wave3d r8 float32: 4 x 128 cells, 75.0% at 512^3 (16 x 64: 73.1%, 8 x 128: 64.0%)
-        return (256, 4, 128)
+    if strategy == "streaming_vec":  # H100 wave3d r8 512^3: float32 4 x 128 75.0% (16 x 64 73.1%); float64 16 x 64 69.6% (4 x 128 61.1%)
+        return (256, 16, 64) if np.dtype(dtype).itemsize == 8 else (256, 4, 128)
     if strategy == "pipelined":  # H100: heat3d 73.9%, wave3d r8 60.7%; no other tile measured more than 1.2 points better
         return (64, 4, 128) if plan.radius <= 2 else (64, 16, 32)
     return (32, 8, 64)
@@ -1566,7 +1566,7 @@ def sweep_kernel(sweep: Sweep, strategy: str, dtype, tile=None) -> Kernel:
         raise StencilforgeError(f"strategy {strategy!r} does not apply to a stencil sweep: choose one of {', '.join(SWEEP_STRATEGIES)}")
     if sweep.ndim not in (2, 3):
         raise StencilforgeError(f"the cuda backend supports 2D and 3D sweeps, not {sweep.ndim}D")
-    tile = default_tile(sweep, strategy) if tile is None else tile
+    tile = default_tile(sweep, strategy, dtype) if tile is None else tile
     name = f"sf_{strategy}_{sweep.out}"
     if strategy in ("streaming", "streaming_vec", "streaming_l1", "pipelined"):
         cells = vector_width(sweep, dtype) or 1 if strategy == "streaming_vec" else 1

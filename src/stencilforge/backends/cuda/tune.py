@@ -28,7 +28,7 @@ def choose(plan: Sweep | AxisOperator, grid_shape, dtype, device_name: str | Non
     against streaming's 75%) and `streaming` (shared-memory plane, register
     column) for longer stencils, where rows' reads through L1 fall to 30-36%
     (wave3d r8: streaming 67-68%), with vectors of cells where the x radius
-    is even (streaming_vec, 75%). In 2D, `pipelined` on rows of 512 for a
+    is even (streaming_vec: r8 75%, r4 80%, r6 75%). In 2D, `pipelined` on rows of 512 for a
     single stencil field (heat2d 90-91%, rows 88%), `rows` when another field
     is read at the cell (poisson2d 96-97%, streaming 94%). Otherwise `tiled`.
     """
@@ -36,7 +36,7 @@ def choose(plan: Sweep | AxisOperator, grid_shape, dtype, device_name: str | Non
         hit = cached_choice(device_name, plan, grid_shape, dtype)
         if hit is not None:
             strategy, tile = hit
-            return strategy, tile if tile is not None else default_tile(plan, strategy)
+            return strategy, tile if tile is not None else default_tile(plan, strategy, dtype)
     if isinstance(plan, AxisOperator):
         strategy = "rows" if plan.axis == plan.ndim - 1 else "naive"
     elif streaming_applicable(plan) is None:
@@ -47,4 +47,4 @@ def choose(plan: Sweep | AxisOperator, grid_shape, dtype, device_name: str | Non
             strategy = "rows" if plan.radius <= 2 else "streaming_vec" if vector_width(plan, dtype) else "streaming"
     else:
         strategy = "tiled"
-    return strategy, default_tile(plan, strategy)
+    return strategy, default_tile(plan, strategy, dtype)
