@@ -67,7 +67,7 @@ def _modules():
         mods.append((f"pair-r1..8-{dt}", codegen.module_source(pairs, dt, "fused pairs")))
     for vid, op in _operators():
         for dt in DTYPES:
-            ks = [codegen.operator_kernel(op, s, dt) for s in codegen.OPERATOR_STRATEGIES]
+            ks = [codegen.operator_kernel(op, s, dt) for s in codegen.OPERATOR_STRATEGIES if s != "rows_vec" or op.axis == 1]
             mods.append((f"{vid}-{dt}", codegen.module_source(ks, dt, vid)))
     return mods
 
@@ -158,6 +158,16 @@ def test_auto_choice():
     assert choose(problems.build("derivatives", axis=0).operator, (10000, 10000), np.float64)[0] == "naive"
     box = Stencil.from_dict({(i, j, k): 1.0 for i in (-1, 0, 1) for j in (-1, 0, 1) for k in (-1, 0, 1)})
     assert choose(Sweep("o", (Term("u", box),)), (64, 64, 64), np.float32)[0] == "tiled"
+
+
+def test_rows_vec_is_along_x_only_and_auto_takes_it_for_one_output():
+    with pytest.raises(StencilforgeError, match="rows_vec applies to derivatives along x"):
+        codegen.operator_kernel(deriv.operator(0, 0.01, 4, (1,)), "rows_vec", np.float64)
+    d1 = deriv.operator(1, 0.01, 4, (1,))
+    assert choose(d1, (10000, 10000), np.float64) == ("rows_vec", (1, 256))
+    kernel = codegen.operator_kernel(d1, "rows_vec", np.float32)
+    assert kernel.vector == 4 and kernel.cover == (1, 1024) and "make_float4(" in kernel.source
+    assert codegen.operator_kernel(d1, "rows_vec", np.float64).vector == 2
 
 
 def test_streaming_refuses_off_column_offsets():

@@ -327,6 +327,35 @@ def test_axis_operator_matches_oracle(shape, axis, accuracy, orders, strategy, d
         assert (err <= k * UNIT_ROUNDOFF[np.dtype(dtype)] * b + 1e-300).all(), f"max error {err.max():.3e}: {where}"
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("orders", [(1, 2), (1,), (2,)])
+@pytest.mark.parametrize("accuracy", deriv.ACCURACIES)
+@pytest.mark.parametrize("shape", [(1000, 1536), (7, 12), (3, 1000), (1000, 1537)])
+def test_rows_vec_operator_matches_oracle(shape, accuracy, orders, dtype):
+    """Vectors of cells along x; an x extent off the vector (1537) runs the scalar `rows` kernel."""
+    test_axis_operator_matches_oracle(shape, 1, accuracy, orders, "rows_vec", dtype)
+
+
+def test_rows_vec_operator_falls_back_on_a_misaligned_pointer():
+    be = CudaBackend(strategy="rows_vec")
+    op = deriv.operator(1, 0.01, 4, (1,))
+    u = np.random.default_rng(3).uniform(-1, 1, (64, 256))
+    run = be.axis_operator(op, np.float64)
+    aligned_in, aligned_out = cp.asarray(u), cp.full(u.shape, np.nan)
+    run(aligned_in, aligned_out)
+    buf = cp.empty(u.size + 1)
+    shifted_in = buf[1:].reshape(u.shape)
+    shifted_in[...] = aligned_in
+    shifted_out = cp.full(u.shape, np.nan)
+    assert shifted_in.data.ptr % 16 and shifted_in.flags.c_contiguous
+    run(shifted_in, shifted_out)
+    ref = np.empty(u.shape)
+    evaluate_axis_operator(op, u, [ref])
+    np.testing.assert_allclose(cp.asnumpy(aligned_out), ref, rtol=1e-12, atol=1e-9)
+    np.testing.assert_allclose(cp.asnumpy(shifted_out), ref, rtol=1e-12, atol=1e-9)
+    assert be.strategy == "rows_vec"
+
+
 def test_fused_operator_writes_both_outputs_and_is_timed():
     be = CudaBackend(strategy="pencil")
     op = deriv.operator(1, 0.1, 2, (1, 2))

@@ -34,6 +34,8 @@ def _tiles(plan: Sweep | AxisOperator, strategy: str) -> list[tuple[int, ...]]:
             return [(1, 256), (4, 64), (8, 32), (2, 128), (4, 128)]
         if strategy == "rows":  # rows per thread x threads along x
             return [(r, x) for r in (1, 2, 4, 8) for x in (128, 256, 512)]
+        if strategy == "rows_vec":  # rows per thread x threads along x, each thread a vector of cells
+            return [(r, x) for r in (1, 2, 4) for x in (64, 128, 256, 512)]
         if strategy == "pencil" and plan.axis == 1:  # rows x segment length, one thread per cell
             return [(r, x) for r in (1, 2, 4, 8) for x in (64, 128, 256, 512) if _threads_ok(r * x)]
         if strategy == "pencil":  # cells marched down the column x columns
@@ -74,6 +76,8 @@ def candidates(plan: Sweep | AxisOperator, dtype="float32") -> list[tuple[str, t
     for strategy in strategies:
         if strategy == "streaming_vec" and not codegen.vector_width(plan, dtype):
             continue  # the sweep's x radius is odd (or it is 2D): no vector of cells divides it
+        if strategy == "rows_vec" and plan.axis != plan.ndim - 1:
+            continue  # vectors of cells along x only
         tiles = [tuple(codegen.default_tile(plan, strategy, dtype)), *_tiles(plan, strategy)]
         per_strategy.append([(strategy, t) for t in dict.fromkeys(tiles)])
     # round-robin, so a search cut short by its budget has still tried every strategy

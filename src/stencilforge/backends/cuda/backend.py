@@ -272,6 +272,9 @@ class CudaBackend:
         kernel = resolve(op, self._requested, self._tile, None if shape is None else tuple(shape), dtype, self.device_name)
         self.strategy, self.tile = kernel.strategy, kernel.tile
         launch = self._launcher(kernel, dtype)
+        scalar = codegen.operator_kernel(op, "rows", dtype) if kernel.vector > 1 else None
+        fallback = []
+        align = kernel.vector * dtype.itemsize
         names = (op.inp,) + tuple(d.out for d in op.outputs)
         timer = self._timer
 
@@ -284,8 +287,13 @@ class CudaBackend:
             if shape[op.axis] < op.min_length:
                 raise StencilforgeError(f"axis {op.axis} has {shape[op.axis]} points; the operator needs {op.min_length}")
             arrays = tuple(self._checked(a, n, shape, dtype) for a, n in zip((u,) + outs, names))
+            go, k = launch, kernel
+            if scalar is not None and (shape[1] % kernel.vector or any(a.data.ptr % align for a in arrays)):
+                if not fallback:  # rows_vec needs every row to start on a vector
+                    fallback.append(self._launcher(scalar, dtype))
+                go, k = fallback[0], scalar
             ev = timer.start()
-            launch(kernel.grid(shape), arrays + (np.int32(shape[0]), np.int32(shape[1])))
+            go(k.grid(shape), arrays + (np.int32(shape[0]), np.int32(shape[1])))
             timer.stop(ev)
 
         return run

@@ -32,6 +32,7 @@ Strategies for a `Sweep` (ghosted fields, interior written):
 For an `AxisOperator` (unpadded 2D arrays, one-sided closure rows at both ends):
   naive      one thread per cell, every read from global memory;
   rows       as for sweeps: a thread writes the same column in a few consecutive rows;
+  rows_vec   rows along x with a vector of cells per thread (4 floats or 2 doubles);
   pencil     along x: a row segment plus halo in shared memory; along y: a
              column pencil marching down the axis with a register queue. All
              outputs (e.g. d1 and d2) come out of the same pass over the input.
@@ -49,7 +50,7 @@ from ...errors import StencilforgeError
 from ...plan import AxisOperator, Derivative1D, Sweep
 
 SWEEP_STRATEGIES = ("naive", "rows", "tiled", "streaming", "streaming_vec", "streaming_l1", "pipelined")
-OPERATOR_STRATEGIES = ("naive", "rows", "pencil")
+OPERATOR_STRATEGIES = ("naive", "rows", "rows_vec", "pencil")
 STRATEGIES = tuple(dict.fromkeys(SWEEP_STRATEGIES + OPERATOR_STRATEGIES))
 MAX_THREADS = 1024
 STATIC_SMEM_LIMIT = 48 * 1024
@@ -1431,6 +1432,72 @@ def rows_operator(op: AxisOperator, dtype, tile: tuple[int, ...], name: str) -> 
     return Kernel(name, "\n".join(lines) + "\n", "rows", tile, (tx, 1, 1), tile, _op_args(op))
 
 
+def rows_vector_operator(op: AxisOperator, dtype, tile: tuple[int, ...], name: str) -> Kernel:
+    """`rows` along x with 4 floats or 2 doubles per thread: interior cells read their neighbours as a few
+    aligned vectors and store one vector per output; cells in reach of a closure take the scalar chain.
+    The launcher runs it only where the row length is a multiple of the width and the pointers aligned.
+    Half the memory instructions of `rows`: one derivative along x in float64 went from 93% of the
+    copy bandwidth to 99% on the H100 (the fused pair, two stores per read, did not gain)."""
+    _check_operator(op)
+    if op.axis != 1:
+        raise StencilforgeError("strategy rows_vec applies to derivatives along x (axis 1)")
+    vector = 4 if ctype(dtype) == "float" else 2
+    vt = _VECTOR_TYPES[(ctype(dtype), vector)]
+    rows, tx = tile
+    u = f"f_{op.inp}"
+    left = max(len(d.left) for d in op.outputs)
+    right = max(len(d.right) for d in op.outputs)
+    lines = [
+        f'extern "C" __global__ void __launch_bounds__({tx}) {name}({_op_params(op)})',
+        "{",
+        f"    const int i1 = (blockIdx.x * {tx} + threadIdx.x) * {vector};",
+        "    if (i1 >= n1) return;",
+        f"    const int row = blockIdx.y * {rows};",
+        f"    const bool inner = i1 >= {left} && i1 + {vector - 1} < n1 - {right};",
+        f"    const {vt}* __restrict__ v_{op.inp} = reinterpret_cast<const {vt}*>({u});",
+    ]
+    lines += [f"    {vt}* __restrict__ v_{d.out} = reinterpret_cast<{vt}*>(f_{d.out});" for d in op.outputs]
+    for k in range(rows):
+        outs = [f"o{m}_{k}_{j}" for m in range(len(op.outputs)) for j in range(vector)]
+        lines += [
+            f"    const int y{k} = row + {k};",
+            f"    const long long c{k} = (long long)y{k} * n1 + i1;",
+            f"    real {', '.join(outs)};",
+            f"    if (y{k} < n0) {{",
+            "        if (inner) {",
+        ]
+        chunks = {}
+        values = []
+        for m, d in enumerate(op.outputs):
+            for j in range(vector):
+
+                def lane(o, j=j):
+                    e = j + o
+                    chunks.setdefault(e // vector, f"t{k}_{'m' if e < 0 else 'p'}{abs(e // vector)}")
+                    return f"{chunks[e // vector]}.{_LANES[e % vector]}"
+
+                values.append(f"            o{m}_{k}_{j} = ({_weighted(d.interior, dtype, lane)}) * {literal(d.scale, dtype)};")
+        for a, var in sorted(chunks.items()):
+            lines.append(f"            const {vt} {var} = v_{op.inp}[c{k} / {vector} + {a}];")
+        lines += values
+        lines.append("        } else {")
+        for m, d in enumerate(op.outputs):
+            for j in range(vector):
+
+                def glob(o, j=j):
+                    return f"{u}[c{k} + {j} + ({o})]"
+
+                lines += _closure_chain(d, f"i1 + {j}", "n1", dtype, glob, _weighted(d.interior, dtype, glob), "            ", f"o{m}_{k}_{j}")
+        lines += ["        }", "    }"]
+    for k in range(rows):
+        stores = " ".join(
+            f"v_{d.out}[c{k} / {vector}] = make_{vt}({', '.join(f'o{m}_{k}_{j}' for j in range(vector))});" for m, d in enumerate(op.outputs)
+        )
+        lines.append(f"    if (y{k} < n0) {{ {stores} }}")
+    lines.append("}")
+    return Kernel(name, "\n".join(lines) + "\n", "rows_vec", tile, (tx, 1, 1), (rows, tx * vector), _op_args(op), vector=vector)
+
+
 def pencil_operator(op: AxisOperator, dtype, tile: tuple[int, ...], name: str) -> Kernel:
     """Fused one-pass operator; tile = (rows, tx) along x, (chunk, tx) along y.
 
@@ -1528,6 +1595,8 @@ def default_tile(plan: Sweep | AxisOperator, strategy: str, dtype="float32") -> 
             return (8, 32)
         if strategy == "rows":  # H100, fused d1+d2 along x: 1x128 96.8% of copy, 4x256 92.0%; single: 93.1% / 93.8%
             return (1, 128)
+        if strategy == "rows_vec":  # H100, d1 along x, float64: 1x256 99.1% of copy, 1x128 98.9%; fused d1+d2 96.4% (rows 96.7%)
+            return (1, 256)
         return (4, 256) if plan.axis == 1 else (64, 128)
     nd = plan.ndim
     if strategy == "naive":
@@ -1597,6 +1666,8 @@ def operator_kernel(op: AxisOperator, strategy: str, dtype, tile=None) -> Kernel
         return naive_operator(op, dtype, _check_tile(tile, 2, strategy, math.prod), name)
     if strategy == "rows":
         return rows_operator(op, dtype, _check_tile(tile, 2, strategy, lambda t: t[1]), name)
+    if strategy == "rows_vec":
+        return rows_vector_operator(op, dtype, _check_tile(tile, 2, strategy, lambda t: t[1]), name)
     return pencil_operator(op, dtype, _check_tile(tile, 2, strategy, lambda t: t[1]), name)
 
 

@@ -19,8 +19,10 @@ def choose(plan: Sweep | AxisOperator, grid_shape, dtype, device_name: str | Non
     A tuned winner for `device_name` comes first. Otherwise the heuristic, from
     the H100 measurements in docs/performance.md (rounds 1-4):
 
-    Derivatives along x: `rows`, a row of threads each writing one cell (fused
-    d1+d2 96.8% of copy bandwidth in float64, the shared-memory pencil 95.7%).
+    Derivatives along x: one output, `rows_vec` (a vector of cells per thread:
+    d1 99% of copy bandwidth in float64, `rows` 93%); the fused pair d1+d2,
+    `rows`, a row of threads each writing one cell (96.7-96.8%; rows_vec 96.4%,
+    the shared-memory pencil 95.7%).
     Along y: one thread per cell, which measured faster than the marching
     column pencil for the fused pair (95% vs 86%); L2 already serves the
     neighbouring rows. Sweeps whose stencil leaves the plane only along the
@@ -38,7 +40,7 @@ def choose(plan: Sweep | AxisOperator, grid_shape, dtype, device_name: str | Non
             strategy, tile = hit
             return strategy, tile if tile is not None else default_tile(plan, strategy, dtype)
     if isinstance(plan, AxisOperator):
-        strategy = "rows" if plan.axis == plan.ndim - 1 else "naive"
+        strategy = "naive" if plan.axis != plan.ndim - 1 else "rows_vec" if len(plan.outputs) == 1 else "rows"
     elif streaming_applicable(plan) is None:
         one_field = not set(plan.inputs) - set(plan.stencil_inputs)
         if plan.ndim == 2:
