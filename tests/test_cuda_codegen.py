@@ -16,7 +16,7 @@ from stencilforge import problems
 from stencilforge.backends.cuda import choose, codegen, kernel_source
 from stencilforge.backends.cuda.compile import cache_key, cached_cubin, compile_cubin
 from stencilforge.errors import StencilforgeError
-from stencilforge.plan import Sweep, Term
+from stencilforge.plan import AxisOperator, Sweep, Term
 from stencilforge.problems import derivatives as deriv
 from stencilforge.problems import poisson2d
 from stencilforge.stencil import Stencil
@@ -51,8 +51,7 @@ def _modules():
     mods = []
     for vid, setup in _variants():
         for dt in DTYPES:
-            strategies = [s for s in codegen.SWEEP_STRATEGIES if s != "streaming_vec" or codegen.vector_width(setup.sweep, dt)]
-            ks = [codegen.sweep_kernel(setup.sweep, s, dt) for s in strategies]
+            ks = [codegen.sweep_kernel(setup.sweep, s, dt) for s in codegen.applicable_strategies(setup.sweep, dt)]
             if setup.residual is not None:
                 ks.append(codegen.residual_kernel(setup.residual, dt))
             mods.append((f"{vid}-{dt}", codegen.module_source(ks, dt, vid)))
@@ -67,7 +66,7 @@ def _modules():
         mods.append((f"pair-r1..8-{dt}", codegen.module_source(pairs, dt, "fused pairs")))
     for vid, op in _operators():
         for dt in DTYPES:
-            ks = [codegen.operator_kernel(op, s, dt) for s in codegen.OPERATOR_STRATEGIES if s != "rows_vec" or op.axis == 1]
+            ks = [codegen.operator_kernel(op, s, dt) for s in codegen.applicable_strategies(op, dt)]
             mods.append((f"{vid}-{dt}", codegen.module_source(ks, dt, vid)))
     return mods
 
@@ -208,6 +207,18 @@ def test_vector_width_divides_the_x_radius(radius, dtype, width):
     assert kernel.vector == width and kernel.block == (128 // width, 4, 1) and kernel.cover == (256, 4, 128)
     vt = {("float32", 4): "float4", ("float32", 2): "float2", ("float64", 2): "double2"}[(dtype, width)]
     assert f"__shared__ {vt} s_u" in kernel.source and f"make_{vt}(r0, " in kernel.source
+
+
+def test_applicable_strategies_drop_the_vector_ones_where_no_vector_fits():
+    wave8, wave3 = (problems.build("wave3d", shape=(17, 17, 17), radius=r).sweep for r in (8, 3))
+    assert "streaming_vec" in codegen.applicable_strategies(wave8, "float64")
+    assert "streaming_vec" not in codegen.applicable_strategies(wave3, "float32")
+    assert "streaming_vec" not in codegen.applicable_strategies(problems.build("heat2d").sweep, "float32")
+    assert "rows_vec" in codegen.applicable_strategies(deriv.operator(1, 0.01, 4, (1,)), "float64")
+    assert codegen.applicable_strategies(deriv.operator(0, 0.01, 4, (1,)), "float64") == ("naive", "rows", "pencil")
+    for plan in (wave8, wave3, deriv.operator(0, 0.01, 2, (1, 2))):  # every one offered generates
+        for s in codegen.applicable_strategies(plan, "float32"):
+            (codegen.operator_kernel if isinstance(plan, AxisOperator) else codegen.sweep_kernel)(plan, s, "float32")
 
 
 def test_streaming_vec_refuses_what_it_cannot_vectorise():

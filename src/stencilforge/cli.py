@@ -20,6 +20,7 @@ from rich.table import Table
 
 from . import __version__, problems
 from .backends import available, get_backend
+from .backends.cuda.codegen import STRATEGIES
 from .distributed import bind_device, fail_together, launched, world, world_rank
 from .errors import StencilforgeError
 from .timeloop import LoopOptions
@@ -170,7 +171,7 @@ def run(
     tol: Optional[float] = typer.Option(None, help="poisson2d: stop when ||f - A u|| / ||f|| < tol"),
     dtype: Optional[str] = typer.Option(None, help="float32 or float64 (default depends on the problem)"),
     backend: str = typer.Option("auto", help="auto, numpy, numba or cuda"),
-    strategy: Optional[str] = typer.Option(None, help="cuda: naive, rows, tiled, streaming, streaming_vec, streaming_l1, pipelined, pencil or auto"),
+    strategy: Optional[str] = typer.Option(None, help=f"cuda: {', '.join(STRATEGIES)} or auto"),
     alpha: Optional[float] = typer.Option(None, help="heat: diffusivity"),
     dt: Optional[float] = typer.Option(None, help="heat, wave3d: time step (refused above the stability limit)"),
     radius: Optional[int] = typer.Option(None, help="wave3d: stencil radius 1..8 (order 2*radius)"),
@@ -292,7 +293,7 @@ def info() -> None:
 @friendly
 def show_kernel(
     problem: str = typer.Argument(..., help=f"one of: {', '.join(problems.NAMES)}"),
-    strategy: str = typer.Option("auto", help="naive, rows, tiled, streaming, streaming_vec, streaming_l1, pipelined, pencil or auto"),
+    strategy: str = typer.Option("auto", help=f"{', '.join(STRATEGIES)} or auto"),
     shape: Optional[str] = typer.Option(None, "--shape", help="interior points per axis"),
     dtype: Optional[str] = typer.Option(None),
     radius: Optional[int] = typer.Option(None, help="wave3d: stencil radius"),

@@ -66,12 +66,16 @@ class Sweep:
             dict.fromkeys(t.field for t in self.terms if set(t.stencil.as_dict()) != {(0,) * self.ndim})
         )
 
+    @property
+    def iterates_one_field(self) -> bool:
+        """One field read around the cell and the output not read (as a leapfrog reads its older
+        level): what two steps fused into one pass, S(S(u)), need of the sweep itself."""
+        return len(self.stencil_inputs) == 1 and self.out not in self.inputs
+
     def composes_with(self, swap: tuple[str, str] | None) -> bool:
         """Whether two steps, with `swap` exchanged between them, are this sweep applied twice to one
-        field: the output is swapped with the one field read around the cell, and is not also read
-        (as a leapfrog reads its older level)."""
-        stencil = self.stencil_inputs
-        return swap is not None and len(stencil) == 1 and set(swap) == {self.out, *stencil} and self.out not in self.inputs
+        field: it iterates one field, and the output is swapped with that field."""
+        return swap is not None and self.iterates_one_field and set(swap) == {self.out, *self.stencil_inputs}
 
     def bytes_per_cell(self, itemsize: int) -> int:
         """Compulsory traffic: every distinct field read once, the output written once."""

@@ -310,7 +310,7 @@ class NumbaBackend:
     def sweep_pair(self, sweep: Sweep, grid: Grid) -> Callable[[Mapping[str, np.ndarray]], None] | None:
         """Two steps in one pass (the middle state's ghost cells taken from out's) for 2D sweeps whose row
         views fit one vectorised loop; None otherwise."""
-        if grid.ndim != 2 or len(sweep.stencil_inputs) != 1 or sweep.out in sweep.inputs or len(_views(sweep)) > FUSED_VIEW_LIMIT:
+        if grid.ndim != 2 or not sweep.iterates_one_field or len(_views(sweep)) > FUSED_VIEW_LIMIT:
             return None
         return self._bound(pair_source(sweep), sweep, grid, sweep.out)
 

@@ -220,11 +220,7 @@ class Impl:
 def _cuda_strategies(case: Case, requested: tuple[str, ...] | None) -> list[str]:
     from ..backends.cuda import codegen
 
-    own = codegen.SWEEP_STRATEGIES if case.is_sweep else codegen.OPERATOR_STRATEGIES
-    if case.is_sweep and not codegen.vector_width(case.plan, case.workload.dtype):
-        own = tuple(s for s in own if s != "streaming_vec")
-    if not case.is_sweep and case.plan.axis != case.plan.ndim - 1:
-        own = tuple(s for s in own if s != "rows_vec")
+    own = codegen.applicable_strategies(case.plan, case.workload.dtype)
     if requested is None:
         return [*own, "auto"]
     return [s for s in requested if s in own or s == "auto"]

@@ -71,13 +71,8 @@ def candidates(plan: Sweep | AxisOperator, dtype="float32") -> list[tuple[str, t
     default tiles first, then the shapes of `_tiles` (a strategy new to `_tiles` gets its default only)."""
     from ..backends.cuda import codegen
 
-    strategies = codegen.OPERATOR_STRATEGIES if isinstance(plan, AxisOperator) else codegen.SWEEP_STRATEGIES
     per_strategy = []
-    for strategy in strategies:
-        if strategy == "streaming_vec" and not codegen.vector_width(plan, dtype):
-            continue  # the sweep's x radius is odd (or it is 2D): no vector of cells divides it
-        if strategy == "rows_vec" and plan.axis != plan.ndim - 1:
-            continue  # vectors of cells along x only
+    for strategy in codegen.applicable_strategies(plan, dtype):
         tiles = [tuple(codegen.default_tile(plan, strategy, dtype)), *_tiles(plan, strategy)]
         per_strategy.append([(strategy, t) for t in dict.fromkeys(tiles)])
     # round-robin, so a search cut short by its budget has still tried every strategy

@@ -225,25 +225,41 @@ class CudaBackend:
         kernel = codegen.pair_sweep(sweep, grid.dtype, codegen.PAIR_TILE[grid.ndim] if tile is None else tuple(tile), f"sf_pair_{sweep.out}")
         return self._sweep_runner(kernel, grid)
 
-    def _sweep_runner(self, kernel: codegen.Kernel, grid: Grid, scalar: codegen.Kernel | None = None) -> Callable[[Mapping], None]:
-        """Launch `kernel` over the interior on fields checked against the grid, timed by CUDA events;
-        `scalar` runs instead where a field's pointer is not aligned to the kernel's vector of cells."""
-        launch = self._launcher(kernel, grid.dtype)
+    def _picker(self, kernel: codegen.Kernel, scalar: codegen.Kernel | None, dtype) -> Callable:
+        """pick(arrays, rows_aligned) -> (launch, kernel) for one call: `kernel`, or, for a vector kernel,
+        `scalar` where the rows or one of the arrays' pointers are not aligned to its vector of cells
+        (a misaligned vector access faults and poisons the context). What runs is recorded in
+        `strategy`, so a run's summary names the kernel that ran."""
+        launch = self._launcher(kernel, dtype)
+        if scalar is None:
+            return lambda arrays, rows_aligned=True: (launch, kernel)
+        align = kernel.vector * np.dtype(dtype).itemsize
         fallback = []
-        blocks = kernel.grid(grid.shape)
+
+        def pick(arrays, rows_aligned=True):
+            k, go = kernel, launch
+            if not rows_aligned or any(a.data.ptr % align for a in arrays):
+                if not fallback:
+                    fallback.append(self._launcher(scalar, dtype))
+                k, go = scalar, fallback[0]
+            self.strategy, self.tile = k.strategy, k.tile
+            return go, k
+
+        return pick
+
+    def _sweep_runner(self, kernel: codegen.Kernel, grid: Grid, scalar: codegen.Kernel | None = None) -> Callable[[Mapping], None]:
+        """Launch `kernel` (or `scalar`, see `_picker`) over the interior on fields checked against the
+        grid, timed by CUDA events."""
+        pick = self._picker(kernel, scalar, grid.dtype)
+        blocks = {k.name: k.grid(grid.shape) for k in (kernel, scalar) if k is not None}
         scalars = tuple(np.int32(n) for n in grid.shape) + (np.int32(grid.ghost),)
         shape, dtype, timer = grid.padded_shape, grid.dtype, self._timer
-        align = kernel.vector * grid.dtype.itemsize
 
         def run(fields):
             ptrs = tuple(self._checked(fields[n], n, shape, dtype) for n in kernel.args)
-            go, grid_blocks = launch, blocks
-            if scalar is not None and any(a.data.ptr % align for a in ptrs):
-                if not fallback:
-                    fallback.append(self._launcher(scalar, grid.dtype))
-                go, grid_blocks = fallback[0], scalar.grid(grid.shape)
+            go, k = pick(ptrs)
             ev = timer.start()
-            go(grid_blocks, ptrs + scalars)
+            go(blocks[k.name], ptrs + scalars)
             timer.stop(ev)
 
         return run
@@ -271,10 +287,7 @@ class CudaBackend:
         dtype = np.dtype(dtype)
         kernel = resolve(op, self._requested, self._tile, None if shape is None else tuple(shape), dtype, self.device_name)
         self.strategy, self.tile = kernel.strategy, kernel.tile
-        launch = self._launcher(kernel, dtype)
-        scalar = codegen.operator_kernel(op, "rows", dtype) if kernel.vector > 1 else None
-        fallback = []
-        align = kernel.vector * dtype.itemsize
+        pick = self._picker(kernel, codegen.operator_kernel(op, "rows", dtype) if kernel.vector > 1 else None, dtype)
         names = (op.inp,) + tuple(d.out for d in op.outputs)
         timer = self._timer
 
@@ -287,11 +300,7 @@ class CudaBackend:
             if shape[op.axis] < op.min_length:
                 raise StencilforgeError(f"axis {op.axis} has {shape[op.axis]} points; the operator needs {op.min_length}")
             arrays = tuple(self._checked(a, n, shape, dtype) for a, n in zip((u,) + outs, names))
-            go, k = launch, kernel
-            if scalar is not None and (shape[1] % kernel.vector or any(a.data.ptr % align for a in arrays)):
-                if not fallback:  # rows_vec needs every row to start on a vector
-                    fallback.append(self._launcher(scalar, dtype))
-                go, k = fallback[0], scalar
+            go, k = pick(arrays, shape[1] % kernel.vector == 0)
             ev = timer.start()
             go(k.grid(shape), arrays + (np.int32(shape[0]), np.int32(shape[1])))
             timer.stop(ev)

@@ -305,12 +305,11 @@ def rows_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str) -> Kernel:
 
 def pair_applicable(sweep: Sweep) -> str | None:
     """Why two sweeps cannot be fused into one `pair_sweep` pass (None when they can)."""
-    stencil = sweep.stencil_inputs
     if sweep.ndim not in (2, 3):
         return "fused steps are generated for 2D and 3D sweeps only"
-    if len(stencil) != 1 or sweep.out in sweep.inputs:
+    if not sweep.iterates_one_field:
         return "fused steps need exactly one field read at neighbouring cells, written out of place"
-    if not _is_star(sweep, stencil):
+    if not _is_star(sweep, sweep.stencil_inputs):
         return "fused steps need a star stencil (no diagonal offsets)"
     limit = PAIR_RADIUS[sweep.ndim]
     if sweep.radius > limit:
@@ -677,29 +676,45 @@ def _march_setup(nd: int, plane_tile, radii, boxes, star: bool) -> tuple[list[st
         in_range = f"i1 < n1 + {r[0]} && i2 < n2 + {r[1]}" if nd == 3 else f"i1 < n1 + {r[0]}"
         lines.append(f"    const bool edge_{f} = !active && {in_range};")
         for m in range(slot_count[f]):
-            lines.append(f"    int sidx_{f}_{m} = 0; long long goff_{f}_{m} = 0; bool load_{f}_{m} = false;")
-            lines.append("    {")
-            lines.append(f"        int h = tid + {m * threads}, a = 0, b = 0;")
-            kw = "if"
-            start = 0
-            for _, a0, al, bs, bl in rects:
-                lines.append(
-                    f"        {kw} (h < {start + al * bl}) {{ const int k = h - {start}; a = {a0} + k / {bl}; b = {bs} + k % {bl}; }}"
-                )
-                kw = "else if"
-                start += al * bl
             if nd == 3:
-                lines.append(f"        const int j1 = b1 + a - {r[0]}, j2 = b2 + b - {r[1]};")
-                lines.append(f"        load_{f}_{m} = h < {total} && j1 < n1 + {r[0]} && j2 < n2 + {r[1]};")
-                lines.append(f"        sidx_{f}_{m} = a * {box[1]} + b;")
-                lines.append(f"        goff_{f}_{m} = ((long long)j1 + g) * s1 + (j2 + g);")
+                place = _place_3d(f, m, r, total, box[1], 1)
             else:
-                lines.append(f"        const int j1 = b1 + b - {r[0]};")
-                lines.append(f"        load_{f}_{m} = h < {total} && j1 < n1 + {r[0]};")
-                lines.append(f"        sidx_{f}_{m} = b;")
-                lines.append(f"        goff_{f}_{m} = j1 + g;")
-            lines.append("    }")
+                place = [
+                    f"        const int j1 = b1 + b - {r[0]};",
+                    f"        load_{f}_{m} = h < {total} && j1 < n1 + {r[0]};",
+                    f"        sidx_{f}_{m} = b;",
+                    f"        goff_{f}_{m} = j1 + g;",
+                ]
+            lines += _halo_slot(f, m, threads, rects, place)
     return lines, slot_count
+
+
+def _halo_slot(f: str, m: int, threads: int, rects, place: list[str]) -> list[str]:
+    """Halo slot m of field f: the cell (a, b) of the halo rectangles that thread tid copies, then
+    `place`, which turns it into the slot's shared index, global offset and in-range flag."""
+    lines = [f"    int sidx_{f}_{m} = 0; long long goff_{f}_{m} = 0; bool load_{f}_{m} = false;", "    {", f"        int h = tid + {m * threads}, a = 0, b = 0;"]
+    kw, start = "if", 0
+    for _, a0, al, bs, bl in rects:
+        lines.append(f"        {kw} (h < {start + al * bl}) {{ const int k = h - {start}; a = {a0} + k / {bl}; b = {bs} + k % {bl}; }}")
+        kw, start = "else if", start + al * bl
+    return lines + place + ["    }"]
+
+
+def _place_3d(f: str, m: int, r, total: int, row: int, vector: int) -> list[str]:
+    """`_halo_slot`'s placement in a 3D plane whose x is counted in vectors of `vector` cells."""
+    if vector == 1:
+        return [
+            f"        const int j1 = b1 + a - {r[0]}, j2 = b2 + b - {r[1]};",
+            f"        load_{f}_{m} = h < {total} && j1 < n1 + {r[0]} && j2 < n2 + {r[1]};",
+            f"        sidx_{f}_{m} = a * {row} + b;",
+            f"        goff_{f}_{m} = ((long long)j1 + g) * s1 + (j2 + g);",
+        ]
+    return [
+        f"        const int j1 = b1 + a - {r[0]}, j2 = b2 + {vector} * b - {r[1]};",
+        f"        load_{f}_{m} = h < {total} && j1 < n1 + {r[0]} && j2 < n2 + {r[1]};",
+        f"        sidx_{f}_{m} = a * {row} + b;",
+        f"        goff_{f}_{m} = ((long long)j1 + g) * s1v + (j2 + g) / {vector};",
+    ]
 
 
 def _in_box(r, box, o) -> str:
@@ -756,6 +771,32 @@ def _march_kernel(name: str, lines: list[str], strategy: str, sweep: Sweep, tile
     return Kernel(name, source, strategy, tile, block, tuple(tile), _sweep_args(sweep, False), smem)
 
 
+def _fit_unroll(unroll: int, plane_bytes: int, strategy: str, tile) -> int:
+    """Planes per group that fit twice (double-buffered) in static shared memory: halved until they do."""
+    while unroll > 1 and 2 * unroll * plane_bytes > STATIC_SMEM_LIMIT:
+        unroll //= 2
+    if 2 * unroll * plane_bytes > STATIC_SMEM_LIMIT:
+        raise StencilforgeError(
+            f"strategy {strategy} with tile {tuple(tile)} needs {2 * plane_bytes} bytes of shared memory per block "
+            f"(limit {STATIC_SMEM_LIMIT}); choose a smaller tile"
+        )
+    return unroll
+
+
+def _prefetch(lay: _March, slots: dict, unroll: int, zs: str, ps: str, indent: str, ptr: str = "f", s0: str = "s0") -> list[str]:
+    """Loads of the group of planes starting at plane zs (offset ps, counted in elements of `ptr`'s
+    arrays) into the n/h/w registers: the column's next values, the halo slots, the pointwise fields."""
+    lines = []
+    for k in range(unroll):
+        lines.append(f"{indent}if ({zs} + {k} < z1) {{")
+        for f in lay.staged:
+            lines.append(f"{indent}    if (lc_{f}) n_{f}_{k} = {ptr}_{f}[{ps} + col + {lay.radii[f][0] + k} * {s0}];")
+            lines += [f"{indent}    if (load_{f}_{m}) h_{f}_{m}_{k} = {ptr}_{f}[{ps} + {k} * {s0} + goff_{f}_{m}];" for m in range(slots[f])]
+        lines += [f"{indent}    if (active) w_{f}_{k} = {ptr}_{f}[{ps} + col + {k} * {s0}];" for f in lay.points]
+        lines.append(f"{indent}}}")
+    return lines
+
+
 def streaming_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str) -> Kernel:
     """2.5D: march along axis 0 with a register queue per stencil field and the plane in shared memory.
 
@@ -773,15 +814,7 @@ def streaming_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str) -> Ke
     nd, chunk, plane_tile, radii, staged, points, star, threads, boxes = (
         lay.nd, lay.chunk, lay.plane_tile, lay.radii, lay.staged, lay.points, lay.star, lay.threads, lay.boxes
     )
-    plane_bytes = sum(math.prod(b) for b in boxes.values()) * np.dtype(dtype).itemsize
-    unroll = lay.unroll
-    while unroll > 1 and 2 * unroll * plane_bytes > STATIC_SMEM_LIMIT:
-        unroll //= 2
-    if 2 * unroll * plane_bytes > STATIC_SMEM_LIMIT:
-        raise StencilforgeError(
-            f"strategy streaming with tile {tuple(tile)} needs {2 * plane_bytes} bytes of shared memory per block "
-            f"(limit {STATIC_SMEM_LIMIT}); choose a smaller tile"
-        )
+    unroll = _fit_unroll(lay.unroll, sum(math.prod(b) for b in boxes.values()) * np.dtype(dtype).itemsize, "streaming", tile)
     chunk_axis = "z" if nd == 3 else "y"
     min_blocks = max(1, (RESIDENT_THREADS or _resident_threads(nd, lay.column_radius)) // threads)
     lines = [
@@ -813,20 +846,7 @@ def streaming_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str) -> Ke
     for f in points:
         lines.append(f"    real {', '.join(f'v_{f}_{k} = 0' for k in range(unroll))}, {', '.join(f'w_{f}_{k} = 0' for k in range(unroll))};")
 
-    def prefetch(zs: str, ps: str, indent: str) -> None:
-        """Loads of the group of planes starting at plane zs (pointer ps) into the n/h/w registers."""
-        for k in range(unroll):
-            lines.append(f"{indent}if ({zs} + {k} < z1) {{")
-            for f in staged:
-                rz = radii[f][0]
-                lines.append(f"{indent}    if (lc_{f}) n_{f}_{k} = f_{f}[{ps} + col + {rz + k} * s0];")
-                for m in range(slots[f]):
-                    lines.append(f"{indent}    if (load_{f}_{m}) h_{f}_{m}_{k} = f_{f}[{ps} + {k} * s0 + goff_{f}_{m}];")
-            for f in points:
-                lines.append(f"{indent}    if (active) w_{f}_{k} = f_{f}[{ps} + col + {k} * s0];")
-            lines.append(f"{indent}}}")
-
-    prefetch("z0", "p", "    ")
+    lines += _prefetch(lay, slots, unroll, "z0", "p", "    ")
     lines.append("    int st = 0;")
     lines.append(f"    for (int z = z0; z < z1; z += {unroll}, p += {unroll} * s0, st ^= 1) {{")
     for f in staged:
@@ -842,7 +862,7 @@ def streaming_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str) -> Ke
             for m in range(slots[f]):
                 lines.append(f"            if (load_{f}_{m}) s_{f}[st][{k}][sidx_{f}_{m}] = h_{f}_{m}_{k};")
         lines.append("        }")
-    prefetch(f"z + {unroll}", f"p + {unroll} * s0", "        ")
+    lines += _prefetch(lay, slots, unroll, f"z + {unroll}", f"p + {unroll} * s0", "        ")
     lines.append("        __syncthreads();")
     lines += _march_outputs(
         sweep, dtype, radii, unroll, "active", lambda f, o, k: f"s_{f}[st][{k}][{_in_box(radii[f][1:], boxes[f], o)}]"
@@ -861,6 +881,14 @@ def vector_width(sweep: Sweep, dtype) -> int:
         return 0
     rx = max((r[-1] for r in _field_radii(sweep).values()), default=0)
     return next((width for (c, width) in _VECTOR_TYPES if c == ctype(dtype) and rx % width == 0), 0)
+
+
+def applicable_strategies(plan: Sweep | AxisOperator, dtype) -> tuple[str, ...]:
+    """The strategies offered for a plan: all of its kind, less the vector ones where no vector of
+    cells fits (`streaming_vec`: an odd x radius or 2D; `rows_vec`: derivatives along y)."""
+    if isinstance(plan, AxisOperator):
+        return tuple(s for s in OPERATOR_STRATEGIES if s != "rows_vec" or plan.axis == plan.ndim - 1)
+    return tuple(s for s in SWEEP_STRATEGIES if s != "streaming_vec" or vector_width(plan, dtype))
 
 
 def streaming_vector_sweep(sweep: Sweep, dtype, tile: tuple[int, int, int], name: str) -> Kernel:
@@ -889,15 +917,7 @@ def streaming_vector_sweep(sweep: Sweep, dtype, tile: tuple[int, int, int], name
     threads = ty_cells * tx
     width = {f: tx + 2 * radii[f][2] // vector for f in staged}
     rows = {f: ty_cells + 2 * radii[f][1] for f in staged}
-    plane_bytes = sum(rows[f] * width[f] for f in staged) * vector * np.dtype(dtype).itemsize
-    unroll = lay.unroll
-    while unroll > 1 and 2 * unroll * plane_bytes > STATIC_SMEM_LIMIT:
-        unroll //= 2
-    if 2 * unroll * plane_bytes > STATIC_SMEM_LIMIT:
-        raise StencilforgeError(
-            f"strategy streaming_vec with tile {tuple(tile)} needs {2 * plane_bytes} bytes of shared memory per block "
-            f"(limit {STATIC_SMEM_LIMIT}); choose a smaller tile"
-        )
+    unroll = _fit_unroll(lay.unroll, sum(rows[f] * width[f] for f in staged) * vector * np.dtype(dtype).itemsize, "streaming_vec", tile)
     resident = RESIDENT_THREADS or _resident_threads(3, lay.column_radius) // vector
     lines = [
         f'extern "C" __global__ void __launch_bounds__({threads}, {max(1, resident // threads)}) {name}({_params(sweep, False)})',
@@ -926,20 +946,7 @@ def streaming_vector_sweep(sweep: Sweep, dtype, tile: tuple[int, int, int], name
         slots[f] = math.ceil(total / threads)
         lines.append(f"    const bool lc_{f} = active || (i1 < n1 + {ry} && i2 < n2 + {rx});")
         for m in range(slots[f]):
-            lines.append(f"    int sidx_{f}_{m} = 0; long long goff_{f}_{m} = 0; bool load_{f}_{m} = false;")
-            lines.append("    {")
-            lines.append(f"        int h = tid + {m * threads}, a = 0, b = 0;")
-            kw, start = "if", 0
-            for _, a0, al, bs, bl in rects:
-                lines.append(f"        {kw} (h < {start + al * bl}) {{ const int k = h - {start}; a = {a0} + k / {bl}; b = {bs} + k % {bl}; }}")
-                kw, start = "else if", start + al * bl
-            lines += [
-                f"        const int j1 = b1 + a - {ry}, j2 = b2 + {vector} * b - {rx};",
-                f"        load_{f}_{m} = h < {total} && j1 < n1 + {ry} && j2 < n2 + {rx};",
-                f"        sidx_{f}_{m} = a * {width[f]} + b;",
-                f"        goff_{f}_{m} = ((long long)j1 + g) * s1v + (j2 + g) / {vector};",
-                "    }",
-            ]
+            lines += _halo_slot(f, m, threads, rects, _place_3d(f, m, (ry, rx), total, width[f], vector))
     zero = f"make_{vt}({', '.join(['0'] * vector)})"
     lines += [
         f"    const int z0 = blockIdx.z * {chunk};",
@@ -959,18 +966,7 @@ def streaming_vector_sweep(sweep: Sweep, dtype, tile: tuple[int, int, int], name
     for f in points:
         lines.append(f"    {vt} {', '.join(f'v_{f}_{k} = {zero}' for k in range(unroll))}, {', '.join(f'w_{f}_{k} = {zero}' for k in range(unroll))};")
 
-    def prefetch(zs: str, ps: str, indent: str) -> None:
-        for k in range(unroll):
-            lines.append(f"{indent}if ({zs} + {k} < z1) {{")
-            for f in staged:
-                lines.append(f"{indent}    if (lc_{f}) n_{f}_{k} = v_{f}[{ps} + col + {radii[f][0] + k} * s0v];")
-                for m in range(slots[f]):
-                    lines.append(f"{indent}    if (load_{f}_{m}) h_{f}_{m}_{k} = v_{f}[{ps} + {k} * s0v + goff_{f}_{m}];")
-            for f in points:
-                lines.append(f"{indent}    if (active) w_{f}_{k} = v_{f}[{ps} + col + {k} * s0v];")
-            lines.append(f"{indent}}}")
-
-    prefetch("z0", "p", "    ")
+    lines += _prefetch(lay, slots, unroll, "z0", "p", "    ", "v", "s0v")
     lines.append("    int st = 0;")
     lines.append(f"    for (int z = z0; z < z1; z += {unroll}, p += {unroll} * s0v, st ^= 1) {{")
     for f in staged:
@@ -985,7 +981,7 @@ def streaming_vector_sweep(sweep: Sweep, dtype, tile: tuple[int, int, int], name
             for m in range(slots[f]):
                 lines.append(f"            if (load_{f}_{m}) s_{f}[st][{k}][sidx_{f}_{m}] = h_{f}_{m}_{k};")
         lines.append("        }")
-    prefetch(f"z + {unroll}", f"p + {unroll} * s0v", "        ")
+    lines += _prefetch(lay, slots, unroll, f"z + {unroll}", f"p + {unroll} * s0v", "        ", "v", "s0v")
     lines.append("        __syncthreads();")
     for k in range(unroll):
         planes = {}
@@ -1441,8 +1437,7 @@ def rows_vector_operator(op: AxisOperator, dtype, tile: tuple[int, ...], name: s
     _check_operator(op)
     if op.axis != 1:
         raise StencilforgeError("strategy rows_vec applies to derivatives along x (axis 1)")
-    vector = 4 if ctype(dtype) == "float" else 2
-    vt = _VECTOR_TYPES[(ctype(dtype), vector)]
+    vt, vector = next((t, w) for (c, w), t in _VECTOR_TYPES.items() if c == ctype(dtype))  # the widest
     rows, tx = tile
     u = f"f_{op.inp}"
     left = max(len(d.left) for d in op.outputs)
@@ -1638,7 +1633,7 @@ def sweep_kernel(sweep: Sweep, strategy: str, dtype, tile=None) -> Kernel:
     tile = default_tile(sweep, strategy, dtype) if tile is None else tile
     name = f"sf_{strategy}_{sweep.out}"
     if strategy in ("streaming", "streaming_vec", "streaming_l1", "pipelined"):
-        cells = vector_width(sweep, dtype) or 1 if strategy == "streaming_vec" else 1
+        cells = max(1, vector_width(sweep, dtype)) if strategy == "streaming_vec" else 1
         tile = _check_tile(tile, sweep.ndim, strategy, lambda t: math.prod(t[1:]) // cells)
         build = {
             "streaming": streaming_sweep,
