@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -57,8 +57,6 @@ STATIC_SMEM_LIMIT = 48 * 1024
 SMEM_LIMIT = 227 * 1024  # sm_90 opt-in maximum of dynamic shared memory per block
 REDUCE_THREADS = 256
 UNROLL = 4  # planes (streaming) or rows (pencil along y) whose loads a thread issues together
-ASYNC_HALO = False  # experiment: streaming_vec copies halo slots with cp.async (round 9)
-ASYNC_POINTS = False  # experiment: ... and the fields read at the cell too
 RESIDENT_THREADS: int | None = None  # overrides _resident_threads, caps rows' registers (benchmarks/cuda_profile.py sweeps it)
 SM_SMEM = 228 * 1024  # sm_90 shared memory per SM; each resident block also reserves 1 KB of it
 IN_FLIGHT = 48 * 1024  # bytes of copies `pipelined` keeps outstanding per SM: ~2x bandwidth x loaded DRAM latency
@@ -793,7 +791,7 @@ def _prefetch(lay: _March, slots: dict, unroll: int, zs: str, ps: str, indent: s
         lines.append(f"{indent}if ({zs} + {k} < z1) {{")
         for f in lay.staged:
             lines.append(f"{indent}    if (lc_{f}) n_{f}_{k} = {ptr}_{f}[{ps} + col + {lay.radii[f][0] + k} * {s0}];")
-            lines += [f"{indent}    if (load_{f}_{m}) h_{f}_{m}_{k} = {ptr}_{f}[{ps} + {k} * {s0} + goff_{f}_{m}];" for m in range(slots.get(f, 0))]
+            lines += [f"{indent}    if (load_{f}_{m}) h_{f}_{m}_{k} = {ptr}_{f}[{ps} + {k} * {s0} + goff_{f}_{m}];" for m in range(slots[f])]
         lines += [f"{indent}    if (active) w_{f}_{k} = {ptr}_{f}[{ps} + col + {k} * {s0}];" for f in lay.points]
         lines.append(f"{indent}}}")
     return lines
@@ -919,34 +917,14 @@ def streaming_vector_sweep(sweep: Sweep, dtype, tile: tuple[int, int, int], name
     threads = ty_cells * tx
     width = {f: tx + 2 * radii[f][2] // vector for f in staged}
     rows = {f: ty_cells + 2 * radii[f][1] for f in staged}
-    plane_bytes = sum(rows[f] * width[f] for f in staged) * vector * np.dtype(dtype).itemsize
-    unroll = lay.unroll if ASYNC_HALO else _fit_unroll(lay.unroll, plane_bytes, "streaming_vec", tile)
+    unroll = _fit_unroll(lay.unroll, sum(rows[f] * width[f] for f in staged) * vector * np.dtype(dtype).itemsize, "streaming_vec", tile)
     resident = RESIDENT_THREADS or _resident_threads(3, lay.column_radius) // vector
-    size = vector * np.dtype(dtype).itemsize
     lines = [
-        f"#ifndef SF_CP_ASYNC_{size}",
-        f"#define SF_CP_ASYNC_{size}",
-        f"static __device__ __forceinline__ void sf_cp_async_{size}(unsigned dst, const void* src)",
-        "{",
-        f'    asm volatile("cp.async.{"cg" if size == 16 else "ca"}.shared.global [%0], [%1], {size};" :: "r"(dst), "l"(src) : "memory");',
-        "}",
-        "#endif",
-    ] if ASYNC_HALO else []
-    lines += [
         f'extern "C" __global__ void __launch_bounds__({threads}, {max(1, resident // threads)}) {name}({_params(sweep, False)})',
         "{",
     ]
-    via_smem = points if ASYNC_HALO and ASYNC_POINTS else []
-    dynamic = 0
-    if ASYNC_HALO:
-        lines.append("    extern __shared__ real sf_smem[];")
-        for name_, cells in [(f"s_{f}", rows[f] * width[f]) for f in staged] + [(f"s_w_{f}", threads) for f in via_smem]:
-            lines.append(f"    {vt} (*{name_})[{unroll}][{cells}] = reinterpret_cast<{vt} (*)[{unroll}][{cells}]>(sf_smem + {dynamic // np.dtype(dtype).itemsize});")
-            dynamic += 2 * unroll * cells * size
-        _check_smem(dynamic, "streaming_vec", tile)
-    else:
-        for f in staged:
-            lines.append(f"    __shared__ {vt} s_{f}[2][{unroll}][{rows[f] * width[f]}];")
+    for f in staged:
+        lines.append(f"    __shared__ {vt} s_{f}[2][{unroll}][{rows[f] * width[f]}];")
     lines += [
         "    const int tx = threadIdx.x, ty = threadIdx.y;",
         f"    const int tid = ty * {tx} + tx;",
@@ -979,65 +957,32 @@ def streaming_vector_sweep(sweep: Sweep, dtype, tile: tuple[int, int, int], name
         rz = radii[f][0]
         lines.append(f"    {vt} {', '.join(f'q_{f}_{j} = {zero}' for j in range(2 * rz + unroll))};")
         lines.append(f"    {vt} {', '.join(f'n_{f}_{k} = {zero}' for k in range(unroll))};")
-        if ASYNC_HALO:
-            lines.append(f"    const unsigned sa_{f} = (unsigned)__cvta_generic_to_shared(&s_{f}[0][0][0]);")
-        elif slots[f]:
+        if slots[f]:
             lines.append(f"    {vt} {', '.join(f'h_{f}_{m}_{k} = {zero}' for m in range(slots[f]) for k in range(unroll))};")
         if rz:
             lines.append(f"    if (lc_{f}) {{")
             lines += [f"        q_{f}_{j} = v_{f}[p + col + {j - rz} * s0v];" for j in range(2 * rz)]
             lines.append("    }")
     for f in points:
-        if via_smem:
-            lines.append(f"    const unsigned sa_w_{f} = (unsigned)__cvta_generic_to_shared(&s_w_{f}[0][0][0]);")
-        else:
-            lines.append(f"    {vt} {', '.join(f'v_{f}_{k} = {zero}' for k in range(unroll))}, {', '.join(f'w_{f}_{k} = {zero}' for k in range(unroll))};")
+        lines.append(f"    {vt} {', '.join(f'v_{f}_{k} = {zero}' for k in range(unroll))}, {', '.join(f'w_{f}_{k} = {zero}' for k in range(unroll))};")
 
-    def halo_copies(zs: str, ps: str, stage: str, indent: str) -> list[str]:
-        """cp.async of the halo slots of the group at plane zs into shared stage `stage`: no registers."""
-        out = []
-        for k in range(unroll):
-            out.append(f"{indent}if ({zs} + {k} < z1) {{")
-            for f in staged:
-                plane = rows[f] * width[f]
-                out += [
-                    f"{indent}    if (load_{f}_{m}) sf_cp_async_{size}(sa_{f} + (({stage} * {unroll} + {k}) * {plane} + sidx_{f}_{m}) * {size}, "
-                    f"v_{f} + {ps} + {k} * s0v + goff_{f}_{m});"
-                    for m in range(slots[f])
-                ]
-            out += [
-                f"{indent}    if (active) sf_cp_async_{size}(sa_w_{f} + (({stage} * {unroll} + {k}) * {threads} + tid) * {size}, v_{f} + {ps} + col + {k} * s0v);"
-                for f in via_smem
-            ]
-            out.append(f"{indent}}}")
-        return out + [f'{indent}asm volatile("cp.async.commit_group;" ::: "memory");']
-
-    register_slots = {} if ASYNC_HALO else slots
-    if via_smem:
-        lay = replace(lay, points=[])
-    if ASYNC_HALO:
-        lines += halo_copies("z0", "p", "0", "    ")
-    lines += _prefetch(lay, register_slots, unroll, "z0", "p", "    ", "v", "s0v")
+    lines += _prefetch(lay, slots, unroll, "z0", "p", "    ", "v", "s0v")
     lines.append("    int st = 0;")
     lines.append(f"    for (int z = z0; z < z1; z += {unroll}, p += {unroll} * s0v, st ^= 1) {{")
     for f in staged:
         lines += [f"        q_{f}_{2 * radii[f][0] + k} = n_{f}_{k};" for k in range(unroll)]
-    for f in lay.points:
+    for f in points:
         lines += [f"        v_{f}_{k} = w_{f}_{k};" for k in range(unroll)]
-    if ASYNC_HALO:
-        lines.append('        asm volatile("cp.async.wait_group 0;" ::: "memory");')
     for k in range(unroll):
         lines.append("        {" if k == 0 else f"        if (z + {k} < z1) {{")
         for f in staged:
             ry, rx = radii[f][1], radii[f][2]
             lines.append(f"            if (lc_{f}) s_{f}[st][{k}][(ty + {ry}) * {width[f]} + tx + {rx // vector}] = q_{f}_{radii[f][0] + k};")
-            for m in range(register_slots.get(f, 0)):
+            for m in range(slots[f]):
                 lines.append(f"            if (load_{f}_{m}) s_{f}[st][{k}][sidx_{f}_{m}] = h_{f}_{m}_{k};")
         lines.append("        }")
-    lines += _prefetch(lay, register_slots, unroll, f"z + {unroll}", f"p + {unroll} * s0v", "        ", "v", "s0v")
+    lines += _prefetch(lay, slots, unroll, f"z + {unroll}", f"p + {unroll} * s0v", "        ", "v", "s0v")
     lines.append("        __syncthreads();")
-    if ASYNC_HALO:
-        lines += halo_copies(f"z + {unroll}", f"p + {unroll} * s0v", "(st ^ 1)", "        ")
     for k in range(unroll):
         planes = {}
 
@@ -1057,13 +1002,12 @@ def streaming_vector_sweep(sweep: Sweep, dtype, tile: tuple[int, int, int], name
         lines.append("        {" if k == 0 else f"        if (z + {k} < z1) {{")
         for (f, row, cx), var in planes.items():
             lines.append(f"            const {vt} {var} = s_{f}[st][{k}][(ty + {row}) * {width[f]} + tx + {cx}];")
-        lines += [f"            const {vt} v_{f}_{k} = s_w_{f}[st][{k}][tid];" for f in via_smem]
         lines += values
         lines.append(f"            if (active) v_{sweep.out}[p + col + {k} * s0v] = make_{vt}({', '.join(f'r{c}' for c in range(vector))});")
         lines.append("        }")
     lines += _queue_shift(radii, unroll) + ["    }", "}"]
     block = (tx, ty_cells, 1)
-    return Kernel(name, "\n".join(lines) + "\n", "streaming_vec", tile, block, tuple(tile), _sweep_args(sweep, False), dynamic, vector=vector)
+    return Kernel(name, "\n".join(lines) + "\n", "streaming_vec", tile, block, tuple(tile), _sweep_args(sweep, False), vector=vector)
 
 
 _CP_ASYNC = """#ifndef SF_CP_ASYNC
