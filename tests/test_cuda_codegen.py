@@ -153,7 +153,7 @@ def test_auto_choice():
     assert choose(problems.build("poisson2d").sweep, (16384, 16384), np.float32) == ("rows", (4, 512))
     assert choose(problems.build("heat3d").sweep, (512, 512, 512), np.float32) == ("rows", (1, 4, 256))
     d = problems.build("derivatives")
-    assert choose(d.operator, (10000, 10000), np.float64) == ("rows", (1, 128))
+    assert choose(d.operator, (10000, 10000), np.float64) == ("flat", (128,))
     assert choose(problems.build("derivatives", axis=0).operator, (10000, 10000), np.float64)[0] == "naive"
     box = Stencil.from_dict({(i, j, k): 1.0 for i in (-1, 0, 1) for j in (-1, 0, 1) for k in (-1, 0, 1)})
     assert choose(Sweep("o", (Term("u", box),)), (64, 64, 64), np.float32)[0] == "tiled"
@@ -167,6 +167,27 @@ def test_rows_vec_is_along_x_only_and_auto_takes_it_for_one_output():
     kernel = codegen.operator_kernel(d1, "rows_vec", np.float32)
     assert kernel.vector == 4 and kernel.cover == (1, 1024) and "make_float4(" in kernel.source
     assert codegen.operator_kernel(d1, "rows_vec", np.float64).vector == 2
+
+
+def test_flat_operator_launches_one_block_row_over_every_cell():
+    kernel = codegen.operator_kernel(deriv.operator(1, 0.01, 4, (1, 2)), "flat", np.float64)
+    assert kernel.flat and kernel.block == (128, 1, 1) and kernel.grid((7, 300)) == (17, 1, 1)
+    assert "const double inv_n1" in kernel.source
+    with pytest.raises(StencilforgeError, match="flat needs a tile of 1 positive integers"):
+        codegen.operator_kernel(deriv.operator(1, 0.01, 4, (1,)), "flat", np.float64, (1, 128))
+
+
+def test_flat_row_index_needs_one_correction_step_below_its_cell_limit():
+    """The kernel's row index: trunc(c * fl(1 / n1)) in double is within one of c // n1 for every
+    c < FLAT_CELLS, so its single correction step gives the exact quotient."""
+    rng = np.random.default_rng(7)
+    n1 = np.concatenate([np.arange(1, 4000), rng.integers(4000, 2**31, 20000), 2 ** np.arange(31), [3, 10000, 46341]])
+    for c in (rng.integers(0, codegen.FLAT_CELLS, n1.size), codegen.FLAT_CELLS - 1 - rng.integers(0, 1000, n1.size)):
+        n = n1.astype(np.int64)
+        c = (c // n) * n + rng.integers(-1, 2, n.size)  # near multiples of n1 too, where truncation is closest to wrong
+        c = np.clip(c, 0, codegen.FLAT_CELLS - 1)
+        q = np.trunc(c.astype(np.float64) * (1.0 / n1.astype(np.float64))).astype(np.int64)
+        assert (np.abs(q - c // n) <= 1).all()
 
 
 def test_streaming_refuses_off_column_offsets():
@@ -215,7 +236,7 @@ def test_applicable_strategies_drop_the_vector_ones_where_no_vector_fits():
     assert "streaming_vec" not in codegen.applicable_strategies(wave3, "float32")
     assert "streaming_vec" not in codegen.applicable_strategies(problems.build("heat2d").sweep, "float32")
     assert "rows_vec" in codegen.applicable_strategies(deriv.operator(1, 0.01, 4, (1,)), "float64")
-    assert codegen.applicable_strategies(deriv.operator(0, 0.01, 4, (1,)), "float64") == ("naive", "rows", "pencil")
+    assert codegen.applicable_strategies(deriv.operator(0, 0.01, 4, (1,)), "float64") == ("naive", "flat", "rows", "pencil")
     for plan in (wave8, wave3, deriv.operator(0, 0.01, 2, (1, 2))):  # every one offered generates
         for s in codegen.applicable_strategies(plan, "float32"):
             (codegen.operator_kernel if isinstance(plan, AxisOperator) else codegen.sweep_kernel)(plan, s, "float32")

@@ -19,7 +19,7 @@ import pytest
 
 from stencilforge import problems
 from stencilforge.backends import get_backend
-from stencilforge.backends.cuda import CudaBackend, check_fits
+from stencilforge.backends.cuda import CudaBackend, check_fits, codegen
 from stencilforge.backends.numpy_ref import NumpyBackend, evaluate_axis_operator, evaluate_sweep
 from stencilforge.errors import StencilforgeError
 from stencilforge.grid import Grid
@@ -300,7 +300,7 @@ def abs_operator(op: AxisOperator) -> AxisOperator:
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("strategy", ["naive", "rows", "pencil", "auto"])
+@pytest.mark.parametrize("strategy", ["naive", "flat", "rows", "pencil", "auto"])
 @pytest.mark.parametrize("orders", [(1, 2), (1,), (2,)])
 @pytest.mark.parametrize("accuracy", deriv.ACCURACIES)
 @pytest.mark.parametrize("axis", [0, 1])
@@ -337,6 +337,23 @@ def test_rows_vec_operator_matches_oracle(shape, accuracy, orders, dtype):
     test_axis_operator_matches_oracle(shape, 1, accuracy, orders, "rows_vec", dtype)
     width = 4 if dtype == "float32" else 2
     assert backend("rows_vec").strategy == ("rows_vec" if shape[1] % width == 0 else "rows"), "the kernel that ran"
+
+
+def test_flat_operator_hands_grids_over_its_cell_limit_to_rows(monkeypatch):
+    """Beyond FLAT_CELLS cells its 32-bit index would wrap; the limit is lowered here so a small grid crosses it."""
+    op = deriv.operator(1, 0.01, 4, (1, 2))
+    u = np.random.default_rng(5).uniform(-1, 1, (300, 37))
+    ref = [np.empty(u.shape) for _ in range(2)]
+    evaluate_axis_operator(op, u, ref)
+    be = CudaBackend(strategy="flat")
+    run = be.axis_operator(op, np.float64)
+    for limit, ran in ((codegen.FLAT_CELLS, "flat"), (u.size, "rows")):
+        monkeypatch.setattr(codegen, "FLAT_CELLS", limit)
+        outs = [cp.full(u.shape, np.nan) for _ in range(2)]
+        run(cp.asarray(u), *outs)
+        assert be.strategy == ran
+        for got, want in zip(outs, ref):
+            np.testing.assert_allclose(cp.asnumpy(got), want, rtol=1e-12, atol=1e-9)
 
 
 def test_rows_vec_operator_falls_back_on_a_misaligned_pointer():

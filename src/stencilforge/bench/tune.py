@@ -32,6 +32,8 @@ def _tiles(plan: Sweep | AxisOperator, strategy: str) -> list[tuple[int, ...]]:
     if isinstance(plan, AxisOperator):
         if strategy == "naive":
             return [(1, 256), (4, 64), (8, 32), (2, 128), (4, 128)]
+        if strategy == "flat":  # threads per block
+            return [(64,), (128,), (256,), (512,)]
         if strategy == "rows":  # rows per thread x threads along x
             return [(r, x) for r in (1, 2, 4, 8) for x in (128, 256, 512)]
         if strategy == "rows_vec":  # rows per thread x threads along x, each thread a vector of cells

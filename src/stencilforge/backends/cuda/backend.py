@@ -226,19 +226,20 @@ class CudaBackend:
         return self._sweep_runner(kernel, grid)
 
     def _picker(self, kernel: codegen.Kernel, scalar: codegen.Kernel | None, dtype) -> Callable:
-        """pick(arrays, rows_aligned) -> (launch, kernel) for one call: `kernel`, or, for a vector kernel,
-        `scalar` where the rows or one of the arrays' pointers are not aligned to its vector of cells
-        (a misaligned vector access faults and poisons the context). What runs is recorded in
+        """pick(arrays, fits) -> (launch, kernel) for one call: `kernel`, or `scalar` where the caller
+        says the call does not fit it (a vector kernel's rows off its vector of cells, too many cells
+        for a flat one) or, for a vector kernel, one of the arrays' pointers is not aligned to its
+        vector (a misaligned vector access faults and poisons the context). What runs is recorded in
         `strategy`, so a run's summary names the kernel that ran."""
         launch = self._launcher(kernel, dtype)
         if scalar is None:
-            return lambda arrays, rows_aligned=True: (launch, kernel)
+            return lambda arrays, fits=True: (launch, kernel)
         align = kernel.vector * np.dtype(dtype).itemsize
         fallback = []
 
-        def pick(arrays, rows_aligned=True):
+        def pick(arrays, fits=True):
             k, go = kernel, launch
-            if not rows_aligned or any(a.data.ptr % align for a in arrays):
+            if not fits or any(a.data.ptr % align for a in arrays):
                 if not fallback:
                     fallback.append(self._launcher(scalar, dtype))
                 k, go = scalar, fallback[0]
@@ -287,7 +288,7 @@ class CudaBackend:
         dtype = np.dtype(dtype)
         kernel = resolve(op, self._requested, self._tile, None if shape is None else tuple(shape), dtype, self.device_name)
         self.strategy, self.tile = kernel.strategy, kernel.tile
-        pick = self._picker(kernel, codegen.operator_kernel(op, "rows", dtype) if kernel.vector > 1 else None, dtype)
+        pick = self._picker(kernel, codegen.operator_kernel(op, "rows", dtype) if kernel.vector > 1 or kernel.flat else None, dtype)
         names = (op.inp,) + tuple(d.out for d in op.outputs)
         timer = self._timer
 
@@ -300,9 +301,10 @@ class CudaBackend:
             if shape[op.axis] < op.min_length:
                 raise StencilforgeError(f"axis {op.axis} has {shape[op.axis]} points; the operator needs {op.min_length}")
             arrays = tuple(self._checked(a, n, shape, dtype) for a, n in zip((u,) + outs, names))
-            go, k = pick(arrays, shape[1] % kernel.vector == 0)
+            go, k = pick(arrays, shape[1] % kernel.vector == 0 and (not kernel.flat or math.prod(shape) < codegen.FLAT_CELLS))
+            scalars = (np.int32(shape[0]), np.int32(shape[1])) + ((np.float64(1.0 / shape[1]),) if k.flat else ())
             ev = timer.start()
-            go(k.grid(shape), arrays + (np.int32(shape[0]), np.int32(shape[1])))
+            go(k.grid(shape), arrays + scalars)
             timer.stop(ev)
 
         return run

@@ -50,7 +50,7 @@ from ...errors import StencilforgeError
 from ...plan import AxisOperator, Derivative1D, Sweep
 
 SWEEP_STRATEGIES = ("naive", "rows", "tiled", "streaming", "streaming_vec", "streaming_l1", "pipelined")
-OPERATOR_STRATEGIES = ("naive", "rows", "rows_vec", "pencil")
+OPERATOR_STRATEGIES = ("naive", "flat", "rows", "rows_vec", "pencil")
 STRATEGIES = tuple(dict.fromkeys(SWEEP_STRATEGIES + OPERATOR_STRATEGIES))
 MAX_THREADS = 1024
 STATIC_SMEM_LIMIT = 48 * 1024
@@ -90,8 +90,11 @@ class Kernel:
     args: tuple[str, ...]
     dynamic_smem: int = 0
     vector: int = 1
+    flat: bool = False  # one 1D launch over all cells (`flat` operators), which also take 1/n1
 
     def grid(self, shape: tuple[int, ...]) -> tuple[int, int, int]:
+        if self.flat:
+            return (max(1, math.ceil(math.prod(shape) / self.cover[0])), 1, 1)
         dims = [max(1, math.ceil(n / c)) for n, c in zip(reversed(shape), reversed(self.cover))]
         return tuple(dims + [1] * (3 - len(dims)))
 
@@ -1368,13 +1371,6 @@ def _op_args(op: AxisOperator) -> tuple[str, ...]:
 
 def naive_operator(op: AxisOperator, dtype, tile: tuple[int, ...], name: str) -> Kernel:
     _check_operator(op)
-    u = f"f_{op.inp}"
-    pos, n = ("i1", "n1") if op.axis == 1 else ("i0", "n0")
-    step = "" if op.axis == 1 else " * n1"
-
-    def glob(o):
-        return f"{u}[c + ({o}){step}]"
-
     lines = [
         f'extern "C" __global__ void __launch_bounds__({math.prod(tile)}) {name}({_op_params(op)})',
         "{",
@@ -1383,13 +1379,49 @@ def naive_operator(op: AxisOperator, dtype, tile: tuple[int, ...], name: str) ->
         "    if (i0 >= n0 || i1 >= n1) return;",
         "    const long long c = (long long)i0 * n1 + i1;",
     ]
+    lines += _cell_outputs(op, dtype) + ["}"]
+    return Kernel(name, "\n".join(lines) + "\n", "naive", tile, _block(tile), tile, _op_args(op))
+
+
+def _cell_outputs(op: AxisOperator, dtype) -> list[str]:
+    """Each output at cell (i0, i1), linear index c, stored as soon as computed (one thread per cell)."""
+    u = f"f_{op.inp}"
+    pos, n = ("i1", "n1") if op.axis == 1 else ("i0", "n0")
+    step = "" if op.axis == 1 else " * n1"
+
+    def glob(o):
+        return f"{u}[c + ({o}){step}]"
+
+    lines = []
     for m, d in enumerate(op.outputs):
         lines.append(f"    real o{m};")
-        fast = _weighted(d.interior, dtype, glob)
-        lines += _closure_chain(d, pos, n, dtype, glob, fast, "    ", f"o{m}")
+        lines += _closure_chain(d, pos, n, dtype, glob, _weighted(d.interior, dtype, glob), "    ", f"o{m}")
         lines.append(f"    f_{d.out}[c] = o{m};")
-    lines.append("}")
-    return Kernel(name, "\n".join(lines) + "\n", "naive", tile, _block(tile), tile, _op_args(op))
+    return lines
+
+
+FLAT_CELLS = 2**31  # `flat` indexes cells in 32 bits and corrects a quotient by one step; beyond, rows runs
+
+
+def flat_operator(op: AxisOperator, dtype, tile: tuple[int, ...], name: str) -> Kernel:
+    """One thread per cell over the array flattened, in blocks of tile[0] threads: no block straddles
+    idle row ends, and the row index is c * (1 / n1) in double, truncated and corrected by one, which
+    costs a few instructions where an integer division by a run-time n1 costs about twenty (H100,
+    fused d1+d2 along x: 97.3% of copy against rows' 96.7%, and 97.2% with the division;
+    docs/performance.md, round 9). The launcher runs it for fewer than FLAT_CELLS cells."""
+    _check_operator(op)
+    lines = [
+        f'extern "C" __global__ void __launch_bounds__({tile[0]}) {name}({_op_params(op)}, const double inv_n1)',
+        "{",
+        f"    const unsigned cu = blockIdx.x * {tile[0]}u + threadIdx.x;",
+        "    if (cu >= (unsigned)n0 * (unsigned)n1) return;",
+        "    unsigned q = (unsigned)((double)cu * inv_n1);",
+        "    if (q * (unsigned)n1 > cu) q -= 1; else if ((q + 1) * (unsigned)n1 <= cu) q += 1;",
+        "    const int i0 = q, i1 = cu - q * (unsigned)n1;",
+        "    const long long c = cu;",
+    ]
+    lines += _cell_outputs(op, dtype) + ["}"]
+    return Kernel(name, "\n".join(lines) + "\n", "flat", tile, (tile[0], 1, 1), tile, _op_args(op), flat=True)
 
 
 def rows_operator(op: AxisOperator, dtype, tile: tuple[int, ...], name: str) -> Kernel:
@@ -1588,6 +1620,8 @@ def default_tile(plan: Sweep | AxisOperator, strategy: str, dtype="float32") -> 
     if isinstance(plan, AxisOperator):
         if strategy == "naive":
             return (8, 32)
+        if strategy == "flat":  # H100, fused d1+d2 along x, float64: 128 threads 97.3% of copy, 256 97.0%
+            return (128,)
         if strategy == "rows":  # H100, fused d1+d2 along x: 1x128 96.8% of copy, 4x256 92.0%; single: 93.1% / 93.8%
             return (1, 128)
         if strategy == "rows_vec":  # H100, d1 along x, float64: 1x256 99.1% of copy, 1x128 98.9%; fused d1+d2 96.4% (rows 96.7%)
@@ -1659,6 +1693,8 @@ def operator_kernel(op: AxisOperator, strategy: str, dtype, tile=None) -> Kernel
     name = f"sf_{strategy}_axis{op.axis}_" + "_".join(d.out for d in op.outputs)
     if strategy == "naive":
         return naive_operator(op, dtype, _check_tile(tile, 2, strategy, math.prod), name)
+    if strategy == "flat":
+        return flat_operator(op, dtype, _check_tile(tile, 1, strategy, math.prod), name)
     if strategy == "rows":
         return rows_operator(op, dtype, _check_tile(tile, 2, strategy, lambda t: t[1]), name)
     if strategy == "rows_vec":
