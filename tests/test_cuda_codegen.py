@@ -169,10 +169,13 @@ def test_rows_vec_is_along_x_only_and_auto_takes_it_for_one_output():
     assert codegen.operator_kernel(d1, "rows_vec", np.float64).vector == 2
 
 
-def test_flat_operator_launches_one_block_row_over_every_cell():
+def test_flat_operator_launches_one_block_row_over_every_cell_below_its_cell_limit():
     kernel = codegen.operator_kernel(deriv.operator(1, 0.01, 4, (1, 2)), "flat", np.float64)
     assert kernel.flat and kernel.block == (128, 1, 1) and kernel.grid((7, 300)) == (17, 1, 1)
     assert "const double inv_n1" in kernel.source
+    assert kernel.fits((7, 300)) and kernel.fits((2**16 - 1, 2**15)) and not kernel.fits((2**16, 2**15))  # 2^31 cells: rows runs
+    vec = codegen.operator_kernel(deriv.operator(1, 0.01, 4, (1,)), "rows_vec", np.float64)
+    assert vec.fits((3, 1000)) and not vec.fits((3, 1001))
     with pytest.raises(StencilforgeError, match="flat needs a tile of 1 positive integers"):
         codegen.operator_kernel(deriv.operator(1, 0.01, 4, (1,)), "flat", np.float64, (1, 128))
 

@@ -210,7 +210,7 @@ class CudaBackend:
         scalar = None
         if kernel.vector > 1:  # vector kernels need every row to start on a vector; scalar streaming otherwise
             scalar = codegen.sweep_kernel(sweep, "streaming", grid.dtype)
-            if grid.ghost % kernel.vector or grid.shape[-1] % kernel.vector:
+            if grid.ghost % kernel.vector or not kernel.fits(grid.shape):
                 kernel, scalar = scalar, None
         self.strategy, self.tile = kernel.strategy, kernel.tile
         if grid.ghost < sweep.radius:
@@ -226,11 +226,10 @@ class CudaBackend:
         return self._sweep_runner(kernel, grid)
 
     def _picker(self, kernel: codegen.Kernel, scalar: codegen.Kernel | None, dtype) -> Callable:
-        """pick(arrays, fits) -> (launch, kernel) for one call: `kernel`, or `scalar` where the caller
-        says the call does not fit it (a vector kernel's rows off its vector of cells, too many cells
-        for a flat one) or, for a vector kernel, one of the arrays' pointers is not aligned to its
-        vector (a misaligned vector access faults and poisons the context). What runs is recorded in
-        `strategy`, so a run's summary names the kernel that ran."""
+        """pick(arrays, fits) -> (launch, kernel) for one call: `kernel`, or `scalar` where the call
+        does not fit it (`Kernel.fits`, decided by the caller) or, for a vector kernel, one of the
+        arrays' pointers is not aligned to its vector (a misaligned vector access faults and poisons
+        the context). What runs is recorded in `strategy`, so a run's summary names the kernel that ran."""
         launch = self._launcher(kernel, dtype)
         if scalar is None:
             return lambda arrays, fits=True: (launch, kernel)
@@ -239,7 +238,7 @@ class CudaBackend:
 
         def pick(arrays, fits=True):
             k, go = kernel, launch
-            if not fits or any(a.data.ptr % align for a in arrays):
+            if not fits or (kernel.vector > 1 and any(a.data.ptr % align for a in arrays)):
                 if not fallback:
                     fallback.append(self._launcher(scalar, dtype))
                 k, go = scalar, fallback[0]
@@ -301,7 +300,7 @@ class CudaBackend:
             if shape[op.axis] < op.min_length:
                 raise StencilforgeError(f"axis {op.axis} has {shape[op.axis]} points; the operator needs {op.min_length}")
             arrays = tuple(self._checked(a, n, shape, dtype) for a, n in zip((u,) + outs, names))
-            go, k = pick(arrays, shape[1] % kernel.vector == 0 and (not kernel.flat or math.prod(shape) < codegen.FLAT_CELLS))
+            go, k = pick(arrays, kernel.fits(shape))
             scalars = (np.int32(shape[0]), np.int32(shape[1])) + ((np.float64(1.0 / shape[1]),) if k.flat else ())
             ev = timer.start()
             go(k.grid(shape), arrays + scalars)

@@ -92,6 +92,11 @@ class Kernel:
     vector: int = 1
     flat: bool = False  # one 1D launch over all cells (`flat` operators), which also take 1/n1
 
+    def fits(self, shape: tuple[int, ...]) -> bool:
+        """Whether this kernel can run on arrays of interior `shape`: a vector kernel needs rows that
+        are whole vectors, a flat one fewer than FLAT_CELLS cells; otherwise its scalar fallback runs."""
+        return shape[-1] % self.vector == 0 and (not self.flat or math.prod(shape) < FLAT_CELLS)
+
     def grid(self, shape: tuple[int, ...]) -> tuple[int, int, int]:
         if self.flat:
             return (max(1, math.ceil(math.prod(shape) / self.cover[0])), 1, 1)
@@ -705,18 +710,12 @@ def _halo_slot(f: str, m: int, threads: int, rects, place: list[str]) -> list[st
 
 def _place_3d(f: str, m: int, r, total: int, row: int, vector: int) -> list[str]:
     """`_halo_slot`'s placement in a 3D plane whose x is counted in vectors of `vector` cells."""
-    if vector == 1:
-        return [
-            f"        const int j1 = b1 + a - {r[0]}, j2 = b2 + b - {r[1]};",
-            f"        load_{f}_{m} = h < {total} && j1 < n1 + {r[0]} && j2 < n2 + {r[1]};",
-            f"        sidx_{f}_{m} = a * {row} + b;",
-            f"        goff_{f}_{m} = ((long long)j1 + g) * s1 + (j2 + g);",
-        ]
+    b, s1, x = ("b", "s1", "(j2 + g)") if vector == 1 else (f"{vector} * b", "s1v", f"(j2 + g) / {vector}")
     return [
-        f"        const int j1 = b1 + a - {r[0]}, j2 = b2 + {vector} * b - {r[1]};",
+        f"        const int j1 = b1 + a - {r[0]}, j2 = b2 + {b} - {r[1]};",
         f"        load_{f}_{m} = h < {total} && j1 < n1 + {r[0]} && j2 < n2 + {r[1]};",
         f"        sidx_{f}_{m} = a * {row} + b;",
-        f"        goff_{f}_{m} = ((long long)j1 + g) * s1v + (j2 + g) / {vector};",
+        f"        goff_{f}_{m} = ((long long)j1 + g) * {s1} + {x};",
     ]
 
 
@@ -1404,11 +1403,10 @@ FLAT_CELLS = 2**31  # `flat` indexes cells in 32 bits and corrects a quotient by
 
 
 def flat_operator(op: AxisOperator, dtype, tile: tuple[int, ...], name: str) -> Kernel:
-    """One thread per cell over the array flattened, in blocks of tile[0] threads: no block straddles
-    idle row ends, and the row index is c * (1 / n1) in double, truncated and corrected by one, which
-    costs a few instructions where an integer division by a run-time n1 costs about twenty (H100,
-    fused d1+d2 along x: 97.3% of copy against rows' 96.7%, and 97.2% with the division;
-    docs/performance.md, round 9). The launcher runs it for fewer than FLAT_CELLS cells."""
+    """One thread per cell over the array flattened, in blocks of tile[0] threads, the naive peer's
+    launch with run-time shapes: the row index is c * (1 / n1) in double, truncated and corrected by
+    one, in place of an integer division by n1 (H100, fused d1+d2 along x: 97.3-97.4% of copy, 97.2%
+    with the division, rows 96.7%; docs/performance.md, round 9). Kernel.fits keeps it below FLAT_CELLS."""
     _check_operator(op)
     lines = [
         f'extern "C" __global__ void __launch_bounds__({tile[0]}) {name}({_op_params(op)}, const double inv_n1)',
