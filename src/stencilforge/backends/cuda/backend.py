@@ -210,7 +210,7 @@ class CudaBackend:
         scalar = None
         if kernel.vector > 1:  # vector kernels need every row to start on a vector; scalar streaming otherwise
             scalar = codegen.sweep_kernel(sweep, "streaming", grid.dtype)
-            if grid.ghost % kernel.vector or not kernel.fits(grid.shape, grid.ghost):
+            if grid.ghost % kernel.vector or not kernel.fits(grid.shape):
                 kernel, scalar = scalar, None
         self.strategy, self.tile = kernel.strategy, kernel.tile
         if grid.ghost < sweep.radius:

@@ -91,18 +91,11 @@ class Kernel:
     dynamic_smem: int = 0
     vector: int = 1
     flat: bool = False  # one 1D launch over all cells (`flat` operators), which also take 1/n1
-    narrow: bool = False  # indexes the padded arrays in 32-bit counts of vectors (`streaming_vec`)
 
-    def fits(self, shape: tuple[int, ...], ghost: int = 0) -> bool:
-        """Whether this kernel can run on arrays of interior `shape` and ghost width `ghost`: a vector
-        kernel needs rows that are whole vectors, a flat one fewer than FLAT_CELLS cells, a narrow one
-        fewer than 2^32 vectors per padded array; otherwise its scalar fallback runs."""
-        padded = math.prod(n + 2 * ghost for n in shape)
-        return (
-            shape[-1] % self.vector == 0
-            and (not self.flat or math.prod(shape) < FLAT_CELLS)
-            and (not self.narrow or padded // self.vector < 2**32)
-        )
+    def fits(self, shape: tuple[int, ...]) -> bool:
+        """Whether this kernel can run on arrays of interior `shape`: a vector kernel needs rows that
+        are whole vectors, a flat one fewer than FLAT_CELLS cells; otherwise its scalar fallback runs."""
+        return shape[-1] % self.vector == 0 and (not self.flat or math.prod(shape) < FLAT_CELLS)
 
     def grid(self, shape: tuple[int, ...]) -> tuple[int, int, int]:
         if self.flat:
@@ -704,10 +697,10 @@ def _march_setup(nd: int, plane_tile, radii, boxes, star: bool) -> tuple[list[st
     return lines, slot_count
 
 
-def _halo_slot(f: str, m: int, threads: int, rects, place: list[str], index: str = "long long") -> list[str]:
+def _halo_slot(f: str, m: int, threads: int, rects, place: list[str]) -> list[str]:
     """Halo slot m of field f: the cell (a, b) of the halo rectangles that thread tid copies, then
-    `place`, which turns it into the slot's shared index, global offset (of type `index`) and in-range flag."""
-    lines = [f"    int sidx_{f}_{m} = 0; {index} goff_{f}_{m} = 0; bool load_{f}_{m} = false;", "    {", f"        int h = tid + {m * threads}, a = 0, b = 0;"]
+    `place`, which turns it into the slot's shared index, global offset and in-range flag."""
+    lines = [f"    int sidx_{f}_{m} = 0; long long goff_{f}_{m} = 0; bool load_{f}_{m} = false;", "    {", f"        int h = tid + {m * threads}, a = 0, b = 0;"]
     kw, start = "if", 0
     for _, a0, al, bs, bl in rects:
         lines.append(f"        {kw} (h < {start + al * bl}) {{ const int k = h - {start}; a = {a0} + k / {bl}; b = {bs} + k % {bl}; }}")
@@ -716,18 +709,13 @@ def _halo_slot(f: str, m: int, threads: int, rects, place: list[str], index: str
 
 
 def _place_3d(f: str, m: int, r, total: int, row: int, vector: int) -> list[str]:
-    """`_halo_slot`'s placement in a 3D plane whose x is counted in vectors of `vector` cells.
-
-    Scalar (vector 1): a 64-bit offset. Vectors: a 32-bit offset in vectors,
-    0 (the plane's first vector, always in the array) for a slot that loads
-    nothing, so the vector kernel's halo loads need no predicate.
-    """
-    goff = f"((long long)j1 + g) * s1 + (j2 + g)" if vector == 1 else f"load_{f}_{m} ? (unsigned)(j1 + g) * s1v + (j2 + g) / {vector} : 0u"
+    """`_halo_slot`'s placement in a 3D plane whose x is counted in vectors of `vector` cells."""
+    b, s1, x = ("b", "s1", "(j2 + g)") if vector == 1 else (f"{vector} * b", "s1v", f"(j2 + g) / {vector}")
     return [
-        f"        const int j1 = b1 + a - {r[0]}, j2 = b2 + {'b' if vector == 1 else f'{vector} * b'} - {r[1]};",
+        f"        const int j1 = b1 + a - {r[0]}, j2 = b2 + {b} - {r[1]};",
         f"        load_{f}_{m} = h < {total} && j1 < n1 + {r[0]} && j2 < n2 + {r[1]};",
         f"        sidx_{f}_{m} = a * {row} + b;",
-        f"        goff_{f}_{m} = {goff};",
+        f"        goff_{f}_{m} = ((long long)j1 + g) * {s1} + {x};",
     ]
 
 
@@ -797,27 +785,16 @@ def _fit_unroll(unroll: int, plane_bytes: int, strategy: str, tile) -> int:
     return unroll
 
 
-def _prefetch(lay: _March, slots: dict, unroll: int, zs: str, ps: str, indent: str, ptr: str = "f", s0: str = "s0", guarded: bool = True) -> list[str]:
+def _prefetch(lay: _March, slots: dict, unroll: int, zs: str, ps: str, indent: str, ptr: str = "f", s0: str = "s0") -> list[str]:
     """Loads of the group of planes starting at plane zs (offset ps, counted in elements of `ptr`'s
-    arrays) into the n/h/w registers: the column's next values, the halo slots, the pointwise fields.
-
-    Unguarded, a thread that needs no value loads one from an offset that is
-    always in the array (lcol_f, acol and goff are 0 for it): an unpredicated
-    load overwrites its register, so the compiler need not keep the old value
-    alive beside it (streaming_vec's SASS: 747 -> 674 instructions per trip).
-    """
-    def when(cond):
-        return f"if ({cond}) " if guarded else ""
-
+    arrays) into the n/h/w registers: the column's next values, the halo slots, the pointwise fields."""
     lines = []
     for k in range(unroll):
         lines.append(f"{indent}if ({zs} + {k} < z1) {{")
         for f in lay.staged:
-            c = "col" if guarded else f"lcol_{f}"
-            lines.append(f"{indent}    {when(f'lc_{f}')}n_{f}_{k} = {ptr}_{f}[{ps} + {c} + {lay.radii[f][0] + k} * {s0}];")
-            lines += [f"{indent}    {when(f'load_{f}_{m}')}h_{f}_{m}_{k} = {ptr}_{f}[{ps} + {k} * {s0} + goff_{f}_{m}];" for m in range(slots[f])]
-        c = "col" if guarded else "acol"
-        lines += [f"{indent}    {when('active')}w_{f}_{k} = {ptr}_{f}[{ps} + {c} + {k} * {s0}];" for f in lay.points]
+            lines.append(f"{indent}    if (lc_{f}) n_{f}_{k} = {ptr}_{f}[{ps} + col + {lay.radii[f][0] + k} * {s0}];")
+            lines += [f"{indent}    if (load_{f}_{m}) h_{f}_{m}_{k} = {ptr}_{f}[{ps} + {k} * {s0} + goff_{f}_{m}];" for m in range(slots[f])]
+        lines += [f"{indent}    if (active) w_{f}_{k} = {ptr}_{f}[{ps} + col + {k} * {s0}];" for f in lay.points]
         lines.append(f"{indent}}}")
     return lines
 
@@ -928,10 +905,6 @@ def streaming_vector_sweep(sweep: Sweep, dtype, tile: tuple[int, int, int], name
     then start aligned) and falls back to scalar streaming elsewhere. Fewer
     instructions and registers per cell: wave3d r8 at 512^3 on the H100
     went from 67.9% of copy to 75.0% (docs/performance.md, round 7).
-    Offsets are 32-bit counts of vectors (Kernel.narrow: one multiply-add per
-    address instead of four 64-bit steps) and the prefetch loads carry no
-    predicate (`_prefetch`): 244 -> 211 registers, 747 -> 674 SASS
-    instructions per two-plane trip (round 10).
     """
     vector = vector_width(sweep, dtype)
     if not vector:
@@ -961,9 +934,8 @@ def streaming_vector_sweep(sweep: Sweep, dtype, tile: tuple[int, int, int], name
         f"    const int i2 = b2 + {vector} * tx, i1 = b1 + ty;",
         "    const bool active = i1 < n1 && i2 < n2;",
         *("    " + s for s in _strides(3)),
-        f"    const unsigned s0v = (unsigned)(s0 / {vector}), s1v = (unsigned)(s1 / {vector});",
-        f"    const unsigned col = (unsigned)(i1 + g) * s1v + (i2 + g) / {vector};",
-        "    const unsigned acol = active ? col : 0u;",
+        f"    const long long s0v = s0 / {vector}, s1v = s1 / {vector};",
+        f"    const long long col = ((long long)i1 + g) * s1v + (i2 + g) / {vector};",
     ]
     for n in _sweep_args(sweep, False):
         const = "" if n == sweep.out else "const "
@@ -975,14 +947,13 @@ def streaming_vector_sweep(sweep: Sweep, dtype, tile: tuple[int, int, int], name
         total = sum(al * bl for _, _, al, _, bl in rects)
         slots[f] = math.ceil(total / threads)
         lines.append(f"    const bool lc_{f} = active || (i1 < n1 + {ry} && i2 < n2 + {rx});")
-        lines.append(f"    const unsigned lcol_{f} = lc_{f} ? col : 0u;")
         for m in range(slots[f]):
-            lines += _halo_slot(f, m, threads, rects, _place_3d(f, m, (ry, rx), total, width[f], vector), "unsigned")
+            lines += _halo_slot(f, m, threads, rects, _place_3d(f, m, (ry, rx), total, width[f], vector))
     zero = f"make_{vt}({', '.join(['0'] * vector)})"
     lines += [
         f"    const int z0 = blockIdx.z * {chunk};",
         f"    const int z1 = min(z0 + {chunk}, n0);",
-        "    unsigned p = (unsigned)(z0 + g) * s0v;",
+        "    long long p = ((long long)z0 + g) * s0v;",
     ]
     for f in staged:
         rz = radii[f][0]
@@ -997,7 +968,7 @@ def streaming_vector_sweep(sweep: Sweep, dtype, tile: tuple[int, int, int], name
     for f in points:
         lines.append(f"    {vt} {', '.join(f'v_{f}_{k} = {zero}' for k in range(unroll))}, {', '.join(f'w_{f}_{k} = {zero}' for k in range(unroll))};")
 
-    lines += _prefetch(lay, slots, unroll, "z0", "p", "    ", "v", "s0v", guarded=False)
+    lines += _prefetch(lay, slots, unroll, "z0", "p", "    ", "v", "s0v")
     lines.append("    int st = 0;")
     lines.append(f"    for (int z = z0; z < z1; z += {unroll}, p += {unroll} * s0v, st ^= 1) {{")
     for f in staged:
@@ -1012,7 +983,7 @@ def streaming_vector_sweep(sweep: Sweep, dtype, tile: tuple[int, int, int], name
             for m in range(slots[f]):
                 lines.append(f"            if (load_{f}_{m}) s_{f}[st][{k}][sidx_{f}_{m}] = h_{f}_{m}_{k};")
         lines.append("        }")
-    lines += _prefetch(lay, slots, unroll, f"z + {unroll}", f"p + {unroll} * s0v", "        ", "v", "s0v", guarded=False)
+    lines += _prefetch(lay, slots, unroll, f"z + {unroll}", f"p + {unroll} * s0v", "        ", "v", "s0v")
     lines.append("        __syncthreads();")
     for k in range(unroll):
         planes = {}
@@ -1034,11 +1005,11 @@ def streaming_vector_sweep(sweep: Sweep, dtype, tile: tuple[int, int, int], name
         for (f, row, cx), var in planes.items():
             lines.append(f"            const {vt} {var} = s_{f}[st][{k}][(ty + {row}) * {width[f]} + tx + {cx}];")
         lines += values
-        lines.append(f"            if (active) v_{sweep.out}[p + acol + {k} * s0v] = make_{vt}({', '.join(f'r{c}' for c in range(vector))});")
+        lines.append(f"            if (active) v_{sweep.out}[p + col + {k} * s0v] = make_{vt}({', '.join(f'r{c}' for c in range(vector))});")
         lines.append("        }")
     lines += _queue_shift(radii, unroll) + ["    }", "}"]
     block = (tx, ty_cells, 1)
-    return Kernel(name, "\n".join(lines) + "\n", "streaming_vec", tile, block, tuple(tile), _sweep_args(sweep, False), vector=vector, narrow=True)
+    return Kernel(name, "\n".join(lines) + "\n", "streaming_vec", tile, block, tuple(tile), _sweep_args(sweep, False), vector=vector)
 
 
 _CP_ASYNC = """#ifndef SF_CP_ASYNC
