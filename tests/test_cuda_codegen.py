@@ -145,8 +145,8 @@ def test_unknown_strategy_is_refused():
 
 def test_auto_choice():
     wave = problems.build("wave3d", shape=(17, 17, 17), radius=8)
-    assert choose(wave.sweep, (512, 512, 512), np.float32) == ("streaming_vec", (256, 4, 128))
-    assert choose(wave.sweep, (512, 512, 512), np.float64) == ("streaming_vec", (256, 16, 64))
+    assert choose(wave.sweep, (512, 512, 512), np.float32) == ("streaming_vec", (64, 4, 128))
+    assert choose(wave.sweep, (512, 512, 512), np.float64) == ("streaming_vec", (64, 16, 64))
     odd = problems.build("wave3d", shape=(17, 17, 17), radius=3)
     assert choose(odd.sweep, (512, 512, 512), np.float32)[0] == "streaming"
     assert choose(problems.build("heat2d").sweep, (16384, 16384), np.float32) == ("pipelined", (64, 512))
