@@ -799,6 +799,49 @@ def _prefetch(lay: _March, slots: dict, unroll: int, zs: str, ps: str, indent: s
     return lines
 
 
+def _march_head(lay: _March, slots: dict, unroll: int, typ: str, zero: str, ptr: str, s0: str, axis: str, centre: dict) -> list[str]:
+    """What `streaming` and `streaming_vec` share from the chunk's bounds to the loop's barrier, in
+    elements of type `typ` (zero: its zero) read through `ptr`_f with plane stride `s0`, the callers
+    having declared each stencil field's in-range flag lc_f: per stencil field its zeroed queue,
+    prefetch and halo registers and the queue's first 2r values (where lc_f); the pointwise
+    registers; the first group's loads; then the loop head,
+    which feeds the queues, stages the group in shared memory (the thread's own cell at centre[f])
+    and issues the next group's loads before the barrier."""
+    lines = [
+        f"    const int z0 = blockIdx.{axis} * {lay.chunk};",
+        f"    const int z1 = min(z0 + {lay.chunk}, n0);",
+        f"    long long p = ((long long)z0 + g) * {s0};",
+    ]
+    for f in lay.staged:
+        rz = lay.radii[f][0]
+        lines.append(f"    {typ} {', '.join(f'q_{f}_{j} = {zero}' for j in range(2 * rz + unroll))};")
+        lines.append(f"    {typ} {', '.join(f'n_{f}_{k} = {zero}' for k in range(unroll))};")
+        if slots[f]:
+            lines.append(f"    {typ} {', '.join(f'h_{f}_{m}_{k} = {zero}' for m in range(slots[f]) for k in range(unroll))};")
+        if rz:
+            lines.append(f"    if (lc_{f}) {{")
+            lines += [f"        q_{f}_{j} = {ptr}_{f}[p + col + {j - rz} * {s0}];" for j in range(2 * rz)]
+            lines.append("    }")
+    for f in lay.points:
+        lines.append(f"    {typ} {', '.join(f'v_{f}_{k} = {zero}' for k in range(unroll))}, {', '.join(f'w_{f}_{k} = {zero}' for k in range(unroll))};")
+    lines += _prefetch(lay, slots, unroll, "z0", "p", "    ", ptr, s0)
+    lines.append("    int st = 0;")
+    lines.append(f"    for (int z = z0; z < z1; z += {unroll}, p += {unroll} * {s0}, st ^= 1) {{")
+    for f in lay.staged:
+        lines += [f"        q_{f}_{2 * lay.radii[f][0] + k} = n_{f}_{k};" for k in range(unroll)]
+    for f in lay.points:
+        lines += [f"        v_{f}_{k} = w_{f}_{k};" for k in range(unroll)]
+    for k in range(unroll):
+        lines.append("        {" if k == 0 else f"        if (z + {k} < z1) {{")
+        for f in lay.staged:
+            lines.append(f"            if (lc_{f}) s_{f}[st][{k}][{centre[f]}] = q_{f}_{lay.radii[f][0] + k};")
+            lines += [f"            if (load_{f}_{m}) s_{f}[st][{k}][sidx_{f}_{m}] = h_{f}_{m}_{k};" for m in range(slots[f])]
+        lines.append("        }")
+    lines += _prefetch(lay, slots, unroll, f"z + {unroll}", f"p + {unroll} * {s0}", "        ", ptr, s0)
+    lines.append("        __syncthreads();")
+    return lines
+
+
 def streaming_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str) -> Kernel:
     """2.5D: march along axis 0 with a register queue per stencil field and the plane in shared memory.
 
@@ -813,11 +856,8 @@ def streaming_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str) -> Ke
     loads are fixed per block and computed once.
     """
     lay = _march(sweep, tile)
-    nd, chunk, plane_tile, radii, staged, points, star, threads, boxes = (
-        lay.nd, lay.chunk, lay.plane_tile, lay.radii, lay.staged, lay.points, lay.star, lay.threads, lay.boxes
-    )
+    nd, plane_tile, radii, staged, star, threads, boxes = lay.nd, lay.plane_tile, lay.radii, lay.staged, lay.star, lay.threads, lay.boxes
     unroll = _fit_unroll(lay.unroll, sum(math.prod(b) for b in boxes.values()) * np.dtype(dtype).itemsize, "streaming", tile)
-    chunk_axis = "z" if nd == 3 else "y"
     min_blocks = max(1, (RESIDENT_THREADS or _resident_threads(nd, lay.column_radius)) // threads)
     lines = [
         f'extern "C" __global__ void __launch_bounds__({threads}, {min_blocks}) {name}({_params(sweep, False)})',
@@ -828,44 +868,8 @@ def streaming_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str) -> Ke
     setup, slots = _march_setup(nd, plane_tile, radii, boxes, star)
     lines += setup
     centre = {f: _in_box(radii[f][1:], boxes[f], (0,) * nd) for f in staged}
-    lines += [
-        f"    const int z0 = blockIdx.{chunk_axis} * {chunk};",
-        f"    const int z1 = min(z0 + {chunk}, n0);",
-        "    long long p = ((long long)z0 + g) * s0;",
-    ]
-    for f in staged:
-        rz = radii[f][0]
-        lines.append(f"    const bool lc_{f} = active || edge_{f};")
-        lines.append(f"    real {', '.join(f'q_{f}_{j} = 0' for j in range(2 * rz + unroll))};")
-        lines.append(f"    real {', '.join(f'n_{f}_{k} = 0' for k in range(unroll))};")
-        if slots[f]:
-            lines.append(f"    real {', '.join(f'h_{f}_{m}_{k} = 0' for m in range(slots[f]) for k in range(unroll))};")
-        if rz:
-            lines.append(f"    if (lc_{f}) {{")
-            for j in range(2 * rz):
-                lines.append(f"        q_{f}_{j} = f_{f}[p + col + {j - rz} * s0];")
-            lines.append("    }")
-    for f in points:
-        lines.append(f"    real {', '.join(f'v_{f}_{k} = 0' for k in range(unroll))}, {', '.join(f'w_{f}_{k} = 0' for k in range(unroll))};")
-
-    lines += _prefetch(lay, slots, unroll, "z0", "p", "    ")
-    lines.append("    int st = 0;")
-    lines.append(f"    for (int z = z0; z < z1; z += {unroll}, p += {unroll} * s0, st ^= 1) {{")
-    for f in staged:
-        rz = radii[f][0]
-        lines += [f"        q_{f}_{2 * rz + k} = n_{f}_{k};" for k in range(unroll)]
-    for f in points:
-        lines += [f"        v_{f}_{k} = w_{f}_{k};" for k in range(unroll)]
-    for k in range(unroll):
-        lines.append("        {" if k == 0 else f"        if (z + {k} < z1) {{")
-        for f in staged:
-            rz = radii[f][0]
-            lines.append(f"            if (lc_{f}) s_{f}[st][{k}][{centre[f]}] = q_{f}_{rz + k};")
-            for m in range(slots[f]):
-                lines.append(f"            if (load_{f}_{m}) s_{f}[st][{k}][sidx_{f}_{m}] = h_{f}_{m}_{k};")
-        lines.append("        }")
-    lines += _prefetch(lay, slots, unroll, f"z + {unroll}", f"p + {unroll} * s0", "        ")
-    lines.append("        __syncthreads();")
+    lines += [f"    const bool lc_{f} = active || edge_{f};" for f in staged]
+    lines += _march_head(lay, slots, unroll, "real", "0", "f", "s0", "z" if nd == 3 else "y", centre)
     lines += _march_outputs(
         sweep, dtype, radii, unroll, "active", lambda f, o, k: f"s_{f}[st][{k}][{_in_box(radii[f][1:], boxes[f], o)}]"
     )
@@ -910,7 +914,7 @@ def streaming_vector_sweep(sweep: Sweep, dtype, tile: tuple[int, int, int], name
     if not vector:
         raise StencilforgeError("strategy streaming_vec needs a 3D sweep with an even x radius; use streaming")
     lay = _march(sweep, tile)
-    chunk, (ty_cells, tx_cells), radii, staged, points, star = lay.chunk, lay.plane_tile, lay.radii, lay.staged, lay.points, lay.star
+    (ty_cells, tx_cells), radii, staged, star = lay.plane_tile, lay.radii, lay.staged, lay.star
     if tx_cells % vector:
         raise StencilforgeError(f"strategy streaming_vec needs a tile whose x extent is a multiple of {vector}, got {tuple(tile)}")
     vt = _VECTOR_TYPES[(ctype(dtype), vector)]
@@ -949,42 +953,8 @@ def streaming_vector_sweep(sweep: Sweep, dtype, tile: tuple[int, int, int], name
         lines.append(f"    const bool lc_{f} = active || (i1 < n1 + {ry} && i2 < n2 + {rx});")
         for m in range(slots[f]):
             lines += _halo_slot(f, m, threads, rects, _place_3d(f, m, (ry, rx), total, width[f], vector))
-    zero = f"make_{vt}({', '.join(['0'] * vector)})"
-    lines += [
-        f"    const int z0 = blockIdx.z * {chunk};",
-        f"    const int z1 = min(z0 + {chunk}, n0);",
-        "    long long p = ((long long)z0 + g) * s0v;",
-    ]
-    for f in staged:
-        rz = radii[f][0]
-        lines.append(f"    {vt} {', '.join(f'q_{f}_{j} = {zero}' for j in range(2 * rz + unroll))};")
-        lines.append(f"    {vt} {', '.join(f'n_{f}_{k} = {zero}' for k in range(unroll))};")
-        if slots[f]:
-            lines.append(f"    {vt} {', '.join(f'h_{f}_{m}_{k} = {zero}' for m in range(slots[f]) for k in range(unroll))};")
-        if rz:
-            lines.append(f"    if (lc_{f}) {{")
-            lines += [f"        q_{f}_{j} = v_{f}[p + col + {j - rz} * s0v];" for j in range(2 * rz)]
-            lines.append("    }")
-    for f in points:
-        lines.append(f"    {vt} {', '.join(f'v_{f}_{k} = {zero}' for k in range(unroll))}, {', '.join(f'w_{f}_{k} = {zero}' for k in range(unroll))};")
-
-    lines += _prefetch(lay, slots, unroll, "z0", "p", "    ", "v", "s0v")
-    lines.append("    int st = 0;")
-    lines.append(f"    for (int z = z0; z < z1; z += {unroll}, p += {unroll} * s0v, st ^= 1) {{")
-    for f in staged:
-        lines += [f"        q_{f}_{2 * radii[f][0] + k} = n_{f}_{k};" for k in range(unroll)]
-    for f in points:
-        lines += [f"        v_{f}_{k} = w_{f}_{k};" for k in range(unroll)]
-    for k in range(unroll):
-        lines.append("        {" if k == 0 else f"        if (z + {k} < z1) {{")
-        for f in staged:
-            ry, rx = radii[f][1], radii[f][2]
-            lines.append(f"            if (lc_{f}) s_{f}[st][{k}][(ty + {ry}) * {width[f]} + tx + {rx // vector}] = q_{f}_{radii[f][0] + k};")
-            for m in range(slots[f]):
-                lines.append(f"            if (load_{f}_{m}) s_{f}[st][{k}][sidx_{f}_{m}] = h_{f}_{m}_{k};")
-        lines.append("        }")
-    lines += _prefetch(lay, slots, unroll, f"z + {unroll}", f"p + {unroll} * s0v", "        ", "v", "s0v")
-    lines.append("        __syncthreads();")
+    centre = {f: f"(ty + {radii[f][1]}) * {width[f]} + tx + {radii[f][2] // vector}" for f in staged}
+    lines += _march_head(lay, slots, unroll, vt, f"make_{vt}({', '.join(['0'] * vector)})", "v", "s0v", "z", centre)
     for k in range(unroll):
         planes = {}
 
