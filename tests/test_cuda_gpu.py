@@ -12,6 +12,7 @@ float32, 2**-53 for float64), A is the same sum taken over |coefficients| x
 
 from __future__ import annotations
 
+import math
 import os
 
 import numpy as np
@@ -61,6 +62,15 @@ def abs_sweep(sweep: Sweep) -> Sweep:
     return Sweep(sweep.out, terms)
 
 
+def nan_gaps(field):
+    """`field` (the backend's layout, rows a pitch apart) with NaN between its rows, so a kernel that
+    strays off a row shows."""
+    pitch = field.strides[-2] // field.itemsize
+    rows = cp.lib.stride_tricks.as_strided(field, (math.prod(field.shape[:-1]), pitch), (field.strides[-2], field.itemsize))
+    rows[:, field.shape[-1] :] = cp.nan
+    return field
+
+
 def sweep_case(name: str, shape, dtype: str, be: CudaBackend, **params):
     setup = problems.build(name, shape=shape, dtype=dtype, **params)
     sweep, grid = setup.sweep, setup.grid
@@ -69,8 +79,12 @@ def sweep_case(name: str, shape, dtype: str, be: CudaBackend, **params):
     if sweep.out not in host:
         host[sweep.out] = np.full(grid.padded_shape, np.nan, grid.dtype)
     dev = {n: be.asarray(a) for n, a in host.items()}
-    be.sweep(sweep, grid)(dev)
+    step = be.sweep(sweep, grid)
+    step(dev)
     got = be.to_host(dev[sweep.out])
+    lined = {n: nan_gaps(be.field(a, grid.ghost)) for n, a in host.items()}  # the time loop's layout
+    step(lined)
+    assert np.array_equal(be.to_host(lined[sweep.out]), got, equal_nan=True), f"{name} {shape} {dtype}: layouts differ"
     h64 = {n: a.astype(np.float64) for n, a in host.items()}
     g64 = Grid(grid.shape, grid.spacing, np.dtype(np.float64), grid.ghost, grid.lower)
     ref = evaluate_sweep(sweep, g64, h64)
@@ -415,8 +429,33 @@ def test_sweep_refuses_strided_or_mis_shaped_fields():
     good = be.asarray(setup.fields["u"])
     strided = cp.zeros((setup.grid.padded_shape[0], 2 * setup.grid.padded_shape[1]), np.float32)[:, ::2]
     for bad in (strided, cp.zeros((5, 5), np.float32), cp.zeros(setup.grid.padded_shape, np.float64), setup.fields["u"]):
-        with pytest.raises(StencilforgeError, match="must be a C-contiguous CuPy"):
+        with pytest.raises(StencilforgeError, match="must be a CuPy float32 array of shape .* with contiguous rows"):
             step({"u": good, "u_new": bad})
+    with pytest.raises(StencilforgeError, match="must share one row layout"):
+        step({"u": good, "u_new": be.field(setup.fields["u"], setup.grid.ghost)})
+    setup3 = problems.build("heat3d", shape=(6, 7, 8), dtype="float32")
+    padded = setup3.grid.padded_shape
+    gapped = cp.zeros((padded[0], padded[1] + 1, padded[2]), np.float32)[:, :-1]  # a gap between planes
+    with pytest.raises(StencilforgeError, match="with contiguous rows and planes"):
+        be.sweep(setup3.sweep, setup3.grid)({"u": gapped, "u_new": gapped})
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("ghost", [1, 2, 8])
+@pytest.mark.parametrize("shape", [(5, 7), (3, 4, 33), (2, 3, 32)])
+def test_field_puts_interior_rows_on_cache_lines(shape, ghost, dtype):
+    be = backend("auto")
+    host = np.random.default_rng().uniform(-1, 1, tuple(n + 2 * ghost for n in shape)).astype(dtype)
+    for source in (host, cp.asarray(host), host[..., ::-1].copy()[..., ::-1]):
+        dev = be.field(source, ghost)
+        assert dev.shape == host.shape and dev.dtype == host.dtype
+        np.testing.assert_array_equal(cp.asnumpy(dev), host)
+        item = host.itemsize
+        assert dev.strides[-1] == item and dev.strides[-2] % 128 == 0
+        assert (dev.data.ptr + ghost * item) % 128 == 0
+        if len(shape) == 3:
+            assert dev.strides[0] == dev.strides[1] * host.shape[1]
+    assert be.field(host.reshape(-1), ghost).flags.c_contiguous  # one axis: no rows to place
 
 
 # ---------------------------------------------------------------- errors

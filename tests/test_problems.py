@@ -134,11 +134,35 @@ def test_separable_dirichlet_matches_the_function(rng):
         np.testing.assert_allclose(a, b, rtol=1e-14, atol=1e-15)
 
 
-def test_dirichlet_refuses_a_non_contiguous_field():
+def test_dirichlet_refuses_a_field_of_another_layout():
     grid = Grid.unit_box((6, 6), "float64", ghost=1)
     fill = Dirichlet(lambda x, y, t: x + y + t, time_dependent=True).bind(grid)
-    with pytest.raises(ValueError, match="C-contiguous"):
+    with pytest.raises(ValueError, match="rows 8 elements apart"):
         fill(np.zeros((8, 16))[:, ::2], 0.0)
+    with pytest.raises(ValueError, match="rows 8 elements apart"):
+        fill(np.zeros((8, 12))[:, :8], 0.0)
+
+
+@pytest.mark.parametrize("shape", [(6, 7), (5, 6, 7)])
+@pytest.mark.parametrize("scaled", [False, True])
+def test_dirichlet_fills_a_field_whose_rows_lie_a_pitch_apart(shape, scaled):
+    """The layout the cuda backend's `field` gives (rows on cache lines): same ghost values as the
+    C-contiguous fill, the interior and the padding between rows untouched."""
+    grid = Grid.unit_box(shape, "float64", ghost=2)
+    value = (lambda *x: sum((k + 1) * c for k, c in enumerate(x[:-1])) + x[-1]) if not scaled else (lambda *x: np.sin(x[0]) + x[1])
+    bc = Dirichlet(value, time_factor=(lambda t: 1 + t) if scaled else None, time_dependent=not scaled)
+    pitch, first = 16, 3
+    rows = int(np.prod(grid.padded_shape[:-1]))
+    buf = np.full(rows * pitch + first, -7.0)
+    view = buf[first:].reshape(grid.padded_shape[:-1] + (pitch,))[..., : grid.padded_shape[-1]]
+    view[...] = 5.0
+    dense = np.full(grid.padded_shape, 5.0)
+    bc.bind(grid, pitch=pitch)(view, 0.3)
+    bc.bind(grid)(dense, 0.3)
+    np.testing.assert_array_equal(view, dense)
+    assert (buf[:first] == -7.0).all()
+    assert (buf[first:].reshape(-1, pitch)[:, grid.padded_shape[-1]:] == -7.0).all()
+    assert (dense[grid.interior] == 5.0).all() and (dense != 5.0).any()
 
 
 def test_wave_velocity_models(tmp_path):

@@ -8,6 +8,7 @@ the callable the time loop invokes.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
@@ -44,8 +45,10 @@ def _source_region(grid: Grid, axis: int, side: int, mirror: bool) -> tuple[slic
     return slab(grid.ndim, axis, sl)
 
 
-def _ghost_cells(grid: Grid, faces: Sequence[Face]) -> tuple[np.ndarray, list[np.ndarray]]:
+def _ghost_cells(grid: Grid, faces: Sequence[Face], pitch: int) -> tuple[np.ndarray, list[np.ndarray]]:
     """Flat indices of the cells the faces' ghost slabs cover, each once, and their coordinates.
+
+    The indices count elements from the field's first cell in a layout whose rows lie `pitch` apart.
 
     A slab spans the other axes' ghosts too (edges and corners), so where two
     faces meet, the later one skips the cells the earlier one already holds.
@@ -62,8 +65,9 @@ def _ghost_cells(grid: Grid, faces: Sequence[Face]) -> tuple[np.ndarray, list[np
                 ranges.append(np.arange(g if (b, 0) in done else 0, g + n if (b, 1) in done else 2 * g + n))
         done.add((axis, side))
         mesh = np.meshgrid(*ranges, indexing="ij")
-        flat = np.ravel_multi_index(tuple(m.ravel() for m in mesh), grid.padded_shape)
-        index.append(flat.astype(np.int32 if np.prod(grid.padded_shape) < 2**31 else np.int64))
+        layout = grid.padded_shape[:-1] + (pitch,)
+        flat = np.ravel_multi_index(tuple(m.ravel() for m in mesh), layout)
+        index.append(flat.astype(np.int32 if np.prod(layout) < 2**31 else np.int64))
         for b, m in enumerate(mesh):
             coords[b].append(grid.coords(b)[m.ravel()])
     return np.concatenate(index), [np.concatenate(c) for c in coords]
@@ -92,7 +96,8 @@ class Dirichlet:
     def static(self) -> bool:
         return not self.time_dependent and self.time_factor is None
 
-    def bind(self, grid: Grid, xp=np, faces: Sequence[Face] | None = None) -> Filler:
+    def bind(self, grid: Grid, xp=np, faces: Sequence[Face] | None = None, pitch: int | None = None) -> Filler:
+        """`pitch`: the row pitch, in elements, of the fields it will fill (None: C-contiguous)."""
         faces = faces if faces is not None else all_faces(grid.ndim)
         if not callable(self.value):
             regions = [ghost_region(grid, a, s) for a, s in faces]
@@ -103,7 +108,8 @@ class Dirichlet:
                     arr[region] = value
 
             return fill_constant
-        index, coords = _ghost_cells(grid, faces)
+        pitch = grid.padded_shape[-1] if pitch is None else pitch
+        index, coords = _ghost_cells(grid, faces, pitch)
         cells = xp.asarray(index)
         func = self.value
         if self.time_factor is not None:
@@ -113,22 +119,28 @@ class Dirichlet:
 
             def fill_scaled(arr, t):
                 xp.multiply(spatial, factor(t), out=scaled)
-                _flat(arr)[cells] = scaled
+                _flat(xp, arr, pitch)[cells] = scaled
 
             return fill_scaled
         points = [xp.asarray(c) for c in coords]
 
         def fill_function(arr, t):
-            _flat(arr)[cells] = func(*points, t)
+            _flat(xp, arr, pitch)[cells] = func(*points, t)
 
         return fill_function
 
 
-def _flat(arr):
-    """A 1D view of a C-contiguous field; reshaping anything else would copy and lose the writes."""
-    if not arr.flags.c_contiguous:
-        raise ValueError("boundary values need a C-contiguous field")
-    return arr.reshape(-1)
+def _flat(xp, arr, pitch: int):
+    """A 1D view from a field's first cell to its last, for a field whose rows lie `pitch` apart
+    and whose planes follow each other without gaps; any other layout would misplace the writes."""
+    item, shape = arr.itemsize, arr.shape
+    dense = [item] + [pitch * item] * (arr.ndim > 1)
+    for n in shape[-2:0:-1]:
+        dense.append(dense[-1] * n)
+    if tuple(reversed(dense)) != arr.strides:
+        raise ValueError(f"boundary values need a field with rows {pitch} elements apart, got strides {arr.strides}")
+    span = (math.prod(shape[:-1]) - 1) * pitch + shape[-1]
+    return xp.lib.stride_tricks.as_strided(arr, shape=(span,), strides=(item,))
 
 
 @dataclass(frozen=True)
@@ -138,7 +150,7 @@ class Neumann:
     static = False
     reads_interior = True
 
-    def bind(self, grid: Grid, xp=np, faces: Sequence[Face] | None = None) -> Filler:
+    def bind(self, grid: Grid, xp=np, faces: Sequence[Face] | None = None, pitch: int | None = None) -> Filler:
         pairs = [
             (ghost_region(grid, a, s), _source_region(grid, a, s, mirror=True), a)
             for a, s in (faces if faces is not None else all_faces(grid.ndim))
@@ -158,7 +170,7 @@ class Periodic:
     static = False
     reads_interior = True
 
-    def bind(self, grid: Grid, xp=np, faces: Sequence[Face] | None = None) -> Filler:
+    def bind(self, grid: Grid, xp=np, faces: Sequence[Face] | None = None, pitch: int | None = None) -> Filler:
         pairs = [
             (ghost_region(grid, a, s), _source_region(grid, a, s, mirror=False))
             for a, s in (faces if faces is not None else all_faces(grid.ndim))

@@ -144,7 +144,7 @@ def _run(setup: Setup, backend, opts: LoopOptions) -> Result:
     grid = setup.grid
     if hasattr(backend, "check_fits"):
         backend.check_fits(sum(arr.nbytes for arr in setup.fields.values()))
-    fields = {name: backend.asarray(arr) for name, arr in setup.fields.items()}
+    fields = {name: backend.field(arr, grid.ghost) for name, arr in setup.fields.items()}
     first = opts.start_step
     domain = opts.domain
 
@@ -153,7 +153,8 @@ def _run(setup: Setup, backend, opts: LoopOptions) -> Result:
 
     dynamic = []
     for name, bc in setup.boundaries.items():
-        fill = bc.bind(grid, xp, domain.faces if domain is not None else None)
+        pitch = fields[name].strides[-2] // fields[name].itemsize
+        fill = bc.bind(grid, xp, domain.faces if domain is not None else None, pitch)
         if bc.static:
             for target in {name, *(setup.swap or ())} & set(fields):
                 fill(fields[target], time_at(first))

@@ -333,6 +333,10 @@ class NumbaBackend:
     def asarray(self, a, dtype=None):
         return np.ascontiguousarray(a, dtype=dtype)
 
+    def field(self, a, ghost: int):
+        """A ghosted field: C-contiguous here (the layout choice matters on the GPU)."""
+        return self.asarray(a)
+
     def to_host(self, a) -> np.ndarray:
         return np.asarray(a)
 

@@ -150,11 +150,13 @@ class BackendRunner:
 
     def __post_init__(self) -> None:
         case, engine = self.case, self.engine
-        # copies: the CPU backends' asarray returns the same array, and the case's fields must stay pristine
-        self.fields = {k: engine.asarray(v.copy()) for k, v in case.fields.items()}
+        # copies: the CPU backends' asarray returns the same array, and the case's fields must stay pristine;
+        # sweeps' fields take the layout the time loop gives them
         if case.is_sweep:
+            self.fields = {k: engine.field(v.copy(), case.grid.ghost) for k, v in case.fields.items()}
             self._step = engine.sweep(case.plan, case.grid)
         else:
+            self.fields = {k: engine.asarray(v.copy()) for k, v in case.fields.items()}
             apply = engine.axis_operator(case.plan, case.grid.dtype, case.grid.shape)
             outs = [d.out for d in case.plan.outputs]
             self._step = lambda f: apply(f["u"], *(f[o] for o in outs))

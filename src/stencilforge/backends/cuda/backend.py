@@ -19,6 +19,7 @@ from .compile import cached_cubin, options
 from .tune import choose
 
 MAX_GRID_YZ = 65535
+LINE_BYTES = 128  # an L2 cache line: a warp's 32 floats
 
 
 def _cupy():
@@ -203,6 +204,57 @@ class CudaBackend:
             )
         return arr
 
+    def _field_checked(self, arr, name: str, shape, dtype):
+        """A ghosted field: C-contiguous, or a view whose rows lie a pitch apart (`field`'s layout)."""
+        cp = self._cp
+        item = np.dtype(dtype).itemsize
+        rows_apart = (
+            isinstance(arr, cp.ndarray)
+            and arr.shape == shape
+            and arr.dtype == dtype
+            and arr.strides[-1] == item
+            and arr.strides[-2] >= shape[-1] * item
+            and arr.strides[-2] % item == 0
+            and (len(shape) == 2 or arr.strides[0] == arr.strides[1] * shape[1])
+        )
+        if not rows_apart:
+            got = f"{type(arr).__name__} {getattr(arr, 'dtype', '?')} {getattr(arr, 'shape', '?')}"
+            raise StencilforgeError(
+                f"field {name!r} must be a CuPy {np.dtype(dtype).name} array of shape {shape} with contiguous rows"
+                f" and planes, got {got} (use backend.field)"
+            )
+        return arr
+
+    @staticmethod
+    def _pitch(arrays, names) -> int:
+        """The row pitch in elements that one launch passes for all its fields."""
+        pitches = {a.strides[-2] // a.itemsize for a in arrays}
+        if len(pitches) > 1:
+            raise StencilforgeError(f"fields {', '.join(map(repr, names))} must share one row layout (row pitches {sorted(pitches)})")
+        return pitches.pop()
+
+    def field(self, a, ghost: int):
+        """A device copy of a ghosted field whose interior rows start on 128-byte lines.
+
+        The rows lie a pitch of whole lines apart, so no warp's row access straddles one line
+        more than it must (round 11 of docs/performance.md: +1 to +2 points of copy bandwidth
+        for every sweep). The result is a view of shape `a.shape`; kernels take its pitch."""
+        cp = self._cp
+        src = a if isinstance(a, cp.ndarray) else np.ascontiguousarray(a)
+        if src.ndim < 2 or LINE_BYTES % src.itemsize:
+            return self.asarray(a)
+        line = LINE_BYTES // src.itemsize
+        first, pitch, n = -ghost % line, -(-src.shape[-1] // line) * line, src.shape[-1]
+        rows = math.prod(src.shape[:-1])
+        check_fits((rows * pitch + first) * src.itemsize)
+        view = cp.empty(rows * pitch + first, dtype=src.dtype)[first:].reshape(src.shape[:-1] + (pitch,))[..., :n]
+        if isinstance(src, cp.ndarray):
+            view[...] = src
+        else:
+            rt = cp.cuda.runtime
+            rt.memcpy2D(view.data.ptr, pitch * src.itemsize, src.ctypes.data, n * src.itemsize, n * src.itemsize, rows, rt.memcpyHostToDevice)
+        return view
+
     # ------------------------------------------------------------ the interface
 
     def sweep(self, sweep: Sweep, grid: Grid) -> Callable[[Mapping], None]:
@@ -256,10 +308,11 @@ class CudaBackend:
         shape, dtype, timer = grid.padded_shape, grid.dtype, self._timer
 
         def run(fields):
-            ptrs = tuple(self._checked(fields[n], n, shape, dtype) for n in kernel.args)
-            go, k = pick(ptrs)
+            ptrs = tuple(self._field_checked(fields[n], n, shape, dtype) for n in kernel.args)
+            pitch = self._pitch(ptrs, kernel.args)
+            go, k = pick(ptrs, pitch % kernel.vector == 0)
             ev = timer.start()
-            go(blocks[k.name], ptrs + scalars)
+            go(blocks[k.name], ptrs + scalars + (np.int32(pitch),))
             timer.stop(ev)
 
         return run
@@ -276,8 +329,8 @@ class CudaBackend:
             raise StencilforgeError(f"grid ghost width {grid.ghost} is smaller than the stencil radius {sweep.radius}")
 
         def run(fields) -> float:
-            ptrs = tuple(self._checked(fields[n], n, shape, dtype) for n in kernel.args)
-            launch(blocks, ptrs + (partial,) + scalars)
+            ptrs = tuple(self._field_checked(fields[n], n, shape, dtype) for n in kernel.args)
+            launch(blocks, ptrs + (partial,) + scalars + (np.int32(self._pitch(ptrs, kernel.args)),))
             return float(partial.sum())
 
         return run

@@ -78,7 +78,7 @@ class Kernel:
     `cover` is the number of cells one block handles along each axis (C order),
     so the grid is ceil(shape / cover) with the last axis on blockIdx.x. `args`
     are the field names passed as pointers, in order; the interior shape and,
-    for sweeps, the ghost width follow as int arguments.
+    for sweeps, the ghost width and the row pitch in elements follow as int arguments.
     """
 
     name: str
@@ -198,18 +198,21 @@ def _params(sweep: Sweep, reduce: bool) -> str:
         ps.append(f"{'' if writable else 'const '}real* __restrict__ f_{n}")
     if reduce:
         ps.append("double* __restrict__ partial")
-    ps += [f"const int n{a}" for a in range(sweep.ndim)] + ["const int g"]
+    ps += [f"const int n{a}" for a in range(sweep.ndim)] + ["const int g", "const int pitch"]
     return ", ".join(ps)
 
 
 def _strides(ndim: int) -> list[str]:
-    """Padded strides as 64-bit values: s{a} is the element distance between neighbours along axis a."""
+    """Padded strides as 64-bit values: s{a} is the element distance between neighbours along axis a.
+
+    Rows lie `pitch` elements apart (at least the padded row, so a field may be a view with its rows on cache
+    lines); the planes of a 3D field follow each other without gaps."""
     lines = []
     if ndim == 3:
-        lines.append("const long long s1 = (long long)n2 + 2 * g;")
+        lines.append("const long long s1 = (long long)pitch;")
         lines.append("const long long s0 = s1 * ((long long)n1 + 2 * g);")
     else:
-        lines.append("const long long s0 = (long long)n1 + 2 * g;")
+        lines.append("const long long s0 = (long long)pitch;")
     return lines
 
 
