@@ -66,6 +66,9 @@ PAIR_TILE = {
     2: (8, 256),  # rows per thread x threads (H100: jacobi2d 159-165%, poisson2d 142-157% of copy per step)
     3: (32, 2, 128),  # planes per block x rows per thread x threads, warps stacked along y (H100 heat3d: 95% per step)
 }
+PAIR_RESIDENT_2D = 1280  # threads per SM the 2D pair's __launch_bounds__ asks for at radius 1 in float32 (51 registers):
+# H100 16384^2, NVRTC for sm_90: 56-59 -> 48 registers, poisson2d 125 -> 143%, jacobi2d/heat2d 162-163 -> 173-174% per step
+# (round 11); larger radii and float64 need more registers than that and would spill, so they keep the compiler's choice
 PAIR_AHEAD = 1  # planes of u the 3D pair loads ahead of use (H100 heat3d, 64x4x128: 0 -> 80.6%, 1 -> 85.4%, 2 -> 74.0%; 32x2x128: 96.4%, 95.1%)
 PAIR_RADIUS = {2: 8, 3: 2}  # 2D: a warp keeps 32 - 2r useful lanes; 3D: (2r + 1)(R + 4r) values of u per thread
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -386,8 +389,9 @@ def _pair_rows(sweep: Sweep, dtype, tile: tuple[int, int], name: str) -> Kernel:
     r = sweep.radius
     useful = 32 - 2 * r
     cover = threads // 32 * useful
+    bounds = f"{threads}, {max(1, PAIR_RESIDENT_2D // threads)}" if r == 1 and np.dtype(dtype).itemsize == 4 else f"{threads}"
     lines = [
-        f'extern "C" __global__ void __launch_bounds__({threads}) {name}({_params(sweep, False)})',
+        f'extern "C" __global__ void __launch_bounds__({bounds}) {name}({_params(sweep, False)})',
         "{",
         "    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;",
         f"    const int i1 = blockIdx.x * {cover} + warp * {useful} + lane - {r};",
