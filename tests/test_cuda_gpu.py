@@ -497,6 +497,16 @@ def test_time_loop_matches_numpy(name, shape, params, strategy):
     np.testing.assert_allclose(be.to_host(got.fields["u"]), want.fields["u"], rtol=1e-9, atol=1e-11)
 
 
+def test_time_loop_of_an_axis_operator_matches_numpy():
+    """An operator-stepped problem keeps dense arrays (sweeps' fields take the row-pitched layout)."""
+    want = run(problems.build("derivatives", shape=(40, 70)), NumpyBackend(), LoopOptions(steps=1))
+    be = CudaBackend()
+    got = run(problems.build("derivatives", shape=(40, 70)), be, LoopOptions(steps=1))
+    assert want.fields.keys() == got.fields.keys()
+    for name, arr in want.fields.items():
+        np.testing.assert_allclose(be.to_host(got.fields[name]), arr, rtol=1e-12, atol=1e-12)
+
+
 def test_poisson_residual_on_device_converges_like_numpy():
     opts = LoopOptions(steps=400, tol=1e-3, check_every=50)
     want = run(problems.build("poisson2d", shape=(40, 50)), NumpyBackend(), opts).summary

@@ -135,3 +135,36 @@ def test_global_sum_is_the_correctly_rounded_sum_for_any_split(values, parts):
 def test_non_finite_values_propagate_through_the_global_sum():
     assert math.isnan(combine([local_part(np.array([1.0, np.nan])), local_part(np.array([2.0]))]))
     assert combine([local_part(np.array([np.inf])), local_part(np.array([2.0]))]) == math.inf
+
+
+class _SelfTransport:
+    """One rank that is its own neighbour on every side: what it sends is what it receives. Like MPI and
+    NCCL, it moves a buffer's bytes from its pointer, so it takes only contiguous buffers."""
+
+    def exchange(self, pairs):
+        for send, dest, recv, source in pairs:
+            assert send.flags.c_contiguous and recv.flags.c_contiguous, "a transport got a buffer with gaps"
+            if dest >= 0 and source >= 0:
+                recv[...] = send
+
+
+@pytest.mark.parametrize("shape,ghost", [((5, 6, 7), 1), ((6, 5, 9), 2), ((7, 9), 2)])
+def test_halo_exchange_packs_faces_of_an_array_with_gaps_between_rows(shape, ghost):
+    """The cuda backend's fields keep rows a pitch apart, so even first-axis faces are not contiguous:
+    they must be packed, and the ghosts must come out as they do for a C-contiguous array."""
+    from stencilforge.distributed.halo import HaloExchange
+
+    padded = tuple(n + 2 * ghost for n in shape)
+    values = np.random.default_rng(2).uniform(-1, 1, padded)
+    pitch, first = padded[-1] + 5, 3
+    rows = math.prod(padded[:-1])
+    buf = np.full(rows * pitch + first, -7.0)
+    lined = buf[first:].reshape(padded[:-1] + (pitch,))[..., : padded[-1]]
+    lined[...] = values
+    dense = values.copy()
+    g = (ghost,) * len(shape)
+    for arr in (dense, lined):
+        HaloExchange(_SelfTransport(), padded, arr.dtype, g, g, g, [(0, 0)] * len(shape))(arr)
+    np.testing.assert_array_equal(lined, dense)
+    assert not np.array_equal(dense, values)  # the ghosts were refreshed
+    assert (buf[:first] == -7.0).all() and (buf[first:].reshape(-1, pitch)[:, padded[-1] :] == -7.0).all()

@@ -144,7 +144,10 @@ def _run(setup: Setup, backend, opts: LoopOptions) -> Result:
     grid = setup.grid
     if hasattr(backend, "check_fits"):
         backend.check_fits(sum(arr.nbytes for arr in setup.fields.values()))
-    fields = {name: backend.field(arr, grid.ghost) for name, arr in setup.fields.items()}
+    if setup.sweep is not None:  # sweeps take ghosted fields in the backend's layout; axis operators dense arrays
+        fields = {name: backend.field(arr, grid.ghost) for name, arr in setup.fields.items()}
+    else:
+        fields = {name: backend.asarray(arr) for name, arr in setup.fields.items()}
     first = opts.start_step
     domain = opts.domain
 

@@ -5,7 +5,8 @@ contiguous buffer, swapped with the neighbour and unpacked into the ghost
 layers. Each axis sends the full padded extent of the other axes, ghosts
 received on earlier axes included, so corner and edge ghosts arrive too.
 Faces along the first axis (or any axis with only unit extents before it) are
-already contiguous and go straight from and into the array. Packing goes
+contiguous in a C-contiguous array and go straight from and into it; in an array
+whose rows lie a pitch apart (the cuda backend's fields) they are packed too. Packing goes
 through the array module (`xp`, NumPy or CuPy) and both directions of an axis
 go to the transport in one `exchange` call (device.py: host MPI, CUDA-aware
 MPI, NCCL or pinned staging), so the device paths change nothing here.
@@ -45,6 +46,7 @@ class HaloExchange:
     ):
         self.transport = transport
         self.xp = xp
+        self._packed: dict = {}  # buffers for faces that would go in place but whose array has gaps between rows
         self.clock = HostClock() if clock is None else clock
         ndim = len(padded_shape)
         self.plan = []
@@ -69,16 +71,24 @@ class HaloExchange:
 
     def __call__(self, arr) -> None:
         token = self.clock.start()
-        for directions in self.plan:
-            pairs = []
-            for send_region, dest, recv_region, source, send, recv in directions:
+        for i, directions in enumerate(self.plan):
+            pairs, unpack = [], []
+            for j, (send_region, dest, recv_region, source, send, recv) in enumerate(directions):
                 if send is None:
                     send, recv = arr[send_region], arr[recv_region]
-                elif dest >= 0:
+                    if send.flags.c_contiguous and recv.flags.c_contiguous:
+                        pairs.append((send, dest, recv, source))
+                        continue
+                    key = (i, j, send.shape, send.dtype)
+                    if key not in self._packed:
+                        self._packed[key] = (self.xp.empty(send.shape, send.dtype), self.xp.empty(recv.shape, recv.dtype))
+                    send, recv = self._packed[key]
+                if dest >= 0:
                     self.xp.copyto(send, arr[send_region])
                 pairs.append((send, dest, recv, source))
+                unpack.append((recv_region, source, recv))
             self.transport.exchange(pairs)
-            for _, _, recv_region, source, _, recv in directions:
-                if recv is not None and source >= 0:
+            for recv_region, source, recv in unpack:
+                if source >= 0:
                     arr[recv_region] = recv
         self.clock.stop(token)
