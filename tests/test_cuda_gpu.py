@@ -23,7 +23,7 @@ from stencilforge.backends import get_backend
 from stencilforge.backends.cuda import CudaBackend, check_fits, codegen
 from stencilforge.backends.numpy_ref import NumpyBackend, evaluate_axis_operator, evaluate_sweep
 from stencilforge.errors import StencilforgeError
-from stencilforge.grid import Grid
+from stencilforge.grid import Grid, row_pitch
 from stencilforge.plan import AxisOperator, Derivative1D, Sweep, Term
 from stencilforge.problems import derivatives as deriv
 from stencilforge.problems import poisson2d
@@ -65,8 +65,8 @@ def abs_sweep(sweep: Sweep) -> Sweep:
 def nan_gaps(field):
     """`field` (the backend's layout, rows a pitch apart) with NaN between its rows, so a kernel that
     strays off a row shows."""
-    pitch = field.strides[-2] // field.itemsize
-    rows = cp.lib.stride_tricks.as_strided(field, (math.prod(field.shape[:-1]), pitch), (field.strides[-2], field.itemsize))
+    pitch = row_pitch(field)
+    rows = cp.lib.stride_tricks.as_strided(field, (math.prod(field.shape[:-1]), pitch), (pitch * field.itemsize, field.itemsize))
     rows[:, field.shape[-1] :] = cp.nan
     return field
 

@@ -12,9 +12,11 @@ from hypothesis import strategies as st
 from stencilforge import problems
 from stencilforge.distributed import Decomposition, choose_dims, split
 from stencilforge.distributed.decomposition import factorizations
+from stencilforge.distributed.halo import HaloExchange
 from stencilforge.distributed.reductions import combine, local_part
 from stencilforge.distributed.runner import localize, minimum_extents, operator_halo
 from stencilforge.errors import StencilforgeError
+from stencilforge.grid import pitched
 
 
 @given(st.integers(1, 500), st.integers(1, 40))
@@ -152,14 +154,11 @@ class _SelfTransport:
 def test_halo_exchange_packs_faces_of_an_array_with_gaps_between_rows(shape, ghost):
     """The cuda backend's fields keep rows a pitch apart, so even first-axis faces are not contiguous:
     they must be packed, and the ghosts must come out as they do for a C-contiguous array."""
-    from stencilforge.distributed.halo import HaloExchange
-
     padded = tuple(n + 2 * ghost for n in shape)
     values = np.random.default_rng(2).uniform(-1, 1, padded)
     pitch, first = padded[-1] + 5, 3
-    rows = math.prod(padded[:-1])
-    buf = np.full(rows * pitch + first, -7.0)
-    lined = buf[first:].reshape(padded[:-1] + (pitch,))[..., : padded[-1]]
+    buf = np.full(math.prod(padded[:-1]) * pitch + first, -7.0)
+    lined = pitched(buf, padded, pitch, first)
     lined[...] = values
     dense = values.copy()
     g = (ghost,) * len(shape)

@@ -8,7 +8,7 @@ import pytest
 from stencilforge import StencilforgeError, problems, solve
 from stencilforge.backends import get_backend
 from stencilforge.boundary import Dirichlet, Neumann, Periodic, all_faces, ghost_region
-from stencilforge.grid import Grid
+from stencilforge.grid import Grid, pitched, row_pitch
 from stencilforge.plan import Sweep, Term
 from stencilforge.stencil import Stencil
 from stencilforge.timeloop import LoopOptions, run
@@ -154,7 +154,7 @@ def test_dirichlet_fills_a_field_whose_rows_lie_a_pitch_apart(shape, scaled):
     pitch, first = 16, 3
     rows = int(np.prod(grid.padded_shape[:-1]))
     buf = np.full(rows * pitch + first, -7.0)
-    view = buf[first:].reshape(grid.padded_shape[:-1] + (pitch,))[..., : grid.padded_shape[-1]]
+    view = pitched(buf, grid.padded_shape, pitch, first)
     view[...] = 5.0
     dense = np.full(grid.padded_shape, 5.0)
     bc.bind(grid, pitch=pitch)(view, 0.3)
@@ -163,6 +163,16 @@ def test_dirichlet_fills_a_field_whose_rows_lie_a_pitch_apart(shape, scaled):
     assert (buf[:first] == -7.0).all()
     assert (buf[first:].reshape(-1, pitch)[:, grid.padded_shape[-1]:] == -7.0).all()
     assert (dense[grid.interior] == 5.0).all() and (dense != 5.0).any()
+
+
+def test_row_pitch_reads_the_layouts_sweeps_accept_and_refuses_others():
+    dense = np.zeros((4, 5, 6))
+    assert row_pitch(dense) == 6 and row_pitch(dense[1]) == 6 and row_pitch(dense[1, 2]) == 6
+    lined = pitched(np.zeros(4 * 5 * 16 + 3), (4, 5, 6), 16, 3)
+    assert lined.shape == (4, 5, 6) and row_pitch(lined) == 16 and row_pitch(lined[1:3]) == 16
+    assert row_pitch(np.zeros((5, 8))[:, :6]) == 8
+    for other in (dense[..., ::2], dense[:, ::-1], np.zeros((4, 6, 6))[:, :5], dense.transpose(1, 0, 2), np.zeros((5, 8))[:, 2::2]):
+        assert row_pitch(other) is None
 
 
 def test_wave_velocity_models(tmp_path):

@@ -14,7 +14,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from .grid import Grid
+from .grid import Grid, row_pitch
 
 Face = tuple[int, int]  # (axis, side), side 0 = low end, 1 = high end
 Filler = Callable[[object, float], None]
@@ -133,14 +133,10 @@ class Dirichlet:
 def _flat(xp, arr, pitch: int):
     """A 1D view from a field's first cell to its last, for a field whose rows lie `pitch` apart
     and whose planes follow each other without gaps; any other layout would misplace the writes."""
-    item, shape = arr.itemsize, arr.shape
-    dense = [item] + [pitch * item] * (arr.ndim > 1)
-    for n in shape[-2:0:-1]:
-        dense.append(dense[-1] * n)
-    if tuple(reversed(dense)) != arr.strides:
+    if row_pitch(arr) != pitch:
         raise ValueError(f"boundary values need a field with rows {pitch} elements apart, got strides {arr.strides}")
-    span = (math.prod(shape[:-1]) - 1) * pitch + shape[-1]
-    return xp.lib.stride_tricks.as_strided(arr, shape=(span,), strides=(item,))
+    span = (math.prod(arr.shape[:-1]) - 1) * pitch + arr.shape[-1]
+    return xp.lib.stride_tricks.as_strided(arr, shape=(span,), strides=(arr.itemsize,))
 
 
 @dataclass(frozen=True)

@@ -88,3 +88,29 @@ def check_shape(shape: Sequence[int], radius: int) -> None:
             raise StencilforgeError(
                 f"shape {tuple(shape)} is too small: every axis needs at least 2*radius+1 = {smallest} points"
             )
+
+
+def pitched(buf, shape: Sequence[int], pitch: int, first: int = 0):
+    """A view of `shape` into the 1D array `buf` whose rows start `pitch` elements apart, the first
+    row at buf[first]: a field with gaps after its rows (the cuda backend puts rows on cache lines)."""
+    rows = int(np.prod(shape[:-1]))
+    return buf[first : first + rows * pitch].reshape(tuple(shape[:-1]) + (pitch,))[..., : shape[-1]]
+
+
+def row_pitch(arr) -> int | None:
+    """Elements from one row's start to the next's, for an array whose rows are contiguous and whose
+    planes follow each other without gaps (C-contiguous, or `pitched`); None for any other layout."""
+    item = arr.itemsize
+    if arr.strides[-1] != item:
+        return None
+    if arr.ndim == 1:
+        return arr.shape[0]
+    pitch, rest = divmod(arr.strides[-2], item)
+    if rest or pitch < arr.shape[-1]:
+        return None
+    plane = arr.strides[-2]
+    for n, stride in zip(reversed(arr.shape[1:-1]), reversed(arr.strides[:-2])):
+        plane *= n
+        if stride != plane:
+            return None
+    return pitch

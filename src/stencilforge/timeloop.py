@@ -14,6 +14,7 @@ from typing import Callable, Protocol
 import numpy as np
 
 from .errors import StencilforgeError
+from .grid import row_pitch
 from .metrics import error_norms, throughput
 from .problems import Setup
 
@@ -156,8 +157,7 @@ def _run(setup: Setup, backend, opts: LoopOptions) -> Result:
 
     dynamic = []
     for name, bc in setup.boundaries.items():
-        pitch = fields[name].strides[-2] // fields[name].itemsize
-        fill = bc.bind(grid, xp, domain.faces if domain is not None else None, pitch)
+        fill = bc.bind(grid, xp, domain.faces if domain is not None else None, row_pitch(fields[name]))
         if bc.static:
             for target in {name, *(setup.swap or ())} & set(fields):
                 fill(fields[target], time_at(first))

@@ -79,10 +79,9 @@ class HaloExchange:
                     if send.flags.c_contiguous and recv.flags.c_contiguous:
                         pairs.append((send, dest, recv, source))
                         continue
-                    key = (i, j, send.shape, send.dtype)
-                    if key not in self._packed:
-                        self._packed[key] = (self.xp.empty(send.shape, send.dtype), self.xp.empty(recv.shape, recv.dtype))
-                    send, recv = self._packed[key]
+                    if (i, j) not in self._packed:
+                        self._packed[i, j] = (self.xp.empty(send.shape, send.dtype), self.xp.empty(recv.shape, recv.dtype))
+                    send, recv = self._packed[i, j]
                 if dest >= 0:
                     self.xp.copyto(send, arr[send_region])
                 pairs.append((send, dest, recv, source))

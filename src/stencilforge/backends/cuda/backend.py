@@ -12,7 +12,7 @@ from typing import Callable, Mapping
 import numpy as np
 
 from ...errors import StencilforgeError
-from ...grid import Grid
+from ...grid import Grid, pitched, row_pitch
 from ...plan import AxisOperator, Sweep
 from . import codegen
 from .compile import cached_cubin, options
@@ -60,6 +60,13 @@ def check_fits(nbytes: int) -> None:
             f"not enough GPU memory: {nbytes} bytes ({nbytes / 2**30:.2f} GiB) needed, "
             f"{available} bytes ({available / 2**30:.2f} GiB) available of {total / 2**30:.1f} GiB on {name}"
         )
+
+
+def _refused(arr, name: str, shape, dtype, layout: str, maker: str) -> StencilforgeError:
+    got = f"{type(arr).__name__} {getattr(arr, 'dtype', '?')} {getattr(arr, 'shape', '?')}"
+    return StencilforgeError(
+        f"field {name!r} must be a CuPy {np.dtype(dtype).name} array of shape {shape} {layout}, got {got} (use backend.{maker})"
+    )
 
 
 def resolve(plan, strategy: str, tile, shape, dtype, device_name: str | None = None) -> codegen.Kernel:
@@ -190,64 +197,44 @@ class CudaBackend:
         return launch
 
     def _checked(self, arr, name: str, shape, dtype):
+        """An axis operator's array: a C-contiguous CuPy array of `shape` and `dtype`."""
         cp = self._cp
-        if (
-            not isinstance(arr, cp.ndarray)
-            or arr.shape != shape
-            or arr.dtype != dtype
-            or not arr.flags.c_contiguous
-        ):
-            got = f"{type(arr).__name__} {getattr(arr, 'dtype', '?')} {getattr(arr, 'shape', '?')}"
-            raise StencilforgeError(
-                f"field {name!r} must be a C-contiguous CuPy {np.dtype(dtype).name} array of shape {shape}, got {got}"
-                " (use backend.asarray)"
-            )
+        if not (isinstance(arr, cp.ndarray) and arr.shape == shape and arr.dtype == dtype and arr.flags.c_contiguous):
+            raise _refused(arr, name, shape, dtype, "in C order", "asarray")
         return arr
 
-    def _field_checked(self, arr, name: str, shape, dtype):
-        """A ghosted field: C-contiguous, or a view whose rows lie a pitch apart (`field`'s layout)."""
+    def _fields(self, fields, names, shape, dtype) -> tuple[tuple, int]:
+        """A sweep's arrays, each C-contiguous or in `field`'s layout (rows a pitch apart), and the
+        row pitch in elements that the launch passes for all of them."""
         cp = self._cp
-        item = np.dtype(dtype).itemsize
-        rows_apart = (
-            isinstance(arr, cp.ndarray)
-            and arr.shape == shape
-            and arr.dtype == dtype
-            and arr.strides[-1] == item
-            and arr.strides[-2] >= shape[-1] * item
-            and arr.strides[-2] % item == 0
-            and (len(shape) == 2 or arr.strides[0] == arr.strides[1] * shape[1])
-        )
-        if not rows_apart:
-            got = f"{type(arr).__name__} {getattr(arr, 'dtype', '?')} {getattr(arr, 'shape', '?')}"
-            raise StencilforgeError(
-                f"field {name!r} must be a CuPy {np.dtype(dtype).name} array of shape {shape} with contiguous rows"
-                f" and planes, got {got} (use backend.field)"
-            )
-        return arr
-
-    @staticmethod
-    def _pitch(arrays, names) -> int:
-        """The row pitch in elements that one launch passes for all its fields."""
-        pitches = {a.strides[-2] // a.itemsize for a in arrays}
+        arrays, pitches = [], set()
+        for n in names:
+            arr = fields[n]
+            ok = isinstance(arr, cp.ndarray) and arr.shape == shape and arr.dtype == dtype
+            pitch = row_pitch(arr) if ok else None
+            if pitch is None:
+                raise _refused(arr, n, shape, dtype, "with contiguous rows and planes", "field")
+            arrays.append(arr)
+            pitches.add(pitch)
         if len(pitches) > 1:
             raise StencilforgeError(f"fields {', '.join(map(repr, names))} must share one row layout (row pitches {sorted(pitches)})")
-        return pitches.pop()
+        return tuple(arrays), pitches.pop()
 
     def field(self, a, ghost: int):
         """A device copy of a ghosted field whose interior rows start on 128-byte lines.
 
         The rows lie a pitch of whole lines apart, so no warp's row access straddles one line
-        more than it must (round 11 of docs/performance.md: +1 to +2 points of copy bandwidth
-        for every sweep). The result is a view of shape `a.shape`; kernels take its pitch."""
+        more than it must (round 11 of docs/performance.md). The result is a view of shape
+        `a.shape` (`grid.pitched`); sweep kernels take its pitch."""
         cp = self._cp
         src = a if isinstance(a, cp.ndarray) else np.ascontiguousarray(a)
         if src.ndim < 2 or LINE_BYTES % src.itemsize:
-            return self.asarray(a)
+            return self.asarray(src)
         line = LINE_BYTES // src.itemsize
         first, pitch, n = -ghost % line, -(-src.shape[-1] // line) * line, src.shape[-1]
         rows = math.prod(src.shape[:-1])
         check_fits((rows * pitch + first) * src.itemsize)
-        view = cp.empty(rows * pitch + first, dtype=src.dtype)[first:].reshape(src.shape[:-1] + (pitch,))[..., :n]
+        view = pitched(cp.empty(rows * pitch + first, dtype=src.dtype), src.shape, pitch, first)
         if isinstance(src, cp.ndarray):
             view[...] = src
         else:
@@ -308,8 +295,7 @@ class CudaBackend:
         shape, dtype, timer = grid.padded_shape, grid.dtype, self._timer
 
         def run(fields):
-            ptrs = tuple(self._field_checked(fields[n], n, shape, dtype) for n in kernel.args)
-            pitch = self._pitch(ptrs, kernel.args)
+            ptrs, pitch = self._fields(fields, kernel.args, shape, dtype)
             go, k = pick(ptrs, pitch % kernel.vector == 0)
             ev = timer.start()
             go(blocks[k.name], ptrs + scalars + (np.int32(pitch),))
@@ -329,8 +315,8 @@ class CudaBackend:
             raise StencilforgeError(f"grid ghost width {grid.ghost} is smaller than the stencil radius {sweep.radius}")
 
         def run(fields) -> float:
-            ptrs = tuple(self._field_checked(fields[n], n, shape, dtype) for n in kernel.args)
-            launch(blocks, ptrs + (partial,) + scalars + (np.int32(self._pitch(ptrs, kernel.args)),))
+            ptrs, pitch = self._fields(fields, kernel.args, shape, dtype)
+            launch(blocks, ptrs + (partial,) + scalars + (np.int32(pitch),))
             return float(partial.sum())
 
         return run
