@@ -7,8 +7,9 @@ streaming's __launch_bounds__ asks for). Each
 variant is first checked against the float64 numpy oracle on a small shape
 that is no multiple of any tile (for streaming_vec its x extent is a multiple
 of 4, or the scalar fallback would be checked), then timed on the large grid: random inputs,
-3 warm-up launches, median of 7 repeats x 10 launches between CUDA events.
-The device's memcpy bandwidth is measured in the same run. `peer` as the
+3 warm-up launches, median of 7 repeats x 10 launches between CUDA events. Fields take the layout the time loop and the
+bench give a sweep (`CudaBackend.field`: rows on 128-byte lines; dense before
+round 12). The device's memcpy bandwidth is measured in the same run. `peer` as the
 strategy is the bench's naive CUDA peer.
 
     PYTHONPATH=src python3 benchmarks/cuda_profile.py time VARIANT ... [--json F]
@@ -74,7 +75,7 @@ def check(name, strategy, tile, unroll) -> float:
     rng = np.random.default_rng(1)
     host = {n: rng.uniform(-1, 1, grid.padded_shape) for n in set(sweep.inputs) | {sweep.out}}
     dt = np.dtype(DTYPE["name"])
-    dev = {n: cp.asarray(a.astype(dt)) for n, a in host.items()}
+    dev = {n: place(strategy)(cp.asarray(a.astype(dt)), grid.ghost) for n, a in host.items()}
     if sweep.out not in sweep.inputs:
         dev[sweep.out][...] = np.nan
     step(dev)
@@ -88,13 +89,20 @@ def check(name, strategy, tile, unroll) -> float:
 FIELDS: dict = {}
 
 
-def large_fields(name, setup):
-    key = (name, setup.grid.padded_shape)
+def place(strategy):
+    """The peer indexes dense arrays; our sweeps take the backend's layout."""
+    return (lambda a, ghost: a) if strategy == "peer" else CudaBackend().field
+
+
+def large_fields(name, setup, strategy):
+    key = (name, setup.grid.padded_shape, strategy == "peer")
     if key not in FIELDS:
         FIELDS.clear()
         cp.get_default_memory_pool().free_all_blocks()
         sweep = setup.sweep
-        f = {n: cp.random.uniform(-1, 1, setup.grid.padded_shape, dtype=DTYPE["name"]) for n in set(sweep.inputs) | {sweep.out}}
+        put = place(strategy)
+        f = {n: put(cp.random.uniform(-1, 1, setup.grid.padded_shape, dtype=DTYPE["name"]), setup.grid.ghost)
+             for n in set(sweep.inputs) | {sweep.out}}
         if "vel" in f:
             f["vel"] *= 1e-4
         FIELDS[key] = f
@@ -113,7 +121,7 @@ def main() -> None:
         for spec in args.variants:
             name, strategy, tile, unroll = parse(spec)
             setup, step = runner(name, strategy, tile, unroll, LARGE[name])
-            step(large_fields(name, setup))
+            step(large_fields(name, setup, strategy))
             cp.cuda.Device().synchronize()
             print("launched", spec, flush=True)
         return
@@ -124,7 +132,7 @@ def main() -> None:
         try:
             err = check(name, strategy, tile, unroll)
             setup, step = runner(name, strategy, tile, unroll, LARGE[name])
-            fields = large_fields(name, setup)
+            fields = large_fields(name, setup, strategy)
             sec = timed(lambda: step(fields))
         except Exception as exc:  # a variant the generator refuses is reported, the others still run
             print(f"{spec:34s} failed: {type(exc).__name__}: {str(exc).splitlines()[0]}", flush=True)
