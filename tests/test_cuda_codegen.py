@@ -145,7 +145,9 @@ def test_unknown_strategy_is_refused():
 
 def test_auto_choice():
     wave = problems.build("wave3d", shape=(17, 17, 17), radius=8)
-    assert choose(wave.sweep, (512, 512, 512), np.float32) == ("streaming_vec", (64, 4, 128))
+    assert choose(wave.sweep, (512, 512, 512), np.float32) == ("streaming_vec", (64, 8, 32))
+    r4 = problems.build("wave3d", shape=(17, 17, 17), radius=4)
+    assert choose(r4.sweep, (512, 512, 512), np.float32) == ("streaming_vec", (64, 4, 128))
     assert choose(wave.sweep, (512, 512, 512), np.float64) == ("streaming_vec", (64, 16, 64))
     odd = problems.build("wave3d", shape=(17, 17, 17), radius=3)
     assert choose(odd.sweep, (512, 512, 512), np.float32)[0] == "streaming"

@@ -60,7 +60,7 @@ def _tiles(plan: Sweep | AxisOperator, strategy: str) -> list[tuple[int, ...]]:
     if strategy == "rows":
         return [(z, y, x) for z in (1, 2) for y in (1, 2, 4, 8) for x in (128, 256, 512)]
     if strategy == "streaming_vec":  # as streaming, in cells; a thread takes 2-4 along x, so rows can be wider
-        return [(c, y, x) for c in (64, 128, 256) for y in (2, 4, 8, 16) for x in (64, 128, 256) if 256 <= y * x <= 1024]
+        return [(c, y, x) for c in (64, 96, 128, 256) for y in (2, 4, 8, 16) for x in (32, 64, 128, 256) if 256 <= y * x <= 1024]
     if strategy.startswith("streaming"):  # planes marched x in-plane tile
         return [(c, y, x) for c in (32, 64, 128, 256, 512) for y in (4, 8, 16, 32) for x in (32, 64) if _threads_ok(y * x)]
     if strategy == "pipelined":  # as streaming, plus wide rows (fewer halo cells per row for a short stencil)

@@ -1614,9 +1614,13 @@ def default_tile(plan: Sweep | AxisOperator, strategy: str, dtype="float32") -> 
     if strategy == "streaming":  # H100: 2 x 256 planes for short halos; radius 8: 256 planes of 32 x 32 (67.8% at 1024^3, 16 x 32: 64.8%)
         return (64, 2, 256) if plan.radius <= 2 else (256, 32, 32)
     if strategy == "streaming_vec":
-        # H100 wave3d r8: float32 4 x 128 75.0% (16 x 64 73.1%), float64 16 x 64 69.6% (4 x 128 61.1%); chunks of
-        # 64 planes, not 256: r8 1024^3 73.6-73.7% (was 69.6-70.1%), 768^3 74.8% (71.1%), r4 512^3 84.0% (79.8%)
-        return (64, 16, 64) if np.dtype(dtype).itemsize == 8 else (64, 4, 128)
+        # H100 wave3d: chunks of 64 planes, not 256 (r8 1024^3 73.6% against 69.6% on dense rows). On rows on
+        # 128-byte lines (round 12) r > 4 in float32 takes 8 x 32: r8 79.1-79.8% (4 x 128: 76.4-77.6%), r6 82.6%
+        # (81.0-81.6%); r4 keeps 4 x 128 (90%), where 8 x 32 spills under the launch bounds (58.7%).
+        # float64: 16 x 64 69.6% (4 x 128 61.1%).
+        if np.dtype(dtype).itemsize == 8:
+            return (64, 16, 64)
+        return (64, 8, 32) if plan.radius > 4 else (64, 4, 128)
     if strategy == "pipelined":  # H100: heat3d 73.9%, wave3d r8 60.7%; no other tile measured more than 1.2 points better
         return (64, 4, 128) if plan.radius <= 2 else (64, 16, 32)
     return (32, 8, 64)
