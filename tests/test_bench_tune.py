@@ -11,7 +11,7 @@ from stencilforge.backends import available, get_backend
 from stencilforge import tuning as cache
 from stencilforge.tuning import cached_choice, shape_class, store_choice
 from stencilforge.bench.measure import MeasureOptions
-from stencilforge.bench.tune import candidates, search
+from stencilforge.bench.tune import candidates, ranked, search
 from stencilforge.bench.workloads import Workload, build_case
 from stencilforge.cli import app
 
@@ -121,6 +121,38 @@ def test_search_checks_then_sorts_by_time():
     assert [r["status"] for r in rows] == ["ok", "ok", "wrong"]
     assert rows[0]["median_ms"] <= rows[1]["median_ms"]
     assert rows[2]["strategy"] == "garbage"
+
+
+def test_candidates_put_every_default_before_any_other_tile(plans):
+    from stencilforge.backends.cuda import codegen
+
+    cands = candidates(plans["wave3d"])
+    first = len({s for s, _ in cands})
+    assert [s for s, _ in cands[:first]] == list(codegen.applicable_strategies(plans["wave3d"], "float32"))
+    assert all(t == codegen.default_tile(plans["wave3d"], s, "float32") for s, t in cands[:first])
+
+
+def test_ranked_puts_the_tiles_of_the_fastest_strategies_first():
+    rows = [{"status": "ok", "strategy": "auto", "resolved_strategy": "rows"}, {"status": "ok", "strategy": "naive", "resolved_strategy": None},
+            {"status": "wrong", "strategy": "tiled", "resolved_strategy": None}]
+    trials = [("tiled", (1,)), ("naive", (1,)), ("pencil", (1,)), ("rows", (1,)), ("naive", (2,)), ("rows", (2,))]
+    assert ranked(trials, rows) == [("rows", (1,)), ("rows", (2,)), ("naive", (1,)), ("naive", (2,)), ("tiled", (1,)), ("pencil", (1,))]
+
+
+def test_search_asks_for_more_trials_once_the_first_have_run():
+    case = build_case(Workload("heat2d", (48, 64), "float32"))
+    engines = {"numba": lambda: get_backend("numba"), "numpy": lambda: get_backend("numpy"), "garbage": _Garbage}
+    seen = []
+
+    def then(rows):
+        seen.append([(r["strategy"], r["status"]) for r in rows])
+        return [("garbage", None)]
+
+    rows, exhausted = search(case, [("numpy", None), ("numba", None)], lambda s, t: engines[s](),
+                             MeasureOptions(repeats=2, target_s=0.002, max_steps=3), "numpy", then=then)
+    assert not exhausted and len(seen) == 1
+    assert sorted(seen[0]) == [("numba", "ok"), ("numpy", "ok")]
+    assert [r["status"] for r in rows] == ["ok", "ok", "wrong"]
 
 
 def test_search_stops_when_the_budget_is_spent():

@@ -9,7 +9,6 @@ threads, too much shared memory) are listed as skipped.
 
 from __future__ import annotations
 
-import itertools
 import time
 from dataclasses import dataclass
 from typing import Callable
@@ -69,16 +68,26 @@ def _tiles(plan: Sweep | AxisOperator, strategy: str) -> list[tuple[int, ...]]:
 
 
 def candidates(plan: Sweep | AxisOperator, dtype="float32") -> list[tuple[str, tuple[int, ...]]]:
-    """(strategy, tile) pairs worth trying: every strategy the code generator offers for the plan and dtype,
-    default tiles first, then the shapes of `_tiles` (a strategy new to `_tiles` gets its default only)."""
+    """(strategy, tile) pairs worth trying: every strategy the code generator offers for the plan and dtype
+    with its default tile first, so a search cut short by its budget has still tried each strategy; then
+    the other shapes of `_tiles`, grouped by strategy (a strategy new to `_tiles` gets its default only)."""
     from ..backends.cuda import codegen
 
-    per_strategy = []
+    groups = []
     for strategy in codegen.applicable_strategies(plan, dtype):
         tiles = [tuple(codegen.default_tile(plan, strategy, dtype)), *_tiles(plan, strategy)]
-        per_strategy.append([(strategy, t) for t in dict.fromkeys(tiles)])
-    # round-robin, so a search cut short by its budget has still tried every strategy
-    return [c for group in itertools.zip_longest(*per_strategy) for c in group if c is not None]
+        groups.append([(strategy, t) for t in dict.fromkeys(tiles)])
+    return [g[0] for g in groups] + [c for g in groups for c in g[1:]]
+
+
+def ranked(trials: list[tuple[str, tuple[int, ...]]], rows: list[dict]) -> list[tuple[str, tuple[int, ...]]]:
+    """`trials` with the strategies that measured fastest in `rows` (sorted, ok first) first, so the budget
+    goes to the tiles of the leaders; the order within a strategy is kept."""
+    rank: dict[str, int] = {}
+    for r in rows:
+        if r["status"] == "ok":
+            rank.setdefault(r["resolved_strategy"] or r["strategy"], len(rank))
+    return sorted(trials, key=lambda c: rank.get(c[0], len(rank)))
 
 
 @dataclass(frozen=True)
@@ -101,16 +110,25 @@ def search(
     clock=None,
     budget_s: float | None = None,
     progress: Callable[[str], None] | None = None,
+    then: Callable[[list[dict]], list[tuple[str, tuple[int, ...] | None]]] | None = None,
 ) -> tuple[list[dict], bool]:
-    """Check and time each (strategy, tile); rows sorted by median time. After the first, stops once the budget is spent."""
+    """Check and time each (strategy, tile), then each of `then(rows so far, sorted)`; rows sorted by median
+    time. After the first, stops once the budget is spent."""
     opts = BenchOptions((case.workload,), backend=backend, measure=measure)
     say = progress or (lambda msg: None)
     ref, rows, start = None, [], time.perf_counter()
-    exhausted = False
-    for strategy, tile in trials:
+
+    def by_time() -> list[dict]:
+        return sorted(rows, key=lambda r: (r["status"] != "ok", r.get("median_ms") or 0.0))
+
+    def queue():  # lazy: `then` sees the rows of the trials before it
+        yield from trials
+        if then is not None:
+            yield from then(by_time())
+
+    for strategy, tile in queue():
         if budget_s is not None and rows and time.perf_counter() - start > budget_s:
-            exhausted = True
-            break
+            return by_time(), True
         say(f"{strategy} {tile}")
         make = lambda c, s=strategy, t=tile: BackendRunner(c, engine_for(s, t), clock or wall_clock)  # noqa: E731
         impl = Impl("stencilforge", "ours", strategy, make, tile=tile)
@@ -120,8 +138,8 @@ def search(
         if ref is None and row["status"] == "ok":
             ref = after_two
         rows.append(row)
-    rows.sort(key=lambda r: (r["status"] != "ok", r.get("median_ms") or 0.0))
-    return rows, exhausted
+    return by_time(), False
+
 
 
 def tune(workload: Workload, budget_s: float = 60.0, measure: MeasureOptions | None = None, progress=None, store: bool = True) -> TuneResult:
@@ -134,10 +152,11 @@ def tune(workload: Workload, budget_s: float = 60.0, measure: MeasureOptions | N
     device = gpu_device()
     copy = gpu_copy_bandwidth(2**29, MeasureOptions(repeats=3, target_s=0.05))
     case = build_case(workload)
-    trials = list(itertools.chain([("auto", None)], candidates(case.plan, workload.dtype)))
+    trials = candidates(case.plan, workload.dtype)
+    first = len({s for s, _ in trials})
     rows, exhausted = search(
-        case, trials, lambda s, t: get_backend("cuda", strategy=s, tile=t), measure, "cuda",
-        copy["gbps"], cupy_event_clock, budget_s, progress,
+        case, [("auto", None), *trials[:first]], lambda s, t: get_backend("cuda", strategy=s, tile=t), measure, "cuda",
+        copy["gbps"], cupy_event_clock, budget_s, progress, then=lambda done: ranked(trials[first:], done),
     )
     winner = rows[0] if rows and rows[0]["status"] == "ok" else None
     key = None
