@@ -57,7 +57,7 @@ def table(report: dict, source: str) -> str:
         if best:
             strategy = best.get("resolved_strategy") or best.get("strategy") or ""
             tile = "x".join(map(str, best["tile"])) if best.get("tile") else ""
-            ours_cells = [f"{strategy} {tile}".strip(), f"{best['median_ms']:.3f}", f"{best['teff_gbps']:.1f}", f"{best['pct_copy']:.0f}%"]
+            ours_cells = [f"{strategy} {tile}".strip(), f"{best['median_ms']:.3f}", f"{best['teff_gbps']:.1f}", f"{best['pct_copy']:.1f}%"]
         else:
             ours_cells = ["no correct result", "", "", ""]
         peer_rows = {r["impl"]: r for r in rows if r["kind"] == "peer"}

@@ -30,7 +30,8 @@ def choose(plan: Sweep | AxisOperator, grid_shape, dtype, device_name: str | Non
     against streaming's 75%) and `streaming` (shared-memory plane, register
     column) for longer stencils, where rows' reads through L1 fall to 30-36%
     (wave3d r8: streaming 67-68%), with vectors of cells where the x radius
-    is even (streaming_vec in chunks of 64 planes: r8 74%, r4 83-84% at 512^3 and 1024^3). In 2D, `pipelined` on rows of 512 for a
+    is even (streaming_vec in chunks of 64 planes, on rows on 128-byte lines:
+    r8 80% at 512^3 and 1024^3, r6 83%, r4 90%). In 2D, `pipelined` on rows of 512 for a
     single stencil field (heat2d 90-91%, rows 88%), `rows` when another field
     is read at the cell (poisson2d 96-97%, streaming 94%). Otherwise `tiled`.
     """
