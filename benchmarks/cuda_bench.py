@@ -46,6 +46,29 @@ def timed(fn) -> float:
     return statistics.median(times)
 
 
+def interleaved(runs: dict, outputs: list, nbytes: int, ceiling_gbps: float, passes: int = 3) -> dict:
+    """% of `ceiling_gbps` per named launch, `passes` times with the launches interleaved, each first run on
+    NaN-poisoned `outputs` and compared bit for bit with the first launch's ("DIFFERENT" marks a mismatch)."""
+    ref, table = None, {}
+    for _ in range(passes):
+        for name, run in runs.items():
+            for o in outputs:
+                o[...] = np.nan
+            run()
+            got = [cp.asnumpy(o) for o in outputs]
+            ref = ref or got
+            table.setdefault(name, []).append(100 * nbytes / timed(run) / 1e9 / ceiling_gbps)
+            if not all(np.array_equal(a, b, equal_nan=True) for a, b in zip(got, ref)):
+                table[name].append("DIFFERENT")
+    return table
+
+
+def print_interleaved(title: str, table: dict) -> None:
+    print(f"\n{title} (% of copy, passes in order)")
+    for name, pcts in sorted(table.items(), key=lambda kv: -sum(p for p in kv[1] if isinstance(p, float))):
+        print(f"{name:36s} " + " / ".join(f"{p:5.1f}" if isinstance(p, float) else p for p in pcts), flush=True)
+
+
 def copy_bandwidth(nbytes: int = 2 << 30) -> dict:
     """Device-to-device memcpy and an elementwise copy; bytes read + written per second."""
     src = cp.random.random(nbytes // 4, dtype=cp.float32)

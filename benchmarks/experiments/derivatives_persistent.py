@@ -4,8 +4,8 @@ Variants of our `flat` source against the peer, on the bench case (float64 10000
 - grid-stride: a fixed grid of B blocks per SM, each thread looping over cells (fewer block launches);
 - evict-first loads of u (`__ldcs`), whose lines are dead once the warps next to them have read them.
 Outputs are NaN-poisoned before each variant's first launch and compared bit for bit with the peer's;
-CUDA-event medians (cuda_bench.timed) as % of the memcpy bandwidth measured in the same run; the list runs
-three times, interleaved.
+CUDA-event medians as % of the memcpy bandwidth measured in the same run; the list runs three times,
+interleaved (cuda_bench.interleaved).
 
     PYTHONPATH=src python3 benchmarks/experiments/derivatives_persistent.py
 """
@@ -13,7 +13,7 @@ import sys
 sys.path.insert(0, "benchmarks")
 import cupy as cp
 import numpy as np
-from cuda_bench import copy_bandwidth, timed
+from cuda_bench import copy_bandwidth, interleaved, print_interleaved
 
 from stencilforge.backends.cuda import codegen
 from stencilforge.bench.peers import naive_operator_source
@@ -64,21 +64,8 @@ def main() -> None:
         runs[f"flat grid-stride, {per_sm} blocks/SM"] = variant(stride=True, per_sm=per_sm)
     runs["flat grid-stride 16, evict-first u"] = variant(stride=True, evict_first=True, per_sm=16)
 
-    ref, table = None, {}
-    for _ in range(3):
-        for name, run in runs.items():
-            for o in outs:
-                f[o][...] = np.nan
-            run()
-            got = [cp.asnumpy(f[o]) for o in outs]
-            ref = ref or got
-            same = all(np.array_equal(a, b, equal_nan=True) for a, b in zip(got, ref))
-            table.setdefault(name, []).append(100 * case.cells * case.bytes_per_cell / timed(run) / 1e9 / ceiling)
-            if not same:
-                table[name].append("DIFFERENT")
-    print("\nderivatives-fused (% of copy, runs 1 / 2 / 3)")
-    for name, pcts in sorted(table.items(), key=lambda kv: -sum(p for p in kv[1] if isinstance(p, float))):
-        print(f"{name:36s} " + " / ".join(f"{p:5.1f}" if isinstance(p, float) else p for p in pcts), flush=True)
+    table = interleaved(runs, [f[o] for o in outs], case.cells * case.bytes_per_cell, ceiling)
+    print_interleaved("derivatives-fused", table)
 
 
 if __name__ == "__main__":
