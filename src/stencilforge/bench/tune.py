@@ -141,7 +141,6 @@ def search(
     return by_time(), False
 
 
-
 def tune(workload: Workload, budget_s: float = 60.0, measure: MeasureOptions | None = None, progress=None, store: bool = True) -> TuneResult:
     """Search the cuda backend's strategies and tiles for one workload and cache the winner."""
     try:
