@@ -75,7 +75,8 @@ def check(name, strategy, tile, unroll) -> float:
     rng = np.random.default_rng(1)
     host = {n: rng.uniform(-1, 1, grid.padded_shape) for n in set(sweep.inputs) | {sweep.out}}
     dt = np.dtype(DTYPE["name"])
-    dev = {n: place(strategy)(cp.asarray(a.astype(dt)), grid.ghost) for n, a in host.items()}
+    put = place(strategy)
+    dev = {n: put(cp.asarray(a.astype(dt)), grid.ghost) for n, a in host.items()}
     if sweep.out not in sweep.inputs:
         dev[sweep.out][...] = np.nan
     step(dev)

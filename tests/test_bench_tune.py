@@ -123,13 +123,16 @@ def test_search_checks_then_sorts_by_time():
     assert rows[2]["strategy"] == "garbage"
 
 
-def test_candidates_put_every_default_before_any_other_tile(plans):
+def test_candidates_put_every_default_first_then_the_tiles_of_one_strategy_after_another(plans):
     from stencilforge.backends.cuda import codegen
 
     cands = candidates(plans["wave3d"])
     first = len({s for s, _ in cands})
     assert [s for s, _ in cands[:first]] == list(codegen.applicable_strategies(plans["wave3d"], "float32"))
     assert all(t == codegen.default_tile(plans["wave3d"], s, "float32") for s, t in cands[:first])
+    rest = [s for s, _ in cands[first:]]
+    runs = [s for i, s in enumerate(rest) if i == 0 or rest[i - 1] != s]
+    assert len(runs) == len(set(runs)) > 1, "the other tiles come grouped by strategy"
 
 
 def test_ranked_puts_the_tiles_of_the_fastest_strategies_first():
