@@ -402,6 +402,20 @@ def test_fused_operator_writes_both_outputs_and_is_timed():
     assert all(bool(cp.isfinite(o).all()) for o in outs)
 
 
+def test_kernel_clock_starts_at_the_first_reading():
+    """Launches before anyone reads kernel_seconds are not timed (no event pair per launch); later ones are."""
+    be = CudaBackend(strategy="flat")
+    op = deriv.operator(1, 0.1, 2, (1, 2))
+    u = be.asarray(np.random.default_rng().uniform(-1, 1, (256, 256)))
+    outs = [cp.full(u.shape, np.nan) for _ in range(2)]
+    apply = be.axis_operator(op, np.float64)
+    for _ in range(5):
+        apply(u, *outs)
+    assert be.kernel_seconds() == 0.0
+    apply(u, *outs)
+    assert be.kernel_seconds() > 0.0
+
+
 # ---------------------------------------------------------------- arrays in and out
 
 

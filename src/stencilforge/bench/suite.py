@@ -400,7 +400,12 @@ def run_bench(opts: BenchOptions) -> dict:
             "repeats": opts.measure.repeats, "target_s": opts.measure.target_s, "seed": opts.seed,
             "strategies": list(opts.strategies) if opts.strategies else None,
             "peers": [p.name for p in peers],
-            "timer": "CUDA events (JAX peers: wall clock around block_until_ready)" if gpu else "time.perf_counter",
+            "timer": (
+                "CUDA events around each batch (JAX peers: wall clock around block_until_ready); our backend's"
+                " per-launch kernel clock is off, as in the API (the time loop turns it on for kernel_s)"
+            )
+            if gpu
+            else "time.perf_counter",
             "tolerance": TOLERANCE,
         },
         "ceilings": {"copy": copy, "peak_gflops": peak, "peak_method": "FMA-chain kernel" if gpu else "BLAS matmul 1024^3"},
