@@ -63,6 +63,27 @@ def interleaved(runs: dict, outputs: list, nbytes: int, ceiling_gbps: float, pas
     return table
 
 
+def interleaved_runners(rows: dict, nbytes: int, ceiling_gbps: float, passes: int = 3) -> dict:
+    """`interleaved` for bench Runners timed by the bench's own loop (`time_runner`): rows map a name to
+    (runner, outputs); each row's outputs are NaN-poisoned, stepped once and compared bit for bit with the
+    first row's before it is timed."""
+    from stencilforge.bench.measure import MeasureOptions, time_runner
+
+    opts, ref, table = MeasureOptions(), None, {}
+    for _ in range(passes):
+        for name, (runner, outputs) in rows.items():
+            for o in outputs:
+                o[...] = np.nan
+            runner.run(1)
+            cp.cuda.Device().synchronize()
+            got = [cp.asnumpy(o) for o in outputs]
+            ref = ref or got
+            table.setdefault(name, []).append(100 * nbytes / time_runner(runner, opts).median / 1e9 / ceiling_gbps)
+            if not all(np.array_equal(a, b) for a, b in zip(got, ref)):
+                table[name].append("DIFFERENT")
+    return table
+
+
 def print_interleaved(title: str, table: dict) -> None:
     print(f"\n{title} (% of copy, passes in order)")
     for name, pcts in sorted(table.items(), key=lambda kv: -sum(p for p in kv[1] if isinstance(p, float))):

@@ -15,11 +15,13 @@ Every row's outputs are NaN-poisoned first and compared bit for bit with the fir
 """
 import sys
 
+sys.path.insert(0, "benchmarks")
 import cupy as cp
 import numpy as np
+from cuda_bench import interleaved_runners
 
 from stencilforge.backends.cuda import CudaBackend, codegen
-from stencilforge.bench.measure import MeasureOptions, _FnRunner, cupy_event_clock, gpu_copy_bandwidth, time_runner
+from stencilforge.bench.measure import MeasureOptions, _FnRunner, cupy_event_clock, gpu_copy_bandwidth
 from stencilforge.bench.peers import PEERS, naive_operator_source
 from stencilforge.bench.suite import BackendRunner
 from stencilforge.bench.workloads import GPU_MATRIX, build_case
@@ -38,8 +40,7 @@ class _Silent:
 
 
 def main() -> None:
-    opts = MeasureOptions()
-    ceiling = gpu_copy_bandwidth(2 << 30, opts)["gbps"]
+    ceiling = gpu_copy_bandwidth(2 << 30, MeasureOptions())["gbps"]
     print(f"copy {ceiling:.1f} GB/s")
     case = build_case(next(w for w in GPU_MATRIX if w.name == "derivatives-fused"))
     op, grid = case.plan, case.grid
@@ -75,20 +76,7 @@ def main() -> None:
     for name, (_, f) in rows.items():
         print(f"{name:30s} u at {f['u'].data.ptr:#x}, " + ", ".join(f"{o} at {f[o].data.ptr:#x}" for o in outs))
 
-    nbytes = cells * case.bytes_per_cell
-    table, ref = {}, None
-    for _ in range(3):
-        for name, (runner, f) in rows.items():
-            for o in outs:
-                f[o][...] = np.nan
-            runner.run(1)
-            sync()
-            got = [cp.asnumpy(f[o]) for o in outs]
-            ref = ref or got
-            t = time_runner(runner, opts)
-            table.setdefault(name, []).append(100 * nbytes / t.median / 1e9 / ceiling)
-            if not all(np.array_equal(a, b) for a, b in zip(got, ref)):
-                table[name].append("DIFFERENT")
+    table = interleaved_runners({k: (r, [f[o] for o in outs]) for k, (r, f) in rows.items()}, cells * case.bytes_per_cell, ceiling)
     print("\nderivatives-fused 10000^2 float64 (% of copy, passes in order)")
     for name, pcts in table.items():
         print(f"{name:30s} " + " / ".join(f"{p:5.2f}" if isinstance(p, float) else p for p in pcts), flush=True)

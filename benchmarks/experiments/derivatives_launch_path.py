@@ -15,12 +15,14 @@ The cubins are written to $OUT for cuobjdump (CuPy's via CUPY_CACHE_DIR).
 import sys
 from pathlib import Path
 
+sys.path.insert(0, "benchmarks")
 import cupy as cp
 import numpy as np
+from cuda_bench import interleaved_runners
 
 from stencilforge.backends.cuda import CudaBackend, codegen
 from stencilforge.backends.cuda.compile import compile_cubin, nvrtc_version, options
-from stencilforge.bench.measure import MeasureOptions, _FnRunner, cupy_event_clock, gpu_copy_bandwidth, time_runner
+from stencilforge.bench.measure import MeasureOptions, _FnRunner, cupy_event_clock, gpu_copy_bandwidth
 from stencilforge.bench.suite import BackendRunner
 from stencilforge.bench.workloads import GPU_MATRIX, build_case
 
@@ -28,8 +30,7 @@ T = 128
 
 
 def main(out: Path) -> int:
-    opts = MeasureOptions()
-    ceiling = gpu_copy_bandwidth(2 << 30, opts)["gbps"]
+    ceiling = gpu_copy_bandwidth(2 << 30, MeasureOptions())["gbps"]
     print(f"copy {ceiling:.1f} GB/s")
     print(f"NVRTC via cuda-bindings: {nvrtc_version()}, CuPy's NVRTC: {cp.cuda.nvrtc.getVersion()}, CuPy {cp.__version__}")
     case = build_case(next(w for w in GPU_MATRIX if w.name == "derivatives-fused"))
@@ -52,26 +53,13 @@ def main(out: Path) -> int:
     def raw(fn):
         return _FnRunner(lambda: fn(((cells + T - 1) // T,), (T,), args), sync, cupy_event_clock)
 
-    rows = {
+    runners = {
         "backend runner": ours,
         "backend's CUfunction, direct": raw(backend._function(kernel, grid.dtype)),
         "CuPy compile, backend's source+options": raw(cp.RawModule(code=module, options=options(backend.arch)[1:]).get_function(kernel.name)),
         "CuPy compile, bare source": raw(cp.RawModule(code=bare, options=("-std=c++17",)).get_function(kernel.name)),
     }
-    nbytes = cells * case.bytes_per_cell
-    table, ref = {}, None
-    for _ in range(3):
-        for name, runner in rows.items():
-            for o in outs:
-                f[o][...] = np.nan
-            runner.run(1)
-            sync()
-            got = [cp.asnumpy(f[o]) for o in outs]
-            ref = ref or got
-            t = time_runner(runner, opts)
-            table.setdefault(name, []).append(100 * nbytes / t.median / 1e9 / ceiling)
-            if not all(np.array_equal(a, b) for a, b in zip(got, ref)):
-                table[name].append("DIFFERENT")
+    table = interleaved_runners({k: (r, [f[o] for o in outs]) for k, r in runners.items()}, cells * case.bytes_per_cell, ceiling)
     print("\nderivatives-fused 10000^2 float64, one set of arrays (% of copy, passes in order)")
     for name, pcts in table.items():
         print(f"{name:40s} " + " / ".join(f"{p:5.2f}" if isinstance(p, float) else p for p in pcts), flush=True)

@@ -12,11 +12,13 @@ that the host does not block).
 import sys
 import time
 
+sys.path.insert(0, "benchmarks")
 import cupy as cp
 import numpy as np
+from cuda_bench import interleaved_runners
 
 from stencilforge.backends.cuda import CudaBackend, codegen
-from stencilforge.bench.measure import MeasureOptions, _FnRunner, cupy_event_clock, gpu_copy_bandwidth, time_runner
+from stencilforge.bench.measure import MeasureOptions, _FnRunner, cupy_event_clock, gpu_copy_bandwidth
 from stencilforge.bench.suite import BackendRunner
 from stencilforge.bench.workloads import GPU_MATRIX, build_case
 
@@ -35,8 +37,7 @@ def host_us(fn, n: int = 100) -> float:
 
 
 def main() -> int:
-    opts = MeasureOptions()
-    ceiling = gpu_copy_bandwidth(2 << 30, opts)["gbps"]
+    ceiling = gpu_copy_bandwidth(2 << 30, MeasureOptions())["gbps"]
     print(f"copy {ceiling:.1f} GB/s")
     case = build_case(next(w for w in GPU_MATRIX if w.name == "derivatives-fused"))
     op, grid = case.plan, case.grid
@@ -67,20 +68,7 @@ def main() -> int:
     runners = {k: (ours if c is None else _FnRunner(c, sync, cupy_event_clock)) for k, c in calls.items()}
     hosts = {k: host_us(lambda: ours.run(1)) if c is None else host_us(c) for k, c in calls.items()}
 
-    nbytes = cells * case.bytes_per_cell
-    table, ref = {}, None
-    for _ in range(3):
-        for name, runner in runners.items():
-            for o in outs:
-                f[o][...] = np.nan
-            runner.run(1)
-            sync()
-            got = [cp.asnumpy(f[o]) for o in outs]
-            ref = ref or got
-            t = time_runner(runner, opts)
-            table.setdefault(name, []).append(100 * nbytes / t.median / 1e9 / ceiling)
-            if not all(np.array_equal(a, b) for a, b in zip(got, ref)):
-                table[name].append("DIFFERENT")
+    table = interleaved_runners({k: (r, [f[o] for o in outs]) for k, r in runners.items()}, cells * case.bytes_per_cell, ceiling)
     print("\nderivatives-fused 10000^2 float64, one set of arrays (% of copy, passes in order; host us per call)")
     for name, pcts in table.items():
         cells_text = " / ".join(f"{p:5.2f}" if isinstance(p, float) else p for p in pcts)
