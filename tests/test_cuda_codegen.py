@@ -152,6 +152,9 @@ def test_auto_choice():
     odd = problems.build("wave3d", shape=(17, 17, 17), radius=3)
     assert choose(odd.sweep, (512, 512, 512), np.float32)[0] == "streaming"
     assert choose(problems.build("heat2d").sweep, (16384, 16384), np.float32) == ("pipelined", (64, 512))
+    assert choose(problems.build("heat2d").sweep, (16384, 16384), np.float64)[0] == "rows"
+    laplace = poisson2d.jacobi_sweep(Stencil.laplacian(2, 1, (0.1, 0.1)), with_rhs=False)  # no centre cell
+    assert choose(laplace, (16384, 16384), np.float32)[0] == "rows"
     assert choose(problems.build("poisson2d").sweep, (16384, 16384), np.float32) == ("rows", (4, 512))
     assert choose(problems.build("heat3d").sweep, (512, 512, 512), np.float32) == ("rows", (1, 4, 256))
     d = problems.build("derivatives")

@@ -8,6 +8,8 @@ heuristic follows the H100 measurements in docs/performance.md
 
 from __future__ import annotations
 
+import numpy as np
+
 from ...plan import AxisOperator, Sweep
 from ...tuning import cached_choice
 from .codegen import default_tile, streaming_applicable, vector_width
@@ -31,9 +33,13 @@ def choose(plan: Sweep | AxisOperator, grid_shape, dtype, device_name: str | Non
     column) for longer stencils, where rows' reads through L1 fall to 30-36%
     (wave3d r8: streaming 67-68%), with vectors of cells where the x radius
     is even (streaming_vec in chunks of 64 planes, on rows on 128-byte lines:
-    r8 80% at 512^3 and 1024^3, r6 83%, r4 90%). In 2D, `pipelined` on rows of 512 for a
-    single stencil field (heat2d 90-91%, rows 88%), `rows` when another field
-    is read at the cell (poisson2d 96-97%, streaming 94%). Otherwise `tiled`.
+    r8 80% at 512^3 and 1024^3, r6 83%, r4 90%). Round 14 kept `rows` for
+    heat3d: streaming leads by 0.4 points only in float32 at 512^3 and trails
+    by 1.4 at 256^3 and by 5.7-14 in float64. In 2D, `rows` (jacobi2d 96%
+    against pipelined's 93% in float32; every float64 sweep 95-100% against
+    84-93%; poisson2d 98%), except `pipelined` on rows of 512 for a float32
+    single-field stencil that reads its centre cell (heat2d 92.8% against
+    rows' 88.5% at 16384^2, 82.3% against 81.0% at 4096^2). Otherwise `tiled`.
     """
     if device_name is not None:
         hit = cached_choice(device_name, plan, grid_shape, dtype)
@@ -45,7 +51,8 @@ def choose(plan: Sweep | AxisOperator, grid_shape, dtype, device_name: str | Non
     elif streaming_applicable(plan) is None:
         one_field = not set(plan.inputs) - set(plan.stencil_inputs)
         if plan.ndim == 2:
-            strategy = "pipelined" if one_field else "rows"
+            centre = any(not any(o) for t in plan.terms for o, _ in t.stencil.entries)
+            strategy = "pipelined" if one_field and centre and np.dtype(dtype) == np.float32 else "rows"
         else:
             strategy = "rows" if plan.radius <= 2 else "streaming_vec" if vector_width(plan, dtype) else "streaming"
     else:
