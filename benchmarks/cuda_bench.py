@@ -46,42 +46,40 @@ def timed(fn) -> float:
     return statistics.median(times)
 
 
-def interleaved(runs: dict, outputs: list, nbytes: int, ceiling_gbps: float, passes: int = 3) -> dict:
-    """% of `ceiling_gbps` per named launch, `passes` times with the launches interleaved, each first run on
-    NaN-poisoned `outputs` and compared bit for bit with the first launch's ("DIFFERENT" marks a mismatch)."""
+def _interleave(rows: dict, nbytes: int, ceiling_gbps: float, passes: int, step, seconds) -> dict:
+    """% of `ceiling_gbps` per named row of (what to run, its outputs), `passes` times with the rows
+    interleaved: each row's outputs are NaN-poisoned, `step(what)` runs it once, its outputs are compared
+    bit for bit with the first row's ("DIFFERENT" marks a mismatch), then `seconds(what)` times it."""
     ref, table = None, {}
     for _ in range(passes):
-        for name, run in runs.items():
+        for name, (what, outputs) in rows.items():
             for o in outputs:
                 o[...] = np.nan
-            run()
+            step(what)
             got = [cp.asnumpy(o) for o in outputs]
             ref = ref or got
-            table.setdefault(name, []).append(100 * nbytes / timed(run) / 1e9 / ceiling_gbps)
+            table.setdefault(name, []).append(100 * nbytes / seconds(what) / 1e9 / ceiling_gbps)
             if not all(np.array_equal(a, b, equal_nan=True) for a, b in zip(got, ref)):
                 table[name].append("DIFFERENT")
     return table
 
 
+def interleaved(runs: dict, outputs: list, nbytes: int, ceiling_gbps: float, passes: int = 3) -> dict:
+    """Named launches writing the same `outputs`, each timed by `timed`."""
+    return _interleave({k: (run, outputs) for k, run in runs.items()}, nbytes, ceiling_gbps, passes, lambda run: run(), timed)
+
+
 def interleaved_runners(rows: dict, nbytes: int, ceiling_gbps: float, passes: int = 3) -> dict:
-    """`interleaved` for bench Runners timed by the bench's own loop (`time_runner`): rows map a name to
-    (runner, outputs); each row's outputs are NaN-poisoned, stepped once and compared bit for bit with the
-    first row's before it is timed."""
+    """Named (bench Runner, its outputs), each timed by the bench's own loop (`time_runner`)."""
     from stencilforge.bench.measure import MeasureOptions, time_runner
 
-    opts, ref, table = MeasureOptions(), None, {}
-    for _ in range(passes):
-        for name, (runner, outputs) in rows.items():
-            for o in outputs:
-                o[...] = np.nan
-            runner.run(1)
-            cp.cuda.Device().synchronize()
-            got = [cp.asnumpy(o) for o in outputs]
-            ref = ref or got
-            table.setdefault(name, []).append(100 * nbytes / time_runner(runner, opts).median / 1e9 / ceiling_gbps)
-            if not all(np.array_equal(a, b) for a, b in zip(got, ref)):
-                table[name].append("DIFFERENT")
-    return table
+    opts = MeasureOptions()
+
+    def step(runner) -> None:
+        runner.run(1)
+        runner.sync()
+
+    return _interleave(rows, nbytes, ceiling_gbps, passes, step, lambda runner: time_runner(runner, opts).median)
 
 
 def print_interleaved(title: str, table: dict) -> None:

@@ -67,20 +67,25 @@ def _tiles(plan: Sweep | AxisOperator, strategy: str) -> list[tuple[int, ...]]:
     return []
 
 
-def candidates(plan: Sweep | AxisOperator, dtype="float32") -> list[tuple[str, tuple[int, ...]]]:
-    """(strategy, tile) pairs worth trying: every strategy the code generator offers for the plan and dtype
-    with its default tile first, so a search cut short by its budget has still tried each strategy; then
-    the other shapes of `_tiles`, grouped by strategy (a strategy new to `_tiles` gets its default only)."""
+Trial = tuple[str, tuple[int, ...]]
+
+
+def candidates(plan: Sweep | AxisOperator, dtype="float32") -> tuple[list[Trial], list[Trial]]:
+    """(strategy, tile) pairs worth trying, as (defaults, others): every strategy the code generator offers
+    for the plan and dtype with its default tile, which a search tries first so that one cut short by its
+    budget has still tried each strategy; then the other shapes of `_tiles`, grouped by strategy (a
+    strategy new to `_tiles` gets its default only)."""
     from ..backends.cuda import codegen
 
-    groups = []
+    defaults, others = [], []
     for strategy in codegen.applicable_strategies(plan, dtype):
-        tiles = [tuple(codegen.default_tile(plan, strategy, dtype)), *_tiles(plan, strategy)]
-        groups.append([(strategy, t) for t in dict.fromkeys(tiles)])
-    return [g[0] for g in groups] + [c for g in groups for c in g[1:]]
+        default = tuple(codegen.default_tile(plan, strategy, dtype))
+        defaults.append((strategy, default))
+        others += [(strategy, t) for t in dict.fromkeys(_tiles(plan, strategy)) if t != default]
+    return defaults, others
 
 
-def ranked(trials: list[tuple[str, tuple[int, ...]]], rows: list[dict]) -> list[tuple[str, tuple[int, ...]]]:
+def ranked(trials: list[Trial], rows: list[dict]) -> list[Trial]:
     """`trials` with the strategies that measured fastest in `rows` (sorted, ok first) first, so the budget
     goes to the tiles of the leaders; the order within a strategy is kept."""
     rank: dict[str, int] = {}
@@ -151,11 +156,10 @@ def tune(workload: Workload, budget_s: float = 60.0, measure: MeasureOptions | N
     device = gpu_device()
     copy = gpu_copy_bandwidth(2**29, MeasureOptions(repeats=3, target_s=0.05))
     case = build_case(workload)
-    trials = candidates(case.plan, workload.dtype)
-    first = len({s for s, _ in trials})
+    defaults, others = candidates(case.plan, workload.dtype)
     rows, exhausted = search(
-        case, [("auto", None), *trials[:first]], lambda s, t: get_backend("cuda", strategy=s, tile=t), measure, "cuda",
-        copy["gbps"], cupy_event_clock, budget_s, progress, then=lambda done: ranked(trials[first:], done),
+        case, [("auto", None), *defaults], lambda s, t: get_backend("cuda", strategy=s, tile=t), measure, "cuda",
+        copy["gbps"], cupy_event_clock, budget_s, progress, then=lambda done: ranked(others, done),
     )
     winner = rows[0] if rows and rows[0]["status"] == "ok" else None
     key = None

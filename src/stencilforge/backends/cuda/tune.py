@@ -37,7 +37,7 @@ def choose(plan: Sweep | AxisOperator, grid_shape, dtype, device_name: str | Non
     heat3d: streaming leads by 0.4 points only in float32 at 512^3 and trails
     by 1.4 at 256^3 and by 5.7-14 in float64. In 2D, `rows` (jacobi2d 96%
     against pipelined's 93% in float32; every float64 sweep 95-100% against
-    84-93%; poisson2d 98%), except `pipelined` on rows of 512 for a float32
+    84-96%; poisson2d 98%), except `pipelined` on rows of 512 for a float32
     single-field stencil that reads its centre cell (heat2d 92.8% against
     rows' 88.5% at 16384^2, 82.3% against 81.0% at 4096^2). Otherwise `tiled`.
     """
