@@ -1,8 +1,18 @@
 """stencilforge: structured-grid finite-difference solvers at the memory-bandwidth limit."""
 
 from .api import apply, derivatives, solve
+from .boundary import Dirichlet, Neumann, Periodic
 from .errors import StencilforgeError
+from .ir.nodes import Constant, Eq, Field, Grid, absolute, cos, exp, log, maximum, minimum, sin, sqrt, tanh, where
+from .ir.operators import d, div_grad, laplacian, laplacian9, upwind
+from .problem import Problem, Source
+from .simulation import Simulation, run
 from .stencil import Stencil
 
 __version__ = "0.1.0"
-__all__ = ["Stencil", "StencilforgeError", "apply", "derivatives", "solve", "__version__"]
+__all__ = [
+    "Constant", "Dirichlet", "Eq", "Field", "Grid", "Neumann", "Periodic", "Problem", "Simulation", "Source",
+    "Stencil", "StencilforgeError", "absolute", "apply", "cos", "d", "derivatives", "div_grad", "exp",
+    "laplacian", "laplacian9", "log", "maximum", "minimum", "run", "sin", "solve", "sqrt", "tanh", "upwind",
+    "where", "__version__",
+]

@@ -19,6 +19,7 @@ from ..cache import cache_dir, write_atomic
 from ..errors import StencilforgeError
 from ..grid import Grid
 from ..plan import AxisOperator, Sweep
+from ..printers.numba import pass_source
 
 HEADER = "import numba\nimport numpy as np\n\nJIT = numba.njit(parallel=True, cache=True, nogil=True)\n\n"
 
@@ -327,6 +328,21 @@ class NumbaBackend:
 
         def run(u, *outs):
             kernel(u, *outs, coef)
+
+        return run
+
+    def equation_pass(self, p, lattice: Grid, constants) -> Callable:
+        """run(arrays, params, t) for one pass of a problem's equations, compiled now on tiny arrays."""
+        source, literals, names = pass_source(p, lattice.ndim, lattice.dtype, constants)
+        kernel = load_kernel(source)
+        T = lattice.dtype.type
+        g = lattice.ghost
+        geometry = [v for a in range(lattice.ndim) for v in (lattice.lower[a], lattice.spacing[a])]
+        dummy = [np.zeros((2 * g + 1,) * lattice.ndim, dtype=lattice.dtype) for _ in names]
+        kernel(*dummy, literals, *[T(0) for _ in constants], T(0), *geometry, g)
+
+        def run(arrays, params, t):
+            kernel(*(arrays[n] for n in names), literals, *(T(params[c.name]) for c in constants), T(t), *geometry, g)
 
         return run
 

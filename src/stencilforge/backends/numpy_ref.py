@@ -8,6 +8,7 @@ import numpy as np
 
 from ..grid import Grid
 from ..plan import AxisOperator, Sweep
+from ..printers.numpy import pass_kernel
 
 
 def shifted(interior: tuple[slice, ...], offset: tuple[int, ...]) -> tuple[slice, ...]:
@@ -83,6 +84,10 @@ class NumpyBackend:
             evaluate_axis_operator(op, u, outs)
 
         return run
+
+    def equation_pass(self, p, lattice: Grid, constants) -> Callable:
+        """run(arrays, params, t) for one pass of a problem's equations (see `ir.analysis.Pass`)."""
+        return pass_kernel(p, lattice, np)
 
     def asarray(self, a, dtype=None):
         return np.ascontiguousarray(a, dtype=dtype)

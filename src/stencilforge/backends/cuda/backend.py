@@ -15,6 +15,7 @@ from ...errors import StencilforgeError
 from ...grid import Grid, pitched, row_pitch
 from ...plan import AxisOperator, Sweep
 from . import codegen
+from ...printers import cuda as printers_cuda
 from .compile import cached_cubin, options
 from .tune import choose
 
@@ -355,6 +356,39 @@ class CudaBackend:
             ev = timer.start()
             go(k.grid(shape), arrays + scalars)
             timer.stop(ev)
+
+        return run
+
+    def equation_pass(self, p, lattice: Grid, constants) -> Callable:
+        """run(arrays, params, t) for one pass of a problem's equations: one thread per cell, arrays
+        C-contiguous (`asarray`), launched on the current stream."""
+        source, names = printers_cuda.pass_source(p, lattice.ndim, lattice.dtype, constants)
+        what = f"the pass computing {', '.join(eq.label for eq in p.equations)}"
+        cp = self._cp
+        try:
+            path = cached_cubin(source, self.arch, what, printers_cuda.OPTIONS)
+            module = (
+                cp.RawModule(path=str(path))
+                if path is not None
+                else cp.RawModule(code=source, options=options(self.arch, printers_cuda.OPTIONS)[1:])
+            )
+            function = module.get_function("sf_pass")
+        except StencilforgeError:
+            raise
+        except Exception as exc:  # CuPy's compile and load errors carry multi-line logs
+            raise StencilforgeError(f"CUDA compile of {what} failed: {str(exc).splitlines()[0]}") from None
+        blocks, threads = printers_cuda.launch_grid(lattice.shape)
+        if blocks[1] > MAX_GRID_YZ or blocks[2] > MAX_GRID_YZ:
+            raise StencilforgeError(f"{what}: grid {blocks} exceeds the CUDA limit of {MAX_GRID_YZ} blocks along y and z")
+        T = lattice.dtype.type
+        geometry = []
+        for a in range(lattice.ndim):
+            geometry += [np.float64(lattice.lower[a]), np.float64(lattice.spacing[a]), np.int64(lattice.shape[a])]
+        g = np.int32(lattice.ghost)
+
+        def run(arrays, params, t):
+            args = [arrays[n] for n in names] + [T(params[c.name]) for c in constants] + [T(t)] + geometry + [g]
+            function(blocks, threads, tuple(args))
 
         return run
 

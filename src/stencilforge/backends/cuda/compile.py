@@ -17,8 +17,8 @@ from ...errors import StencilforgeError
 BASE_OPTIONS = ("-std=c++17", "-default-device")
 
 
-def options(arch: str) -> tuple[str, ...]:
-    return (f"-arch={arch}",) + BASE_OPTIONS
+def options(arch: str, extra: tuple[str, ...] = ()) -> tuple[str, ...]:
+    return (f"-arch={arch}",) + BASE_OPTIONS + tuple(extra)
 
 
 def _nvrtc():
@@ -51,7 +51,7 @@ def _first_error(log: str) -> str:
     return log.splitlines()[0].strip() if log else "no compiler log"
 
 
-def compile_cubin(source: str, arch: str, what: str) -> bytes:
+def compile_cubin(source: str, arch: str, what: str, extra: tuple[str, ...] = ()) -> bytes:
     """Machine code for `arch` (e.g. sm_90); `what` names the kernel and strategy in errors."""
     nvrtc = _nvrtc()
     if nvrtc is None:
@@ -61,7 +61,7 @@ def compile_cubin(source: str, arch: str, what: str) -> bytes:
     if err != ok:
         raise StencilforgeError(f"NVRTC could not create a program for {what}: {err.name}")
     try:
-        opts = [o.encode() for o in options(arch)]
+        opts = [o.encode() for o in options(arch, extra)]
         (err,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
         if err != ok:
             raise StencilforgeError(f"CUDA compile of {what} failed: {_first_error(_log(nvrtc, prog))}")
@@ -77,12 +77,12 @@ def compile_cubin(source: str, arch: str, what: str) -> bytes:
         nvrtc.nvrtcDestroyProgram(prog)
 
 
-def cache_key(source: str, arch: str, version) -> str:
-    text = "\0".join([source, " ".join(options(arch)), f"nvrtc-{version}"])
+def cache_key(source: str, arch: str, version, extra: tuple[str, ...] = ()) -> str:
+    text = "\0".join([source, " ".join(options(arch, extra)), f"nvrtc-{version}"])
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def cached_cubin(source: str, arch: str, what: str) -> Path | None:
+def cached_cubin(source: str, arch: str, what: str, extra: tuple[str, ...] = ()) -> Path | None:
     """Path of the cubin for (source, options, arch, NVRTC version), compiled now if absent.
 
     None when cuda-bindings is missing: the caller then compiles through CuPy,
@@ -91,7 +91,7 @@ def cached_cubin(source: str, arch: str, what: str) -> Path | None:
     version = nvrtc_version()
     if version is None:
         return None
-    path = cache_dir("cuda") / f"{cache_key(source, arch, version)}.cubin"
+    path = cache_dir("cuda") / f"{cache_key(source, arch, version, extra)}.cubin"
     if not path.exists():
-        write_atomic(path, compile_cubin(source, arch, what))
+        write_atomic(path, compile_cubin(source, arch, what, extra))
     return path

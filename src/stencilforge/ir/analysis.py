@@ -1,0 +1,173 @@
+"""What the equations of one step need: validation, passes over memory, reach, traffic.
+
+Equations run in the order given, as if one cell at a time. Equations that
+read only what earlier equations of the same pass wrote at the same cell share
+one kernel (Gray-Scott's u and v: one pass); an equation that reads a value
+computed earlier in the step at a neighbouring cell starts a new pass, after
+that value's ghost layers are filled.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+from ..errors import StencilforgeError
+from .nodes import Access, Binary, Call, Compare, Constant, Eq, Field, Grid, Negate, Power, Where, walk
+
+Slot = tuple[str, int]  # (field name, time level)
+
+
+def slot_name(slot: Slot) -> str:
+    name, level = slot
+    return name + {-1: "_prev", 0: "", 1: "_next"}[level]
+
+
+@dataclass(frozen=True)
+class Pass:
+    """Equations computed in one sweep over the interior."""
+
+    equations: tuple[Eq, ...]
+    reads: tuple[Slot, ...]  # arrays read, in first-use order (the kernel's argument order)
+    writes: tuple[Slot, ...]
+    halo: tuple[Slot, ...]  # arrays read at neighbouring cells: their ghosts must be current
+    reach: int  # largest |offset| of any access
+
+    @property
+    def box(self) -> bool:
+        """Whether any access moves along two axes at once (corners of the ghost layers are read)."""
+        return any(sum(1 for o in a.offset if o) > 1 for eq in self.equations for a in accesses(eq.expr))
+
+
+@dataclass(frozen=True)
+class Analysis:
+    grid: Grid
+    fields: tuple[Field, ...]
+    constants: tuple[Constant, ...]
+    passes: tuple[Pass, ...]
+    reach: dict[str, tuple[int, ...]]  # per field, per axis
+
+    @property
+    def ghost(self) -> int:
+        return max([1] + [r for reach in self.reach.values() for r in reach])
+
+    @property
+    def written(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(s[0] for p in self.passes for s in p.writes))
+
+    def bytes_per_cell(self) -> int:
+        """Compulsory traffic of a step: each array read from outside the step once, each written once."""
+        written = {s for p in self.passes for s in p.writes}
+        read = {s for p in self.passes for s in p.reads} - written
+        return self.grid.dtype.itemsize * (len(read) + len(written))
+
+    def flops_per_cell(self) -> int:
+        return sum(flops(eq.expr) for p in self.passes for eq in p.equations)
+
+
+def accesses(expr) -> list[Access]:
+    return [n for n in walk(expr) if isinstance(n, Access)]
+
+
+def flops(expr) -> int:
+    count = 0
+    for n in walk(expr):
+        if isinstance(n, (Binary, Negate, Call, Compare, Where)):
+            count += 1
+        elif isinstance(n, Power):
+            count += max(abs(n.n) - 1, 0) + (n.n < 0)
+    return count
+
+
+def constants_of(exprs: Sequence) -> tuple[Constant, ...]:
+    """Constants by name, refusing two different values under one name."""
+    found: dict[str, Constant] = {}
+    for expr in exprs:
+        for n in walk(expr):
+            if isinstance(n, Constant):
+                old = found.setdefault(n.name, n)
+                if old.value != n.value:
+                    raise StencilforgeError(f"constant {n.name} is declared twice, with values {old.value} and {n.value}")
+    return tuple(found[k] for k in sorted(found))
+
+
+def analyse(equations: Sequence[Eq]) -> Analysis:
+    """Validate one step's equations and split them into passes."""
+    if not equations:
+        raise StencilforgeError("a problem needs at least one equation")
+    for eq in equations:
+        if not isinstance(eq, Eq):
+            raise StencilforgeError(f"expected sf.Eq(target, expression), got {eq!r}")
+    grid = equations[0].target.field.grid
+    fields: dict[str, Field] = {}
+    for eq in equations:
+        for a in [eq.target] + accesses(eq.expr):
+            f = a.field
+            if f.grid is not grid:
+                raise StencilforgeError(f"equation for {eq.label}: field {f.name} lives on a different grid")
+            if fields.setdefault(f.name, f) is not f:
+                raise StencilforgeError(f"equation for {eq.label}: two different fields are named {f.name}")
+
+    targets: dict[str, Eq] = {}
+    for eq in equations:
+        f, level = eq.target.field, eq.target.level
+        if f.levels > 1 and level != 1:
+            raise StencilforgeError(f"equation for {eq.label}: field {f.name} has time levels, so write {f.name}.next")
+        if eq.target.field.name in targets:
+            raise StencilforgeError(f"field {f.name} is written by two equations")
+        targets[f.name] = eq
+    for f in fields.values():
+        if f.levels > 1 and f.name not in targets:
+            raise StencilforgeError(f"field {f.name} has {f.levels} time levels but no equation computes {f.name}.next")
+
+    in_place = {name for name, eq in targets.items() if eq.target.level == 0}
+    for eq in equations:
+        for a in accesses(eq.expr):
+            if a.field.name in in_place and any(a.offset):
+                raise StencilforgeError(
+                    f"equation for {eq.label} reads {a.label} at a neighbouring cell, but {a.label} is overwritten "
+                    f"in the same step: give {a.field.name} levels=2 and write {a.field.name}.next"
+                )
+
+    passes, current, written_so_far = [], [], set()
+    for eq in equations:
+        reads = accesses(eq.expr)
+        for a in reads:
+            if a.level == 1 and (a.field.name, 1) not in written_so_far:
+                raise StencilforgeError(f"equation for {eq.label} reads {a.label} before an equation of the step computes it")
+        pass_writes = {(e.target.field.name, e.target.level) for e in current}
+        if any((a.field.name, a.level) in pass_writes and any(a.offset) for a in reads):
+            passes.append(_make_pass(current))
+            current = []
+        current.append(eq)
+        written_so_far.add((eq.target.field.name, eq.target.level))
+    passes.append(_make_pass(current))
+
+    reach = {name: [0] * grid.ndim for name in fields}
+    for eq in equations:
+        for a in accesses(eq.expr):
+            for axis, o in enumerate(a.offset):
+                reach[a.field.name][axis] = max(reach[a.field.name][axis], abs(o))
+    for name, r in reach.items():
+        for axis, (w, n) in enumerate(zip(r, grid.shape)):
+            if w > n:
+                raise StencilforgeError(
+                    f"field {name} is read {w} cells away along {grid.axis_names[axis]}, "
+                    f"but the grid has only {n} points on that axis"
+                )
+    consts = constants_of([eq.expr for eq in equations])
+    return Analysis(grid, tuple(fields.values()), consts, tuple(passes), {k: tuple(v) for k, v in reach.items()})
+
+
+def _make_pass(equations: list[Eq]) -> Pass:
+    reads, halo, writes = {}, {}, {}
+    reach = 0
+    for eq in equations:
+        for a in accesses(eq.expr):
+            slot = (a.field.name, a.level)
+            reads.setdefault(slot, None)
+            if any(a.offset):
+                halo.setdefault(slot, None)
+                reach = max(reach, max(abs(o) for o in a.offset))
+        writes.setdefault((eq.target.field.name, eq.target.level), None)
+    return Pass(tuple(equations), tuple(reads), tuple(writes), tuple(halo), reach)

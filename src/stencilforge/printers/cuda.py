@@ -1,0 +1,103 @@
+"""CUDA C for one pass: one thread per interior cell, x along threadIdx.x for coalesced rows.
+
+Literals are exact hexadecimal floats in the dtype and the kernel is compiled
+without contracting multiplies and adds into FMAs, so a cell's operations are
+the ones the numpy oracle performs. Constants and t are kernel arguments:
+changing a parameter's value launches the same machine code.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..ir.analysis import Pass, slot_name
+from ..ir.nodes import Access, Constant, Coordinate
+from .source import InfixPrinter
+
+FUNCTIONS = {"sqrt": "sqrt", "exp": "exp", "log": "log", "sin": "sin", "cos": "cos", "tanh": "tanh",
+             "abs": "fabs", "min": "fmin", "max": "fmax"}
+BLOCK = (32, 8)
+OPTIONS = ("--fmad=false",)
+
+
+def _ctype(dtype) -> str:
+    return {"float32": "float", "float64": "double"}[np.dtype(dtype).name]
+
+
+class _Printer(InfixPrinter):
+    def __init__(self, ndim: int, dtype):
+        self.ndim, self.dtype, self.T = ndim, np.dtype(dtype), _ctype(dtype)
+        self.locals: dict[str, str] = {}
+        self.arrays: dict[str, None] = {}
+
+    def literal(self, value: float) -> str:
+        text = float(self.dtype.type(value)).hex()
+        return f"{text}f" if self.T == "float" else text
+
+    def coordinate(self, node: Coordinate) -> str:
+        a = node.axis
+        return f"(({self.T})(lo{a} + (double)(i{a} + {node.shift}) * h{a}))"
+
+    def access(self, node: Access) -> str:
+        slot = slot_name((node.field.name, node.level))
+        if not any(node.offset) and slot in self.locals:
+            return self.locals[slot]
+        self.arrays.setdefault(slot)
+        shift = " + ".join(f"({o}) * s{a}" for a, o in enumerate(node.offset) if o)
+        return f"a_{slot}[c{' + ' + shift if shift else ''}]"
+
+    def call(self, fn, args):
+        return f"{FUNCTIONS[fn]}({', '.join(args)})"
+
+    def select(self, cond, a, b):
+        return f"({cond} ? {a} : {b})"
+
+
+def pass_source(p: Pass, ndim: int, dtype, constants: tuple[Constant, ...], name: str = "sf_pass") -> tuple[str, tuple[str, ...]]:
+    """(source, array argument order) of the pass's kernel `name`.
+
+    Arguments: the arrays, then each constant and t in the dtype, then per
+    axis lo, h (double) and n (interior points), then the ghost width g.
+    Launch with a grid of (ceil(n_x / 32), ceil(n_y / 8), n_z) blocks of 32 x 8.
+    """
+    pr = _Printer(ndim, dtype)
+    T = pr.T
+    body = []
+    for k, eq in enumerate(p.equations):
+        slot = slot_name((eq.target.field.name, eq.target.level))
+        body.append(f"const {T} e{k} = {pr(eq.expr)};")
+        body.append(f"a_{slot}[c] = e{k};")
+        pr.locals[slot] = f"e{k}"
+    arrays = tuple(dict.fromkeys([slot_name(s) for s in p.writes] + list(pr.arrays)))
+    written = {slot_name(s) for s in p.writes}
+    args = [f"{T}* __restrict__ a_{s}" if s in written else f"const {T}* __restrict__ a_{s}" for s in arrays]
+    args += [f"const {T} p_{c.name}" for c in constants] + [f"const {T} t"]
+    args += [f"const double lo{a}, const double h{a}, const long long n{a}" for a in range(ndim)] + ["const int g"]
+    x = ndim - 1
+    index = [f"const long long i{x} = (long long)blockIdx.x * blockDim.x + threadIdx.x;"]
+    if ndim >= 2:
+        index.append(f"const long long i{x - 1} = (long long)blockIdx.y * blockDim.y + threadIdx.y;")
+    if ndim == 3:
+        index.append("const long long i0 = blockIdx.z;")
+    inside = " || ".join(f"i{a} >= n{a}" for a in range(ndim))
+    strides = [f"const long long s{x} = 1;"]
+    for a in range(x - 1, -1, -1):
+        strides.append(f"const long long s{a} = s{a + 1} * (n{a + 1} + 2 * g);")
+    centre = " + ".join(f"(i{a} + g) * s{a}" for a in range(ndim))
+    lines = [f'extern "C" __global__ void {name}({", ".join(args)})', "{"]
+    lines += ["    " + s for s in index]
+    lines.append(f"    if ({inside}) return;")
+    lines += ["    " + s for s in strides]
+    lines.append(f"    const long long c = {centre};")
+    lines += ["    " + s for s in body]
+    lines.append("}")
+    return "\n".join(lines) + "\n", arrays
+
+
+def launch_grid(shape: tuple[int, ...]) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+    """(blocks, threads) covering the interior `shape` with the kernel's indexing."""
+    bx, by = BLOCK
+    nx = shape[-1]
+    ny = shape[-2] if len(shape) >= 2 else 1
+    nz = shape[0] if len(shape) == 3 else 1
+    return ((nx + bx - 1) // bx, (ny + by - 1) // by, nz), (bx, by if len(shape) >= 2 else 1, 1)

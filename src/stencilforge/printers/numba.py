@@ -1,0 +1,94 @@
+"""Numba source for one pass: a parallel loop nest over the interior, one statement per equation.
+
+Literals travel in an array argument and constants as scalar arguments, so
+the source (and Numba's compiled code) depends only on the equations' shape:
+a new grid size, spacing or parameter value reuses the cached machine code.
+The innermost loop reads 1D row views that share one index, which LLVM
+vectorises.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..ir.analysis import Pass, slot_name
+from ..ir.nodes import Access, Constant, Coordinate
+from .source import InfixPrinter
+
+HEADER = (
+    "import numba\nimport numpy as np\n\n"
+    "JIT = numba.njit(parallel=True, cache=True, nogil=True, error_model='numpy')\n\n"
+)
+FUNCTIONS = {"sqrt": "np.sqrt", "exp": "np.exp", "log": "np.log", "sin": "np.sin", "cos": "np.cos",
+             "tanh": "np.tanh", "abs": "abs", "min": "min", "max": "max"}
+
+
+def _index(i: str, o: int) -> str:
+    return f"{i} + {o}" if o > 0 else (f"{i} - {-o}" if o < 0 else i)
+
+
+class _Printer(InfixPrinter):
+    def __init__(self, ndim: int, dtype_name: str):
+        self.ndim, self.T = ndim, f"np.{dtype_name}"
+        self.literals: dict[float, str] = {}
+        self.views: dict[tuple[str, tuple[int, ...]], str] = {}
+        self.locals: dict[str, str] = {}  # slots computed earlier in this pass: their value at the cell
+
+    def literal(self, value: float) -> str:
+        return self.literals.setdefault(value, f"c{len(self.literals)}")
+
+    def coordinate(self, node: Coordinate) -> str:
+        a = node.axis
+        i = "j" if a == self.ndim - 1 else f"i{a} - g"
+        return f"{self.T}(lo{a} + np.float64({_index(i, node.shift)}) * h{a})"
+
+    def access(self, node: Access) -> str:
+        slot = slot_name((node.field.name, node.level))
+        if not any(node.offset) and slot in self.locals:
+            return self.locals[slot]
+        return self.views.setdefault((slot, node.offset), f"v{len(self.views)}") + "[j]"
+
+    def call(self, fn, args):
+        return f"{FUNCTIONS[fn]}({', '.join(args)})"
+
+    def select(self, cond, a, b):
+        return f"({a} if {cond} else {b})"
+
+
+def pass_source(p: Pass, ndim: int, dtype, constants: tuple[Constant, ...]) -> tuple[str, np.ndarray, tuple[str, ...]]:
+    """(source, literal values, array argument order) of the pass's kernel."""
+    pr = _Printer(ndim, np.dtype(dtype).name)
+    body = []
+    for k, eq in enumerate(p.equations):
+        value = pr(eq.expr)
+        slot = slot_name((eq.target.field.name, eq.target.level))
+        body.append(f"e{k} = {value}")
+        body.append(f"w_{slot}[j] = e{k}")
+        pr.locals[slot] = f"e{k}"
+    arrays = tuple(dict.fromkeys([slot_name(s) for s in p.writes] + [v[0] for v in pr.views]))
+    geometry = [f"lo{a}, h{a}" for a in range(ndim)]
+    args = [f"a_{s}" for s in arrays] + ["lit"] + [f"p_{c.name}" for c in constants] + ["t"] + geometry + ["g"]
+    lines = [f"@JIT\ndef kernel({', '.join(args)}):"]
+    lines += [f"    {name} = lit[{k}]" for k, name in enumerate(pr.literals.values())]
+    first = f"a_{arrays[0]}"
+    lines.append(f"    m = {first}.shape[{ndim - 1}] - 2 * g")
+    outer = [f"i{a}" for a in range(ndim - 1)]
+    for a in range(ndim - 1):
+        loop = "numba.prange" if a == 0 else "range"
+        lines.append(f"{'    ' * (a + 1)}for i{a} in {loop}(g, {first}.shape[{a}] - g):")
+    indent = "    " * ndim
+
+    def row(slot: str, offset: tuple[int, ...]) -> str:
+        lo = _index("g", offset[-1])
+        idx = [_index(i, o) for i, o in zip(outer, offset[:-1])] + [f"{lo}:{lo} + m"]
+        return f"a_{slot}[{', '.join(idx)}]"
+
+    for (slot, offset), name in pr.views.items():
+        lines.append(f"{indent}{name} = {row(slot, offset)}")
+    for s in p.writes:
+        slot = slot_name(s)
+        lines.append(f"{indent}w_{slot} = {row(slot, (0,) * ndim)}")
+    lines.append(f"{indent}for j in {'numba.prange' if ndim == 1 else 'range'}(m):")
+    lines += [f"{indent}    {b}" for b in body]
+    literals = np.array(list(pr.literals), dtype=dtype)
+    return HEADER + "\n".join(lines) + "\n", literals, arrays

@@ -1,0 +1,110 @@
+"""The oracle: evaluates an expression with whole-array operations of numpy (or CuPy: same code).
+
+Every operation is done in the grid's dtype, in the order the tree gives;
+integer powers are products, as in the other printers.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Mapping
+
+import numpy as np
+
+from ..errors import StencilforgeError
+from ..ir.analysis import slot_name
+from ..ir.nodes import Access, Binary, Call, Compare, Constant, Coordinate, Expr, Literal, Negate, Power, Time, Where
+
+UNARY = {"sqrt": "sqrt", "exp": "exp", "log": "log", "sin": "sin", "cos": "cos", "tanh": "tanh", "abs": "abs"}
+BINARY = {"min": "minimum", "max": "maximum"}
+
+
+def evaluate(
+    expr: Expr,
+    *,
+    dtype,
+    xp=np,
+    coordinate: Callable[[int, int], object],
+    access: Callable[[Access], object] | None = None,
+    params: Mapping[str, float] | None = None,
+    t: float = 0.0,
+):
+    """The expression's value: `coordinate(axis, shift)` and `access(node)` give the leaves' arrays."""
+    T = np.dtype(dtype).type
+    params = params or {}
+
+    def ev(node):
+        if isinstance(node, Literal):
+            return T(node.value)
+        if isinstance(node, Constant):
+            return T(params.get(node.name, node.value))
+        if isinstance(node, Time):
+            return T(t)
+        if isinstance(node, Coordinate):
+            return coordinate(node.axis, node.shift)
+        if isinstance(node, Access):
+            if access is None:
+                raise StencilforgeError(f"{node.label} cannot appear here: only coordinates, t and constants can")
+            return access(node)
+        if isinstance(node, Binary):
+            a, b = ev(node.left), ev(node.right)
+            return {"+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b, "/": lambda: a / b}[node.op]()
+        if isinstance(node, Negate):
+            return -ev(node.arg)
+        if isinstance(node, Power):
+            if node.n == 0:
+                return T(1)
+            base = ev(node.base)
+            value = base
+            for _ in range(abs(node.n) - 1):
+                value = value * base
+            return T(1) / value if node.n < 0 else value
+        if isinstance(node, Call):
+            args = [ev(a) for a in node.args]
+            if node.fn in UNARY:
+                return getattr(xp, UNARY[node.fn])(args[0])
+            return getattr(xp, BINARY[node.fn])(*args)
+        if isinstance(node, Compare):
+            a, b = ev(node.left), ev(node.right)
+            return {"<": lambda: a < b, "<=": lambda: a <= b, ">": lambda: a > b, ">=": lambda: a >= b}[node.op]()
+        if isinstance(node, Where):
+            return xp.where(ev(node.cond), ev(node.a), ev(node.b))
+        raise StencilforgeError(f"cannot evaluate {type(node).__name__}")
+
+    with np.errstate(all="ignore"):
+        value = ev(expr)
+    return value
+
+
+def coordinates(lattice, xp=np, ghosts: bool = False):
+    """coordinate(axis, shift) for `evaluate`: the dtype's coordinates of the interior (or the whole
+    ghosted lattice), formed in float64 as lower + (i + shift) * spacing, shaped to broadcast."""
+    g = lattice.ghost if ghosts else 0
+    cache = {}
+
+    def coordinate(axis: int, shift: int):
+        if (axis, shift) not in cache:
+            idx = np.arange(-g, lattice.shape[axis] + g, dtype=np.float64) + shift
+            values = (lattice.lower[axis] + idx * lattice.spacing[axis]).astype(lattice.dtype)
+            shape = [1] * lattice.ndim
+            shape[axis] = values.size
+            cache[axis, shift] = xp.asarray(values.reshape(shape))
+        return cache[axis, shift]
+
+    return coordinate
+
+
+def pass_kernel(p, lattice, xp=np):
+    """run(arrays, params, t) computing the pass's equations over the interior with whole-array operations."""
+    g, shape = lattice.ghost, lattice.shape
+    coordinate = coordinates(lattice, xp)
+
+    def run(arrays, params, t):
+        def access(node):
+            arr = arrays[slot_name((node.field.name, node.level))]
+            return arr[tuple(slice(g + o, g + o + n) for o, n in zip(node.offset, shape))]
+
+        for eq in p.equations:
+            value = evaluate(eq.expr, dtype=lattice.dtype, xp=xp, coordinate=coordinate, access=access, params=params, t=t)
+            arrays[slot_name((eq.target.field.name, eq.target.level))][lattice.interior] = value
+
+    return run

@@ -1,0 +1,163 @@
+"""A problem: the equations of one step, initial values, walls, sources and an exact solution.
+
+Everything is checked when the problem is built, so a mistake is reported
+with the equation or field it concerns before anything is compiled or run.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from .boundary import Dirichlet, Neumann, Periodic
+from .errors import StencilforgeError
+from .ir.analysis import Analysis, analyse, constants_of
+from .ir.nodes import Access, Constant, Expr, Field, as_expr, walk
+
+Boundary = Dirichlet | Neumann | Periodic
+
+
+@dataclass(frozen=True)
+class Source:
+    """Adds signal(t) to `field`'s newly computed level at the grid point nearest `at` after each step
+    (t: the time at the start of the step); `at` is in physical coordinates, x last as the axes are."""
+
+    field: Field
+    at: tuple[float, ...]
+    signal: Expr
+
+
+def _key(problem_fields: Mapping[str, Field], key, what: str) -> tuple[str, int]:
+    """(field name, level) of an initial-value or boundary key: a field, u.prev, or their names."""
+    if isinstance(key, Access):
+        if any(key.offset):
+            raise StencilforgeError(f"{what} key {key.label} must not carry an offset")
+        name, level = key.field.name, key.level
+    elif isinstance(key, str):
+        name, _, suffix = key.partition(".")
+        level = {"": 0, "prev": -1}.get(suffix)
+        if level is None:
+            raise StencilforgeError(f"{what} key {key!r}: use a field name or NAME.prev")
+    else:
+        raise StencilforgeError(f"{what} keys must be fields or field names, got {key!r}")
+    if name not in problem_fields:
+        raise StencilforgeError(f"{what} names {name!r}, which no equation uses (fields: {', '.join(problem_fields)})")
+    if level == -1 and problem_fields[name].levels < 3:
+        raise StencilforgeError(f"{what} for {name}.prev: {name} has no previous level")
+    return name, level
+
+
+def _pure(expr: Expr, what: str) -> Expr:
+    expr = as_expr(expr)
+    for n in walk(expr):
+        if isinstance(n, Access):
+            raise StencilforgeError(f"{what} may use coordinates, t and constants, not the field {n.label}")
+    return expr
+
+
+def _value(value, what: str, shape: tuple[int, ...]):
+    if isinstance(value, (Expr, int, float, np.integer, np.floating)) and not isinstance(value, bool):
+        return _pure(value, what)
+    arr = np.asarray(value)
+    if arr.dtype.kind not in "iuf":
+        raise StencilforgeError(f"{what} must be real numbers, got an array of {arr.dtype}")
+    if arr.shape != shape:
+        raise StencilforgeError(f"{what} has shape {arr.shape}; the grid's interior is {shape}")
+    if not np.isfinite(arr).all():
+        raise StencilforgeError(f"{what} holds NaN or infinite values")
+    return arr
+
+
+class Problem:
+    """Equations (sf.Eq), run in order each step, plus what a run needs to start and to check itself.
+
+    initial:  {field or u.prev: number | expression of x, y, z, constants | array of the interior shape}
+              (fields not named start at zero; u.prev defaults to u's initial value)
+    boundary: {field: condition, or one condition per axis in array order}; every field read at a
+              neighbouring cell needs one, except a field no equation writes whose initial value is an
+              expression (its ghost layers are that expression)
+    exact:    {field: expression of coordinates and t}: errors are reported against it
+    dt:       the time step (number or sf.Constant); t advances by it each step
+    residual: an expression whose RMS over the interior a run with `tol` drives below tol
+    """
+
+    def __init__(
+        self,
+        equations: Sequence,
+        *,
+        initial: Mapping | None = None,
+        boundary: Mapping | None = None,
+        exact: Mapping | None = None,
+        sources: Sequence[Source] = (),
+        dt: float | Constant = 1.0,
+        residual: Expr | None = None,
+        name: str = "problem",
+        steps: int = 100,
+        description: str = "",
+    ):
+        self.equations = tuple(equations)
+        self.analysis: Analysis = analyse(self.equations)
+        self.name, self.description, self.default_steps = name, description, int(steps)
+        grid = self.analysis.grid
+        fields = {f.name: f for f in self.analysis.fields}
+        self.fields = fields
+        self.dt = dt if isinstance(dt, Constant) else as_expr(dt)
+        if not isinstance(self.dt, Constant) and not (self.dt.value > 0):
+            raise StencilforgeError(f"dt must be positive, got {self.dt.value}")
+
+        self.initial: dict[tuple[str, int], object] = {}
+        for key, value in (initial or {}).items():
+            name_level = _key(fields, key, "initial value")
+            self.initial[name_level] = _value(value, f"initial value of {'.'.join([name_level[0]] + (['prev'] if name_level[1] < 0 else []))}", grid.shape)
+
+        self.boundary: dict[str, tuple[Boundary, ...]] = {}
+        for key, cond in (boundary or {}).items():
+            name, level = _key(fields, key, "boundary condition")
+            conds = tuple(cond) if isinstance(cond, (tuple, list)) else (cond,) * grid.ndim
+            if len(conds) != grid.ndim:
+                raise StencilforgeError(f"boundary of {name}: give one condition, or one per axis ({grid.ndim})")
+            for c in conds:
+                if not isinstance(c, (Dirichlet, Neumann, Periodic)):
+                    raise StencilforgeError(f"boundary of {name}: {c!r} is not sf.Dirichlet, sf.Neumann or sf.Periodic")
+                if isinstance(c, Dirichlet) and isinstance(c.value, Expr):
+                    _pure(c.value, f"the Dirichlet value of {name}")
+            self.boundary[name] = conds
+        halo = {s[0] for p in self.analysis.passes for s in p.halo}
+        written = set(self.analysis.written)
+        for name in sorted(halo):
+            if name in self.boundary:
+                continue
+            if name not in written and isinstance(self.initial.get((name, 0)), Expr):
+                continue
+            raise StencilforgeError(f"field {name} is read at neighbouring cells: give it a boundary condition")
+
+        self.exact = {}
+        for key, expr in (exact or {}).items():
+            name, _ = _key(fields, key, "exact solution")
+            self.exact[name] = _pure(expr, f"the exact solution of {name}")
+
+        self.sources = tuple(sources)
+        for s in self.sources:
+            if not isinstance(s, Source) or s.field.name not in written:
+                raise StencilforgeError(f"a source must be sf.Source(field, at, signal) on a field an equation writes, got {s!r}")
+            if len(s.at) != grid.ndim or not all(math.isfinite(float(v)) for v in s.at):
+                raise StencilforgeError(f"source on {s.field.name}: `at` needs {grid.ndim} finite coordinates")
+            _pure(s.signal, f"the signal of the source on {s.field.name}")
+        self.residual = None if residual is None else as_expr(residual)
+
+        exprs = [eq.expr for eq in self.equations] + [v for v in self.initial.values() if isinstance(v, Expr)]
+        exprs += list(self.exact.values()) + [s.signal for s in self.sources]
+        exprs += [c.value for conds in self.boundary.values() for c in conds if isinstance(c, Dirichlet) and isinstance(c.value, Expr)]
+        exprs += [self.dt] + ([self.residual] if self.residual is not None else [])
+        self.constants: tuple[Constant, ...] = constants_of(exprs)
+
+    @property
+    def grid(self):
+        return self.analysis.grid
+
+    def __repr__(self):
+        eqs = ", ".join(eq.label for eq in self.equations)
+        return f"Problem({self.name!r}: {eqs} on {self.grid})"

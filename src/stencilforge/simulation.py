@@ -1,0 +1,271 @@
+"""A problem compiled for one backend: its arrays where the backend computes, its passes, its walls.
+
+A step fills the ghost layers a pass reads, runs the passes in order, adds
+point sources, then rotates every written field's time levels (no copies).
+Initial values, wall values and exact solutions that are expressions are
+evaluated with the backend's array module, so on a GPU they are computed on
+the device and no full-size host array is built.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Mapping
+
+import numpy as np
+
+from .boundary import Dirichlet, Periodic
+from .errors import StencilforgeError
+from .grid import Grid as Lattice
+from .ir.analysis import slot_name
+from .ir.nodes import Constant, Expr
+from .printers.numpy import coordinates, evaluate
+from .problem import Problem
+
+
+def _params(problem: Problem, overrides: Mapping[str, float] | None) -> dict[str, float]:
+    values = {c.name: c.value for c in problem.constants}
+    for name, value in (overrides or {}).items():
+        if name not in values:
+            known = ", ".join(values) or "none"
+            raise StencilforgeError(f"{problem.name} has no parameter {name!r} (its parameters: {known})")
+        if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) or not math.isfinite(value):
+            raise StencilforgeError(f"parameter {name} must be a finite number, got {value!r}")
+        values[name] = float(value)
+    return values
+
+
+class Simulation:
+    """The problem's state on a backend, advanced with `step`; `fields` gives each field's current level."""
+
+    def __init__(self, problem: Problem, backend, params: Mapping[str, float] | None = None):
+        self.problem, self.backend = problem, backend
+        an = problem.analysis
+        grid = an.grid
+        self.params = _params(problem, params)
+        dt = problem.dt
+        self.dt = self.params[dt.name] if isinstance(dt, Constant) else dt.value
+        if not self.dt > 0:
+            raise StencilforgeError(f"dt must be positive, got {self.dt}")
+        self.lattice = Lattice(grid.shape, grid.spacing, grid.dtype, an.ghost, grid.origin)
+        self.xp = backend.xp
+        self.step_count, self.t = 0, 0.0
+        self.levels: dict[str, list] = {}
+        for f in an.fields:
+            kept = {1: (0,), 2: (0, 1), 3: (-1, 0, 1)}[f.levels]
+            self.levels[f.name] = [self._initial(f.name, level) for level in kept]
+        self._fillers = {name: self._bind(name, conds) for name, conds in problem.boundary.items()}
+        for name, fills in self._fillers.items():
+            for static, fill in fills:
+                if static:
+                    for arr in self.levels[name]:
+                        fill(arr, 0.0)
+        self.passes = [(p, backend.equation_pass(p, self.lattice, problem.constants)) for p in an.passes]
+        self._halo_now = sorted({s for p in an.passes for s in p.halo if s[1] <= 0 and s[0] in self._fillers})
+        self._sources = [self._bind_source(s) for s in problem.sources]
+
+    # ------------------------------------------------------------ set-up
+
+    def _initial(self, name: str, level: int):
+        """A ghosted array holding the field's initial value (level -1 defaults to level 0's)."""
+        lat, xp = self.lattice, self.xp
+        value = self.problem.initial.get((name, level), self.problem.initial.get((name, 0), 0.0))
+        arr = xp.zeros(lat.padded_shape, dtype=lat.dtype)
+        if isinstance(value, Expr):
+            arr[...] = evaluate(value, dtype=lat.dtype, xp=xp, coordinate=coordinates(lat, xp, ghosts=True), params=self.params, t=0.0)
+        else:
+            arr[lat.interior] = xp.asarray(np.asarray(value, dtype=lat.dtype))
+        return arr
+
+    def _bind(self, name: str, conds) -> list[tuple[bool, Callable]]:
+        """(static, fill(arr, t)) per axis, in axis order, so that corners take the later axis's values."""
+        fills = []
+        for axis, cond in enumerate(conds):
+            faces = ((axis, 0), (axis, 1))
+            if isinstance(cond, Dirichlet) and isinstance(cond.value, Expr):
+                expr, lat, xp = cond.value, self.lattice, self.xp
+
+                def value(*args, _expr=expr):
+                    *xs, t = args
+                    return evaluate(_expr, dtype=lat.dtype, xp=xp, coordinate=lambda a, s, _xs=xs: _xs[a].astype(lat.dtype), params=self.params, t=t)
+
+                cond = Dirichlet(value, time_dependent=True)
+            static = isinstance(cond, Dirichlet) and cond.static
+            if isinstance(cond, Periodic) and self.lattice.ghost > self.lattice.shape[axis]:
+                raise StencilforgeError(f"periodic {name} along axis {axis}: ghost width exceeds the grid")
+            fills.append((static, cond.bind(self.lattice, self.xp, faces=faces)))
+        return fills
+
+    def _bind_source(self, source):
+        lat = self.lattice
+        index = []
+        for a, x in enumerate(source.at):
+            i = int(round((float(x) - lat.lower[a]) / lat.spacing[a]))
+            if not 0 <= i < lat.shape[a]:
+                raise StencilforgeError(f"source on {source.field.name} at {source.at} lies outside the grid")
+            index.append(i + lat.ghost)
+        return source.field.name, tuple(index), source.signal
+
+    # ------------------------------------------------------------ stepping
+
+    def _fill(self, name: str, arr, t: float) -> None:
+        for static, fill in self._fillers.get(name, ()):
+            if not static:
+                fill(arr, t)
+
+    def _slot(self, slot) -> object:
+        name, level = slot
+        levels = self.levels[name]
+        return levels[level + 1] if len(levels) == 3 else levels[level] if len(levels) == 2 else levels[0]
+
+    def arrays(self) -> dict:
+        return {slot_name((name, lv)): self._slot((name, lv)) for name, levels in self.levels.items()
+                for lv in ((-1, 0, 1) if len(levels) == 3 else (0, 1) if len(levels) == 2 else (0,))}
+
+    def step(self, count: int = 1) -> None:
+        for _ in range(count):
+            t, dt = self.t, self.dt
+            for name, level in self._halo_now:
+                self._fill(name, self._slot((name, level)), t + level * dt)
+            arrays = self.arrays()
+            done = set()
+            for p, run in self.passes:
+                for name, level in p.halo:
+                    if (name, level) in done:
+                        self._fill(name, arrays[slot_name((name, level))], t + dt)
+                run(arrays, self.params, t)
+                done.update(p.writes)
+            for name, index, signal in self._sources:
+                target = self._slot((name, 1)) if len(self.levels[name]) > 1 else self._slot((name, 0))
+                target[index] += self.lattice.dtype.type(self._scalar(signal, t))
+            for name in self.problem.analysis.written:
+                levels = self.levels[name]
+                if len(levels) > 1:  # [cur, next] -> [next, cur]; [prev, cur, next] -> [cur, next, prev]
+                    levels.append(levels.pop(0))
+            self.step_count += 1
+            self.t = self.step_count * dt
+
+    def _scalar(self, expr: Expr, t: float) -> float:
+        value = evaluate(expr, dtype=np.float64, coordinate=lambda a, s: 0.0, params=self.params, t=t)
+        return float(value)
+
+    # ------------------------------------------------------------ results
+
+    @property
+    def fields(self) -> dict:
+        """Each field's current level, interior only, in the backend's array type."""
+        return {name: self._slot((name, 0))[self.lattice.interior] for name in self.levels}
+
+    def residual(self) -> float:
+        """RMS over the interior of the problem's residual expression, with the walls filled first."""
+        expr = self.problem.residual
+        if expr is None:
+            raise StencilforgeError(f"{self.problem.name} defines no residual, so it cannot run to a tolerance")
+        for name in self._fillers:
+            self._fill(name, self._slot((name, 0)), self.t)
+        lat, xp = self.lattice, self.xp
+        g, shape = lat.ghost, lat.shape
+
+        def access(node):
+            arr = self._slot((node.field.name, node.level))
+            return arr[tuple(slice(g + o, g + o + n) for o, n in zip(node.offset, shape))]
+
+        r = evaluate(expr, dtype=lat.dtype, xp=xp, coordinate=coordinates(lat, xp), access=access, params=self.params, t=self.t)
+        r = xp.asarray(r, dtype=np.float64)
+        return float(xp.sqrt(xp.mean(r * r)))
+
+    def errors(self) -> dict[str, float]:
+        """Max-norm error of each field with an exact solution, at the current time, reduced where the field lives."""
+        lat, xp = self.lattice, self.xp
+        out = {}
+        for name, expr in self.problem.exact.items():
+            exact = evaluate(expr, dtype=np.float64, xp=xp, coordinate=_float64_coordinates(lat, xp), params=self.params, t=self.t)
+            diff = xp.abs(self._slot((name, 0))[lat.interior].astype(np.float64) - exact)
+            out[name] = float(xp.max(diff))
+        return out
+
+
+def _float64_coordinates(lat: Lattice, xp):
+    cache = {}
+
+    def coordinate(axis, shift):
+        if (axis, shift) not in cache:
+            idx = np.arange(lat.shape[axis], dtype=np.float64) + shift
+            shape = [1] * lat.ndim
+            shape[axis] = lat.shape[axis]
+            cache[axis, shift] = xp.asarray((lat.lower[axis] + idx * lat.spacing[axis]).reshape(shape))
+        return cache[axis, shift]
+
+    return coordinate
+
+
+@dataclass
+class Result:
+    """Final fields by name (interior, in the backend's array type) and a summary of the run."""
+
+    fields: dict
+    summary: dict = field(default_factory=dict)
+
+
+def run(
+    problem: Problem,
+    steps: int | None = None,
+    tol: float | None = None,
+    backend="auto",
+    params: Mapping[str, float] | None = None,
+    check_every: int = 100,
+    progress: Callable[[int, int, float | None], None] | None = None,
+) -> Result:
+    """Run `steps` steps (default: the problem's), or until the residual is below `tol`.
+
+    `backend` is a name ('auto', 'numpy', 'numba', 'cuda') or a backend instance.
+    """
+    from .backends import get_backend
+
+    engine = get_backend(backend) if isinstance(backend, str) else backend
+    if steps is not None and (isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 0):
+        raise StencilforgeError(f"steps must be a non-negative integer, got {steps!r}")
+    if tol is not None and not (isinstance(tol, (int, float)) and math.isfinite(tol) and tol > 0):
+        raise StencilforgeError(f"tol must be a positive number, got {tol!r}")
+    if check_every < 1:
+        raise StencilforgeError(f"check_every must be at least 1, got {check_every}")
+    start = time.perf_counter()
+    sim = Simulation(problem, engine, params)
+    setup_s = time.perf_counter() - start
+    total = problem.default_steps if steps is None else int(steps)
+    residual = None
+    begin = time.perf_counter()
+    while sim.step_count < total:
+        n = min(check_every, total - sim.step_count)
+        sim.step(n)
+        if tol is not None:
+            residual = sim.residual()
+            if not math.isfinite(residual):
+                raise StencilforgeError(f"{problem.name} blew up: residual {residual} at step {sim.step_count}")
+            if residual < tol:
+                break
+        if progress is not None:
+            progress(sim.step_count, total, residual)
+    engine.synchronize()
+    wall = time.perf_counter() - begin
+    cells = math.prod(problem.grid.shape)
+    summary = {
+        "problem": problem.name,
+        "backend": getattr(engine, "name", type(engine).__name__),
+        "shape": list(problem.grid.shape),
+        "dtype": problem.grid.dtype.name,
+        "steps": sim.step_count,
+        "t": sim.t,
+        "params": dict(sim.params),
+        "passes_per_step": len(sim.passes),
+        "setup_s": setup_s,
+        "wall_s": wall,
+        "gcells_per_s": cells * sim.step_count / wall / 1e9 if wall > 0 and sim.step_count else None,
+        "teff_gbps": problem.analysis.bytes_per_cell() * cells * sim.step_count / wall / 1e9 if wall > 0 and sim.step_count else None,
+        "errors": sim.errors(),
+    }
+    if tol is not None:
+        summary.update(tol=tol, residual=residual, converged=residual is not None and residual < tol)
+    return Result(sim.fields, summary)
