@@ -330,6 +330,11 @@ class Grid:
         return Coordinate(self.axis_names.index(name))
 
     @property
+    def t(self) -> Time:
+        """Time at the start of the step, for right-hand sides and wall values."""
+        return Time()
+
+    @property
     def x(self) -> Coordinate:
         return self.coordinate("x")
 

@@ -30,12 +30,13 @@ def _index(i: str, o: int) -> str:
 class _Printer(InfixPrinter):
     def __init__(self, ndim: int, dtype_name: str):
         self.ndim, self.T = ndim, f"np.{dtype_name}"
-        self.literals: dict[float, str] = {}
+        self.literals: list[float] = []  # one slot per occurrence, so the source never depends on values
         self.views: dict[tuple[str, tuple[int, ...]], str] = {}
         self.locals: dict[str, str] = {}  # slots computed earlier in this pass: their value at the cell
 
     def literal(self, value: float) -> str:
-        return self.literals.setdefault(value, f"c{len(self.literals)}")
+        self.literals.append(value)
+        return f"c{len(self.literals) - 1}"
 
     def coordinate(self, node: Coordinate) -> str:
         a = node.axis
@@ -69,7 +70,7 @@ def pass_source(p: Pass, ndim: int, dtype, constants: tuple[Constant, ...]) -> t
     geometry = [f"lo{a}, h{a}" for a in range(ndim)]
     args = [f"a_{s}" for s in arrays] + ["lit"] + [f"p_{c.name}" for c in constants] + ["t"] + geometry + ["g"]
     lines = [f"@JIT\ndef kernel({', '.join(args)}):"]
-    lines += [f"    {name} = lit[{k}]" for k, name in enumerate(pr.literals.values())]
+    lines += [f"    c{k} = lit[{k}]" for k in range(len(pr.literals))]
     first = f"a_{arrays[0]}"
     lines.append(f"    m = {first}.shape[{ndim - 1}] - 2 * g")
     outer = [f"i{a}" for a in range(ndim - 1)]
@@ -90,5 +91,5 @@ def pass_source(p: Pass, ndim: int, dtype, constants: tuple[Constant, ...]) -> t
         lines.append(f"{indent}w_{slot} = {row(slot, (0,) * ndim)}")
     lines.append(f"{indent}for j in {'numba.prange' if ndim == 1 else 'range'}(m):")
     lines += [f"{indent}    {b}" for b in body]
-    literals = np.array(list(pr.literals), dtype=dtype)
+    literals = np.array(pr.literals, dtype=dtype)
     return HEADER + "\n".join(lines) + "\n", literals, arrays
