@@ -162,6 +162,19 @@ def main():
         gbps = nbytes / s / 1e9
         result["rows"][name] = {"ms": s * 1e3, "gbps": gbps, "pct_copy": 100 * gbps / ceiling}
         print(f"{name:24s} {s * 1e3:8.3f} ms  {gbps:7.0f} GB/s  {100 * gbps / ceiling:5.1f}% of copy")
+    variants = {}
+    for block in ((32, 8), (64, 4), (128, 2), (256, 1), (32, 16), (64, 8)):
+        for rows_per_thread in (1, 2, 4, 8):
+            run = backend.equation_pass(passes[0][0], sim.lattice, p.constants, block=block, rows=rows_per_thread)
+            for level in (arrays["u_next"], arrays["v_next"]):
+                level[sim.lattice.interior] = cp.nan
+            run(arrays, params, 0.0)
+            ok = bool(cp.isfinite(arrays["u_next"][sim.lattice.interior]).all())
+            s = timed(lambda: run(arrays, params, 0.0))
+            key = f"block {block[0]}x{block[1]} rows {rows_per_thread}"
+            variants[key] = {"ms": s * 1e3, "pct_copy": 100 * nbytes / s / 1e9 / ceiling, "all_written": ok}
+    result["kernel_variants"] = variants
+    print("kernel variants (% of copy): " + ", ".join(f"{k}: {v['pct_copy']:.1f}{'' if v['all_written'] else ' UNWRITTEN'}" for k, v in sorted(variants.items(), key=lambda kv: -kv[1]["pct_copy"])))
     result.update(start_times())
     print(f"new problem, fresh process to first step: cold {result['cold_process_s']:.2f} s, warm {result['warm_process_s']:.2f} s")
     if args.out:

@@ -313,3 +313,22 @@ def test_cuda_source_compiles_in_1d_and_3d(ndim):
     p, _ = heat((6,) * ndim)
     source, _ = cuda_printer.pass_source(p.analysis.passes[0], ndim, "float32", p.constants)
     assert compile_cubin(source, "sm_90", "heat", cuda_printer.OPTIONS)
+
+
+@pytest.mark.parametrize("walls", [("periodic", "periodic"), ("neumann", "periodic"), ("periodic", "neumann"), ("neumann", "neumann")])
+def test_gathered_walls_equal_face_by_face_fills(walls):
+    """The one-gather fill of periodic/Neumann ghosts equals boundary.py's fills axis by axis, corners included."""
+    from stencilforge.boundary import Neumann, Periodic
+
+    kinds = {"periodic": Periodic(), "neumann": Neumann()}
+    grid = sf.Grid((7, 9), extent=1.0)
+    u = sf.Field("u", grid)
+    p = sf.Problem([sf.Eq(u.next, u[2, -2] + u[-1, 2])], boundary={u: tuple(kinds[w] for w in walls)})
+    sim = sf.Simulation(p, NumpyBackend())
+    arr = np.random.default_rng(1).random(sim.lattice.padded_shape)
+    want = arr.copy()
+    for axis, w in enumerate(walls):
+        kinds[w].bind(sim.lattice, np, faces=((axis, 0), (axis, 1)))(want, 0.0)
+    (static, fill), = sim._fillers["u"]
+    fill(arr, 0.0)
+    np.testing.assert_array_equal(arr, want)

@@ -16,7 +16,7 @@ from typing import Callable, Mapping
 
 import numpy as np
 
-from .boundary import Dirichlet, Periodic
+from .boundary import Dirichlet, Neumann, Periodic
 from .errors import StencilforgeError
 from .grid import Grid as Lattice
 from .ir.analysis import slot_name
@@ -80,7 +80,13 @@ class Simulation:
         return arr
 
     def _bind(self, name: str, conds) -> list[tuple[bool, Callable]]:
-        """(static, fill(arr, t)) per axis, in axis order, so that corners take the later axis's values."""
+        """(static, fill(arr, t)) per axis, in axis order, so that corners take the later axis's values.
+
+        Walls that copy the interior (periodic, Neumann) on every axis become one gather of all ghost
+        cells from their interior images: on a GPU two launches per fill instead of two per face.
+        """
+        if all(isinstance(c, (Periodic, Neumann)) for c in conds):
+            return [(False, self._gather_fill(conds))]
         fills = []
         for axis, cond in enumerate(conds):
             faces = ((axis, 0), (axis, 1))
@@ -97,6 +103,32 @@ class Simulation:
                 raise StencilforgeError(f"periodic {name} along axis {axis}: ghost width exceeds the grid")
             fills.append((static, cond.bind(self.lattice, self.xp, faces=faces)))
         return fills
+
+    def _gather_fill(self, conds) -> Callable:
+        lat, xp = self.lattice, self.xp
+        g = lat.ghost
+        for axis, cond in enumerate(conds):
+            if g > lat.shape[axis]:
+                raise StencilforgeError(f"a {type(cond).__name__.lower()} wall along axis {axis} needs at least {g} points, the grid has {lat.shape[axis]}")
+        idx = np.indices(lat.padded_shape).reshape(lat.ndim, -1)
+        ghost = np.zeros(idx.shape[1], dtype=bool)
+        src = idx.copy()
+        for axis, cond in enumerate(conds):
+            i, n = idx[axis] - g, lat.shape[axis]
+            ghost |= (i < 0) | (i >= n)
+            if isinstance(cond, Periodic):
+                src[axis] = np.mod(i, n) + g
+            else:  # mirror about a wall half a cell outside the first and last interior points
+                src[axis] = np.where(i < 0, -1 - i, np.where(i >= n, 2 * n - 1 - i, i)) + g
+        dst = np.ravel_multi_index(tuple(idx[:, ghost]), lat.padded_shape)
+        src = np.ravel_multi_index(tuple(src[:, ghost]), lat.padded_shape)
+        dst, src = xp.asarray(dst), xp.asarray(src)
+
+        def fill(arr, t):
+            flat = arr.reshape(-1)
+            flat[dst] = flat[src]
+
+        return fill
 
     def _bind_source(self, source):
         lat = self.lattice

@@ -53,12 +53,13 @@ class _Printer(InfixPrinter):
         return f"({cond} ? {a} : {b})"
 
 
-def pass_source(p: Pass, ndim: int, dtype, constants: tuple[Constant, ...], name: str = "sf_pass") -> tuple[str, tuple[str, ...]]:
+def pass_source(p: Pass, ndim: int, dtype, constants: tuple[Constant, ...], name: str = "sf_pass", rows: int = 1) -> tuple[str, tuple[str, ...]]:
     """(source, array argument order) of the pass's kernel `name`.
 
     Arguments: the arrays, then each constant and t in the dtype, then per
     axis lo, h (double) and n (interior points), then the ghost width g.
-    Launch with a grid of (ceil(n_x / 32), ceil(n_y / 8), n_z) blocks of 32 x 8.
+    Each thread computes `rows` consecutive rows of one column (more loads in
+    flight per thread). Launch with `launch_grid`.
     """
     pr = _Printer(ndim, dtype)
     T = pr.T
@@ -76,10 +77,10 @@ def pass_source(p: Pass, ndim: int, dtype, constants: tuple[Constant, ...], name
     x = ndim - 1
     index = [f"const long long i{x} = (long long)blockIdx.x * blockDim.x + threadIdx.x;"]
     if ndim >= 2:
-        index.append(f"const long long i{x - 1} = (long long)blockIdx.y * blockDim.y + threadIdx.y;")
+        index.append(f"const long long first = ((long long)blockIdx.y * blockDim.y + threadIdx.y) * {rows};")
     if ndim == 3:
         index.append("const long long i0 = blockIdx.z;")
-    inside = " || ".join(f"i{a} >= n{a}" for a in range(ndim))
+    inside = " || ".join(f"i{a} >= n{a}" for a in range(ndim) if a != x - 1 or ndim == 1)
     strides = [f"const long long s{x} = 1;"]
     for a in range(x - 1, -1, -1):
         strides.append(f"const long long s{a} = s{a + 1} * (n{a + 1} + 2 * g);")
@@ -88,16 +89,24 @@ def pass_source(p: Pass, ndim: int, dtype, constants: tuple[Constant, ...], name
     lines += ["    " + s for s in index]
     lines.append(f"    if ({inside}) return;")
     lines += ["    " + s for s in strides]
-    lines.append(f"    const long long c = {centre};")
-    lines += ["    " + s for s in body]
+    if ndim == 1:
+        lines.append(f"    const long long c = {centre};")
+        lines += ["    " + s for s in body]
+    else:
+        lines.append("    #pragma unroll")
+        lines.append(f"    for (long long i{x - 1} = first; i{x - 1} < first + {rows}; ++i{x - 1}) {{")
+        lines.append(f"        if (i{x - 1} >= n{x - 1}) return;")
+        lines.append(f"        const long long c = {centre};")
+        lines += ["        " + s for s in body]
+        lines.append("    }")
     lines.append("}")
     return "\n".join(lines) + "\n", arrays
 
 
-def launch_grid(shape: tuple[int, ...]) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+def launch_grid(shape: tuple[int, ...], block=BLOCK, rows: int = 1) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
     """(blocks, threads) covering the interior `shape` with the kernel's indexing."""
-    bx, by = BLOCK
+    bx, by = block
     nx = shape[-1]
-    ny = shape[-2] if len(shape) >= 2 else 1
+    ny = -(-shape[-2] // rows) if len(shape) >= 2 else 1
     nz = shape[0] if len(shape) == 3 else 1
     return ((nx + bx - 1) // bx, (ny + by - 1) // by, nz), (bx, by if len(shape) >= 2 else 1, 1)

@@ -14,8 +14,8 @@ import numpy as np
 from ...errors import StencilforgeError
 from ...grid import Grid, pitched, row_pitch
 from ...plan import AxisOperator, Sweep
-from . import codegen
 from ...printers import cuda as printers_cuda
+from . import codegen
 from .compile import cached_cubin, options
 from .tune import choose
 
@@ -359,10 +359,10 @@ class CudaBackend:
 
         return run
 
-    def equation_pass(self, p, lattice: Grid, constants) -> Callable:
-        """run(arrays, params, t) for one pass of a problem's equations: one thread per cell, arrays
-        C-contiguous (`asarray`), launched on the current stream."""
-        source, names = printers_cuda.pass_source(p, lattice.ndim, lattice.dtype, constants)
+    def equation_pass(self, p, lattice: Grid, constants, block=printers_cuda.BLOCK, rows: int = 1) -> Callable:
+        """run(arrays, params, t) for one pass of a problem's equations: threads of `block` each computing
+        `rows` rows of one column, arrays C-contiguous (`asarray`), launched on the current stream."""
+        source, names = printers_cuda.pass_source(p, lattice.ndim, lattice.dtype, constants, rows=rows)
         what = f"the pass computing {', '.join(eq.label for eq in p.equations)}"
         cp = self._cp
         try:
@@ -377,7 +377,7 @@ class CudaBackend:
             raise
         except Exception as exc:  # CuPy's compile and load errors carry multi-line logs
             raise StencilforgeError(f"CUDA compile of {what} failed: {str(exc).splitlines()[0]}") from None
-        blocks, threads = printers_cuda.launch_grid(lattice.shape)
+        blocks, threads = printers_cuda.launch_grid(lattice.shape, block, rows)
         if blocks[1] > MAX_GRID_YZ or blocks[2] > MAX_GRID_YZ:
             raise StencilforgeError(f"{what}: grid {blocks} exceeds the CUDA limit of {MAX_GRID_YZ} blocks along y and z")
         T = lattice.dtype.type
