@@ -56,6 +56,14 @@ def problem(n=N, dtype="float32"):
                       boundary={u: sf.Periodic(), v: sf.Periodic()}, dt=c["dt"])
 
 
+def heat3d(n=512):
+    grid = sf.Grid((n, n, n), extent=1.0, dtype="float32")
+    u = sf.Field("u", grid)
+    a = sf.Constant("a", 0.1)
+    return sf.Problem([sf.Eq(u.next, u + a * grid.spacing[0] ** 2 * sf.laplacian(u))],
+                      initial={u: sf.sin(3.0 * grid.x) * grid.y + grid.z}, boundary={u: sf.Dirichlet(0.0)})
+
+
 def copy_gbps(nbytes=2 << 30) -> float:
     src = cp.random.random(nbytes // 4, dtype=cp.float32)
     dst = cp.empty_like(src)
@@ -175,6 +183,20 @@ def main():
             variants[key] = {"ms": s * 1e3, "pct_copy": 100 * nbytes / s / 1e9 / ceiling, "all_written": ok}
     result["kernel_variants"] = variants
     print("kernel variants (% of copy): " + ", ".join(f"{k}: {v['pct_copy']:.1f}{'' if v['all_written'] else ' UNWRITTEN'}" for k, v in sorted(variants.items(), key=lambda kv: -kv[1]["pct_copy"])))
+    heat = heat3d()
+    hsim = sf.Simulation(heat, backend)
+    hbytes = heat.analysis.bytes_per_cell() * 512**3
+    harr = hsim.arrays()
+    hvar = {}
+    for block in ((32, 8), (128, 2), (256, 1), (64, 4)):
+        for rows_per_thread in (1, 2, 4):
+            run = backend.equation_pass(hsim.passes[0][0], hsim.lattice, heat.constants, block=block, rows=rows_per_thread)
+            s = timed(lambda: run(harr, hsim.params, 0.0))
+            hvar[f"block {block[0]}x{block[1]} rows {rows_per_thread}"] = {"ms": s * 1e3, "pct_copy": 100 * hbytes / s / 1e9 / ceiling}
+    hstep = timed(lambda: hsim.step())
+    result["heat3d_512_float32"] = {"kernel_variants": hvar, "step_pct_copy": 100 * hbytes / hstep / 1e9 / ceiling}
+    print("heat3d 512^3 float32 (IR, Dirichlet walls) step: %.1f%% of copy; kernel variants: " % result["heat3d_512_float32"]["step_pct_copy"]
+          + ", ".join(f"{k}: {v['pct_copy']:.1f}" for k, v in sorted(hvar.items(), key=lambda kv: -kv[1]["pct_copy"])))
     result.update(start_times())
     print(f"new problem, fresh process to first step: cold {result['cold_process_s']:.2f} s, warm {result['warm_process_s']:.2f} s")
     if args.out:

@@ -123,12 +123,8 @@ class Simulation:
         dst = np.ravel_multi_index(tuple(idx[:, ghost]), lat.padded_shape)
         src = np.ravel_multi_index(tuple(src[:, ghost]), lat.padded_shape)
         dst, src = xp.asarray(dst), xp.asarray(src)
-
-        def fill(arr, t):
-            flat = arr.reshape(-1)
-            flat[dst] = flat[src]
-
-        return fill
+        copy = self.backend.copy_cells
+        return lambda arr, t: copy(arr, dst, src)
 
     def _bind_source(self, source):
         lat = self.lattice

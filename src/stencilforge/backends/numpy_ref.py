@@ -89,6 +89,12 @@ class NumpyBackend:
         """run(arrays, params, t) for one pass of a problem's equations (see `ir.analysis.Pass`)."""
         return pass_kernel(p, lattice, np)
 
+    @staticmethod
+    def copy_cells(arr, dst, src) -> None:
+        """arr.flat[dst] = arr.flat[src] for a C-contiguous array (ghost cells from their interior images)."""
+        flat = arr.reshape(-1)
+        flat[dst] = flat[src]
+
     def asarray(self, a, dtype=None):
         return np.ascontiguousarray(a, dtype=dtype)
 

@@ -16,7 +16,8 @@ from .source import InfixPrinter
 
 FUNCTIONS = {"sqrt": "sqrt", "exp": "exp", "log": "log", "sin": "sin", "cos": "cos", "tanh": "tanh",
              "abs": "fabs", "min": "fmin", "max": "fmax"}
-BLOCK = (32, 8)
+BLOCK = (128, 2)  # with ROWS, the fastest of 24 shapes for Gray-Scott on an H100 and an H200 (docs/performance.md)
+ROWS = 2
 OPTIONS = ("--fmad=false",)
 
 
@@ -53,7 +54,7 @@ class _Printer(InfixPrinter):
         return f"({cond} ? {a} : {b})"
 
 
-def pass_source(p: Pass, ndim: int, dtype, constants: tuple[Constant, ...], name: str = "sf_pass", rows: int = 1) -> tuple[str, tuple[str, ...]]:
+def pass_source(p: Pass, ndim: int, dtype, constants: tuple[Constant, ...], name: str = "sf_pass", rows: int = ROWS) -> tuple[str, tuple[str, ...]]:
     """(source, array argument order) of the pass's kernel `name`.
 
     Arguments: the arrays, then each constant and t in the dtype, then per
@@ -103,7 +104,7 @@ def pass_source(p: Pass, ndim: int, dtype, constants: tuple[Constant, ...], name
     return "\n".join(lines) + "\n", arrays
 
 
-def launch_grid(shape: tuple[int, ...], block=BLOCK, rows: int = 1) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+def launch_grid(shape: tuple[int, ...], block=BLOCK, rows: int = ROWS) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
     """(blocks, threads) covering the interior `shape` with the kernel's indexing."""
     bx, by = block
     nx = shape[-1]

@@ -153,6 +153,7 @@ class CudaBackend:
         self.arch = f"sm_{device.compute_capability}"
         self.device_name = device_name(cp.cuda.runtime.getDeviceProperties(device.id))
         self._modules: dict[str, object] = {}
+        self._copy_kernels: dict = {}
         self._timer = _Unclocked()
 
     @property
@@ -359,7 +360,7 @@ class CudaBackend:
 
         return run
 
-    def equation_pass(self, p, lattice: Grid, constants, block=printers_cuda.BLOCK, rows: int = 1) -> Callable:
+    def equation_pass(self, p, lattice: Grid, constants, block=printers_cuda.BLOCK, rows: int = printers_cuda.ROWS) -> Callable:
         """run(arrays, params, t) for one pass of a problem's equations: threads of `block` each computing
         `rows` rows of one column, arrays C-contiguous (`asarray`), launched on the current stream."""
         source, names = printers_cuda.pass_source(p, lattice.ndim, lattice.dtype, constants, rows=rows)
@@ -391,6 +392,15 @@ class CudaBackend:
             function(blocks, threads, tuple(args))
 
         return run
+
+    def copy_cells(self, arr, dst, src) -> None:
+        """arr.flat[dst] = arr.flat[src] in one launch (a gather and a scatter would take two)."""
+        kernel = self._copy_kernels.get(arr.dtype)
+        if kernel is None:
+            kernel = self._copy_kernels[arr.dtype] = self._cp.ElementwiseKernel(
+                "raw T a, I d, I s", "", "a[d] = a[s]", "sf_copy_cells", no_return=True
+            )
+        kernel(arr.reshape(-1), dst, src, size=dst.size)
 
     check_fits = staticmethod(check_fits)
 
