@@ -1,0 +1,80 @@
+"""The examples are the API's templates: each must build, run the same on numpy and numba,
+and converge at its stated order."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import stencilforge as sf
+from stencilforge.convergence import load_problem_file, observed_order
+
+EXAMPLES = sorted((Path(__file__).resolve().parents[1] / "examples").glob("*.py"))
+NAMES = ["advection_diffusion", "allen_cahn3d", "gray_scott", "heat9", "variable_diffusion", "wave2d_sponge"]
+
+
+def example(path):
+    return load_problem_file(path)
+
+
+def test_every_example_is_here():
+    assert [p.stem for p in EXAMPLES] == NAMES
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
+def test_numpy_and_numba_agree(path):
+    problem = example(path).build()
+    initial = sf.run(problem, steps=0, backend="numpy").fields
+    ref = sf.run(problem, steps=3, backend="numpy").fields
+    got = sf.run(problem, steps=3, backend="numba").fields
+    assert any(not np.array_equal(ref[name], initial[name]) for name in ref), "three steps changed nothing"
+    for name, a in ref.items():
+        assert np.isfinite(a).all()
+        assert np.max(np.abs(got[name] - a)) <= 1e-12 * np.max(np.abs(a)), name
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
+def test_observed_order(path):
+    m = example(path)
+    build = getattr(m, "build_manufactured", m.build)
+    slope, hs, errors = observed_order(build, m.SHAPES, m.T_END)
+    assert len(errors) == len(m.SHAPES) and hs == sorted(hs, reverse=True)
+    assert abs(slope - m.ORDER) <= 0.1, (slope, errors)
+
+
+def test_a_time_between_steps_is_refused():
+    heat = example(EXAMPLES[NAMES.index("heat9")])
+    with pytest.raises(sf.StencilforgeError, match="not a whole number of steps"):
+        observed_order(heat, heat.SHAPES, heat.T_END * 1.01)
+
+
+def test_one_field_can_be_chosen():
+    gray_scott = example(EXAMPLES[NAMES.index("gray_scott")])
+    _, _, both = observed_order(gray_scott.build_manufactured, gray_scott.SHAPES[:2], gray_scott.T_END)
+    _, _, v = observed_order(gray_scott.build_manufactured, gray_scott.SHAPES[:2], gray_scott.T_END, field="v")
+    assert all(b >= e for b, e in zip(both, v))
+    with pytest.raises(sf.StencilforgeError, match="no exact solution for 'w'"):
+        observed_order(gray_scott.build_manufactured, gray_scott.SHAPES[:2], gray_scott.T_END, field="w")
+
+
+def test_a_problem_without_an_exact_solution_is_refused():
+    gray_scott = example(EXAMPLES[NAMES.index("gray_scott")])
+    with pytest.raises(sf.StencilforgeError, match="no exact solution"):
+        observed_order(gray_scott, [(16, 16), (32, 32)], 1.0)
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        (None, "does not exist"),
+        ("def build(:\n", "line 1: syntax error"),
+        ("ORDER = 2\n", "defines no build"),
+    ],
+)
+def test_problem_file_errors_are_one_line(tmp_path, text, message):
+    path = tmp_path / "mine.py"
+    if text is not None:
+        path.write_text(text)
+    with pytest.raises(sf.StencilforgeError, match=message) as info:
+        load_problem_file(path)
+    assert "\n" not in str(info.value)
