@@ -400,7 +400,7 @@ class CudaBackend:
             kernel = self._copy_kernels[arr.dtype] = self._cp.ElementwiseKernel(
                 "raw T a, I d, I s", "", "a[d] = a[s]", "sf_copy_cells", no_return=True
             )
-        kernel(arr.reshape(-1), dst, src, size=dst.size)
+        kernel(arr.reshape(-1), dst, src)
 
     check_fits = staticmethod(check_fits)
 
