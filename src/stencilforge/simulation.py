@@ -122,7 +122,7 @@ class Simulation:
                 src[axis] = np.where(i < 0, -1 - i, np.where(i >= n, 2 * n - 1 - i, i)) + g
         dst = np.ravel_multi_index(tuple(idx[:, ghost]), lat.padded_shape)
         src = np.ravel_multi_index(tuple(src[:, ghost]), lat.padded_shape)
-        dst, src = xp.asarray(dst), xp.asarray(src)
+        dst, src = xp.asarray(dst.astype(np.int64)), xp.asarray(src.astype(np.int64))
         copy = self.backend.copy_cells
         return lambda arr, t: copy(arr, dst, src)
 

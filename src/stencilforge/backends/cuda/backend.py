@@ -394,13 +394,17 @@ class CudaBackend:
         return run
 
     def copy_cells(self, arr, dst, src) -> None:
-        """arr.flat[dst] = arr.flat[src] in one launch (a gather and a scatter would take two)."""
+        """arr.flat[dst] = arr.flat[src] (int64 indices) in one launch; a gather and a scatter would take two."""
         kernel = self._copy_kernels.get(arr.dtype)
         if kernel is None:
-            kernel = self._copy_kernels[arr.dtype] = self._cp.ElementwiseKernel(
-                "raw T a, I d, I s", "", "a[d] = a[s]", "sf_copy_cells", no_return=True
+            ctype = {"float32": "float", "float64": "double"}[arr.dtype.name]
+            kernel = self._copy_kernels[arr.dtype] = self._cp.RawKernel(
+                f'extern "C" __global__ void sf_copy_cells({ctype}* a, const long long* d, const long long* s, long long n)'
+                " { const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; if (i < n) a[d[i]] = a[s[i]]; }",
+                "sf_copy_cells",
             )
-        kernel(arr.reshape(-1), dst, src)
+        n = dst.size
+        kernel(((n + 255) // 256,), (256,), (arr, dst, src, np.int64(n)))
 
     check_fits = staticmethod(check_fits)
 
