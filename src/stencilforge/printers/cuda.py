@@ -16,8 +16,8 @@ from .source import InfixPrinter
 
 FUNCTIONS = {"sqrt": "sqrt", "exp": "exp", "log": "log", "sin": "sin", "cos": "cos", "tanh": "tanh",
              "abs": "fabs", "min": "fmin", "max": "fmax"}
-BLOCK = (128, 2)  # with ROWS, the fastest of 24 shapes for Gray-Scott on an H100 and an H200 (docs/performance.md)
-ROWS = 2
+BLOCK = (128, 2)  # with ROWS, among the fastest shapes measured (benchmarks/results/equations_gray_scott_*.json)
+ROWS = {1: 1, 2: 2, 3: 4}  # rows per thread by dimension
 OPTIONS = ("--fmad=false",)
 
 
@@ -54,7 +54,7 @@ class _Printer(InfixPrinter):
         return f"({cond} ? {a} : {b})"
 
 
-def pass_source(p: Pass, ndim: int, dtype, constants: tuple[Constant, ...], name: str = "sf_pass", rows: int = ROWS) -> tuple[str, tuple[str, ...]]:
+def pass_source(p: Pass, ndim: int, dtype, constants: tuple[Constant, ...], name: str = "sf_pass", rows: int | None = None) -> tuple[str, tuple[str, ...]]:
     """(source, array argument order) of the pass's kernel `name`.
 
     Arguments: the arrays, then each constant and t in the dtype, then per
@@ -62,6 +62,7 @@ def pass_source(p: Pass, ndim: int, dtype, constants: tuple[Constant, ...], name
     Each thread computes `rows` consecutive rows of one column (more loads in
     flight per thread). Launch with `launch_grid`.
     """
+    rows = ROWS[ndim] if rows is None else rows
     pr = _Printer(ndim, dtype)
     T = pr.T
     body = []
@@ -104,9 +105,10 @@ def pass_source(p: Pass, ndim: int, dtype, constants: tuple[Constant, ...], name
     return "\n".join(lines) + "\n", arrays
 
 
-def launch_grid(shape: tuple[int, ...], block=BLOCK, rows: int = ROWS) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+def launch_grid(shape: tuple[int, ...], block=BLOCK, rows: int | None = None) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
     """(blocks, threads) covering the interior `shape` with the kernel's indexing."""
     bx, by = block
+    rows = ROWS[len(shape)] if rows is None else rows
     nx = shape[-1]
     ny = -(-shape[-2] // rows) if len(shape) >= 2 else 1
     nz = shape[0] if len(shape) == 3 else 1

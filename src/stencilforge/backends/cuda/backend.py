@@ -360,7 +360,7 @@ class CudaBackend:
 
         return run
 
-    def equation_pass(self, p, lattice: Grid, constants, block=printers_cuda.BLOCK, rows: int = printers_cuda.ROWS) -> Callable:
+    def equation_pass(self, p, lattice: Grid, constants, block=printers_cuda.BLOCK, rows: int | None = None) -> Callable:
         """run(arrays, params, t) for one pass of a problem's equations: threads of `block` each computing
         `rows` rows of one column, arrays C-contiguous (`asarray`), launched on the current stream."""
         source, names = printers_cuda.pass_source(p, lattice.ndim, lattice.dtype, constants, rows=rows)
