@@ -44,7 +44,7 @@ def build(shape=None, dtype="float64", seed=0) -> sf.Problem:
     grid = sf.Grid(shape, extent=L, dtype=dtype)
     dt = min(DT, DIFFUSION_NUMBER * min(grid.spacing) ** 2 / DU)
 
-    y, x = np.meshgrid(*[(np.arange(n) + 0.5) * h for n, h in zip(shape, grid.spacing)], indexing="ij")
+    y, x = np.meshgrid(*[o + np.arange(n) * h for n, o, h in zip(grid.shape, grid.origin, grid.spacing)], indexing="ij")
     seed_square = (np.abs(x - L / 2) < L / 25) & (np.abs(y - L / 2) < L / 25)
     noise = np.random.default_rng(seed).uniform(-0.01, 0.01, size=(2,) + tuple(shape))
 
