@@ -332,3 +332,24 @@ def test_gathered_walls_equal_face_by_face_fills(walls):
     (static, fill), = sim._fillers["u"]
     fill(arr, 0.0)
     np.testing.assert_array_equal(arr, want)
+
+
+def test_cli_runs_a_problem_file_and_its_parameters(tmp_path):
+    import json
+    from pathlib import Path
+
+    from typer.testing import CliRunner
+
+    from stencilforge.cli import app
+
+    example = str(Path(__file__).resolve().parents[1] / "examples" / "heat9.py")
+    runner = CliRunner()
+    res = runner.invoke(app, ["run", example, "--shape", "24 24", "--steps", "10", "--backend", "numpy", "--json", "--set", "alpha=0.5"])
+    assert res.exit_code == 0, res.output
+    summary = json.loads(res.output)
+    assert summary["steps"] == 10 and summary["params"]["alpha"] == 0.5
+    assert summary["errors"]["u"] < 1e-3
+    bad = runner.invoke(app, ["run", example, "--set", "beta=1", "--backend", "numpy"])
+    assert bad.exit_code == 2 and "no parameter 'beta'" in bad.output
+    missing = runner.invoke(app, ["run", str(tmp_path / "none.py")])
+    assert missing.exit_code == 2 and "does not exist" in missing.output
