@@ -344,7 +344,7 @@ def test_cli_runs_a_problem_file_and_its_parameters(tmp_path):
 
     example = str(Path(__file__).resolve().parents[1] / "examples" / "heat9.py")
     runner = CliRunner()
-    res = runner.invoke(app, ["run", example, "--shape", "24 24", "--steps", "10", "--backend", "numpy", "--json", "--set", "alpha=0.5"])
+    res = runner.invoke(app, ["run", example, "--shape", "24,24", "--steps", "10", "--backend", "numpy", "--json", "--set", "alpha=0.5"])
     assert res.exit_code == 0, res.output
     summary = json.loads(res.output)
     assert summary["steps"] == 10 and summary["params"]["alpha"] == 0.5
