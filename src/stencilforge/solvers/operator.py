@@ -23,12 +23,19 @@ from ..grid import Grid
 
 def harmonic_faces(k: np.ndarray, axis: int, wall: str) -> np.ndarray:
     """Face values of a nodal coefficient (host, float64): harmonic means of neighbours, which keep the
-    flux continuous across a jump in k; at a non-periodic wall the face takes the first node's k."""
+    flux continuous across a jump in k. Past a non-periodic wall k is extrapolated log-linearly from the
+    first two nodes (second order for smooth k), the ratio limited to [1/2, 2] so a jump next to a wall
+    does not send the wall's coefficient towards zero or infinity."""
     n = k.shape[axis]
+
+    def end(first: int, second: int) -> np.ndarray:
+        k0, k1 = np.take(k, [first], axis=axis), np.take(k, [second], axis=axis)
+        return k0 * np.clip(k0 / k1, 0.5, 2.0) if n > 1 else k0
+
     if wall == "periodic":
         ext = np.concatenate([np.take(k, [n - 1], axis=axis), k, np.take(k, [0], axis=axis)], axis=axis)
     else:
-        ext = np.concatenate([np.take(k, [0], axis=axis), k, np.take(k, [n - 1], axis=axis)], axis=axis)
+        ext = np.concatenate([end(0, 1), k, end(n - 1, n - 2)], axis=axis)
     a = np.take(ext, np.arange(n + 1), axis=axis)
     b = np.take(ext, np.arange(1, n + 2), axis=axis)
     faces = 2.0 * a * b / (a + b)

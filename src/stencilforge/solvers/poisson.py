@@ -17,6 +17,7 @@ import numpy as np
 from ..backends import get_backend
 from ..errors import StencilforgeError
 from ..grid import parse_dtype
+from ..metrics import error_norms
 from . import operator as op
 from .geometry import WALLS
 from .multigrid import ArrayKernels, Level, Multigrid, Traffic, level_faces
@@ -346,3 +347,16 @@ class Solve:
             "passes_per_cycle": per_cycle / (cells * itemsize) if cells else None,
             "teff_gbps": per_cycle / cycle_s / 1e9 if cycle_s else None,
         }
+
+
+def solve_setup(setup, backend: str = "auto", tol: float | None = None, max_cycles: int | None = None, **options) -> PoissonResult:
+    """A registered Poisson problem (poisson2d, poisson3d) solved by multigrid, with its error against the exact solution."""
+    grid = setup.grid
+    result = poisson(
+        setup.fields["f"][grid.interior], grid.spacing, value=setup.fields["u"], dtype=grid.dtype, backend=backend,
+        tol=tol if tol is not None else setup.default_tol, max_cycles=max_cycles if max_cycles is not None else 50, **options,
+    )
+    summary = {"problem": setup.name, **result.summary}
+    if setup.exact is not None:
+        summary["error"] = error_norms(get_backend(backend).to_host(result.u), setup.exact(0.0)["u"])
+    return PoissonResult(result.u, summary)
