@@ -101,7 +101,7 @@ def test_nonzero_dirichlet_walls_match_sparse_direct_solve(rng):
 
 @pytest.mark.parametrize(
     "shape,walls,dtype",
-    [((33, 40), ("periodic", "neumann"), "float64"), ((17, 18, 19), "dirichlet", "float32"), ((16, 15, 14), "neumann", "float64")],
+    [((33, 40), ("periodic", "neumann"), "float64"), ((17, 18, 19), "dirichlet", "float32")],
 )
 def test_numba_kernels_match_numpy(shape, walls, dtype, rng):
     f = rng.standard_normal(shape)
@@ -144,7 +144,7 @@ def test_second_order_under_refinement_for_every_wall_and_variable_k():
 
 
 def test_mixed_precision_reaches_float64_accuracy():
-    setup = problems.build("poisson2d", shape=(255, 255))
+    setup = problems.build("poisson3d", shape=(31, 31, 31))
     f = setup.fields["f"][setup.grid.interior]
     single = poisson(f, tol=1e-11, backend="numba", dtype="float32").summary
     mixed = poisson(f, tol=1e-11, backend="numba", mixed=True).summary

@@ -19,7 +19,7 @@ from .multigrid import Level, Traffic
 JIT = numba.njit(parallel=True, cache=True, nogil=True)
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@numba.njit(cache=True, nogil=True)
 def _residual_point2(u, f, k0, k1, i, j):
     c = u[i + 1, j + 1]
     lap = k0[i + 1, j] * (u[i + 2, j + 1] - c) - k0[i, j] * (c - u[i, j + 1])
@@ -27,7 +27,7 @@ def _residual_point2(u, f, k0, k1, i, j):
     return f[i, j] - lap
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@numba.njit(cache=True, nogil=True)
 def _residual_point3(u, f, k0, k1, k2, i, j, l):
     c = u[i + 1, j + 1, l + 1]
     lap = k0[i + 1, j, l] * (u[i + 2, j + 1, l + 1] - c) - k0[i, j, l] * (c - u[i, j + 1, l + 1])
