@@ -219,7 +219,6 @@ class NumbaKernels:
     """Kernels bound per level to full-shape face views and per-axis tables (identity where not coarsened)."""
 
     xp = np
-    fused_restriction = True
 
     def __init__(self, traffic: Traffic):
         self.traffic = traffic
