@@ -1,6 +1,6 @@
 """stencilforge: structured-grid finite-difference solvers at the memory-bandwidth limit."""
 
-from .api import apply, derivatives, solve
+from .api import PoissonResult, apply, derivatives, poisson, solve
 from .boundary import Dirichlet, Neumann, Periodic
 from .errors import StencilforgeError
 from .ir.nodes import Constant, Eq, Field, Grid, absolute, cos, exp, log, maximum, minimum, sin, sqrt, tanh, where
@@ -11,8 +11,8 @@ from .stencil import Stencil
 
 __version__ = "0.1.0"
 __all__ = [
-    "Constant", "Dirichlet", "Eq", "Field", "Grid", "Neumann", "Periodic", "Problem", "Simulation", "Source",
-    "Stencil", "StencilforgeError", "absolute", "apply", "cos", "d", "derivatives", "div_grad", "exp",
-    "laplacian", "laplacian9", "log", "maximum", "minimum", "run", "sin", "solve", "sqrt", "tanh", "upwind",
-    "where", "__version__",
+    "Constant", "Dirichlet", "Eq", "Field", "Grid", "Neumann", "Periodic", "PoissonResult", "Problem", "Simulation",
+    "Source", "Stencil", "StencilforgeError", "absolute", "apply", "cos", "d", "derivatives", "div_grad", "exp",
+    "laplacian", "laplacian9", "log", "maximum", "minimum", "poisson", "run", "sin", "solve", "sqrt", "tanh",
+    "upwind", "where", "__version__",
 ]

@@ -1,4 +1,4 @@
-"""The public surface: solve a named problem, or apply operators to your own arrays."""
+"""The public surface: solve a named problem, apply operators to your own arrays, or solve your own Poisson problem."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from .errors import StencilforgeError
 from .grid import Grid, parse_dtype
 from .plan import Sweep, Term
 from .problems import derivatives as _derivatives
+from .solvers import PoissonResult, poisson
 from .stencil import Stencil
 from .timeloop import LoopOptions, Result, run
 

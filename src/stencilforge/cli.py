@@ -205,6 +205,42 @@ def run_problem_file(path: str, shape, steps, tol, dtype, backend: str, settings
     out.print(table)
 
 
+def _multigrid_method(problem: str | None, method: str | None, resume: str | None) -> bool:
+    """Whether `run` solves by multigrid: the default for the Poisson problems (a resumed run is a Jacobi run)."""
+    if method not in (None, "multigrid", "jacobi"):
+        raise StencilforgeError(f"--method must be multigrid or jacobi, got {method!r}")
+    if method is not None and problem not in problems.POISSON:
+        raise StencilforgeError(f"--method applies to {', '.join(problems.POISSON)}, not {problem}")
+    if method == "multigrid" and resume is not None:
+        raise StencilforgeError("--resume continues a Jacobi run: use --method jacobi")
+    return problem in problems.POISSON and resume is None and method != "jacobi"
+
+
+def _run_multigrid(problem: str, shape: str | None, dtype: str | None, backend: str, tol: float | None, steps: int | None, as_json: bool) -> None:
+    from .solvers import solve_setup
+
+    setup = problems.build(problem, shape=parse_ints(shape, "--shape"), dtype=dtype)
+    s = solve_setup(setup, backend=backend, tol=tol, max_cycles=steps).summary
+    if as_json:
+        print(json.dumps(s))
+        return
+    table = Table(show_header=False, box=None, pad_edge=False)
+    table.add_row("problem", f"{s['problem']}  {'x'.join(map(str, s['shape']))}  {s['dtype']}")
+    table.add_row("method", f"multigrid {s['cycle']}({s['pre']},{s['post']}) {s['smoother']}, FMG start, {len(s['levels'])} levels down to {'x'.join(map(str, s['levels'][-1]))}")
+    table.add_row("backend", s["backend"])
+    state = "converged" if s["converged"] else "not converged"
+    table.add_row("cycles", f"{s['cycles']}  ({state}, tol {s['tol']:g})")
+    table.add_row("residual", f"{s['residual']:.3e}  per cycle: {' '.join(f'{x:.3f}' for x in s['factors'])}")
+    timing = f"{s['wall_s']:.3f} s wall, {s['setup_s']:.3f} s set-up"
+    if s["cycle_s"] is not None:
+        timing += f", {s['cycle_s'] * 1e3:.2f} ms per cycle"
+    table.add_row("time", timing)
+    if s["teff_gbps"] is not None:
+        table.add_row("throughput", f"T_eff {s['teff_gbps']:.1f} GB/s per cycle ({s['passes_per_cycle']:.1f} passes over the finest grid)")
+    table.add_row("error vs exact", f"max {s['error']['max_abs']:.3e}, rel L2 {s['error']['rel_l2']:.3e}")
+    out.print(table)
+
+
 @app.command()
 @friendly
 @one_voice_under_mpi
@@ -226,6 +262,7 @@ def run(
     frequency: Optional[float] = typer.Option(None, help="wave3d: Ricker peak frequency"),
     axis: Optional[int] = typer.Option(None, help="derivatives: 0 (y) or 1 (x)"),
     accuracy: Optional[int] = typer.Option(None, help="derivatives: interior order 2 or 4"),
+    method: Optional[str] = typer.Option(None, "--method", help="poisson2d, poisson3d: multigrid (default; --steps caps its cycles) or jacobi"),
     check_every: int = typer.Option(100, help="steps between NaN checks and residual evaluations"),
     fuse_steps: bool = typer.Option(True, "--fuse-steps/--single-steps", help="cuda (auto strategy; 2D and 3D) and numba (2D): two steps per pass where no wall reads the field and nothing looks in between (poisson2d, heat2d, heat3d)"),
     snapshot_every: Optional[int] = typer.Option(None, "--snapshot-every", help="save the field every K steps to --out"),
@@ -255,6 +292,13 @@ def run(
 
     mpi = procs is not None or launched()
     root = world_rank() == 0
+    if _multigrid_method(problem, method, resume):
+        refused = [name for name, given in (("--snapshot-every", snapshot_every), ("--checkpoint-every", checkpoint_every),
+                   ("--png", png), ("--procs", procs or (launched() or None)), ("--strategy", strategy)) if given]
+        if refused:
+            raise StencilforgeError(f"{', '.join(refused)} apply to --method jacobi, not multigrid")
+        _run_multigrid(problem, shape, dtype, backend, tol, steps, as_json)
+        return
 
     outputs = Outputs(
         snapshot_every=snapshot_every, out=out_file, compression=compression, checkpoint_every=checkpoint_every,

@@ -124,8 +124,54 @@ def solver_checks(backend, quick: bool):
         yield Check(label, 2, observed_order(hs, errs), tuple(errs))
 
 
+def _manufactured(case: str):
+    """(walls, exact u, f, k or None) on the unit square for one multigrid check."""
+    pi = np.pi
+    if case == "dirichlet":  # non-zero walls on y = 0 and y = 1
+        return "dirichlet", lambda x, y: np.sin(pi * x) * np.exp(y), lambda x, y: (1 - pi * pi) * np.sin(pi * x) * np.exp(y), None
+    if case == "neumann":  # zero flux through walls half a cell outside the first and last nodes
+        return "neumann", lambda x, y: np.cos(pi * x) * np.cos(pi * y), lambda x, y: -2 * pi * pi * np.cos(pi * x) * np.cos(pi * y), None
+    if case == "periodic":
+        return "periodic", lambda x, y: np.sin(2 * pi * x) * np.cos(2 * pi * y), lambda x, y: -8 * pi * pi * np.sin(2 * pi * x) * np.cos(2 * pi * y), None
+
+    def k(x, y):
+        return 1 + 0.5 * np.sin(2 * x + y)
+
+    def f(x, y):
+        u_x, u_y = pi * np.cos(pi * x) * np.sin(pi * y), pi * np.sin(pi * x) * np.cos(pi * y)
+        return k(x, y) * -2 * pi * pi * np.sin(pi * x) * np.sin(pi * y) + np.cos(2 * x + y) * (u_x + 0.5 * u_y)
+
+    return "dirichlet", lambda x, y: np.sin(pi * x) * np.sin(pi * y), f, k
+
+
+def multigrid_error(backend_name: str, case: str, n: int) -> tuple[float, float]:
+    """(h, max error) of the multigrid solution of a manufactured problem on an n x n grid."""
+    from .solvers import poisson
+
+    wall, exact, rhs, coefficient = _manufactured(case)
+    h = 1.0 / (n + 1) if wall == "dirichlet" else 1.0 / n
+    first = {"dirichlet": h, "neumann": h / 2, "periodic": 0.0}[wall]
+    x, y = np.meshgrid(first + h * np.arange(n), first + h * np.arange(n), indexing="ij")
+    k = coefficient(x, y) if coefficient is not None else None
+    result = poisson(rhs(x, y), h, boundary=wall, value=exact, k=k, tol=1e-11, backend=backend_name)
+    u = exact(x, y)
+    if wall != "dirichlet":
+        u = u - u.mean()
+    return h, float(np.max(np.abs(np.asarray(result.u) - u)))
+
+
+def multigrid_checks(backend, quick: bool):
+    """Second order of the multigrid solution on manufactured problems for every wall type and variable k."""
+    for case in ("dirichlet", "neumann", "periodic", "variable k"):
+        sizes = {"dirichlet": (15, 31, 63), "variable k": (15, 31, 63)}.get(case, (16, 32, 64))
+        pairs = [multigrid_error(backend.name, case, n) for n in (sizes[:2] if quick else sizes)]
+        hs, errs = zip(*pairs)
+        yield Check(f"poisson multigrid, {case}", 2, observed_order(hs, errs), tuple(errs))
+
+
 def run_suite(backend, quick: bool = False):
     """Every convergence check, in order, as a generator of Check results."""
     yield from star_checks(backend, quick)
     yield from derivative_checks(backend, quick)
     yield from solver_checks(backend, quick)
+    yield from multigrid_checks(backend, quick)

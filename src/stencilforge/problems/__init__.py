@@ -5,17 +5,19 @@ from __future__ import annotations
 from functools import partial
 
 from ..errors import StencilforgeError
-from . import derivatives, heat, poisson2d, wave3d
+from . import derivatives, heat, poisson2d, poisson3d, wave3d
 from .base import PointSource, Setup
 
 BUILDERS = {
     "poisson2d": (poisson2d.build, poisson2d.PARAMS),
+    "poisson3d": (poisson3d.build, poisson3d.PARAMS),
     "heat2d": (partial(heat.build, 2), heat.PARAMS),
     "heat3d": (partial(heat.build, 3), heat.PARAMS),
     "wave3d": (wave3d.build, wave3d.PARAMS),
     "derivatives": (derivatives.build, derivatives.PARAMS),
 }
 NAMES = tuple(BUILDERS)
+POISSON = ("poisson2d", "poisson3d")  # the problems `run --method multigrid` solves
 
 
 def build(name: str, shape=None, dtype=None, **params) -> Setup:

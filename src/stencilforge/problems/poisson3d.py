@@ -1,0 +1,57 @@
+"""del^2 u = f on the unit cube: poisson2d's case one dimension up, solved by multigrid or Jacobi.
+
+u = sin(pi x) sin(pi y) sin(pi z), f = -3 pi^2 u, Dirichlet from u, float64.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..boundary import Dirichlet
+from ..errors import StencilforgeError
+from ..grid import Grid
+from ..plan import Sweep, Term
+from ..stencil import Stencil
+from .base import Setup, padded
+from .poisson2d import jacobi_sweep
+
+NDIM = 3
+DEFAULT_SHAPE = (64, 64, 64)
+PARAMS = ()
+
+
+def exact_u(x, y, z, t=0.0):
+    return np.sin(np.pi * x) * np.sin(np.pi * y) * np.sin(np.pi * z)
+
+
+def rhs(x, y, z):
+    return -3.0 * np.pi**2 * exact_u(x, y, z)
+
+
+def build(shape=DEFAULT_SHAPE, dtype="float64") -> Setup:
+    shape = tuple(shape)
+    if len(shape) != NDIM:
+        raise StencilforgeError(f"poisson3d needs a 3D shape, got {shape}")
+    grid = Grid.unit_box(shape, dtype, ghost=1)
+    lap = Stencil.laplacian(3, 1, grid.spacing)
+    boundary = Dirichlet(exact_u)
+    u = padded(grid, 0.0)
+    boundary.bind(grid)(u, 0.0)
+    f = padded(grid, rhs(*grid.mesh()))
+    residual = Sweep("r", (Term("f", Stencil.identity(3)), Term("u", lap.scaled(-1))))
+    inner = grid.mesh(ghosts=False)
+    return Setup(
+        name="poisson3d",
+        grid=grid,
+        fields={"u": u, "u_new": u.copy(), "f": f},
+        dt=1.0,
+        default_steps=200_000,
+        solution="u",
+        sweep=jacobi_sweep(lap, with_rhs=True),
+        swap=("u", "u_new"),
+        boundaries={"u": boundary},
+        exact=lambda t: {"u": exact_u(*inner)},
+        residual=residual,
+        default_tol=1e-6,
+        rhs_norm=float(np.linalg.norm(rhs(*inner).astype(grid.dtype).astype(np.float64))),
+    )
