@@ -12,9 +12,10 @@ interface must be; its kink at the interface is what the scheme must capture.
 
 sf.div_grad averages k arithmetically onto the cell faces. At the face on the
 interface (a face for every even n) the right average is the harmonic one, so
-the flux there carries an O(1) relative error and the solution an O(h) error:
-the scheme is first order (ORDER), though second order away from the jump.
-Forward Euler with dt proportional to h^2 adds only O(h^2).
+the flux there is off by a fixed fraction; that shifts the solution's jump
+across the face by O(h), an error the layers on either side inherit: the
+scheme is first order (ORDER), although its truncation error is second order
+away from the interface. Forward Euler with dt proportional to h^2 adds only O(h^2).
 """
 
 import math
