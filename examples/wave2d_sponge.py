@@ -24,7 +24,7 @@ from stencilforge.ir.nodes import Time
 
 ORDER = 2
 SHAPES = [(15, 15), (23, 23), (31, 31), (47, 47)]
-T_END = 1.0  # whole steps for n + 1 points per side: T_END / dt = 2 (n + 1)
+T_END = 1.0  # whole steps for n interior points per side: T_END / dt = 2 (n + 1)
 
 L = 1.0
 C = 1.0
