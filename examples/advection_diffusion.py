@@ -20,7 +20,7 @@ from stencilforge.ir.nodes import Time
 
 ORDER = 1
 SHAPES = [(48, 48), (96, 96), (192, 192)]
-T_END = 0.25
+T_END = 0.25  # whole steps for every shape: T_END / dt = n
 
 COURANT = 0.25  # dt / h; |a| + |b| <= 2, so the advective Courant number is at most one half
 NU = 0.001
