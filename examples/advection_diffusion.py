@@ -16,7 +16,6 @@ carried along x that the non-uniform velocity would otherwise distort.
 import math
 
 import stencilforge as sf
-from stencilforge.ir.nodes import Time
 
 ORDER = 1
 SHAPES = [(48, 48), (96, 96), (192, 192)]
@@ -29,7 +28,7 @@ NU = 0.001
 def build(shape=None, dtype="float64") -> sf.Problem:
     shape = shape or (256, 256)
     grid = sf.Grid(shape, extent=1.0, dtype=dtype)
-    x, y, t = grid.x, grid.y, Time()
+    x, y, t = grid.x, grid.y, grid.t
     nu = sf.Constant("nu", NU)
     dt = COURANT * grid.spacing[0]
     k = 2 * math.pi

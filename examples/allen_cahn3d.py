@@ -18,7 +18,6 @@ order (ORDER).
 import math
 
 import stencilforge as sf
-from stencilforge.ir.nodes import Time
 
 ORDER = 2
 SHAPES = [(16, 16, 16), (24, 24, 24), (32, 32, 32)]
@@ -33,7 +32,7 @@ START = 0.9  # where the front crosses at t = 0, along the normal
 def build(shape=None, dtype="float64") -> sf.Problem:
     shape = shape or (64, 64, 64)
     grid = sf.Grid(shape, extent=1.0, dtype=dtype)
-    t = Time()
+    t = grid.t
     a = sf.Constant("a", 0.25)
     dt = COURANT * grid.spacing[0] ** 2 / D
 

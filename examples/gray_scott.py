@@ -18,7 +18,6 @@ import math
 import numpy as np
 
 import stencilforge as sf
-from stencilforge.ir.nodes import Time
 
 ORDER = 2
 SHAPES = [(16, 16), (24, 24), (32, 32)]
@@ -63,7 +62,7 @@ def build(shape=None, dtype="float64", seed=0) -> sf.Problem:
 def build_manufactured(shape=None, dtype="float64") -> sf.Problem:
     shape = shape or SHAPES[-1]
     grid = sf.Grid(shape, extent=1.0, dtype=dtype)
-    x, y, t = grid.x, grid.y, Time()
+    x, y, t = grid.x, grid.y, grid.t
     du, dv, feed, kill = 0.01, 0.005, FEED, KILL
     dt = min(grid.spacing) ** 2
     k = 2 * math.pi

@@ -353,3 +353,30 @@ def test_cli_runs_a_problem_file_and_its_parameters(tmp_path):
     assert bad.exit_code == 2 and "no parameter 'beta'" in bad.output
     missing = runner.invoke(app, ["run", str(tmp_path / "none.py")])
     assert missing.exit_code == 2 and "does not exist" in missing.output
+
+
+def test_harmonic_div_grad_is_second_order_across_a_jump():
+    """A layered k with a jump: the exact steady flux is constant; the harmonic face average reproduces
+    the piecewise-linear solution to rounding, the arithmetic one does not."""
+    n = 20
+    grid = sf.Grid((n,), extent=1.0)
+    u, k = sf.Field("u", grid, levels=1), sf.Field("k", grid, levels=1)
+    w = sf.Field("w", grid, levels=1)
+    kx = sf.where(grid.x < 0.5, 1.0, 10.0)
+    # u = x / k_left left of 0.5 and 0.5 + (x - 0.5) / k_right right of it: k u' = 1 everywhere
+    ux = sf.where(grid.x < 0.5, grid.x, 0.5 + (grid.x - 0.5) / 10.0)
+    errs = {}
+    for avg in ("harmonic", "arithmetic"):
+        p = sf.Problem([sf.Eq(w, sf.div_grad(k, u, average=avg))], initial={u: ux, k: kx}, exact={w: 0.0 * grid.x})
+        errs[avg] = sf.run(p, backend="numpy", steps=1).summary["errors"]["w"]
+    assert errs["harmonic"] < 1e-9 < errs["arithmetic"]
+
+
+def test_abs_and_source_signal_numbers():
+    grid = sf.Grid((6,), extent=1.0)
+    u = sf.Field("u", grid)
+    p = sf.Problem([sf.Eq(u.next, abs(u - 1.0))], sources=[sf.Source(u, at=(0.75,), signal=2.0)], steps=1)
+    r = sf.run(p, backend="numpy")
+    assert float(r.fields["u"][4]) == 3.0 and float(r.fields["u"][0]) == 1.0
+    with pytest.raises(sf.StencilforgeError):
+        sf.Problem([sf.Eq(u.next, u)], steps=10.7)

@@ -100,6 +100,8 @@ class Problem:
     ):
         self.equations = tuple(equations)
         self.analysis: Analysis = analyse(self.equations)
+        if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 0:
+            raise StencilforgeError(f"steps must be a non-negative integer, got {steps!r}")
         self.name, self.description, self.default_steps = name, description, int(steps)
         grid = self.analysis.grid
         fields = {f.name: f for f in self.analysis.fields}
@@ -139,13 +141,15 @@ class Problem:
             name, _ = _key(fields, key, "exact solution")
             self.exact[name] = _pure(expr, f"the exact solution of {name}")
 
-        self.sources = tuple(sources)
-        for s in self.sources:
-            if not isinstance(s, Source) or s.field.name not in written:
+        checked = []
+        for s in sources:
+            if not isinstance(s, Source) or not isinstance(s.field, Field) or s.field.name not in written:
                 raise StencilforgeError(f"a source must be sf.Source(field, at, signal) on a field an equation writes, got {s!r}")
-            if len(s.at) != grid.ndim or not all(math.isfinite(float(v)) for v in s.at):
-                raise StencilforgeError(f"source on {s.field.name}: `at` needs {grid.ndim} finite coordinates")
-            _pure(s.signal, f"the signal of the source on {s.field.name}")
+            at = tuple(s.at) if isinstance(s.at, (tuple, list)) else (s.at,)
+            if len(at) != grid.ndim or not all(isinstance(v, (int, float, np.integer, np.floating)) and math.isfinite(v) for v in at):
+                raise StencilforgeError(f"source on {s.field.name}: `at` needs {grid.ndim} finite coordinates, got {s.at!r}")
+            checked.append(Source(s.field, at, _pure(s.signal, f"the signal of the source on {s.field.name}")))
+        self.sources = tuple(checked)
         self.residual = None if residual is None else as_expr(residual)
 
         exprs = [eq.expr for eq in self.equations] + [v for v in self.initial.values() if isinstance(v, Expr)]

@@ -130,7 +130,7 @@ class Simulation:
         lat = self.lattice
         index = []
         for a, x in enumerate(source.at):
-            i = int(round((float(x) - lat.lower[a]) / lat.spacing[a]))
+            i = math.floor((float(x) - lat.lower[a]) / lat.spacing[a] + 0.5)  # ties go up, the same on every axis
             if not 0 <= i < lat.shape[a]:
                 raise StencilforgeError(f"source on {source.field.name} at {source.at} lies outside the grid")
             index.append(i + lat.ghost)

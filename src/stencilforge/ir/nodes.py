@@ -80,8 +80,14 @@ class Expr:
 
     def __pow__(self, n):
         if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)):
-            raise StencilforgeError(f"only integer powers are supported, got {n!r}: use exp/log for others")
+            raise StencilforgeError(f"only integer powers are supported, got {n!r}: use sf.sqrt, or sf.exp(p * sf.log(x))")
         return Power(self, int(n))
+
+    def __rpow__(self, base):
+        raise StencilforgeError("a number raised to an expression is not supported: use sf.exp(expr * math.log(base))")
+
+    def __abs__(self):
+        return Call("abs", (self,))
 
     def __lt__(self, other):
         return Compare("<", self, as_expr(other))

@@ -12,7 +12,7 @@ from fractions import Fraction
 
 from ..errors import StencilforgeError
 from ..stencil import Stencil, fornberg_weights
-from .nodes import Access, Coordinate, Expr, Grid, Literal, as_expr, shift, walk, where
+from .nodes import Access, Expr, Grid, Literal, as_expr, shift, walk, where
 
 
 def grid_of(expr: Expr, grid: Grid | None = None) -> Grid:
@@ -116,21 +116,30 @@ def upwind(u, axis, velocity, accuracy: int = 1, grid: Grid | None = None) -> Ex
     return where(as_expr(velocity) > 0, one_sided(1), one_sided(-1))
 
 
-def div_grad(k, u, grid: Grid | None = None) -> Expr:
-    """div(k grad u), second order, with k averaged arithmetically onto the cell faces."""
+def div_grad(k, u, average: str = "arithmetic", grid: Grid | None = None) -> Expr:
+    """div(k grad u), second order, with k averaged onto the cell faces.
+
+    "harmonic" (2 k_i k_j / (k_i + k_j)) keeps the flux continuous where k jumps
+    between cells, so second order survives a material interface; "arithmetic"
+    is cheaper and suits smooth k.
+    """
     u, k = as_expr(u), as_expr(k)
     g = grid_of(u, grid)
+    if average not in ("arithmetic", "harmonic"):
+        raise StencilforgeError(f"div_grad average must be 'arithmetic' or 'harmonic', got {average!r}")
     total = None
     for a in range(g.ndim):
         e = [0] * g.ndim
         e[a] = 1
         plus, minus = tuple(e), tuple(-o for o in e)
-        k_hi = (k + shift(k, plus)) * 0.5
-        k_lo = (shift(k, minus) + k) * 0.5
+        if average == "harmonic":
+            k_hi = 2.0 * k * shift(k, plus) / (k + shift(k, plus))
+            k_lo = 2.0 * shift(k, minus) * k / (shift(k, minus) + k)
+        else:
+            k_hi = (k + shift(k, plus)) * 0.5
+            k_lo = (shift(k, minus) + k) * 0.5
         flux = k_hi * (shift(u, plus) - u) - k_lo * (u - shift(u, minus))
         term = flux * Literal(1.0 / g.spacing[a] ** 2)
         total = term if total is None else total + term
     return total
 
-
-__all__ = ["apply_stencil", "d", "div_grad", "grid_of", "laplacian", "laplacian9", "upwind", "Coordinate"]
