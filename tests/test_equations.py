@@ -380,3 +380,21 @@ def test_abs_and_source_signal_numbers():
     assert float(r.fields["u"][4]) == 3.0 and float(r.fields["u"][0]) == 1.0
     with pytest.raises(sf.StencilforgeError):
         sf.Problem([sf.Eq(u.next, u)], steps=10.7)
+
+
+def test_cli_verify_checks_problem_files(tmp_path):
+    """verify FILE.py passes an example and fails a file whose ORDER is wrong, with exit status 1."""
+    from pathlib import Path
+
+    from typer.testing import CliRunner
+
+    from stencilforge.cli import app
+
+    example = Path(__file__).resolve().parents[1] / "examples" / "heat9.py"
+    wrong = tmp_path / "heat9_wrong.py"
+    wrong.write_text(example.read_text().replace("ORDER = 2", "ORDER = 3"))
+    runner = CliRunner()
+    good = runner.invoke(app, ["verify", str(example), "--backend", "numpy"])
+    assert good.exit_code == 0, good.output
+    bad = runner.invoke(app, ["verify", str(wrong), "--backend", "numpy"])
+    assert bad.exit_code == 1 and "FAIL" in bad.output

@@ -334,10 +334,12 @@ def run(
 @app.command()
 @friendly
 def verify(
+    files: Optional[list[str]] = typer.Argument(None, help="problem files (NAME.py with build, ORDER, SHAPES, T_END) to check instead of the built-in suite"),
     backend: str = typer.Option("auto", help="backend to verify"),
     quick: bool = typer.Option(False, help="fewer, smaller grids"),
 ) -> None:
-    """Convergence-order suite: observed order by grid refinement against theory."""
+    """Convergence-order suite: observed order by grid refinement against theory (within 0.1 for problem files)."""
+    from .convergence import check_file
     from .verification import run_suite
 
     engine = get_backend(backend)
@@ -345,7 +347,8 @@ def verify(
     for col in ("check", "expected", "observed", "errors (coarse -> fine)", "result"):
         table.add_column(col)
     failed = 0
-    for check in run_suite(engine, quick=quick):
+    checks = [check_file(path, engine) for path in files] if files else run_suite(engine, quick=quick)
+    for check in checks:
         failed += not check.passed
         table.add_row(
             check.name, f"{check.expected:g}", f"{check.observed:.3f}",

@@ -16,6 +16,7 @@ from typing import Callable, Sequence
 from .errors import StencilforgeError
 from .problem import Problem
 from .simulation import run
+from .verification import Check
 from .verification import observed_order as fit_slope
 
 
@@ -87,3 +88,15 @@ def load_problem_file(path) -> ModuleType:
         del sys.modules[name]
         raise StencilforgeError(f"problem file {path} defines no build(shape=None, dtype='float64') function")
     return module
+
+
+def check_file(path, backend="numpy") -> Check:
+    """A problem file's observed order against its ORDER, from its SHAPES and T_END, within 0.1
+    (its `build_manufactured`, where it has one, is the problem the check solves)."""
+    module = load_problem_file(path)
+    missing = [name for name in ("ORDER", "SHAPES", "T_END") if not hasattr(module, name)]
+    if missing:
+        raise StencilforgeError(f"problem file {path} needs {', '.join(missing)} to be verified")
+    build = getattr(module, "build_manufactured", module.build)
+    slope, _, errors = observed_order(build, module.SHAPES, module.T_END, backend=backend)
+    return Check(Path(path).stem, float(module.ORDER), slope, tuple(errors), tolerance=0.1)

@@ -30,10 +30,11 @@ class Check:
     expected: float
     observed: float
     errors: tuple[float, ...]
+    tolerance: float = TOLERANCE
 
     @property
     def passed(self) -> bool:
-        return abs(self.observed - self.expected) <= TOLERANCE
+        return abs(self.observed - self.expected) <= self.tolerance
 
 
 def observed_order(spacings, errors) -> float:
