@@ -81,7 +81,10 @@ class Problem:
               expression (its ghost layers are that expression)
     exact:    {field: expression of coordinates and t}: errors are reported against it
     dt:       the time step (number or sf.Constant); t advances by it each step
-    residual: an expression whose RMS over the interior a run with `tol` drives below tol
+    residual: an expression a run with `tol` drives below tol, measured as ||residual||_2 / ||residual_scale||_2
+              over the interior (without a scale: its RMS)
+    Expressions for initial values, walls and exact solutions are evaluated in float64 and rounded to
+    the grid's dtype once; u.prev's initial expression is evaluated at t = -dt.
     """
 
     def __init__(
@@ -94,6 +97,7 @@ class Problem:
         sources: Sequence[Source] = (),
         dt: float | Constant = 1.0,
         residual: Expr | None = None,
+        residual_scale: Expr | None = None,
         name: str = "problem",
         steps: int = 100,
         description: str = "",
@@ -151,12 +155,24 @@ class Problem:
             checked.append(Source(s.field, at, _pure(s.signal, f"the signal of the source on {s.field.name}")))
         self.sources = tuple(checked)
         self.residual = None if residual is None else as_expr(residual)
+        self.residual_scale = None if residual_scale is None else as_expr(residual_scale)
 
         exprs = [eq.expr for eq in self.equations] + [v for v in self.initial.values() if isinstance(v, Expr)]
         exprs += list(self.exact.values()) + [s.signal for s in self.sources]
         exprs += [c.value for conds in self.boundary.values() for c in conds if isinstance(c, Dirichlet) and isinstance(c.value, Expr)]
-        exprs += [self.dt] + ([self.residual] if self.residual is not None else [])
+        exprs += [self.dt] + [e for e in (self.residual, self.residual_scale) if e is not None]
         self.constants: tuple[Constant, ...] = constants_of(exprs)
+
+    def values(self, overrides: Mapping[str, float] | None = None) -> dict[str, float]:
+        """Each constant's value, with `overrides` (checked against the problem's own constants)."""
+        values = {c.name: c.value for c in self.constants}
+        for name, value in (overrides or {}).items():
+            if name not in values:
+                raise StencilforgeError(f"{self.name} has no parameter {name!r} (its parameters: {', '.join(values) or 'none'})")
+            if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) or not math.isfinite(value):
+                raise StencilforgeError(f"parameter {name} must be a finite number, got {value!r}")
+            values[name] = float(value)
+        return values
 
     @property
     def grid(self):

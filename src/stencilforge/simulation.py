@@ -21,20 +21,25 @@ from .errors import StencilforgeError
 from .grid import Grid as Lattice
 from .ir.analysis import slot_name
 from .ir.nodes import Constant, Expr
-from .printers.numpy import coordinates, evaluate
+from .printers.numpy import coordinates, evaluate, float64_coordinates, wall_values
 from .problem import Problem
 
 
-def _params(problem: Problem, overrides: Mapping[str, float] | None) -> dict[str, float]:
-    values = {c.name: c.value for c in problem.constants}
-    for name, value in (overrides or {}).items():
-        if name not in values:
-            known = ", ".join(values) or "none"
-            raise StencilforgeError(f"{problem.name} has no parameter {name!r} (its parameters: {known})")
-        if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) or not math.isfinite(value):
-            raise StencilforgeError(f"parameter {name} must be a finite number, got {value!r}")
-        values[name] = float(value)
-    return values
+def initial_array(problem: Problem, lattice: Lattice, name: str, level: int, params, dt: float, xp=np):
+    """A ghosted array of a field's initial value at one time level.
+
+    An expression is evaluated in float64 on the whole lattice (ghosts too) at t = level * dt, so
+    u.prev of a leapfrog scheme starts one step back; it is rounded to the dtype once. A level
+    without its own value starts from level 0's.
+    """
+    value = problem.initial.get((name, level), problem.initial.get((name, 0), 0.0))
+    arr = xp.zeros(lattice.padded_shape, dtype=lattice.dtype)
+    if isinstance(value, Expr):
+        arr[...] = evaluate(value, dtype=np.float64, xp=xp, coordinate=float64_coordinates(lattice, xp, ghosts=True),
+                            params=params, t=min(level, 0) * dt)
+    else:
+        arr[lattice.interior] = xp.asarray(np.asarray(value, dtype=lattice.dtype))
+    return arr
 
 
 class Simulation:
@@ -44,7 +49,7 @@ class Simulation:
         self.problem, self.backend = problem, backend
         an = problem.analysis
         grid = an.grid
-        self.params = _params(problem, params)
+        self.params = problem.values(params)
         dt = problem.dt
         self.dt = self.params[dt.name] if isinstance(dt, Constant) else dt.value
         if not self.dt > 0:
@@ -69,15 +74,7 @@ class Simulation:
     # ------------------------------------------------------------ set-up
 
     def _initial(self, name: str, level: int):
-        """A ghosted array holding the field's initial value (level -1 defaults to level 0's)."""
-        lat, xp = self.lattice, self.xp
-        value = self.problem.initial.get((name, level), self.problem.initial.get((name, 0), 0.0))
-        arr = xp.zeros(lat.padded_shape, dtype=lat.dtype)
-        if isinstance(value, Expr):
-            arr[...] = evaluate(value, dtype=lat.dtype, xp=xp, coordinate=coordinates(lat, xp, ghosts=True), params=self.params, t=0.0)
-        else:
-            arr[lat.interior] = xp.asarray(np.asarray(value, dtype=lat.dtype))
-        return arr
+        return initial_array(self.problem, self.lattice, name, level, self.params, self.dt, self.xp)
 
     def _bind(self, name: str, conds) -> list[tuple[bool, Callable]]:
         """(static, fill(arr, t)) per axis, in axis order, so that corners take the later axis's values.
@@ -91,13 +88,7 @@ class Simulation:
         for axis, cond in enumerate(conds):
             faces = ((axis, 0), (axis, 1))
             if isinstance(cond, Dirichlet) and isinstance(cond.value, Expr):
-                expr, lat, xp = cond.value, self.lattice, self.xp
-
-                def value(*args, _expr=expr):
-                    *xs, t = args
-                    return evaluate(_expr, dtype=lat.dtype, xp=xp, coordinate=lambda a, s, _xs=xs: _xs[a].astype(lat.dtype), params=self.params, t=t)
-
-                cond = Dirichlet(value, time_dependent=True)
+                cond = wall_values(cond.value, self.params, self.xp)
             static = isinstance(cond, Dirichlet) and cond.static
             if isinstance(cond, Periodic) and self.lattice.ghost > self.lattice.shape[axis]:
                 raise StencilforgeError(f"periodic {name} along axis {axis}: ghost width exceeds the grid")
@@ -187,7 +178,7 @@ class Simulation:
         return {name: self._slot((name, 0))[self.lattice.interior] for name in self.levels}
 
     def residual(self) -> float:
-        """RMS over the interior of the problem's residual expression, with the walls filled first."""
+        """||residual||_2 / ||residual_scale||_2 over the interior (the RMS without a scale), walls filled first."""
         expr = self.problem.residual
         if expr is None:
             raise StencilforgeError(f"{self.problem.name} defines no residual, so it cannot run to a tolerance")
@@ -200,33 +191,23 @@ class Simulation:
             arr = self._slot((node.field.name, node.level))
             return arr[tuple(slice(g + o, g + o + n) for o, n in zip(node.offset, shape))]
 
-        r = evaluate(expr, dtype=lat.dtype, xp=xp, coordinate=coordinates(lat, xp), access=access, params=self.params, t=self.t)
-        r = xp.asarray(r, dtype=np.float64)
-        return float(xp.sqrt(xp.mean(r * r)))
+        def norm(e):
+            value = evaluate(e, dtype=lat.dtype, xp=xp, coordinate=coordinates(lat, xp), access=access, params=self.params, t=self.t)
+            value = xp.broadcast_to(xp.asarray(value, dtype=np.float64), lat.shape)
+            return float(xp.sqrt(xp.sum(value * value)))
+
+        scale = self.problem.residual_scale
+        return norm(expr) / (norm(scale) if scale is not None else math.sqrt(lat.cells))
 
     def errors(self) -> dict[str, float]:
         """Max-norm error of each field with an exact solution, at the current time, reduced where the field lives."""
         lat, xp = self.lattice, self.xp
         out = {}
         for name, expr in self.problem.exact.items():
-            exact = evaluate(expr, dtype=np.float64, xp=xp, coordinate=_float64_coordinates(lat, xp), params=self.params, t=self.t)
+            exact = evaluate(expr, dtype=np.float64, xp=xp, coordinate=float64_coordinates(lat, xp), params=self.params, t=self.t)
             diff = xp.abs(self._slot((name, 0))[lat.interior].astype(np.float64) - exact)
             out[name] = float(xp.max(diff))
         return out
-
-
-def _float64_coordinates(lat: Lattice, xp):
-    cache = {}
-
-    def coordinate(axis, shift):
-        if (axis, shift) not in cache:
-            idx = np.arange(lat.shape[axis], dtype=np.float64) + shift
-            shape = [1] * lat.ndim
-            shape[axis] = lat.shape[axis]
-            cache[axis, shift] = xp.asarray((lat.lower[axis] + idx * lat.spacing[axis]).reshape(shape))
-        return cache[axis, shift]
-
-    return coordinate
 
 
 @dataclass

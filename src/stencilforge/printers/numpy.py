@@ -12,7 +12,7 @@ import numpy as np
 
 from ..errors import StencilforgeError
 from ..ir.analysis import slot_name
-from ..ir.nodes import Access, Binary, Call, Compare, Constant, Coordinate, Expr, Literal, Negate, Power, Time, Where
+from ..ir.nodes import Access, Binary, Call, Compare, Constant, Coordinate, Expr, Literal, Negate, Power, Time, Where, walk
 
 UNARY = {"sqrt": "sqrt", "exp": "exp", "log": "log", "sin": "sin", "cos": "cos", "tanh": "tanh", "abs": "abs"}
 BINARY = {"min": "minimum", "max": "maximum"}
@@ -93,6 +93,22 @@ def coordinates(lattice, xp=np, ghosts: bool = False):
     return coordinate
 
 
+def float64_coordinates(lattice, xp=np, ghosts: bool = False):
+    """coordinate(axis, shift) in float64, for values evaluated in float64 and rounded once."""
+    g = lattice.ghost if ghosts else 0
+    cache = {}
+
+    def coordinate(axis: int, shift: int):
+        if (axis, shift) not in cache:
+            idx = np.arange(-g, lattice.shape[axis] + g, dtype=np.float64) + shift
+            shape = [1] * lattice.ndim
+            shape[axis] = idx.size
+            cache[axis, shift] = xp.asarray((lattice.lower[axis] + idx * lattice.spacing[axis]).reshape(shape))
+        return cache[axis, shift]
+
+    return coordinate
+
+
 def pass_kernel(p, lattice, xp=np):
     """run(arrays, params, t) computing the pass's equations over the interior with whole-array operations."""
     g, shape = lattice.ghost, lattice.shape
@@ -108,3 +124,36 @@ def pass_kernel(p, lattice, xp=np):
             arrays[slot_name((eq.target.field.name, eq.target.level))][lattice.interior] = value
 
     return run
+
+
+def _reads_time(expr: Expr) -> bool:
+    return any(isinstance(n, Time) for n in walk(expr))
+
+
+def _reads_space(expr: Expr) -> bool:
+    return any(isinstance(n, Coordinate) for n in walk(expr))
+
+
+def wall_values(expr: Expr, params: Mapping[str, float], xp=np):
+    """A boundary.Dirichlet evaluating `expr` in float64 at the ghost points' coordinates.
+
+    An expression of the form f(t) * g(x) (either order) becomes g evaluated once and
+    scaled by f(t) each step, so a time-dependent wall costs one multiply per step.
+    """
+    from ..boundary import Dirichlet
+
+    def function(e):
+        def value(*args):
+            *xs, t = args
+            return evaluate(e, dtype=np.float64, xp=xp, coordinate=lambda a, s: xs[a], params=params, t=t)
+
+        return value
+
+    if not _reads_time(expr):
+        return Dirichlet(function(expr))
+    if isinstance(expr, Binary) and expr.op == "*":
+        for f, g in ((expr.left, expr.right), (expr.right, expr.left)):
+            if not _reads_space(f) and not _reads_time(g):
+                factor = function(f)
+                return Dirichlet(function(g), time_factor=lambda t, _f=factor: float(_f(t)))
+    return Dirichlet(function(expr), time_dependent=True)
