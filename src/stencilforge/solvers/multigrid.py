@@ -115,7 +115,6 @@ def coarse_inverse(level: Level, singular: bool) -> np.ndarray:
 class ArrayKernels:
     """Stencil passes and transfers as array-module statements (NumPy, or CuPy on a GPU)."""
 
-
     def __init__(self, xp, traffic: Traffic):
         self.xp = xp
         self.traffic = traffic

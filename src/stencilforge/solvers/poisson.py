@@ -356,7 +356,11 @@ def solve_setup(setup, backend: str = "auto", tol: float | None = None, max_cycl
         setup.fields["f"][grid.interior], grid.spacing, value=setup.fields["u"], dtype=grid.dtype, backend=backend,
         tol=tol if tol is not None else setup.default_tol, max_cycles=max_cycles if max_cycles is not None else 50, **options,
     )
-    summary = {"problem": setup.name, **result.summary}
+    s = result.summary
+    cells = grid.cells
+    # the keys every `run --json` summary has: a cycle counts as a step
+    summary = {"problem": setup.name, **s, "steps": s["cycles"], "iterations": s["cycles"],
+               "gcells_per_s": cells / s["cycle_s"] / 1e9 if s["cycle_s"] else None}
     if setup.exact is not None:
         summary["error"] = error_norms(get_backend(backend).to_host(result.u), setup.exact(0.0)["u"])
     return PoissonResult(result.u, summary)
