@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -23,11 +23,12 @@ Boundary = Dirichlet | Neumann | Periodic
 @dataclass(frozen=True)
 class Source:
     """Adds signal(t) to `field`'s newly computed level at the grid point nearest `at` after each step
-    (t: the time at the start of the step); `at` is in physical coordinates, x last as the axes are."""
+    (t: the time at the start of the step); `at` is in physical coordinates, x last as the axes are.
+    The signal is an expression of t and constants, or a Python function of t."""
 
     field: Field
     at: tuple[float, ...]
-    signal: Expr
+    signal: Expr | Callable[[float], float]
 
 
 def _key(problem_fields: Mapping[str, Field], key, what: str) -> tuple[str, int]:
@@ -152,13 +153,14 @@ class Problem:
             at = tuple(s.at) if isinstance(s.at, (tuple, list)) else (s.at,)
             if len(at) != grid.ndim or not all(isinstance(v, (int, float, np.integer, np.floating)) and math.isfinite(v) for v in at):
                 raise StencilforgeError(f"source on {s.field.name}: `at` needs {grid.ndim} finite coordinates, got {s.at!r}")
-            checked.append(Source(s.field, at, _pure(s.signal, f"the signal of the source on {s.field.name}")))
+            signal = s.signal if callable(s.signal) and not isinstance(s.signal, Expr) else _pure(s.signal, f"the signal of the source on {s.field.name}")
+            checked.append(Source(s.field, at, signal))
         self.sources = tuple(checked)
         self.residual = None if residual is None else as_expr(residual)
         self.residual_scale = None if residual_scale is None else as_expr(residual_scale)
 
         exprs = [eq.expr for eq in self.equations] + [v for v in self.initial.values() if isinstance(v, Expr)]
-        exprs += list(self.exact.values()) + [s.signal for s in self.sources]
+        exprs += list(self.exact.values()) + [s.signal for s in self.sources if isinstance(s.signal, Expr)]
         exprs += [c.value for conds in self.boundary.values() for c in conds if isinstance(c, Dirichlet) and isinstance(c.value, Expr)]
         exprs += [self.dt] + [e for e in (self.residual, self.residual_scale) if e is not None]
         self.constants: tuple[Constant, ...] = constants_of(exprs)

@@ -21,7 +21,7 @@ from .errors import StencilforgeError
 from .grid import Grid as Lattice
 from .ir.analysis import slot_name
 from .ir.nodes import Constant, Expr
-from .printers.numpy import coordinates, evaluate, float64_coordinates, wall_values
+from .printers.numpy import coordinates, evaluate, float64_coordinates, source_signal, wall_values
 from .problem import Problem
 
 
@@ -125,7 +125,7 @@ class Simulation:
             if not 0 <= i < lat.shape[a]:
                 raise StencilforgeError(f"source on {source.field.name} at {source.at} lies outside the grid")
             index.append(i + lat.ghost)
-        return source.field.name, tuple(index), source.signal
+        return source.field.name, tuple(index), source_signal(source.signal, self.params)
 
     # ------------------------------------------------------------ stepping
 
@@ -158,17 +158,13 @@ class Simulation:
                 done.update(p.writes)
             for name, index, signal in self._sources:
                 target = self._slot((name, 1)) if len(self.levels[name]) > 1 else self._slot((name, 0))
-                target[index] += self.lattice.dtype.type(self._scalar(signal, t))
+                target[index] += self.lattice.dtype.type(signal(t))
             for name in self.problem.analysis.written:
                 levels = self.levels[name]
                 if len(levels) > 1:  # [cur, next] -> [next, cur]; [prev, cur, next] -> [cur, next, prev]
                     levels.append(levels.pop(0))
             self.step_count += 1
             self.t = self.step_count * dt
-
-    def _scalar(self, expr: Expr, t: float) -> float:
-        value = evaluate(expr, dtype=np.float64, coordinate=lambda a, s: 0.0, params=self.params, t=t)
-        return float(value)
 
     # ------------------------------------------------------------ results
 

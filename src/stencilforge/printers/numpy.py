@@ -157,3 +157,10 @@ def wall_values(expr: Expr, params: Mapping[str, float], xp=np):
                 factor = function(f)
                 return Dirichlet(function(g), time_factor=lambda t, _f=factor: float(_f(t)))
     return Dirichlet(function(expr), time_dependent=True)
+
+
+def source_signal(signal, params: Mapping[str, float]) -> Callable[[float], float]:
+    """A source's signal as a function of t: a Python callable as given, an expression evaluated in float64."""
+    if callable(signal) and not isinstance(signal, Expr):
+        return signal
+    return lambda t: float(evaluate(signal, dtype=np.float64, coordinate=lambda a, s: 0.0, params=params, t=t))

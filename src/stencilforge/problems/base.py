@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
 
-from ..boundary import Boundary
+from ..boundary import Boundary, Dirichlet
 from ..errors import StencilforgeError
 from ..grid import Grid
+from ..ir.analysis import accesses
+from ..ir.lowering import sweep_of, sweep_terms
+from ..ir.nodes import Constant, Expr
 from ..plan import AxisOperator, Sweep
+from ..printers.numpy import coordinates, evaluate, float64_coordinates, source_signal, wall_values
+from ..problem import Problem
+from ..simulation import initial_array
 
 
 @dataclass(frozen=True)
@@ -79,3 +86,65 @@ def positive(name: str, value, allow_zero: bool = False):
     if value is None or not np.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
         raise StencilforgeError(f"{name} must be a positive number, got {value}")
     return float(value)
+
+
+def lowered(problem: Problem, params: dict | None = None, default_tol: float | None = None) -> Setup:
+    """The Setup the time loop runs for a problem whose step is one linear equation (see `ir.lowering`).
+
+    Fields keep the names checkpoints have always used (u, u_new; a leapfrog's u.next reuses u_prev's buffer when the
+    equation reads u.prev only at the cell); walls, sources and the exact solution carry over.
+    """
+    an = problem.analysis
+    if len(an.passes) != 1 or len(an.passes[0].equations) != 1:
+        raise StencilforgeError(f"{problem.name}: only a step of one equation lowers to a sweep")
+    eq = an.passes[0].equations[0]
+    values = problem.values()
+    target = eq.target.field
+    prev_pointwise = all(not any(a.offset) for a in accesses(eq.expr) if a.field is target and a.level == -1)
+    if target.levels == 2:
+        out, swap = f"{target.name}_new", (target.name, f"{target.name}_new")
+    elif target.levels == 3 and prev_pointwise:
+        out, swap = f"{target.name}_prev", (target.name, f"{target.name}_prev")
+    else:
+        raise StencilforgeError(f"{problem.name}: {target.name}.prev is read at neighbouring cells, which a sweep cannot do")
+    sweep = sweep_of(eq, values, out)
+    if sweep is None:
+        raise StencilforgeError(f"{problem.name}: the equation for {eq.label} is not a sum of stencils of fields")
+    grid = problem.grid
+    dt = values[problem.dt.name] if isinstance(problem.dt, Constant) else problem.dt.value
+    lattice = Grid(grid.shape, grid.spacing, grid.dtype, an.ghost, grid.origin)
+    fields = {}
+    for f in an.fields:
+        fields[f.name] = initial_array(problem, lattice, f.name, 0, values, dt)
+        if f is target:
+            fields[out] = initial_array(problem, lattice, f.name, -1, values, dt) if target.levels == 3 else fields[f.name].copy()
+    boundaries = {}
+    for name, conds in problem.boundary.items():
+        if any(c != conds[0] for c in conds):
+            raise StencilforgeError(f"{problem.name}: walls that differ per axis do not lower to a sweep")
+        cond = conds[0]
+        boundaries[name] = wall_values(cond.value, values) if isinstance(cond, Dirichlet) and isinstance(cond.value, Expr) else cond
+    sources = []
+    for s in problem.sources:
+        index = tuple(lattice.ghost + math.floor((x - lo) / h + 0.5) for x, lo, h in zip(s.at, lattice.lower, lattice.spacing))
+        sources.append(PointSource(out, index, source_signal(s.signal, values), 1.0))
+    residual, rhs_norm = None, 1.0
+    if problem.residual is not None:
+        terms = sweep_terms(problem.residual, values)
+        if terms is None:
+            raise StencilforgeError(f"{problem.name}: the residual is not a sum of stencils of fields")
+        residual = Sweep("r", terms)
+        if problem.residual_scale is not None:
+            scale = evaluate(problem.residual_scale, dtype=grid.dtype, coordinate=coordinates(lattice), params=values,
+                             access=lambda a: fields[a.field.name][lattice.interior])
+            rhs_norm = float(np.linalg.norm(np.broadcast_to(np.asarray(scale, dtype=np.float64), grid.shape)))
+    exact_of = problem.exact.get(target.name)
+    exact = None
+    if exact_of is not None:
+        coordinate = float64_coordinates(lattice)
+        exact = lambda t: {target.name: np.broadcast_to(evaluate(exact_of, dtype=np.float64, coordinate=coordinate, params=values, t=t), grid.shape)}  # noqa: E731
+    return Setup(
+        name=problem.name, grid=lattice, fields=fields, dt=dt, default_steps=problem.default_steps, solution=target.name,
+        sweep=sweep, swap=swap, boundaries=boundaries, exact=exact, residual=residual, rhs_norm=rhs_norm,
+        default_tol=default_tol, sources=tuple(sources), params=dict(values if params is None else params),
+    )

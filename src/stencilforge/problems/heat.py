@@ -1,69 +1,56 @@
-"""Heat equation u_t = alpha del^2 u by explicit FTCS in 2D and 3D (seeds 003 and 001).
+"""Heat equation u_t = alpha del^2 u by explicit FTCS in 2D and 3D, written with the equation API.
 
-The step is one stencil, I + alpha dt L. The exact solution
-u = exp(-d pi^2 alpha t) prod_a sin(pi (x_a + 1/4)) gives time-dependent
-Dirichlet values on the walls. The stability limit is read off the stencil's
-symbol: alpha dt max|L(k)| <= 2.
+    u.next = u + alpha dt laplacian(u)
+
+on the unit box with its walls one spacing outside the first and last points.
+The exact solution u = exp(-d pi^2 alpha t) prod_a sin(pi (x_a + 1/4)) gives
+the initial values and time-dependent Dirichlet walls (its time factor
+scales the walls' spatial part, evaluated once). The stability limit is read
+off the stencil's symbol: alpha dt max|L(k)| <= 2.
 """
 
 from __future__ import annotations
 
-import numpy as np
+import math
 
-from ..boundary import Dirichlet
+import stencilforge as sf
+
 from ..errors import StencilforgeError
-from ..grid import Grid
-from ..plan import Sweep, Term
+from ..grid import check_shape
 from ..stencil import Stencil
-from .base import Setup, padded, positive, stable_dt
+from .base import Setup, lowered, positive, stable_dt
 
 PARAMS = ("alpha", "dt")
 DEFAULT_SHAPES = {2: (512, 512), 3: (128, 128, 128)}
-
-
-def decay(alpha: float, ndim: int):
-    return lambda t: np.exp(-ndim * np.pi**2 * alpha * t)
-
-
-def exact(alpha: float, ndim: int):
-    factor = decay(alpha, ndim)
-
-    def u(*args):
-        *xs, t = args
-        value = factor(t)
-        for x in xs:
-            value = value * np.sin(np.pi * (x + 0.25))
-        return value
-
-    return u
 
 
 def dt_limit(lap: Stencil, alpha: float) -> float:
     return 2.0 / (alpha * lap.symbol_max())
 
 
-def build(ndim: int, shape=None, dtype="float32", alpha: float = 1.0, dt: float | None = None) -> Setup:
+def problem(ndim: int, shape=None, dtype="float32", alpha: float = 1.0, dt: float | None = None) -> sf.Problem:
     shape = tuple(shape or DEFAULT_SHAPES[ndim])
     if len(shape) != ndim:
         raise StencilforgeError(f"heat{ndim}d needs a {ndim}D shape, got {shape}")
+    check_shape(shape, 1)
     alpha = positive("alpha", alpha)
-    grid = Grid.unit_box(shape, dtype, ghost=1)
-    lap = Stencil.laplacian(ndim, 1, grid.spacing)
-    step_dt = stable_dt(dt, dt_limit(lap, alpha), 0.9, f"heat{ndim}d with alpha={alpha:g} on this grid")
-    u_exact = exact(alpha, ndim)
-    boundary = Dirichlet(u_exact, time_factor=decay(alpha, ndim))
-    u = padded(grid, u_exact(*grid.mesh(), 0.0))
-    interior_mesh = grid.mesh(ghosts=False)
-    return Setup(
-        name=f"heat{ndim}d",
-        grid=grid,
-        fields={"u": u, "u_new": u.copy()},
-        dt=step_dt,
-        default_steps=1000,
-        solution="u",
-        sweep=Sweep("u_new", (Term("u", Stencil.identity(ndim) + lap.scaled(alpha * step_dt)),)),
-        swap=("u", "u_new"),
-        boundaries={"u": boundary},
-        exact=lambda t: {"u": u_exact(*interior_mesh, t)},
-        params={"alpha": alpha, "dt": step_dt},
+    h = [1.0 / (n + 1) for n in shape]
+    grid = sf.Grid(shape, spacing=h, origin=h, dtype=dtype)
+    step_dt = stable_dt(dt, dt_limit(Stencil.laplacian(ndim, 1, grid.spacing), alpha), 0.9,
+                        f"heat{ndim}d with alpha={alpha:g} on this grid")
+    u = sf.Field("u", grid)
+    a, k = sf.Constant("alpha", alpha), sf.Constant("dt", step_dt)
+    mode = None
+    for x in grid.coordinates:
+        s = sf.sin(math.pi * (x + 0.25))
+        mode = s if mode is None else mode * s
+    exact = sf.exp(-ndim * math.pi**2 * a * grid.t) * mode
+    return sf.Problem(
+        [sf.Eq(u.next, u + (a * k) * sf.laplacian(u))],
+        initial={u: exact}, boundary={u: sf.Dirichlet(exact)}, exact={u: exact},
+        dt=k, steps=1000, name=f"heat{ndim}d",
     )
+
+
+def build(ndim: int, shape=None, dtype="float32", alpha: float = 1.0, dt: float | None = None) -> Setup:
+    return lowered(problem(ndim, shape, dtype, alpha, dt))
