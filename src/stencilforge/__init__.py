@@ -4,6 +4,7 @@ from .api import PoissonResult, apply, derivatives, poisson, solve
 from .boundary import Dirichlet, Neumann, Periodic
 from .errors import StencilforgeError
 from .ir.nodes import Constant, Eq, Field, Grid, absolute, cos, exp, log, maximum, minimum, sin, sqrt, tanh, where
+from .ir.operators import apply_stencil as stencil
 from .ir.operators import d, div_grad, laplacian, laplacian9, upwind
 from .problem import Problem, Source
 from .simulation import Simulation, run
@@ -13,6 +14,6 @@ __version__ = "0.1.0"
 __all__ = [
     "Constant", "Dirichlet", "Eq", "Field", "Grid", "Neumann", "Periodic", "PoissonResult", "Problem", "Simulation",
     "Source", "Stencil", "StencilforgeError", "absolute", "apply", "cos", "d", "derivatives", "div_grad", "exp",
-    "laplacian", "laplacian9", "log", "maximum", "minimum", "poisson", "run", "sin", "solve", "sqrt", "tanh",
-    "upwind", "where", "__version__",
+    "laplacian", "laplacian9", "log", "maximum", "minimum", "poisson", "run", "sin", "solve", "sqrt", "stencil",
+    "tanh", "upwind", "where", "__version__",
 ]

@@ -35,8 +35,13 @@ def _axis(grid: Grid, axis) -> int:
     return axis
 
 
-def apply_stencil(stencil: Stencil, expr) -> Expr:
-    """sum_k c_k * expr shifted by offset_k, in the stencil's entry order."""
+def apply_stencil(stencil, expr) -> Expr:
+    """sum_k c_k * expr shifted by offset_k, in the stencil's entry order; `stencil` is a Stencil or a
+    mapping of offsets (array-axis order) to weights."""
+    if not isinstance(stencil, Stencil):
+        if not hasattr(stencil, "items"):
+            raise StencilforgeError(f"a stencil is a Stencil or a mapping of offsets to weights, got {stencil!r}")
+        stencil = Stencil.from_dict(stencil)
     expr = as_expr(expr)
     total = None
     for offset, c in stencil.entries:

@@ -113,17 +113,19 @@ def lowered(problem: Problem, params: dict | None = None, default_tol: float | N
     grid = problem.grid
     dt = values[problem.dt.name] if isinstance(problem.dt, Constant) else problem.dt.value
     lattice = Grid(grid.shape, grid.spacing, grid.dtype, an.ghost, grid.origin)
-    fields = {}
-    for f in an.fields:
-        fields[f.name] = initial_array(problem, lattice, f.name, 0, values, dt)
-        if f is target:
-            fields[out] = initial_array(problem, lattice, f.name, -1, values, dt) if target.levels == 3 else fields[f.name].copy()
     boundaries = {}
     for name, conds in problem.boundary.items():
         if any(c != conds[0] for c in conds):
             raise StencilforgeError(f"{problem.name}: walls that differ per axis do not lower to a sweep")
         cond = conds[0]
         boundaries[name] = wall_values(cond.value, values) if isinstance(cond, Dirichlet) and isinstance(cond.value, Expr) else cond
+    fields = {}
+    for f in an.fields:
+        fields[f.name] = initial_array(problem, lattice, f.name, 0, values, dt)
+        if f.name in boundaries:
+            boundaries[f.name].bind(lattice)(fields[f.name], 0.0)
+        if f is target:
+            fields[out] = initial_array(problem, lattice, f.name, -1, values, dt) if target.levels == 3 else fields[f.name].copy()
     sources = []
     for s in problem.sources:
         index = tuple(lattice.ghost + math.floor((x - lo) / h + 0.5) for x, lo, h in zip(s.at, lattice.lower, lattice.spacing))

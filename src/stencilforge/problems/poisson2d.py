@@ -1,4 +1,4 @@
-"""del^2 u = f on the unit square by Jacobi iteration on the 5-point stencil (seed 000).
+"""del^2 u = f on the unit square by Jacobi iteration on the 5-point stencil, with the equation API.
 
 Jacobi is derived from the Laplacian stencil A = D + (A - D):
 u <- D^-1 (f - (A - D) u), so the same code serves any star Laplacian.
@@ -8,29 +8,23 @@ Default case: u = sin(pi x) sin(pi y), f = -2 pi^2 u, Dirichlet from u, float64
 
 from __future__ import annotations
 
-import numpy as np
+import math
 
-from ..boundary import Dirichlet
+import stencilforge as sf
+
 from ..errors import StencilforgeError
-from ..grid import Grid
+from ..grid import check_shape
 from ..plan import Sweep, Term
 from ..stencil import Stencil
-from .base import Setup, padded
+from .base import Setup, lowered
 
 NDIM = 2
 DEFAULT_SHAPE = (128, 128)
 PARAMS = ()
 
 
-def exact_u(x, y, t=0.0):
-    return np.sin(np.pi * x) * np.sin(np.pi * y)
-
-
-def rhs(x, y):
-    return -2.0 * np.pi**2 * np.sin(np.pi * x) * np.sin(np.pi * y)
-
-
 def jacobi_sweep(laplacian: Stencil, with_rhs: bool) -> Sweep:
+    """The Jacobi sweep as a plan, for any star Laplacian (the bench's jacobi2d and the 3D Poisson use it)."""
     centre = laplacian.as_dict()[(0,) * laplacian.ndim]
     off_diagonal = Stencil.from_dict({o: c for o, c in laplacian.entries if any(o)})
     terms = [Term("u", off_diagonal.scaled(-1 / centre))]
@@ -39,31 +33,27 @@ def jacobi_sweep(laplacian: Stencil, with_rhs: bool) -> Sweep:
     return Sweep("u_new", tuple(terms))
 
 
-def build(shape=DEFAULT_SHAPE, dtype="float64") -> Setup:
+def problem(shape=DEFAULT_SHAPE, dtype="float64") -> sf.Problem:
+    """Jacobi for A u = f with A the 5-point Laplacian: u.next = D^-1 (f - (A - D) u)."""
     shape = tuple(shape)
     if len(shape) != NDIM:
         raise StencilforgeError(f"poisson2d needs a 2D shape, got {shape}")
-    grid = Grid.unit_box(shape, dtype, ghost=1)
+    check_shape(shape, 1)
+    h = [1.0 / (n + 1) for n in shape]
+    grid = sf.Grid(shape, spacing=h, origin=h, dtype=dtype)
+    u, f = sf.Field("u", grid), sf.Field("f", grid, levels=1)
     lap = Stencil.laplacian(2, 1, grid.spacing)
-    x, y = grid.mesh()
-    boundary = Dirichlet(exact_u)
-    u = padded(grid, 0.0)
-    boundary.bind(grid)(u, 0.0)
-    f = padded(grid, rhs(x, y))
-    residual = Sweep("r", (Term("f", Stencil.identity(2)), Term("u", lap.scaled(-1))))
-    xi, yi = grid.mesh(ghosts=False)
-    return Setup(
-        name="poisson2d",
-        grid=grid,
-        fields={"u": u, "u_new": u.copy(), "f": f},
-        dt=1.0,
-        default_steps=200_000,
-        solution="u",
-        sweep=jacobi_sweep(lap, with_rhs=True),
-        swap=("u", "u_new"),
-        boundaries={"u": boundary},
-        exact=lambda t: {"u": exact_u(xi, yi)},
-        residual=residual,
-        default_tol=1e-6,
-        rhs_norm=float(np.linalg.norm(rhs(xi, yi).astype(grid.dtype).astype(np.float64))),
+    centre = lap.as_dict()[(0, 0)]
+    off_diagonal = Stencil.from_dict({o: c for o, c in lap.entries if any(o)})
+    x, y = grid.x, grid.y
+    exact = sf.sin(math.pi * y) * sf.sin(math.pi * x)
+    return sf.Problem(
+        [sf.Eq(u.next, sf.stencil(off_diagonal.scaled(-1 / centre), u) + (1 / centre) * f)],
+        initial={f: -2.0 * math.pi**2 * sf.sin(math.pi * y) * sf.sin(math.pi * x)},
+        boundary={u: sf.Dirichlet(exact)}, exact={u: exact},
+        residual=f - sf.stencil(lap, u), residual_scale=f, steps=200_000, name="poisson2d",
     )
+
+
+def build(shape=DEFAULT_SHAPE, dtype="float64") -> Setup:
+    return lowered(problem(shape, dtype), params={}, default_tol=1e-6)
