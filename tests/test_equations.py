@@ -398,3 +398,26 @@ def test_cli_verify_checks_problem_files(tmp_path):
     assert good.exit_code == 0, good.output
     bad = runner.invoke(app, ["verify", str(wrong), "--backend", "numpy"])
     assert bad.exit_code == 1 and "FAIL" in bad.output
+
+
+@pytest.mark.parametrize("factor", ["exp", "offset", "zero_start"])
+def test_separable_wall_values_match_direct_evaluation(factor):
+    """A wall f(t) g(x) is evaluated once and scaled; it equals evaluating the expression at each t."""
+    from stencilforge.boundary import Dirichlet
+    from stencilforge.grid import Grid as Lattice
+    from stencilforge.printers.numpy import wall_values
+
+    grid = sf.Grid((6, 7), extent=1.0)
+    g = sf.sin(3.0 * grid.x) * sf.cos(2.0 * grid.y) + 0.5
+    f = {"exp": sf.exp(-2.0 * grid.t), "offset": 2.0 + sf.sin(grid.t), "zero_start": sf.sin(grid.t)}[factor]
+    wall = wall_values(f * g, {})
+    direct = wall_values(f * g + 0.0, {})  # not of the form f(t) g(x): evaluated each time
+    assert direct.time_dependent and direct.time_factor is None
+    assert (wall.time_factor is None) == (factor == "zero_start")
+    lattice = Lattice(grid.shape, grid.spacing, grid.dtype, 1, grid.origin)
+    for t in (0.0, 0.3, 1.7):
+        a, b = np.zeros(lattice.padded_shape), np.zeros(lattice.padded_shape)
+        wall.bind(lattice)(a, t)
+        direct.bind(lattice)(b, t)
+        np.testing.assert_allclose(a, b, rtol=1e-14, atol=1e-15)
+    assert isinstance(wall, Dirichlet)

@@ -6,6 +6,7 @@ integer powers are products, as in the other printers.
 
 from __future__ import annotations
 
+import math
 from typing import Callable, Mapping
 
 import numpy as np
@@ -137,8 +138,8 @@ def _reads_space(expr: Expr) -> bool:
 def wall_values(expr: Expr, params: Mapping[str, float], xp=np):
     """A boundary.Dirichlet evaluating `expr` in float64 at the ghost points' coordinates.
 
-    An expression of the form f(t) * g(x) (either order) becomes g evaluated once and
-    scaled by f(t) each step, so a time-dependent wall costs one multiply per step.
+    An expression of the form f(t) * g(x) (either order) is evaluated once, at t = 0, and
+    scaled by f(t) / f(0) each step, so a time-dependent wall costs one multiply per step.
     """
     from ..boundary import Dirichlet
 
@@ -155,7 +156,11 @@ def wall_values(expr: Expr, params: Mapping[str, float], xp=np):
         for f, g in ((expr.left, expr.right), (expr.right, expr.left)):
             if not _reads_space(f) and not _reads_time(g):
                 factor = function(f)
-                return Dirichlet(function(g), time_factor=lambda t, _f=factor: float(_f(t)))
+                start = float(factor(0.0))
+                if start == 1.0:
+                    return Dirichlet(function(expr), time_factor=lambda t, _f=factor: float(_f(t)))
+                if start != 0.0 and math.isfinite(start):
+                    return Dirichlet(function(expr), time_factor=lambda t, _f=factor, _s=start: float(_f(t)) / _s)
     return Dirichlet(function(expr), time_dependent=True)
 
 

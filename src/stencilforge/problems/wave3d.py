@@ -1,7 +1,8 @@
 """Acoustic wave u_tt = c^2 del^2 u, 2nd order in time, radius-r star Laplacian (seed 002, ISO3DFD).
 
-The update is ISO3DFD's in-place form, u_prev <- 2u - u_prev + (c dt)^2 L u,
-followed by a pointer swap; (c dt)^2 is stored per cell as the velocity model.
+Written with the equation API as u.next = 2 u - u.prev + vel L u, with vel = (c dt)^2
+per cell; u.prev is read only at the cell, so u.next reuses its buffer
+(ISO3DFD's in-place form) and a pointer swap ends the step.
 Weights are exact (Fornberg), not the sample's rounded table.
 
 Default case: a standing wave u = cos(omega t) sin(pi x) sin(pi y) sin(pi z),
@@ -16,12 +17,12 @@ from pathlib import Path
 
 import numpy as np
 
-from ..boundary import Dirichlet
+import stencilforge as sf
+
 from ..errors import StencilforgeError
 from ..grid import Grid
-from ..plan import Sweep, Term
 from ..stencil import Stencil
-from .base import PointSource, Setup, padded, positive, stable_dt
+from .base import Setup, lowered, positive, stable_dt
 
 DEFAULT_SHAPE = (64, 64, 64)
 PARAMS = ("radius", "velocity", "c", "source", "frequency", "dt")
@@ -65,21 +66,12 @@ def standing_wave_frequency(c: float) -> float:
     return c * np.pi * np.sqrt(3.0)
 
 
-def standing_wave(c: float):
-    omega = standing_wave_frequency(c)
-
-    def u(x, y, z, t):
-        return np.cos(omega * t) * np.sin(np.pi * x) * np.sin(np.pi * y) * np.sin(np.pi * z)
-
-    return u
-
-
 def dt_limit(lap: Stencil, c_max: float) -> float:
     """Leapfrog is stable while (c dt)^2 max|L(k)| <= 4."""
     return 2.0 / (c_max * np.sqrt(lap.symbol_max()))
 
 
-def build(
+def problem(
     shape=DEFAULT_SHAPE,
     dtype="float32",
     radius: int = 8,
@@ -88,7 +80,9 @@ def build(
     source: bool = False,
     frequency: float = 10.0,
     dt: float | None = None,
-) -> Setup:
+) -> tuple[sf.Problem, dict]:
+    """The leapfrog update u.next = 2 u - u.prev + vel L u with vel = (c dt)^2 per cell, and the
+    parameters a run reports."""
     shape = tuple(shape)
     if len(shape) != 3:
         raise StencilforgeError(f"wave3d needs a 3D shape, got {shape}")
@@ -96,41 +90,36 @@ def build(
         raise StencilforgeError(f"radius must be an integer from 1 to 8, got {radius}")
     c = positive("c", c)
     frequency = positive("frequency", frequency)
-    grid = Grid.unit_box(shape, dtype, ghost=int(radius))
-    lap = Stencil.laplacian(3, radius, grid.spacing)
-    speed = velocity_model(velocity, grid, c)
+    lattice = Grid.unit_box(shape, dtype, ghost=int(radius))
+    speed = velocity_model(velocity, lattice, c)
+    lap = Stencil.laplacian(3, radius, lattice.spacing)
     step_dt = stable_dt(dt, dt_limit(lap, float(speed.max())), 0.5, f"wave3d radius {radius} on this grid")
-    vel = padded(grid, 0.0)
-    vel[grid.interior] = (speed * step_dt) ** 2
-    sweep = Sweep(
-        "u_prev",
-        (
-            Term("u", Stencil.identity(3).scaled(2)),
-            Term("u_prev", Stencil.identity(3).scaled(-1)),
-            Term("u", lap, factor="vel"),
-        ),
-    )
-    exact_case = velocity == "constant" and not source
+    grid = sf.Grid(shape, spacing=lattice.spacing, origin=lattice.lower, dtype=dtype)
+    u, vel = sf.Field("u", grid, levels=3), sf.Field("vel", grid, levels=1)
+    vel_values = np.asarray((speed * step_dt) ** 2, dtype=dtype)
+    update = sf.Eq(u.next, 2 * u - u.prev + vel * sf.laplacian(u, order=2 * int(radius)))
     params = {"radius": int(radius), "velocity": velocity, "c": c, "source": bool(source), "dt": step_dt}
-    common = dict(name="wave3d", grid=grid, dt=step_dt, default_steps=200, solution="u", sweep=sweep, swap=("u", "u_prev"))
-    if exact_case:
-        u_exact = standing_wave(c)
+    common = dict(dt=step_dt, steps=200, name="wave3d")
+    if velocity == "constant" and not source:
         omega = standing_wave_frequency(c)
-        mesh = grid.mesh()
-        interior_mesh = grid.mesh(ghosts=False)
-        fields = {"u": padded(grid, u_exact(*mesh, 0.0)), "u_prev": padded(grid, u_exact(*mesh, -step_dt)), "vel": vel}
-        return Setup(
-            **common,
-            fields=fields,
-            boundaries={"u": Dirichlet(u_exact, time_factor=lambda t: np.cos(omega * t))},
-            exact=lambda t: {"u": u_exact(*interior_mesh, t)},
-            params=params,
-        )
-    sources = ()
+        s0, s1, s2 = (sf.sin(np.pi * x) for x in grid.coordinates)
+        standing = sf.cos(omega * grid.t) * s0 * s1 * s2
+        walls = sf.cos(omega * grid.t) * (s0 * s1 * s2)  # a time factor times a spatial part: walls are scaled
+        return sf.Problem(
+            [update], initial={u: standing, vel: vel_values}, boundary={u: sf.Dirichlet(walls)}, exact={u: standing}, **common
+        ), params
+    sources = []
     if source:
-        centre = tuple(grid.ghost + n // 2 for n in shape)
-        volume = float(np.prod(grid.spacing))
-        sources = (PointSource("u_prev", centre, ricker(frequency), float(vel[centre]) / volume),)
+        centre = tuple(n // 2 for n in shape)
+        scale = float(vel_values[centre]) / float(np.prod(lattice.spacing))
+        wavelet = ricker(frequency)
+        at = tuple(lo + i * h for lo, i, h in zip(lattice.lower, centre, lattice.spacing))
+        sources.append(sf.Source(u, at, lambda t: scale * wavelet(t)))
         params["frequency"] = frequency
-    fields = {"u": padded(grid, 0.0), "u_prev": padded(grid, 0.0), "vel": vel}
-    return Setup(**common, fields=fields, boundaries={"u": Dirichlet(0.0)}, sources=sources, params=params)
+    return sf.Problem([update], initial={vel: vel_values}, boundary={u: sf.Dirichlet(0.0)}, sources=sources, **common), params
+
+
+def build(shape=DEFAULT_SHAPE, dtype="float32", radius: int = 8, velocity: str = "constant", c: float = 1.0,
+          source: bool = False, frequency: float = 10.0, dt: float | None = None) -> Setup:
+    wave, params = problem(shape, dtype, radius, velocity, c, source, frequency, dt)
+    return lowered(wave, params=params)
