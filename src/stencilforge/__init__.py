@@ -7,13 +7,14 @@ from .ir.nodes import Constant, Eq, Field, Grid, absolute, cos, exp, log, maximu
 from .ir.operators import apply_stencil as stencil
 from .ir.operators import d, div_grad, laplacian, laplacian9, upwind
 from .problem import Problem, Source
-from .simulation import Simulation, run
+from .runner import Result, run
+from .simulation import Simulation
 from .stencil import Stencil
 
 __version__ = "0.1.0"
 __all__ = [
-    "Constant", "Dirichlet", "Eq", "Field", "Grid", "Neumann", "Periodic", "PoissonResult", "Problem", "Simulation",
-    "Source", "Stencil", "StencilforgeError", "absolute", "apply", "cos", "d", "derivatives", "div_grad", "exp",
+    "Constant", "Dirichlet", "Eq", "Field", "Grid", "Neumann", "Periodic", "PoissonResult", "Problem", "Result",
+    "Simulation", "Source", "Stencil", "StencilforgeError", "absolute", "apply", "cos", "d", "derivatives", "div_grad", "exp",
     "laplacian", "laplacian9", "log", "maximum", "minimum", "poisson", "run", "sin", "solve", "sqrt", "stencil",
     "tanh", "upwind", "where", "__version__",
 ]

@@ -178,7 +178,7 @@ def parse_settings(items: list[str] | None) -> dict[str, float]:
 def run_problem_file(path: str, shape, steps, tol, dtype, backend: str, settings: dict, check_every: int, as_json: bool) -> None:
     """Run a problem file's build(); its constants are the parameters --set may change."""
     from .convergence import load_problem_file
-    from .simulation import run as run_problem
+    from .runner import run as run_problem
 
     module = load_problem_file(path)
     problem = module.build(shape=shape, dtype=dtype or "float64")

@@ -15,7 +15,7 @@ from typing import Callable, Sequence
 
 from .errors import StencilforgeError
 from .problem import Problem
-from .simulation import run
+from .runner import run
 from .verification import Check
 from .verification import observed_order as fit_slope
 

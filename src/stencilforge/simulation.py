@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
 import numpy as np
@@ -204,73 +203,3 @@ class Simulation:
             diff = xp.abs(self._slot((name, 0))[lat.interior].astype(np.float64) - exact)
             out[name] = float(xp.max(diff))
         return out
-
-
-@dataclass
-class Result:
-    """Final fields by name (interior, in the backend's array type) and a summary of the run."""
-
-    fields: dict
-    summary: dict = field(default_factory=dict)
-
-
-def run(
-    problem: Problem,
-    steps: int | None = None,
-    tol: float | None = None,
-    backend="auto",
-    params: Mapping[str, float] | None = None,
-    check_every: int = 100,
-    progress: Callable[[int, int, float | None], None] | None = None,
-) -> Result:
-    """Run `steps` steps (default: the problem's), or until the residual is below `tol`.
-
-    `backend` is a name ('auto', 'numpy', 'numba', 'cuda') or a backend instance.
-    """
-    from .backends import get_backend
-
-    engine = get_backend(backend) if isinstance(backend, str) else backend
-    if steps is not None and (isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 0):
-        raise StencilforgeError(f"steps must be a non-negative integer, got {steps!r}")
-    if tol is not None and not (isinstance(tol, (int, float)) and math.isfinite(tol) and tol > 0):
-        raise StencilforgeError(f"tol must be a positive number, got {tol!r}")
-    if check_every < 1:
-        raise StencilforgeError(f"check_every must be at least 1, got {check_every}")
-    start = time.perf_counter()
-    sim = Simulation(problem, engine, params)
-    setup_s = time.perf_counter() - start
-    total = problem.default_steps if steps is None else int(steps)
-    residual = None
-    begin = time.perf_counter()
-    while sim.step_count < total:
-        n = min(check_every, total - sim.step_count)
-        sim.step(n)
-        if tol is not None:
-            residual = sim.residual()
-            if not math.isfinite(residual):
-                raise StencilforgeError(f"{problem.name} blew up: residual {residual} at step {sim.step_count}")
-            if residual < tol:
-                break
-        if progress is not None:
-            progress(sim.step_count, total, residual)
-    engine.synchronize()
-    wall = time.perf_counter() - begin
-    cells = math.prod(problem.grid.shape)
-    summary = {
-        "problem": problem.name,
-        "backend": getattr(engine, "name", type(engine).__name__),
-        "shape": list(problem.grid.shape),
-        "dtype": problem.grid.dtype.name,
-        "steps": sim.step_count,
-        "t": sim.t,
-        "params": dict(sim.params),
-        "passes_per_step": len(sim.passes),
-        "setup_s": setup_s,
-        "wall_s": wall,
-        "gcells_per_s": cells * sim.step_count / wall / 1e9 if wall > 0 and sim.step_count else None,
-        "teff_gbps": problem.analysis.bytes_per_cell() * cells * sim.step_count / wall / 1e9 if wall > 0 and sim.step_count else None,
-        "errors": sim.errors(),
-    }
-    if tol is not None:
-        summary.update(tol=tol, residual=residual, converged=residual is not None and residual < tol)
-    return Result(sim.fields, summary)

@@ -88,7 +88,25 @@ def positive(name: str, value, allow_zero: bool = False):
     return float(value)
 
 
-def lowered(problem: Problem, params: dict | None = None, default_tol: float | None = None) -> Setup:
+def lowers(problem: Problem) -> bool:
+    """Whether `lowered` accepts the problem: one equation, linear in the fields, one wall per field."""
+    an = problem.analysis
+    if len(an.passes) != 1 or len(an.passes[0].equations) != 1:
+        return False
+    eq = an.passes[0].equations[0]
+    target = eq.target.field
+    if target.levels == 1 or (target.levels == 3 and any(
+            any(a.offset) for a in accesses(eq.expr) if a.field is target and a.level == -1)):
+        return False
+    if any(any(c != conds[0] for c in conds) for conds in problem.boundary.values()):
+        return False
+    if problem.residual is not None and sweep_terms(problem.residual, problem.values()) is None:
+        return False
+    return sweep_of(eq, problem.values()) is not None
+
+
+def lowered(problem: Problem, params: dict | None = None, default_tol: float | None = None,
+            overrides: dict | None = None) -> Setup:
     """The Setup the time loop runs for a problem whose step is one linear equation (see `ir.lowering`).
 
     Fields keep the names checkpoints have always used (u, u_new; a leapfrog's u.next reuses u_prev's buffer when the
@@ -98,7 +116,7 @@ def lowered(problem: Problem, params: dict | None = None, default_tol: float | N
     if len(an.passes) != 1 or len(an.passes[0].equations) != 1:
         raise StencilforgeError(f"{problem.name}: only a step of one equation lowers to a sweep")
     eq = an.passes[0].equations[0]
-    values = problem.values()
+    values = problem.values(overrides)
     target = eq.target.field
     prev_pointwise = all(not any(a.offset) for a in accesses(eq.expr) if a.field is target and a.level == -1)
     if target.levels == 2:
@@ -130,7 +148,7 @@ def lowered(problem: Problem, params: dict | None = None, default_tol: float | N
     for s in problem.sources:
         index = tuple(lattice.ghost + math.floor((x - lo) / h + 0.5) for x, lo, h in zip(s.at, lattice.lower, lattice.spacing))
         sources.append(PointSource(out, index, source_signal(s.signal, values), 1.0))
-    residual, rhs_norm = None, 1.0
+    residual, rhs_norm = None, math.sqrt(math.prod(grid.shape))  # without a scale the residual is an RMS
     if problem.residual is not None:
         terms = sweep_terms(problem.residual, values)
         if terms is None:

@@ -1,0 +1,119 @@
+"""Running a problem: one call that the API and the CLI share.
+
+A problem whose step is one linear equation is lowered to the plan's sweep
+and runs in the time loop with the hand-scheduled kernels (two steps per
+pass, the CUDA strategies); any other problem runs its passes as generated
+kernels (`Simulation`). Both report the same summary keys.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Mapping
+
+import numpy as np
+
+from .backends import get_backend
+from .errors import StencilforgeError
+from .problem import Problem
+from .problems.base import lowered, lowers
+from .simulation import Simulation
+from .timeloop import LoopOptions
+from .timeloop import run as run_loop
+
+
+@dataclass
+class Result:
+    """Final fields by name (interior, in the backend's array type) and a summary of the run."""
+
+    fields: dict
+    summary: dict = field(default_factory=dict)
+
+
+def run(
+    problem: Problem,
+    steps: int | None = None,
+    tol: float | None = None,
+    backend="auto",
+    params: Mapping[str, float] | None = None,
+    check_every: int = 100,
+    progress: Callable[[int, int, float | None], None] | None = None,
+    generated: bool = False,
+) -> Result:
+    """Run `steps` steps (default: the problem's), or until the residual is below `tol`.
+
+    `backend` is a name ('auto', 'numpy', 'numba', 'cuda') or a backend instance; `generated`
+    runs the generated passes even where the step lowers to a sweep.
+    """
+    engine = get_backend(backend) if isinstance(backend, str) else backend
+    if steps is not None and (isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 0):
+        raise StencilforgeError(f"steps must be a non-negative integer, got {steps!r}")
+    if tol is not None and not (isinstance(tol, (int, float)) and math.isfinite(tol) and tol > 0):
+        raise StencilforgeError(f"tol must be a positive number, got {tol!r}")
+    if check_every < 1:
+        raise StencilforgeError(f"check_every must be at least 1, got {check_every}")
+    total = problem.default_steps if steps is None and tol is None else steps
+    if not generated and lowers(problem):
+        return _run_lowered(problem, engine, total, tol, params, check_every, progress)
+    return _run_generated(problem, engine, problem.default_steps if total is None else total, tol, params, check_every, progress)
+
+
+def _run_lowered(problem, engine, steps, tol, params, check_every, progress) -> Result:
+    start = time.perf_counter()
+    setup = lowered(problem, overrides=params)
+    setup_s = time.perf_counter() - start
+    if tol is not None and steps is None:
+        steps = problem.default_steps
+    result = run_loop(setup, engine, LoopOptions(steps=steps, tol=tol, check_every=check_every, progress=progress))
+    s = result.summary
+    s.update(setup_s=setup_s, passes_per_step=1, lowered=True, params=problem.values(params))
+    errors = s.get("error", {})
+    s["errors"] = {name: e["max_abs"] for name, e in errors.get("fields", {}).items()} or (
+        {setup.solution: errors["max_abs"]} if errors else {}
+    )
+    return Result({f.name: result.fields[f.name] for f in problem.analysis.fields}, s)
+
+
+def _run_generated(problem, engine, total, tol, params, check_every, progress) -> Result:
+    start = time.perf_counter()
+    sim = Simulation(problem, engine, params)
+    setup_s = time.perf_counter() - start
+    residual = None
+    begin = time.perf_counter()
+    while sim.step_count < total:
+        n = min(check_every, total - sim.step_count)
+        sim.step(n)
+        if tol is not None:
+            residual = sim.residual()
+            if not math.isfinite(residual):
+                raise StencilforgeError(f"{problem.name} blew up: residual {residual} at step {sim.step_count}")
+            if residual < tol:
+                break
+        if progress is not None:
+            progress(sim.step_count, total, residual)
+    engine.synchronize()
+    wall = time.perf_counter() - begin
+    cells = math.prod(problem.grid.shape)
+    done = sim.step_count
+    summary = {
+        "problem": problem.name,
+        "backend": getattr(engine, "name", type(engine).__name__),
+        "shape": list(problem.grid.shape),
+        "dtype": problem.grid.dtype.name,
+        "steps": done,
+        "t": sim.t,
+        "params": dict(sim.params),
+        "passes_per_step": len(sim.passes),
+        "lowered": False,
+        "setup_s": setup_s,
+        "wall_s": wall,
+        "bytes_per_cell": problem.analysis.bytes_per_cell(),
+        "gcells_per_s": cells * done / wall / 1e9 if wall > 0 and done else None,
+        "teff_gbps": problem.analysis.bytes_per_cell() * cells * done / wall / 1e9 if wall > 0 and done else None,
+        "errors": sim.errors(),
+    }
+    if tol is not None:
+        summary.update(tol=tol, residual=residual, converged=residual is not None and residual < tol)
+    return Result(sim.fields, summary)
