@@ -11,6 +11,7 @@ from typing import Callable, Mapping
 
 import numpy as np
 
+from ..boundary import Dirichlet
 from ..errors import StencilforgeError
 from ..ir.analysis import slot_name
 from ..ir.nodes import Access, Binary, Call, Compare, Constant, Coordinate, Expr, Literal, Negate, Power, Time, Where, walk
@@ -141,12 +142,13 @@ def wall_values(expr: Expr, params: Mapping[str, float], xp=np):
     An expression of the form f(t) * g(x) (either order) is evaluated once, at t = 0, and
     scaled by f(t) / f(0) each step, so a time-dependent wall costs one multiply per step.
     """
-    from ..boundary import Dirichlet
 
-    def function(e):
+    def function(e, host: bool = False):
         def value(*args):
             *xs, t = args
-            return evaluate(e, dtype=np.float64, xp=xp, coordinate=lambda a, s: xs[a], params=params, t=t)
+            # Dirichlet hands host coordinates to a separable wall's one evaluation, device ones otherwise
+            module = np if host or (xs and isinstance(xs[0], np.ndarray)) else xp
+            return evaluate(e, dtype=np.float64, xp=module, coordinate=lambda a, s: xs[a], params=params, t=t)
 
         return value
 
@@ -155,7 +157,7 @@ def wall_values(expr: Expr, params: Mapping[str, float], xp=np):
     if isinstance(expr, Binary) and expr.op == "*":
         for f, g in ((expr.left, expr.right), (expr.right, expr.left)):
             if not _reads_space(f) and not _reads_time(g):
-                factor = function(f)
+                factor = function(f, host=True)
                 start = float(factor(0.0))
                 if start == 1.0:
                     return Dirichlet(function(expr), time_factor=lambda t, _f=factor: float(_f(t)))
