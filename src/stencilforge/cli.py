@@ -1,6 +1,8 @@
 """Command-line interface: parses arguments, calls the API, prints results.
 
-Every StencilforgeError becomes one line on stderr and exit status 2.
+Exit status: 0 done; 2 an error (one line on stderr, never a traceback); 3 a
+--tol run that did not converge (iteration cap or stalled residual); 130 and
+143 stopped by SIGINT and SIGTERM after writing the final outputs.
 """
 
 from __future__ import annotations
@@ -9,8 +11,11 @@ import functools
 import json
 import os
 import platform
+import signal
 import sys
+import threading
 import time
+from contextlib import contextmanager
 from typing import Callable, Optional
 
 import typer
@@ -23,7 +28,9 @@ from .backends import available, get_backend
 from .backends.cuda.codegen import STRATEGIES
 from .distributed import bind_device, fail_together, launched, world, world_rank
 from .errors import StencilforgeError
-from .timeloop import LoopOptions
+from .timeloop import LoopOptions, StopRequest
+
+NOT_CONVERGED = 3
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Finite-difference stencil solvers on GPUs and CPUs.")
 out = Console()
@@ -161,6 +168,54 @@ def _human_summary(s: dict) -> None:
     out.print(table)
 
 
+@contextmanager
+def stop_on_signals():
+    """SIGINT and SIGTERM ask the loop to stop after the current step; a second one acts as usual."""
+    request = StopRequest()
+    if threading.current_thread() is not threading.main_thread():
+        yield request
+        return
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+
+    def handler(signum, frame):
+        request.set(signum)
+        for sig, action in previous.items():
+            signal.signal(sig, action)
+
+    for sig in previous:
+        signal.signal(sig, handler)
+    try:
+        yield request
+    finally:
+        for sig, action in previous.items():
+            signal.signal(sig, action)
+
+
+def _saved(summary: dict) -> str:
+    """Where the final state went, for the last line of a stopped or unconverged run."""
+    files = summary.get("outputs", {})
+    parts = []
+    if "snapshots" in files:
+        parts.append(f"{files['snapshots']['count']} snapshot(s) in {files['snapshots']['path']}")
+    if "checkpoint" in files:
+        parts.append(f"checkpoint at step {files['checkpoint']['step']} in {files['checkpoint']['path']}")
+    return "; ".join(parts) if parts else "no outputs were asked for"
+
+
+def _ending(summary: dict) -> tuple[int, str | None]:
+    """(exit status, last line) of a run that did not simply finish its steps or converge."""
+    step = summary["step"]
+    if summary.get("stop") == "signal":
+        name = signal.Signals(summary["signal"]).name
+        return 128 + summary["signal"], f"stopped by {name} at step {step}; {_saved(summary)}"
+    if summary.get("tol") is not None and not summary.get("converged"):
+        why = ("the residual stopped falling (no new minimum in the last checks)" if summary["stop"] == "stalled"
+               else f"the iteration limit of {summary['iterations']} was reached")
+        return NOT_CONVERGED, (f"not converged: residual {summary['residual']:.3e} above tol {summary['tol']:g} at iteration "
+                               f"{step}: {why}; {_saved(summary)}")
+    return 0, None
+
+
 @app.command()
 @friendly
 @one_voice_under_mpi
@@ -193,9 +248,14 @@ def run(
     procs: Optional[str] = typer.Option(None, "--procs", help="MPI process grid PX PY [PZ] (default under mpiexec: least halo surface)"),
     halo: str = typer.Option("auto", "--halo", envvar="STENCILFORGE_HALO", help="MPI halo transport: auto, mpi (CUDA-aware), nccl, staged (pinned host) or host"),
     overlap: Optional[bool] = typer.Option(None, "--overlap/--no-overlap", help="MPI on cuda: hide halo exchanges behind the interior (default: where the process grid allows)"),
+    overwrite: bool = typer.Option(False, "--overwrite", help="replace existing output files (default: refuse; a resumed series is appended to)"),
+    stall_checks: int = typer.Option(20, "--stall-checks", help="--tol: stop when the residual reaches no new minimum in this many checks (0: never)"),
     as_json: bool = typer.Option(False, "--json", help="print exactly one JSON object"),
 ) -> None:
-    """Run a problem and report time, throughput and the error against its exact solution."""
+    """Run a problem and report time, throughput and the error against its exact solution.
+
+    Exits 3 when a --tol run does not converge, 130/143 after SIGINT/SIGTERM (final outputs written).
+    """
     from .io.session import Outputs
 
     mpi = procs is not None or launched()
@@ -203,7 +263,7 @@ def run(
 
     outputs = Outputs(
         snapshot_every=snapshot_every, out=out_file, compression=compression, checkpoint_every=checkpoint_every,
-        checkpoint=checkpoint, resume=resume, png=png,
+        checkpoint=checkpoint, resume=resume, png=png, overwrite=overwrite,
     ).prepare(problem)
     setup, start_step = outputs.setup(
         problem, parse_ints(shape, "--shape"), dtype, dict(alpha=alpha, dt=dt, radius=radius, velocity=velocity, c=c,
@@ -216,20 +276,26 @@ def run(
         raise StencilforgeError(f"--strategy applies to the cuda backend, not {engine.name}")
     bar = LazyProgress(setup.name) if not as_json and sys.stderr.isatty() and root else None
     try:
-        opts = LoopOptions(steps=steps, tol=tol, check_every=check_every, progress=bar, start_step=start_step, fuse_steps=fuse_steps)
-        if mpi:
-            result = outputs.run_decomposed(setup, engine, opts, world(), parse_ints(procs, "--procs"), halo, overlap)
-        else:
-            result = outputs.run(setup, engine, opts)
+        with stop_on_signals() as stop:
+            opts = LoopOptions(steps=steps, tol=tol, check_every=check_every, progress=bar, start_step=start_step,
+                               fuse_steps=fuse_steps, stop=stop, stall_checks=stall_checks)
+            if mpi:
+                result = outputs.run_decomposed(setup, engine, opts, world(), parse_ints(procs, "--procs"), halo, overlap)
+            else:
+                result = outputs.run(setup, engine, opts)
     finally:
         if bar is not None:
             bar.close()
-    if not root:
-        return
-    if as_json:
-        print(json.dumps(result.summary))
-    else:
-        _human_summary(result.summary)
+    status, line = _ending(result.summary)
+    if root:
+        if as_json:
+            print(json.dumps(result.summary))
+        else:
+            _human_summary(result.summary)
+        if line is not None:
+            err.print(line, markup=False, highlight=False, soft_wrap=True)
+    if status:
+        raise typer.Exit(status)
 
 
 @app.command()

@@ -15,9 +15,9 @@ import numpy as np
 
 from .. import problems
 from ..errors import StencilforgeError
-from .hdf5 import FORMAT as SNAPSHOT_FORMAT, _h5py
+from .hdf5 import FORMAT as SNAPSHOT_FORMAT, _h5py, write_image
 from .meta import RunInfo, jsonable
-from .paths import atomic_path
+from .paths import atomic_path, reserve
 
 FORMAT = "stencilforge-checkpoint"
 FORMAT_VERSION = 1
@@ -33,14 +33,22 @@ class Checkpoint:
 
 
 def write(path: Path, info: RunInfo, step: int, t: float, fields: dict[str, np.ndarray]) -> None:
+    """Write a checkpoint beside `path` and rename it into place; the disk space is reserved before HDF5 writes."""
     h5py = _h5py()
+
+    def build(f):
+        f.attrs.update(info.attrs())
+        f.attrs.update(format=FORMAT, format_version=FORMAT_VERSION, step=int(step), t=float(t))
+        group = f.create_group("fields")
+        for name, arr in fields.items():
+            group.create_dataset(name, shape=arr.shape, dtype=arr.dtype, fletcher32=True)
+
     with atomic_path(Path(path)) as tmp:
-        with h5py.File(tmp, "w") as f:
-            f.attrs.update(info.attrs())
-            f.attrs.update(format=FORMAT, format_version=FORMAT_VERSION, step=int(step), t=float(t))
-            group = f.create_group("fields")
+        write_image(tmp, build)
+        reserve(tmp, sum(arr.nbytes for arr in fields.values()))
+        with h5py.File(tmp, "r+", locking=False) as f:
             for name, arr in fields.items():
-                group.create_dataset(name, data=np.ascontiguousarray(arr), fletcher32=True)
+                f["fields"][name][...] = arr
 
 
 class CheckpointSink:
@@ -48,23 +56,24 @@ class CheckpointSink:
 
     def __init__(self, path: Path, info: RunInfo):
         self.path, self.info, self.count = Path(path), info, 0
+        self.last_step: int | None = None
 
     def append(self, step: int, t: float, arrays: dict[str, np.ndarray]) -> None:
         write(self.path, self.info, step, t, arrays)
         self.count += 1
+        self.last_step = int(step)
 
     def close(self) -> None:
         """Nothing stays open between checkpoints."""
 
 
-def read(path: str | Path) -> Checkpoint:
-    """Load and validate a checkpoint; anything else (snapshot file, garbage, truncation) is refused in one line."""
-    path = Path(path)
+def _checked(path: Path, load):
+    """Open `path`, check it is a checkpoint we can read, and return load(file); refusals are one line."""
     if not path.is_file():
         raise StencilforgeError(f"cannot resume: no such checkpoint {path}")
     h5py = _h5py()
     try:
-        with h5py.File(path, "r") as f:
+        with h5py.File(path, "r", locking=False) as f:
             kind = f.attrs.get("format")
             if kind == SNAPSHOT_FORMAT:
                 raise StencilforgeError(f"cannot resume from {path}: it is a snapshot file, not a checkpoint")
@@ -72,14 +81,28 @@ def read(path: str | Path) -> Checkpoint:
                 raise StencilforgeError(f"cannot resume from {path}: not a stencilforge checkpoint")
             if int(f.attrs["format_version"]) > FORMAT_VERSION:
                 raise StencilforgeError(f"cannot resume from {path}: written by a newer stencilforge (format {f.attrs['format_version']})")
-            info = RunInfo.from_attrs(f.attrs)
-            fields = {name: ds[...] for name, ds in f["fields"].items()}
-            return Checkpoint(path, info, int(f.attrs["step"]), float(f.attrs["t"]), fields)
+            return load(f)
     except StencilforgeError:
         raise
     except (OSError, KeyError, ValueError, TypeError) as exc:
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise StencilforgeError(f"cannot resume from {path}: corrupted or not a checkpoint ({reason})") from None
+
+
+def peek(path: str | Path) -> tuple[RunInfo, int]:
+    """(run info, step) of a checkpoint without loading its fields: enough to check outputs before the run."""
+    return _checked(Path(path), lambda f: (RunInfo.from_attrs(f.attrs), int(f.attrs["step"])))
+
+
+def read(path: str | Path) -> Checkpoint:
+    """Load and validate a checkpoint; anything else (snapshot file, garbage, truncation) is refused in one line."""
+    path = Path(path)
+
+    def load(f):
+        fields = {name: ds[...] for name, ds in f["fields"].items()}
+        return Checkpoint(path, RunInfo.from_attrs(f.attrs), int(f.attrs["step"]), float(f.attrs["t"]), fields)
+
+    return _checked(path, load)
 
 
 def resume_setup(path: str | Path, problem: str | None = None, shape=None, dtype: str | None = None, params: dict | None = None):
