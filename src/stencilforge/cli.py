@@ -28,6 +28,7 @@ from .backends import available, get_backend
 from .backends.cuda.codegen import STRATEGIES
 from .distributed import bind_device, fail_together, launched, world, world_rank
 from .errors import StencilforgeError
+from .resources import check_host_memory, node_peers, thread_count, use_numba_threads
 from .timeloop import LoopOptions, StopRequest
 
 NOT_CONVERGED = 3
@@ -85,6 +86,9 @@ def friendly(func: Callable) -> Callable:
         except KeyboardInterrupt:
             err.print("interrupted", markup=False)
             raise typer.Exit(130)
+        except MemoryError:
+            err.print("error: out of memory: the arrays of this run do not fit; use a smaller --shape", markup=False)
+            raise typer.Exit(2)
 
     return wrapper
 
@@ -148,7 +152,8 @@ def _human_summary(s: dict) -> None:
     table = Table(show_header=False, box=None, pad_edge=False)
     table.add_row("problem", f"{s['problem']}  {'x'.join(map(str, s['shape']))}  {s['dtype']}")
     fused = f", {s['fused_steps']} steps two per pass" if s.get("fused_steps") else ""
-    table.add_row("backend", s["backend"] + (f" ({s['strategy']}{fused})" if "strategy" in s else ""))
+    threads = f", {s['threads']} thread{'s' if s['threads'] > 1 else ''}" if "threads" in s else ""
+    table.add_row("backend", s["backend"] + (f" ({s['strategy']}{fused})" if "strategy" in s else "") + threads)
     table.add_row("steps", f"{s['steps']}  (t = {s['t']:.6g})")
     timing = f"{s['wall_s']:.3f} s wall"
     if "kernel_s" in s:
@@ -249,6 +254,7 @@ def run(
     halo: str = typer.Option("auto", "--halo", envvar="STENCILFORGE_HALO", help="MPI halo transport: auto, mpi (CUDA-aware), nccl, staged (pinned host) or host"),
     overlap: Optional[bool] = typer.Option(None, "--overlap/--no-overlap", help="MPI on cuda: hide halo exchanges behind the interior (default: where the process grid allows)"),
     overwrite: bool = typer.Option(False, "--overwrite", help="replace existing output files (default: refuse; a resumed series is appended to)"),
+    threads: Optional[int] = typer.Option(None, "--threads", help="numba: threads for this process (default: $NUMBA_NUM_THREADS, else its share of the cores it may run on)"),
     stall_checks: int = typer.Option(20, "--stall-checks", help="--tol: stop when the residual reaches no new minimum in this many checks (0: never)"),
     as_json: bool = typer.Option(False, "--json", help="print exactly one JSON object"),
 ) -> None:
@@ -265,15 +271,24 @@ def run(
         snapshot_every=snapshot_every, out=out_file, compression=compression, checkpoint_every=checkpoint_every,
         checkpoint=checkpoint, resume=resume, png=png, overwrite=overwrite,
     ).prepare(problem)
-    setup, start_step = outputs.setup(
-        problem, parse_ints(shape, "--shape"), dtype, dict(alpha=alpha, dt=dt, radius=radius, velocity=velocity, c=c,
-        source=source, frequency=frequency, axis=axis, accuracy=accuracy),
+    params = dict(alpha=alpha, dt=dt, radius=radius, velocity=velocity, c=c, source=source, frequency=frequency,
+                  axis=axis, accuracy=accuracy)
+    peers = node_peers(world()) if mpi else None
+    resumed = outputs.resumed
+    check_host_memory(
+        problem or resumed.problem, parse_ints(shape, "--shape") or (resumed.shape if resumed else None),
+        dtype or (resumed.dtype if resumed else None), {**(resumed.params if resumed else {}), **params},
+        snapshots=snapshot_every is not None, checkpoints=outputs.checkpoint is not None, processes=len(peers) if peers else 1,
     )
+    setup, start_step = outputs.setup(problem, parse_ints(shape, "--shape"), dtype, params)
     if mpi and backend in ("auto", "cuda"):
         bind_device(world())
     engine = get_backend(backend, **({"strategy": strategy} if strategy else {}))
     if strategy and engine.name != "cuda":
         raise StencilforgeError(f"--strategy applies to the cuda backend, not {engine.name}")
+    if threads is not None and engine.name != "numba":
+        raise StencilforgeError(f"--threads applies to the numba backend, not {engine.name}")
+    thread_total = use_numba_threads(thread_count(threads, peers)) if engine.name == "numba" else None
     bar = LazyProgress(setup.name) if not as_json and sys.stderr.isatty() and root else None
     try:
         with stop_on_signals() as stop:
@@ -286,6 +301,8 @@ def run(
     finally:
         if bar is not None:
             bar.close()
+    if thread_total is not None:
+        result.summary["threads"] = thread_total
     status, line = _ending(result.summary)
     if root:
         if as_json:

@@ -39,6 +39,7 @@ class Outputs:
     run_id: str = ""  # set by prepare: new for a fresh run, the checkpoint's when resuming
     resume_step: int | None = None  # set by prepare when resuming
     append: bool = False  # set by prepare: --out is the series being resumed
+    resumed: object = None  # set by prepare: the RunInfo of the checkpoint resumed from
 
     def prepare(self, problem: str | None) -> "Outputs":
         """Check option combinations and every output path; return the options with default paths filled in.
@@ -60,13 +61,13 @@ class Outputs:
             raise StencilforgeError("--checkpoint needs --checkpoint-every K (steps between checkpoints)")
         if self.buffers < 1:
             raise StencilforgeError(f"need at least one snapshot buffer, got {self.buffers}")
-        run_id, resume_step, resume = uuid.uuid4().hex, None, None
+        run_id, resume_step, resume, resumed = uuid.uuid4().hex, None, None, None
         if self.resume is not None:
             from .checkpoint import peek
 
             resume = Path(self.resume)
-            info, resume_step = peek(resume)
-            run_id = info.run_id or run_id
+            resumed, resume_step = peek(resume)
+            run_id = resumed.run_id or run_id
         out = check_output(self.out, "snapshot file", SNAPSHOT_SUFFIXES) if self.out is not None else None
         append = out is not None and resume is not None and out.is_file() and series_run_id(out) == run_id
         if out is not None and out.exists() and not append and not self.overwrite:
@@ -77,8 +78,8 @@ class Outputs:
         checkpoint = None
         if self.checkpoint_every is not None or resume is not None:
             checkpoint = Path(self.checkpoint or self.default_checkpoint(problem))
-            resumed = resume is not None and checkpoint.exists() and checkpoint.resolve() == resume.resolve()
-            checkpoint = check_output(checkpoint, "checkpoint", CHECKPOINT_SUFFIXES, overwrite=resumed or self.overwrite)
+            same = resume is not None and checkpoint.exists() and checkpoint.resolve() == resume.resolve()
+            checkpoint = check_output(checkpoint, "checkpoint", CHECKPOINT_SUFFIXES, overwrite=same or self.overwrite)
             if out is not None and checkpoint.resolve() == out.resolve():
                 raise StencilforgeError(f"--checkpoint and --out are the same file {out}")
         png = check_output(self.png, "image", IMAGE_SUFFIXES, overwrite=self.overwrite) if self.png is not None else None
@@ -87,7 +88,7 @@ class Outputs:
                 remove_stale_temps(path)
         command_line = self.command_line or shlex.join(["stencilforge", *sys.argv[1:]])
         return replace(self, out=out, checkpoint=checkpoint, png=png, resume=resume, command_line=command_line,
-                       run_id=run_id, resume_step=resume_step, append=append)
+                       run_id=run_id, resume_step=resume_step, append=append, resumed=resumed)
 
     def default_checkpoint(self, problem: str | None) -> Path:
         """Next to --out (run.h5 -> run.ckpt.h5), else the file resumed from, else ./<problem>.ckpt.h5."""
