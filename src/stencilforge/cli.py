@@ -11,6 +11,7 @@ import functools
 import json
 import os
 import platform
+import re
 import signal
 import sys
 import threading
@@ -33,12 +34,14 @@ from .timeloop import LoopOptions, StopRequest
 
 NOT_CONVERGED = 3
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help="Finite-difference stencil solvers on GPUs and CPUs.")
+app = typer.Typer(add_completion=False, no_args_is_help=True, help="Finite-difference stencil solvers on GPUs and CPUs.",
+                  context_settings={"help_option_names": ["-h", "--help"]})
 out = Console()
 err = Console(stderr=True)
 
 
 MULTI_VALUE_OPTIONS = ("--shape", "--procs")
+NUMBERS = re.compile(r"^[-+]?[\d.]+([eE][-+]?\d+)?([x,][-+]?[\d.]+([eE][-+]?\d+)?)*$")  # 64, 10.5, 8x8, 1e3: parse_ints judges them
 
 
 def join_multi_values(argv: list[str]) -> list[str]:
@@ -51,7 +54,7 @@ def join_multi_values(argv: list[str]) -> list[str]:
         i += 1
         if arg in MULTI_VALUE_OPTIONS:
             values = []
-            while i < len(argv) and argv[i].lstrip("-").replace("x", "").replace(",", "").isdigit():
+            while i < len(argv) and NUMBERS.match(argv[i]):
                 values.append(argv[i])
                 i += 1
             joined.append(",".join(values) if values else "")
@@ -123,6 +126,9 @@ class LazyProgress:
         self.task = None
 
     def __call__(self, done: int, total: int, residual: float | None) -> None:
+        if done == 0:  # the loop starts stepping: set-up and compile time are not part of the rate
+            self.start = time.perf_counter()
+            return
         if self.bar is None:
             if time.perf_counter() - self.start < self.delay_s:
                 return
@@ -148,6 +154,21 @@ class LazyProgress:
             self.bar.stop()
 
 
+class StatusLine:
+    """A transient spinner on stderr for a phase with no progress to show (JIT compile)."""
+
+    def __init__(self):
+        self.status = None
+
+    def __call__(self, text: str | None) -> None:
+        if self.status is not None:
+            self.status.stop()
+            self.status = None
+        if text is not None:
+            self.status = err.status(text)
+            self.status.start()
+
+
 def _human_summary(s: dict) -> None:
     table = Table(show_header=False, box=None, pad_edge=False)
     table.add_row("problem", f"{s['problem']}  {'x'.join(map(str, s['shape']))}  {s['dtype']}")
@@ -156,6 +177,8 @@ def _human_summary(s: dict) -> None:
     table.add_row("backend", s["backend"] + (f" ({s['strategy']}{fused})" if "strategy" in s else "") + threads)
     table.add_row("steps", f"{s['steps']}  (t = {s['t']:.6g})")
     timing = f"{s['wall_s']:.3f} s wall"
+    if s.get("compile_s", 0) >= 0.05:
+        timing += f" (+ {s['compile_s']:.2f} s compiling kernels before it)"
     if "kernel_s" in s:
         timing += f", {s['kernel_s']:.3f} s in kernels"
     table.add_row("time", timing)
@@ -171,6 +194,19 @@ def _human_summary(s: dict) -> None:
     for kind, file in s.get("outputs", {}).items():
         table.add_row(kind, file if isinstance(file, str) else f"{file['path']}  ({', '.join(f'{k} {v}' for k, v in file.items() if k != 'path')})")
     out.print(table)
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        print(f"stencilforge {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: bool = typer.Option(False, "--version", "-V", callback=_print_version, is_eager=True, help="print the version and exit"),
+) -> None:
+    """Finite-difference stencil solvers on GPUs and CPUs."""
 
 
 @contextmanager
@@ -289,11 +325,13 @@ def run(
     if threads is not None and engine.name != "numba":
         raise StencilforgeError(f"--threads applies to the numba backend, not {engine.name}")
     thread_total = use_numba_threads(thread_count(threads, peers)) if engine.name == "numba" else None
-    bar = LazyProgress(setup.name) if not as_json and sys.stderr.isatty() and root else None
+    interactive = not as_json and sys.stderr.isatty() and root
+    bar = LazyProgress(setup.name) if interactive else None
     try:
         with stop_on_signals() as stop:
             opts = LoopOptions(steps=steps, tol=tol, check_every=check_every, progress=bar, start_step=start_step,
-                               fuse_steps=fuse_steps, stop=stop, stall_checks=stall_checks)
+                               fuse_steps=fuse_steps, stop=stop, stall_checks=stall_checks,
+                               status=StatusLine() if interactive else None)
             if mpi:
                 result = outputs.run_decomposed(setup, engine, opts, world(), parse_ints(procs, "--procs"), halo, overlap)
             else:

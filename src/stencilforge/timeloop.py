@@ -74,6 +74,7 @@ class LoopOptions:
     domain: Domain | None = None
     fuse_steps: bool = True  # two steps per pass where the backend offers it (cuda with auto, numba) and nothing looks between
     stop: StopRequest | None = None
+    status: Callable[[str | None], None] | None = None  # a phase before stepping starts (JIT compile); None when it ends
     stall_checks: int = 20  # with tol: stop when the residual has not reached a new minimum in this many checks (0: never)
 
 
@@ -182,9 +183,15 @@ def _run(setup: Setup, backend, opts: LoopOptions) -> Result:
         else:
             dynamic.append((name, fill))
 
-    step = _step_function(setup, backend)
+    if opts.status is not None:
+        opts.status("compiling kernels (first run only)")
+    compile_start = time.perf_counter()
+    step = _step_function(setup, backend)  # JIT backends compile here, before the clock starts
     pair = _pair_function(setup, backend, opts, dynamic)
     residual_fn = backend.sum_squares(setup.residual, grid) if setup.residual is not None else None
+    compile_s = time.perf_counter() - compile_start
+    if opts.status is not None:
+        opts.status(None)
 
     def relative_residual() -> float:
         return math.sqrt(residual_fn(fields)) / setup.rhs_norm
@@ -234,6 +241,8 @@ def _run(setup: Setup, backend, opts: LoopOptions) -> Result:
     locally_finite()
     backend.synchronize()
     start = time.perf_counter()
+    if opts.progress is not None:
+        opts.progress(0, steps, None)  # stepping starts now: rates count from here
     partner = dict(zip(setup.swap, reversed(setup.swap))) if setup.swap is not None else {}
     after_pair = False
     while n < first + steps:
@@ -311,6 +320,7 @@ def _run(setup: Setup, backend, opts: LoopOptions) -> Result:
         "step": n,
         "t": time_at(n),
         "wall_s": wall,
+        "compile_s": compile_s,
         "bytes_per_cell": setup.bytes_per_cell,
         **throughput(math.prod(shape), done, wall, setup.bytes_per_cell, setup.flops_per_cell),
         "params": setup.params,

@@ -8,6 +8,7 @@ file is refused on read rather than resumed from.
 
 from __future__ import annotations
 
+import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -89,6 +90,11 @@ def _checked(path: Path, load):
         raise StencilforgeError(f"cannot resume from {path}: corrupted or not a checkpoint ({reason})") from None
 
 
+def _native(arr: np.ndarray) -> np.ndarray:
+    """Fields in native byte order: a checkpoint written big-endian must still resume on compiled kernels."""
+    return arr.astype(arr.dtype.newbyteorder("="), copy=False)
+
+
 def peek(path: str | Path) -> tuple[RunInfo, int]:
     """(run info, step) of a checkpoint without loading its fields: enough to check outputs before the run."""
     return _checked(Path(path), lambda f: (RunInfo.from_attrs(f.attrs), int(f.attrs["step"])))
@@ -99,10 +105,28 @@ def read(path: str | Path) -> Checkpoint:
     path = Path(path)
 
     def load(f):
-        fields = {name: ds[...] for name, ds in f["fields"].items()}
+        fields = {name: _native(ds[...]) for name, ds in f["fields"].items()}
         return Checkpoint(path, RunInfo.from_attrs(f.attrs), int(f.attrs["step"]), float(f.attrs["t"]), fields)
 
     return _checked(path, load)
+
+
+def _from_file(velocity) -> bool:
+    return isinstance(velocity, str) and velocity.endswith(".npy")
+
+
+def _stored_velocity(ckpt: Checkpoint, path: Path) -> str:
+    """The speeds of a wave3d model read from a file, recovered from the checkpoint's (c dt)^2 field.
+
+    The checkpoint holds the model, so a resume needs neither the original .npy
+    nor the directory it was named relative to; the stored field itself is what
+    the resumed run uses.
+    """
+    vel = ckpt.fields["vel"]
+    ghost = (vel.shape[0] - ckpt.info.shape[0]) // 2
+    interior = tuple(slice(ghost, ghost + n) for n in ckpt.info.shape)
+    np.save(path, np.sqrt(vel[interior].astype(np.float64)) / float(ckpt.info.params["dt"]))
+    return str(path)
 
 
 def resume_setup(path: str | Path, problem: str | None = None, shape=None, dtype: str | None = None, params: dict | None = None):
@@ -127,7 +151,13 @@ def resume_setup(path: str | Path, problem: str | None = None, shape=None, dtype
         raise StencilforgeError(f"cannot resume from {path}: unknown problem {info.problem!r}")
     allowed = problems.BUILDERS[info.problem][1]
     rebuilt = {k: v for k, v in info.params.items() if k in allowed}
-    setup = problems.build(info.problem, shape=info.shape, dtype=info.dtype, **{**rebuilt, **given})
+    velocity = rebuilt.get("velocity")
+    with tempfile.TemporaryDirectory() as tmp:
+        if _from_file(velocity) and "velocity" not in given and "vel" in ckpt.fields:
+            rebuilt["velocity"] = _stored_velocity(ckpt, Path(tmp) / "velocity.npy")
+        setup = problems.build(info.problem, shape=info.shape, dtype=info.dtype, **{**rebuilt, **given})
+    if _from_file(velocity):
+        setup = replace(setup, params={**setup.params, "velocity": velocity})
     expected = {name: (arr.shape, arr.dtype) for name, arr in setup.fields.items()}
     found = {name: (arr.shape, arr.dtype) for name, arr in ckpt.fields.items()}
     if expected != found:
