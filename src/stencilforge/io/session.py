@@ -17,6 +17,7 @@ from .. import problems
 from ..errors import StencilforgeError
 from ..timeloop import LoopOptions, Result, close_observers, run as run_loop
 from .hdf5 import series_run_id
+from .meta import RunInfo
 from .paths import SNAPSHOT_SUFFIXES, check_output, remove_stale_temps
 from .plots import IMAGE_SUFFIXES, View, plot_array
 from .snapshots import Ledger, OutputError, StreamingObserver, evolving_fields
@@ -39,7 +40,7 @@ class Outputs:
     run_id: str = ""  # set by prepare: new for a fresh run, the checkpoint's when resuming
     resume_step: int | None = None  # set by prepare when resuming
     append: bool = False  # set by prepare: --out is the series being resumed
-    resumed: object = None  # set by prepare: the RunInfo of the checkpoint resumed from
+    resumed: RunInfo | None = None  # set by prepare: what the checkpoint resumed from records
 
     def prepare(self, problem: str | None) -> "Outputs":
         """Check option combinations and every output path; return the options with default paths filled in.
@@ -120,8 +121,6 @@ class Outputs:
 
     def _observers(self, setup, backend_name: str, ledger: Ledger) -> list:
         """One observer per entry of `_reads`, in its order."""
-        from .meta import RunInfo
-
         info = RunInfo.of(setup, backend_name, self.command_line, self.run_id)
         observers = []
         try:
