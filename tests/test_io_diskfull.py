@@ -141,3 +141,10 @@ def test_reserve_refuses_cleanly_before_hdf5_writes(tmp_path, monkeypatch):
     with pytest.raises(OSError, match="No space"):
         paths.reserve(target, 1 << 20)
     assert target.stat().st_size == 0
+
+
+def test_a_failed_sidecar_counts_the_snapshot_it_follows(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    _fail_on_call(monkeypatch, [(hdf5, "write_xdmf")], 3, EACCES)
+    line = assert_stopped_cleanly(invoke(*RUN, "--shape", "16,12", "--steps", "40", *OUTPUTS["hdf5"]), tmp_path)
+    assert "(writing run.xmf)" in line and "last complete snapshot: step 15 (3 in run.h5)" in line

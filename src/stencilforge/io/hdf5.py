@@ -167,7 +167,10 @@ class H5Sink:
                 ds[n] = value
         self.count, self.last_step = n + 1, int(step)
         self.times.append(float(t))
-        write_xdmf(self.xdmf_path, self.path, self.info, self.layout, self.times)
+        try:
+            write_xdmf(self.xdmf_path, self.path, self.info, self.layout, self.times)
+        except OSError as exc:  # the snapshot itself is complete: say it is the sidecar that failed
+            raise OSError(exc.errno, f"{exc.strerror} (writing {self.xdmf_path.name})") from None
 
     def close(self) -> None:
         """Nothing stays open between snapshots."""
