@@ -46,6 +46,12 @@ def _h5py():
     return h5py
 
 
+def complete_steps(steps: np.ndarray) -> np.ndarray:
+    """The entries of /step up to the first -1 (the fill value of an entry whose write was interrupted)."""
+    bad = np.flatnonzero(steps < 0)
+    return steps[: bad[0]] if bad.size else steps
+
+
 def write_image(path: Path, build) -> None:
     """Create the HDF5 file `path` as build(file) makes it: built in memory, written with plain file I/O,
     so a full disk fails as an ordinary OSError before HDF5 writes anything to it."""
@@ -120,7 +126,7 @@ class H5Sink:
                 found = {name: (ds.shape[1:], ds.dtype) for name, ds in f["fields"].items()}
                 if found != self.layout:
                     raise StencilforgeError(f"cannot append to {self.path}: its fields {sorted(found)} do not match this run's")
-                steps = f["step"][:]
+                steps = complete_steps(f["step"][:])
                 keep = int(np.count_nonzero(steps <= resume_step))
                 for ds in (*f["fields"].values(), f["time"], f["step"]):
                     ds.resize(keep, axis=0)
@@ -135,7 +141,7 @@ class H5Sink:
         """The empty layout, made under a temporary name and renamed into place."""
         def build(f):
             f.attrs.update(self.attrs)
-            f.create_dataset("step", shape=(0,), maxshape=(None,), dtype=np.int64, chunks=(1024,))
+            f.create_dataset("step", shape=(0,), maxshape=(None,), dtype=np.int64, chunks=(1024,), fillvalue=-1)
             f.create_dataset("time", shape=(0,), maxshape=(None,), dtype=np.float64, chunks=(1024,))
             group = f.create_group("fields")
             options = {} if self.compression == "none" else {"compression": self.compression}
@@ -150,21 +156,25 @@ class H5Sink:
         self.created = True
 
     def append(self, step: int, t: float, arrays: dict[str, np.ndarray]) -> None:
-        """Write one snapshot; it counts as complete only once /step has grown and the file is closed."""
+        """Write one snapshot in two sessions: the data and its time, closed (so on disk, with the file's
+        end address), then the /step entry that makes it count. A crash during the first leaves /step
+        as it was; during the second it changes only blocks that already exist, and an entry whose value
+        did not land reads as the fill value -1, which readers skip."""
         if not self.created:
             self._create()
-        reserve(self.path, sum(a.nbytes for a in arrays.values()))
         n = self.count
+        reserve(self.path, sum(a.nbytes for a in arrays.values()))
         with self._open() as f:
             for name, arr in arrays.items():
                 ds = f["fields"][name]
                 ds.resize(n + 1, axis=0)
                 ds[n] = arr
-            f.flush()  # the data before the entry in /step that makes them visible
-            for name, value in (("time", t), ("step", step)):
-                ds = f[name]
-                ds.resize(n + 1, axis=0)
-                ds[n] = value
+            f["time"].resize(n + 1, axis=0)
+            f["time"][n] = t
+        reserve(self.path, 0)
+        with self._open() as f:
+            f["step"].resize(n + 1, axis=0)
+            f["step"][n] = step
         self.count, self.last_step = n + 1, int(step)
         self.times.append(float(t))
         try:

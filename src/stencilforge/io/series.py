@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import StencilforgeError
-from .hdf5 import FORMAT, _h5py
+from .hdf5 import FORMAT, _h5py, complete_steps
 from .meta import RunInfo
 from .npz import META_KEY
 
@@ -75,7 +75,7 @@ def _open_h5(path: Path) -> Series:
         if f.attrs.get("format") != FORMAT:
             raise StencilforgeError(f"{path} is not a stencilforge snapshot file")
         info = RunInfo.from_attrs(f.attrs)
-        steps = f["step"][:]
+        steps = complete_steps(f["step"][:])
         count = len(steps)  # /step grows last: everything it indexes is complete
         times = f["time"][:count]
         names = tuple(f["fields"])
