@@ -73,7 +73,7 @@ def small_fs(tmp_path, monkeypatch):
     subprocess.run(["umount", str(d)], check=True)
 
 
-@pytest.mark.parametrize("output,shape", [("hdf5", "64,64"), ("npz", "64,64"), ("checkpoint", "100,100")])
+@pytest.mark.parametrize("output,shape", [("hdf5", "64,64"), ("npz", "64,64"), ("checkpoint", "150,150")])
 def test_a_real_full_disk(small_fs, output, shape):
     res = invoke(*RUN, "--shape", shape, "--steps", "400", *OUTPUTS[output])
     assert "No space left on device" in assert_stopped_cleanly(res, small_fs)

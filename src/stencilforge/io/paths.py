@@ -112,6 +112,6 @@ def reserve(path: Path, nbytes: int) -> None:
     """
     fd = os.open(path, os.O_WRONLY)
     try:
-        os.posix_fallocate(fd, os.fstat(fd).st_size, nbytes + nbytes // 8 + (256 << 10))  # + metadata
+        os.posix_fallocate(fd, os.fstat(fd).st_size, nbytes + nbytes // 16 + (64 << 10))  # + metadata
     finally:
         os.close(fd)
