@@ -112,3 +112,31 @@ def test_console_entry_point_runs_a_job():
     )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["shape"] == [12, 12]
+
+
+def test_version_and_short_help():
+    from stencilforge import __version__
+
+    res = invoke("--version")
+    assert res.exit_code == 0 and res.stdout.strip() == f"stencilforge {__version__}"
+    assert invoke("-h").exit_code == 0 and "Usage" in invoke("-h").stdout
+    assert "--snapshot-every" in invoke("run", "-h").stdout
+
+
+def test_compile_time_is_reported_apart_from_stepping():
+    from stencilforge import problems
+    from stencilforge.backends import get_backend
+    from stencilforge.cli import LazyProgress
+    from stencilforge.timeloop import LoopOptions, run
+
+    events = []
+    setup = problems.build("heat2d", shape=(16, 16))
+    opts = LoopOptions(steps=3, status=lambda text: events.append(("status", text)),
+                       progress=lambda done, total, residual: events.append(("progress", done)))
+    summary = run(setup, get_backend("numba"), opts).summary
+    assert events[:3] == [("status", "compiling kernels (first run only)"), ("status", None), ("progress", 0)]
+    assert summary["compile_s"] > 0 and "wall_s" in summary
+    bar = LazyProgress("heat2d")
+    created = bar.start
+    bar(0, 10, None)  # stepping starts: the rate's clock restarts
+    assert bar.start > created

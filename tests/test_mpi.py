@@ -211,3 +211,14 @@ def test_a_write_failure_on_rank_zero_stops_every_rank_at_that_step():
         "error: rank 0: writing snapshot at step 4 failed: injected",
         "error: rank 1: rank 0: writing snapshot at step 4 failed: injected",
     ], proc.stderr
+
+
+def test_numba_threads_are_shared_among_the_ranks_of_a_node():
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_NUM_THREADS"}
+    env["PYTHONPATH"] = os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")])
+    cmd = [MPIEXEC, "-n", "2", sys.executable, "-m", "stencilforge.cli", "run", "heat2d", "--shape", "32", "32",
+           "--steps", "4", "--backend", "numba", "--json"]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads(proc.stdout.strip().splitlines()[0])
+    assert summary["threads"] == max(1, len(os.sched_getaffinity(0)) // 2)

@@ -6,12 +6,24 @@ $STENCILFORGE_CACHE_DIR moves it (as CUPY_CACHE_DIR does for CuPy); the default 
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 
 def cache_dir(*parts: str) -> Path:
-    base = os.environ.get("STENCILFORGE_CACHE_DIR") or Path.home() / ".cache" / "stencilforge"
-    return Path(base).joinpath(*parts)
+    """The cache directory, created; a per-user one in the temporary directory when the usual one cannot be
+    (an unwritable or missing HOME must not stop a run: the cache only saves compile time)."""
+    base = Path(os.environ.get("STENCILFORGE_CACHE_DIR") or Path.home() / ".cache" / "stencilforge")
+    path = base.joinpath(*parts)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        if os.access(path, os.W_OK | os.X_OK):
+            return path
+    except OSError:
+        pass
+    path = Path(tempfile.gettempdir(), f"stencilforge-cache-{os.getuid()}").joinpath(*parts)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
 
 
 def write_atomic(path: Path, data: bytes) -> None:

@@ -1,6 +1,8 @@
 """Command-line interface: parses arguments, calls the API, prints results.
 
-Every StencilforgeError becomes one line on stderr and exit status 2.
+Exit status: 0 done; 2 an error (one line on stderr, never a traceback); 3 a
+--tol run that did not converge (iteration cap or stalled residual); 130 and
+143 stopped by SIGINT and SIGTERM after writing the final outputs.
 """
 
 from __future__ import annotations
@@ -9,8 +11,12 @@ import functools
 import json
 import os
 import platform
+import re
+import signal
 import sys
+import threading
 import time
+from contextlib import contextmanager
 from typing import Callable, Optional
 
 import typer
@@ -23,14 +29,19 @@ from .backends import available, get_backend
 from .backends.cuda.codegen import STRATEGIES
 from .distributed import bind_device, fail_together, launched, world, world_rank
 from .errors import StencilforgeError
-from .timeloop import LoopOptions
+from .resources import check_host_memory, node_peers, thread_count, use_numba_threads
+from .timeloop import LoopOptions, StopRequest
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help="Finite-difference stencil solvers on GPUs and CPUs.")
+NOT_CONVERGED = 3
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help="Finite-difference stencil solvers on GPUs and CPUs.",
+                  context_settings={"help_option_names": ["-h", "--help"]})
 out = Console()
 err = Console(stderr=True)
 
 
 MULTI_VALUE_OPTIONS = ("--shape", "--procs")
+NUMBERS = re.compile(r"^[-+]?[\d.]+([eE][-+]?\d+)?([x,][-+]?[\d.]+([eE][-+]?\d+)?)*$")  # 64, 10.5, 8x8, 1e3: parse_ints judges them
 
 
 def join_multi_values(argv: list[str]) -> list[str]:
@@ -43,7 +54,7 @@ def join_multi_values(argv: list[str]) -> list[str]:
         i += 1
         if arg in MULTI_VALUE_OPTIONS:
             values = []
-            while i < len(argv) and argv[i].lstrip("-").replace("x", "").replace(",", "").isdigit():
+            while i < len(argv) and NUMBERS.match(argv[i]):
                 values.append(argv[i])
                 i += 1
             joined.append(",".join(values) if values else "")
@@ -78,6 +89,9 @@ def friendly(func: Callable) -> Callable:
         except KeyboardInterrupt:
             err.print("interrupted", markup=False)
             raise typer.Exit(130)
+        except MemoryError:
+            err.print("error: out of memory: the arrays of this run do not fit; use a smaller --shape", markup=False)
+            raise typer.Exit(2)
 
     return wrapper
 
@@ -112,6 +126,9 @@ class LazyProgress:
         self.task = None
 
     def __call__(self, done: int, total: int, residual: float | None) -> None:
+        if done == 0:  # the loop starts stepping: set-up and compile time are not part of the rate
+            self.start = time.perf_counter()
+            return
         if self.bar is None:
             if time.perf_counter() - self.start < self.delay_s:
                 return
@@ -137,13 +154,31 @@ class LazyProgress:
             self.bar.stop()
 
 
+class StatusLine:
+    """A transient spinner on stderr for a phase with no progress to show (JIT compile)."""
+
+    def __init__(self):
+        self.status = None
+
+    def __call__(self, text: str | None) -> None:
+        if self.status is not None:
+            self.status.stop()
+            self.status = None
+        if text is not None:
+            self.status = err.status(text)
+            self.status.start()
+
+
 def _human_summary(s: dict) -> None:
     table = Table(show_header=False, box=None, pad_edge=False)
     table.add_row("problem", f"{s['problem']}  {'x'.join(map(str, s['shape']))}  {s['dtype']}")
     fused = f", {s['fused_steps']} steps two per pass" if s.get("fused_steps") else ""
-    table.add_row("backend", s["backend"] + (f" ({s['strategy']}{fused})" if "strategy" in s else ""))
+    threads = f", {s['threads']} thread{'s' if s['threads'] > 1 else ''}" if "threads" in s else ""
+    table.add_row("backend", s["backend"] + (f" ({s['strategy']}{fused})" if "strategy" in s else "") + threads)
     table.add_row("steps", f"{s['steps']}  (t = {s['t']:.6g})")
     timing = f"{s['wall_s']:.3f} s wall"
+    if s.get("compile_s", 0) >= 0.05:
+        timing += f" (+ {s['compile_s']:.2f} s compiling kernels before it)"
     if "kernel_s" in s:
         timing += f", {s['kernel_s']:.3f} s in kernels"
     table.add_row("time", timing)
@@ -241,6 +276,67 @@ def _run_multigrid(problem: str, shape: str | None, dtype: str | None, backend: 
     out.print(table)
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        print(f"stencilforge {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: bool = typer.Option(False, "--version", "-V", callback=_print_version, is_eager=True, help="print the version and exit"),
+) -> None:
+    """Finite-difference stencil solvers on GPUs and CPUs."""
+
+
+@contextmanager
+def stop_on_signals():
+    """SIGINT and SIGTERM ask the loop to stop after the current step; a second one acts as usual."""
+    request = StopRequest()
+    if threading.current_thread() is not threading.main_thread():
+        yield request
+        return
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+
+    def handler(signum, frame):
+        request.set(signum)
+        for sig, action in previous.items():
+            signal.signal(sig, action)
+
+    for sig in previous:
+        signal.signal(sig, handler)
+    try:
+        yield request
+    finally:
+        for sig, action in previous.items():
+            signal.signal(sig, action)
+
+
+def _saved(summary: dict) -> str:
+    """Where the final state went, for the last line of a stopped or unconverged run."""
+    files = summary.get("outputs", {})
+    parts = []
+    if "snapshots" in files:
+        parts.append(f"{files['snapshots']['count']} snapshot(s) in {files['snapshots']['path']}")
+    if "checkpoint" in files:
+        parts.append(f"checkpoint at step {files['checkpoint']['step']} in {files['checkpoint']['path']}")
+    return "; ".join(parts) if parts else "no outputs were asked for"
+
+
+def _ending(summary: dict) -> tuple[int, str | None]:
+    """(exit status, last line) of a run that did not simply finish its steps or converge."""
+    step = summary["step"]
+    if summary.get("stop") == "signal":
+        name = signal.Signals(summary["signal"]).name
+        return 128 + summary["signal"], f"stopped by {name} at step {step}; {_saved(summary)}"
+    if summary.get("tol") is not None and not summary.get("converged"):
+        why = ("the residual stopped falling (no new minimum in the last checks)" if summary["stop"] == "stalled"
+               else f"the iteration limit of {summary['iterations']} was reached")
+        return NOT_CONVERGED, (f"not converged: residual {summary['residual']:.3e} above tol {summary['tol']:g} at iteration "
+                               f"{step}: {why}; {_saved(summary)}")
+    return 0, None
+
+
 @app.command()
 @friendly
 @one_voice_under_mpi
@@ -275,9 +371,15 @@ def run(
     procs: Optional[str] = typer.Option(None, "--procs", help="MPI process grid PX PY [PZ] (default under mpiexec: least halo surface)"),
     halo: str = typer.Option("auto", "--halo", envvar="STENCILFORGE_HALO", help="MPI halo transport: auto, mpi (CUDA-aware), nccl, staged (pinned host) or host"),
     overlap: Optional[bool] = typer.Option(None, "--overlap/--no-overlap", help="MPI on cuda: hide halo exchanges behind the interior (default: where the process grid allows)"),
+    overwrite: bool = typer.Option(False, "--overwrite", help="replace existing output files (default: refuse; a resumed series is appended to)"),
+    threads: Optional[int] = typer.Option(None, "--threads", help="numba: threads for this process (default: $NUMBA_NUM_THREADS, else its share of the cores it may run on)"),
+    stall_checks: int = typer.Option(20, "--stall-checks", help="--tol: stop when the residual reaches no new minimum in this many checks (0: never)"),
     as_json: bool = typer.Option(False, "--json", help="print exactly one JSON object"),
 ) -> None:
-    """Run a problem and report time, throughput and the error against its exact solution."""
+    """Run a problem and report time, throughput and the error against its exact solution.
+
+    Exits 3 when a --tol run does not converge, 130/143 after SIGINT/SIGTERM (final outputs written).
+    """
     from .io.session import Outputs
 
     if problem is not None and problem.endswith(".py"):
@@ -302,33 +404,52 @@ def run(
 
     outputs = Outputs(
         snapshot_every=snapshot_every, out=out_file, compression=compression, checkpoint_every=checkpoint_every,
-        checkpoint=checkpoint, resume=resume, png=png,
+        checkpoint=checkpoint, resume=resume, png=png, overwrite=overwrite,
     ).prepare(problem)
-    setup, start_step = outputs.setup(
-        problem, parse_ints(shape, "--shape"), dtype, dict(alpha=alpha, dt=dt, radius=radius, velocity=velocity, c=c,
-        source=source, frequency=frequency, axis=axis, accuracy=accuracy),
+    params = dict(alpha=alpha, dt=dt, radius=radius, velocity=velocity, c=c, source=source, frequency=frequency,
+                  axis=axis, accuracy=accuracy)
+    peers = node_peers(world()) if mpi else None
+    resumed = outputs.resumed
+    check_host_memory(
+        problem or resumed.problem, parse_ints(shape, "--shape") or (resumed.shape if resumed else None),
+        dtype or (resumed.dtype if resumed else None), {**(resumed.params if resumed else {}), **params},
+        snapshots=snapshot_every is not None, checkpoints=outputs.checkpoint is not None, processes=len(peers) if peers else 1,
     )
+    setup, start_step = outputs.setup(problem, parse_ints(shape, "--shape"), dtype, params)
     if mpi and backend in ("auto", "cuda"):
         bind_device(world())
     engine = get_backend(backend, **({"strategy": strategy} if strategy else {}))
     if strategy and engine.name != "cuda":
         raise StencilforgeError(f"--strategy applies to the cuda backend, not {engine.name}")
-    bar = LazyProgress(setup.name) if not as_json and sys.stderr.isatty() and root else None
+    if threads is not None and engine.name != "numba":
+        raise StencilforgeError(f"--threads applies to the numba backend, not {engine.name}")
+    thread_total = use_numba_threads(thread_count(threads, peers)) if engine.name == "numba" else None
+    interactive = not as_json and sys.stderr.isatty() and root
+    bar = LazyProgress(setup.name) if interactive else None
     try:
-        opts = LoopOptions(steps=steps, tol=tol, check_every=check_every, progress=bar, start_step=start_step, fuse_steps=fuse_steps)
-        if mpi:
-            result = outputs.run_decomposed(setup, engine, opts, world(), parse_ints(procs, "--procs"), halo, overlap)
-        else:
-            result = outputs.run(setup, engine, opts)
+        with stop_on_signals() as stop:
+            opts = LoopOptions(steps=steps, tol=tol, check_every=check_every, progress=bar, start_step=start_step,
+                               fuse_steps=fuse_steps, stop=stop, stall_checks=stall_checks,
+                               status=StatusLine() if interactive else None)
+            if mpi:
+                result = outputs.run_decomposed(setup, engine, opts, world(), parse_ints(procs, "--procs"), halo, overlap)
+            else:
+                result = outputs.run(setup, engine, opts)
     finally:
         if bar is not None:
             bar.close()
-    if not root:
-        return
-    if as_json:
-        print(json.dumps(result.summary))
-    else:
-        _human_summary(result.summary)
+    if thread_total is not None:
+        result.summary["threads"] = thread_total
+    status, line = _ending(result.summary)
+    if root:
+        if as_json:
+            print(json.dumps(result.summary))
+        else:
+            _human_summary(result.summary)
+        if line is not None:
+            err.print(line, markup=False, highlight=False, soft_wrap=True)
+    if status:
+        raise typer.Exit(status)
 
 
 @app.command()

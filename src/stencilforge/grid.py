@@ -19,7 +19,7 @@ def parse_dtype(dtype: str | np.dtype | type) -> np.dtype:
         dt = None
     if dt is None or dt.name not in DTYPES:
         raise StencilforgeError(f"unsupported dtype {dtype!r}: choose float32 or float64")
-    return dt
+    return dt.newbyteorder("=")  # big-endian input is converted: compiled kernels take native byte order only
 
 
 @dataclass(frozen=True)

@@ -22,9 +22,10 @@ ProgressFn = Callable[[int, int, "float | None"], None]
 
 
 class Observer(Protocol):
-    """Called after every `every`-th global step (snapshots, checkpoints); closed when the loop ends."""
+    """Called after every `every`-th global step and once more with the final state (snapshots,
+    checkpoints), so the last step is never lost; `every` None: the final state only. Closed when the loop ends."""
 
-    every: int
+    every: int | None
 
     def __call__(self, step: int, t: float, fields: dict, backend) -> None: ...
 
@@ -48,6 +49,19 @@ class Domain(Protocol):
     def summary(self, wall: float) -> dict: ...
 
 
+class StopRequest:
+    """Set from a signal handler; the loop finishes its current step, writes the final outputs and stops."""
+
+    def __init__(self):
+        self.signum: int | None = None
+
+    def set(self, signum: int) -> None:
+        self.signum = signum
+
+    def is_set(self) -> bool:
+        return self.signum is not None
+
+
 @dataclass(frozen=True)
 class LoopOptions:
     steps: int | None = None
@@ -59,6 +73,9 @@ class LoopOptions:
     start_step: int = 0
     domain: Domain | None = None
     fuse_steps: bool = True  # two steps per pass where the backend offers it (cuda with auto, numba) and nothing looks between
+    stop: StopRequest | None = None
+    status: Callable[[str | None], None] | None = None  # a phase before stepping starts (JIT compile); None when it ends
+    stall_checks: int = 20  # with tol: stop when the residual has not reached a new minimum in this many checks (0: never)
 
 
 @dataclass
@@ -79,6 +96,8 @@ def _validate(setup: Setup, opts: LoopOptions) -> int:
             raise StencilforgeError(f"tol must be a positive number, got {opts.tol}")
     if opts.check_every < 1:
         raise StencilforgeError("check_every must be at least 1")
+    if opts.stall_checks < 0:
+        raise StencilforgeError(f"stall_checks must be 0 (off) or more, got {opts.stall_checks}")
     return int(opts.steps) if opts.steps is not None else setup.default_steps
 
 
@@ -164,9 +183,15 @@ def _run(setup: Setup, backend, opts: LoopOptions) -> Result:
         else:
             dynamic.append((name, fill))
 
-    step = _step_function(setup, backend)
+    if opts.status is not None:
+        opts.status("compiling kernels (first run only)")
+    compile_start = time.perf_counter()
+    step = _step_function(setup, backend)  # JIT backends compile here, before the clock starts
     pair = _pair_function(setup, backend, opts, dynamic)
     residual_fn = backend.sum_squares(setup.residual, grid) if setup.residual is not None else None
+    compile_s = time.perf_counter() - compile_start
+    if opts.status is not None:
+        opts.status(None)
 
     def relative_residual() -> float:
         return math.sqrt(residual_fn(fields)) / setup.rhs_norm
@@ -187,10 +212,21 @@ def _run(setup: Setup, backend, opts: LoopOptions) -> Result:
 
     def eventful(m: int) -> bool:
         """Whether anything looks at the fields after step m (a check or an observer)."""
-        return checked(m) or any(m % obs.every == 0 for obs in opts.observers)
+        return checked(m) or any(obs.every and m % obs.every == 0 for obs in opts.observers)
+
+    def stop_requested(m: int) -> bool:
+        """A signal arrived: alone, at once; decomposed, at the next check, on every rank together."""
+        if opts.stop is None:
+            return False
+        if domain is None:
+            return opts.stop.is_set()
+        return checked(m) and not domain.all(not opts.stop.is_set())
 
     residual = None
     residual_at = None
+    stop = "steps"
+    recent: list[float] = []  # the last stall_checks residuals
+    best_before = math.inf  # the lowest residual before them
     fused = 0
     n = first
     last_ok = first
@@ -205,6 +241,8 @@ def _run(setup: Setup, backend, opts: LoopOptions) -> Result:
     locally_finite()
     backend.synchronize()
     start = time.perf_counter()
+    if opts.progress is not None:
+        opts.progress(0, steps, None)  # stepping starts now: rates count from here
     partner = dict(zip(setup.swap, reversed(setup.swap))) if setup.swap is not None else {}
     after_pair = False
     while n < first + steps:
@@ -234,10 +272,21 @@ def _run(setup: Setup, backend, opts: LoopOptions) -> Result:
             last_ok = n
             if opts.tol is not None:
                 residual, residual_at = relative_residual(), n
+                if opts.stall_checks:
+                    recent.append(residual)
+                    if len(recent) > opts.stall_checks:
+                        best_before = min(best_before, recent.pop(0))
         for obs in opts.observers:
-            if n % obs.every == 0:
+            if obs.every and n % obs.every == 0:
                 obs(n, time_at(n), fields, backend)
         if residual_at == n and residual < opts.tol:
+            stop = "converged"
+            break
+        if residual_at == n and recent and len(recent) == opts.stall_checks and not min(recent) < best_before:
+            stop = "stalled"
+            break
+        if stop_requested(n):
+            stop = "signal"
             break
         if opts.progress is not None:
             now = time.perf_counter()
@@ -256,6 +305,9 @@ def _run(setup: Setup, backend, opts: LoopOptions) -> Result:
         converged = bool(opts.tol is not None and residual < opts.tol)
     if opts.progress is not None:
         opts.progress(done, steps, residual)
+    for obs in opts.observers:  # the final state, unless the loop just wrote it
+        if n > first and not (obs.every and n % obs.every == 0):
+            obs(n, time_at(n), fields, backend)
 
     out = {name: arr[grid.interior] for name, arr in fields.items()}
     shape = grid.shape if domain is None else domain.global_shape
@@ -268,10 +320,14 @@ def _run(setup: Setup, backend, opts: LoopOptions) -> Result:
         "step": n,
         "t": time_at(n),
         "wall_s": wall,
+        "compile_s": compile_s,
         "bytes_per_cell": setup.bytes_per_cell,
         **throughput(math.prod(shape), done, wall, setup.bytes_per_cell, setup.flops_per_cell),
         "params": setup.params,
+        "stop": stop,
     }
+    if stop == "signal":
+        summary["signal"] = opts.stop.signum
     if domain is not None:
         summary.update(domain.summary(wall))
     if kernel_start is not None:

@@ -8,6 +8,7 @@ file is refused on read rather than resumed from.
 
 from __future__ import annotations
 
+import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -15,9 +16,9 @@ import numpy as np
 
 from .. import problems
 from ..errors import StencilforgeError
-from .hdf5 import FORMAT as SNAPSHOT_FORMAT, _h5py
+from .hdf5 import FORMAT as SNAPSHOT_FORMAT, _h5py, write_image
 from .meta import RunInfo, jsonable
-from .paths import atomic_path
+from .paths import atomic_path, reserve
 
 FORMAT = "stencilforge-checkpoint"
 FORMAT_VERSION = 1
@@ -33,14 +34,22 @@ class Checkpoint:
 
 
 def write(path: Path, info: RunInfo, step: int, t: float, fields: dict[str, np.ndarray]) -> None:
+    """Write a checkpoint beside `path` and rename it into place; the disk space is reserved before HDF5 writes."""
     h5py = _h5py()
+
+    def build(f):
+        f.attrs.update(info.attrs())
+        f.attrs.update(format=FORMAT, format_version=FORMAT_VERSION, step=int(step), t=float(t))
+        group = f.create_group("fields")
+        for name, arr in fields.items():
+            group.create_dataset(name, shape=arr.shape, dtype=arr.dtype, fletcher32=True)
+
     with atomic_path(Path(path)) as tmp:
-        with h5py.File(tmp, "w") as f:
-            f.attrs.update(info.attrs())
-            f.attrs.update(format=FORMAT, format_version=FORMAT_VERSION, step=int(step), t=float(t))
-            group = f.create_group("fields")
+        write_image(tmp, build)
+        reserve(tmp, sum(arr.nbytes for arr in fields.values()))
+        with h5py.File(tmp, "r+", locking=False) as f:
             for name, arr in fields.items():
-                group.create_dataset(name, data=np.ascontiguousarray(arr), fletcher32=True)
+                f["fields"][name][...] = arr
 
 
 class CheckpointSink:
@@ -48,23 +57,24 @@ class CheckpointSink:
 
     def __init__(self, path: Path, info: RunInfo):
         self.path, self.info, self.count = Path(path), info, 0
+        self.last_step: int | None = None
 
     def append(self, step: int, t: float, arrays: dict[str, np.ndarray]) -> None:
         write(self.path, self.info, step, t, arrays)
         self.count += 1
+        self.last_step = int(step)
 
     def close(self) -> None:
         """Nothing stays open between checkpoints."""
 
 
-def read(path: str | Path) -> Checkpoint:
-    """Load and validate a checkpoint; anything else (snapshot file, garbage, truncation) is refused in one line."""
-    path = Path(path)
+def _checked(path: Path, load):
+    """Open `path`, check it is a checkpoint we can read, and return load(file); refusals are one line."""
     if not path.is_file():
         raise StencilforgeError(f"cannot resume: no such checkpoint {path}")
     h5py = _h5py()
     try:
-        with h5py.File(path, "r") as f:
+        with h5py.File(path, "r", locking=False) as f:
             kind = f.attrs.get("format")
             if kind == SNAPSHOT_FORMAT:
                 raise StencilforgeError(f"cannot resume from {path}: it is a snapshot file, not a checkpoint")
@@ -72,14 +82,51 @@ def read(path: str | Path) -> Checkpoint:
                 raise StencilforgeError(f"cannot resume from {path}: not a stencilforge checkpoint")
             if int(f.attrs["format_version"]) > FORMAT_VERSION:
                 raise StencilforgeError(f"cannot resume from {path}: written by a newer stencilforge (format {f.attrs['format_version']})")
-            info = RunInfo.from_attrs(f.attrs)
-            fields = {name: ds[...] for name, ds in f["fields"].items()}
-            return Checkpoint(path, info, int(f.attrs["step"]), float(f.attrs["t"]), fields)
+            return load(f)
     except StencilforgeError:
         raise
     except (OSError, KeyError, ValueError, TypeError) as exc:
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise StencilforgeError(f"cannot resume from {path}: corrupted or not a checkpoint ({reason})") from None
+
+
+def _native(arr: np.ndarray) -> np.ndarray:
+    """Fields in native byte order: a checkpoint written big-endian must still resume on compiled kernels."""
+    return arr.astype(arr.dtype.newbyteorder("="), copy=False)
+
+
+def peek(path: str | Path) -> tuple[RunInfo, int]:
+    """(run info, step) of a checkpoint without loading its fields: enough to check outputs before the run."""
+    return _checked(Path(path), lambda f: (RunInfo.from_attrs(f.attrs), int(f.attrs["step"])))
+
+
+def read(path: str | Path) -> Checkpoint:
+    """Load and validate a checkpoint; anything else (snapshot file, garbage, truncation) is refused in one line."""
+    path = Path(path)
+
+    def load(f):
+        fields = {name: _native(ds[...]) for name, ds in f["fields"].items()}
+        return Checkpoint(path, RunInfo.from_attrs(f.attrs), int(f.attrs["step"]), float(f.attrs["t"]), fields)
+
+    return _checked(path, load)
+
+
+def _from_file(velocity) -> bool:
+    return isinstance(velocity, str) and velocity.endswith(".npy")
+
+
+def _stored_velocity(ckpt: Checkpoint, path: Path) -> str:
+    """The speeds of a wave3d model read from a file, recovered from the checkpoint's (c dt)^2 field.
+
+    The checkpoint holds the model, so a resume needs neither the original .npy
+    nor the directory it was named relative to; the stored field itself is what
+    the resumed run uses.
+    """
+    vel = ckpt.fields["vel"]
+    ghost = (vel.shape[0] - ckpt.info.shape[0]) // 2
+    interior = tuple(slice(ghost, ghost + n) for n in ckpt.info.shape)
+    np.save(path, np.sqrt(vel[interior].astype(np.float64)) / float(ckpt.info.params["dt"]))
+    return str(path)
 
 
 def resume_setup(path: str | Path, problem: str | None = None, shape=None, dtype: str | None = None, params: dict | None = None):
@@ -104,7 +151,13 @@ def resume_setup(path: str | Path, problem: str | None = None, shape=None, dtype
         raise StencilforgeError(f"cannot resume from {path}: unknown problem {info.problem!r}")
     allowed = problems.BUILDERS[info.problem][1]
     rebuilt = {k: v for k, v in info.params.items() if k in allowed}
-    setup = problems.build(info.problem, shape=info.shape, dtype=info.dtype, **{**rebuilt, **given})
+    velocity = rebuilt.get("velocity")
+    with tempfile.TemporaryDirectory() as tmp:
+        if _from_file(velocity) and "velocity" not in given and "vel" in ckpt.fields:
+            rebuilt["velocity"] = _stored_velocity(ckpt, Path(tmp) / "velocity.npy")
+        setup = problems.build(info.problem, shape=info.shape, dtype=info.dtype, **{**rebuilt, **given})
+    if _from_file(velocity):
+        setup = replace(setup, params={**setup.params, "velocity": velocity})
     expected = {name: (arr.shape, arr.dtype) for name, arr in setup.fields.items()}
     found = {name: (arr.shape, arr.dtype) for name, arr in ckpt.fields.items()}
     if expected != found:

@@ -1,10 +1,12 @@
 """Snapshot series in HDF5 (one time-indexed, chunked dataset per field) with an XDMF sidecar.
 
 Layout: root attributes from RunInfo; /step and /time (one entry per complete
-snapshot); /fields/<name> of shape (T, *grid shape). The file is written in
-SWMR mode and /step is extended only after the fields of that snapshot are
-flushed, so len(/step) is the count of complete snapshots even if the writer
-dies mid-write, and ParaView can read the file while the run goes on.
+snapshot); /fields/<name> of shape (T, *grid shape). The file is open only
+while a snapshot is being written: each snapshot opens it, appends, and closes
+it, so between snapshots (and after kill -9 or a failed write) it is a plain,
+closed HDF5 file that h5py and ParaView open without SWMR. /step is extended
+last, so len(/step) counts the complete snapshots. The empty layout is created
+under a temporary name and renamed into place, so the file never exists half made.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import numpy as np
 
 from ..errors import StencilforgeError
 from .meta import RunInfo
-from .paths import atomic_path
+from .paths import atomic_path, reserve
 
 FORMAT = "stencilforge-snapshots"
 CHUNK_BYTES = 4 << 20
@@ -44,65 +46,144 @@ def _h5py():
     return h5py
 
 
+def complete_steps(steps: np.ndarray) -> np.ndarray:
+    """The entries of /step up to the first -1 (the fill value of an entry whose write was interrupted)."""
+    bad = np.flatnonzero(steps < 0)
+    return steps[: bad[0]] if bad.size else steps
+
+
+def write_image(path: Path, build) -> None:
+    """Create the HDF5 file `path` as build(file) makes it: built in memory, written with plain file I/O,
+    so a full disk fails as an ordinary OSError before HDF5 writes anything to it."""
+    f = _h5py().File(f"{path}.image", "w", driver="core", backing_store=False)
+    try:
+        build(f)
+        f.flush()
+        image = f.id.get_file_image()
+    finally:
+        f.close()
+    with open(path, "wb") as fh:
+        fh.write(image)
+
+
+def series_run_id(path: Path) -> str | None:
+    """The run id recorded in a snapshot file (HDF5 or npz), or None when it is not one of ours."""
+    path = Path(path)
+    if path.suffix.lower() == ".npz":
+        from .npz import read_meta
+
+        meta = read_meta(path)
+        return None if meta is None or meta.get("format") != FORMAT else str(meta.get("run_id", ""))
+    try:
+        with _h5py().File(path, "r", locking=False) as f:
+            if f.attrs.get("format") != FORMAT:
+                return None
+            value = f.attrs.get("run_id", "")
+            return value.decode() if isinstance(value, bytes) else str(value)
+    except OSError:
+        return None
+
+
 class H5Sink:
     """Appends snapshots to an HDF5 file and keeps its XDMF sidecar in step.
 
     The file is created with the first snapshot, so a run refused or stopped
-    before it leaves no file behind.
+    before it leaves no file behind. With `resume_step` the sink continues the
+    series already in the file instead: it keeps the snapshots up to that step
+    (later ones are recomputed by the resumed run, bit for bit) and appends.
     """
 
     def __init__(self, path: Path, info: RunInfo, fields: dict[str, tuple[tuple[int, ...], np.dtype]],
-                 every: int, t0: float = 0.0, dt: float = 0.0, compression: str = "none"):
+                 every: int | None, t0: float = 0.0, dt: float = 0.0, compression: str = "none",
+                 resume_step: int | None = None):
         if compression not in COMPRESSIONS:
             raise StencilforgeError(f"compression must be one of {', '.join(COMPRESSIONS)}, got {compression!r}")
         self.path = Path(path)
         self.xdmf_path = self.path.with_suffix(".xmf")
         self.info = info
-        self.attrs = {**info.attrs(), "format": FORMAT, "format_version": 1, "snapshot_every": int(every), "t0": float(t0), "dt": float(dt)}
+        self.attrs = {**info.attrs(), "format": FORMAT, "format_version": 1, "snapshot_every": int(every or 0),
+                      "t0": float(t0), "dt": float(dt)}
         self.compression = compression
-        self.file = None
+        self.created = False
         self.count = 0
+        self.last_step: int | None = None
         self.times: list[float] = []
         self.layout = {name: (tuple(shape), np.dtype(dtype)) for name, (shape, dtype) in fields.items()}
         _h5py()
+        if resume_step is not None:
+            self._adopt(resume_step)
 
-    def _create(self):
-        f = _h5py().File(self.path, "w", libver="latest")
-        f.attrs.update(self.attrs)
-        f.create_dataset("step", shape=(0,), maxshape=(None,), dtype=np.int64, chunks=(1024,))
-        f.create_dataset("time", shape=(0,), maxshape=(None,), dtype=np.float64, chunks=(1024,))
-        group = f.create_group("fields")
-        options = {} if self.compression == "none" else {"compression": self.compression}
-        if self.compression == "gzip":
-            options["compression_opts"] = 4
-        for name, (shape, dtype) in self.layout.items():
-            group.create_dataset(name, shape=(0, *shape), maxshape=(None, *shape), dtype=dtype,
-                                 chunks=chunk_shape(shape, dtype.itemsize), **options)
-        f.swmr_mode = True  # from here on readers (ParaView) may open the file while we append
-        return f
+    def _open(self):
+        # locking=False: a reader that keeps the file open (ParaView) must not block the next snapshot.
+        return _h5py().File(self.path, "r+", locking=False)
 
-    def append(self, step: int, t: float, arrays: dict[str, np.ndarray]) -> None:
-        """Write one snapshot; it counts as complete only once /step has grown."""
-        if self.file is None:
-            self.file = self._create()
-        n = self.count
-        for name, arr in arrays.items():
-            ds = self.file["fields"][name]
-            ds.resize(n + 1, axis=0)
-            ds[n] = arr
-            ds.flush()
-        for name, value in (("time", t), ("step", step)):
-            ds = self.file[name]
-            ds.resize(n + 1, axis=0)
-            ds[n] = value
-            ds.flush()
-        self.count = n + 1
-        self.times.append(float(t))
+    def _adopt(self, resume_step: int) -> None:
+        """Continue the series in the file: same run and layout, snapshots after `resume_step` dropped."""
+        try:
+            with self._open() as f:
+                if f.attrs.get("run_id") != self.info.run_id or not self.info.run_id:
+                    raise StencilforgeError(f"cannot append to {self.path}: it was written by another run")
+                found = {name: (ds.shape[1:], ds.dtype) for name, ds in f["fields"].items()}
+                if found != self.layout:
+                    raise StencilforgeError(f"cannot append to {self.path}: its fields {sorted(found)} do not match this run's")
+                steps = complete_steps(f["step"][:])
+                keep = int(np.count_nonzero(steps <= resume_step))
+                for ds in (*f["fields"].values(), f["time"], f["step"]):
+                    ds.resize(keep, axis=0)
+                self.times = [float(t) for t in f["time"][:keep]]
+        except (OSError, KeyError) as exc:
+            raise StencilforgeError(f"cannot append to {self.path}: {exc}") from None
+        self.created, self.count = True, keep
+        self.last_step = int(steps[keep - 1]) if keep else None
         write_xdmf(self.xdmf_path, self.path, self.info, self.layout, self.times)
 
+    def _create(self) -> None:
+        """The empty layout, made under a temporary name and renamed into place."""
+        def build(f):
+            f.attrs.update(self.attrs)
+            f.create_dataset("step", shape=(0,), maxshape=(None,), dtype=np.int64, chunks=(1024,), fillvalue=-1)
+            f.create_dataset("time", shape=(0,), maxshape=(None,), dtype=np.float64, chunks=(1024,))
+            group = f.create_group("fields")
+            options = {} if self.compression == "none" else {"compression": self.compression}
+            if self.compression == "gzip":
+                options["compression_opts"] = 4
+            for name, (shape, dtype) in self.layout.items():
+                group.create_dataset(name, shape=(0, *shape), maxshape=(None, *shape), dtype=dtype,
+                                     chunks=chunk_shape(shape, dtype.itemsize), **options)
+
+        with atomic_path(self.path) as tmp:
+            write_image(tmp, build)
+        self.created = True
+
+    def append(self, step: int, t: float, arrays: dict[str, np.ndarray]) -> None:
+        """Write one snapshot in two sessions: the data and its time, closed (so on disk, with the file's
+        end address), then the /step entry that makes it count. A crash during the first leaves /step
+        as it was; during the second it changes only blocks that already exist, and an entry whose value
+        did not land reads as the fill value -1, which readers skip."""
+        if not self.created:
+            self._create()
+        n = self.count
+        reserve(self.path, sum(a.nbytes for a in arrays.values()))
+        with self._open() as f:
+            for name, arr in arrays.items():
+                ds = f["fields"][name]
+                ds.resize(n + 1, axis=0)
+                ds[n] = arr
+            f["time"].resize(n + 1, axis=0)
+            f["time"][n] = t
+        reserve(self.path, 0)
+        with self._open() as f:
+            f["step"].resize(n + 1, axis=0)
+            f["step"][n] = step
+        self.count, self.last_step = n + 1, int(step)
+        self.times.append(float(t))
+        try:
+            write_xdmf(self.xdmf_path, self.path, self.info, self.layout, self.times)
+        except OSError as exc:  # the snapshot itself is complete: say it is the sidecar that failed
+            raise OSError(exc.errno, f"{exc.strerror} (writing {self.xdmf_path.name})") from None
+
     def close(self) -> None:
-        if self.file is not None and self.file.id.valid:
-            self.file.close()
+        """Nothing stays open between snapshots."""
 
 
 def _number_type(dtype: np.dtype) -> tuple[str, str]:

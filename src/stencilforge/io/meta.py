@@ -36,9 +36,10 @@ class RunInfo:
     backend: str = "numpy"
     command_line: str = ""
     version: str = __version__
+    run_id: str = ""  # shared by a run's files and every run resumed from them: which series a resume may append to
 
     @classmethod
-    def of(cls, setup, backend_name: str, command_line: str | None = None) -> "RunInfo":
+    def of(cls, setup, backend_name: str, command_line: str | None = None, run_id: str = "") -> "RunInfo":
         grid = setup.grid
         return cls(
             problem=setup.name,
@@ -49,6 +50,7 @@ class RunInfo:
             params=jsonable(dict(setup.params)),
             backend=backend_name,
             command_line=command_line if command_line is not None else shlex.join(["stencilforge", *sys.argv[1:]]),
+            run_id=run_id,
         )
 
     def attrs(self) -> dict:
@@ -62,6 +64,7 @@ class RunInfo:
             "backend": self.backend,
             "stencilforge_version": self.version,
             "command_line": self.command_line,
+            "run_id": self.run_id,
         }
 
     @classmethod
@@ -79,4 +82,5 @@ class RunInfo:
             backend=text(attrs["backend"]),
             command_line=text(attrs["command_line"]),
             version=text(attrs["stencilforge_version"]),
+            run_id=text(attrs.get("run_id", "")),
         )

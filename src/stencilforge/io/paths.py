@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import secrets
 from contextlib import contextmanager
 from pathlib import Path
@@ -12,33 +13,85 @@ from ..errors import StencilforgeError
 SNAPSHOT_SUFFIXES = (".h5", ".hdf5", ".npz")
 
 
-def check_output(path: str | os.PathLike, what: str, suffixes: tuple[str, ...] | None = None) -> Path:
-    """Refuse a path whose directory is missing or unwritable, or whose suffix we cannot write."""
+def check_output(path: str | os.PathLike, what: str, suffixes: tuple[str, ...] | None = None, overwrite: bool = True) -> Path:
+    """Refuse a path whose directory is missing or unwritable, or whose suffix we cannot write.
+
+    With `overwrite` False an existing file is refused too: a user's own file must never be replaced silently.
+    """
+    if not str(path).strip():
+        raise StencilforgeError(f"{what} path is empty")
     path = Path(path)
     if suffixes is not None and path.suffix.lower() not in suffixes:
         raise StencilforgeError(f"{what} {path} must end in {', '.join(suffixes)}")
     parent = path.parent if str(path.parent) else Path(".")
     if not parent.is_dir():
         raise StencilforgeError(f"cannot write {what} {path}: directory {parent} does not exist")
-    if not os.access(parent, os.W_OK | os.X_OK):
+    if not os.access(parent, os.W_OK | os.X_OK) or not _accepts_files(parent):
         raise StencilforgeError(f"cannot write {what} {path}: directory {parent} is not writable")
     if path.is_dir():
         raise StencilforgeError(f"cannot write {what} {path}: it is a directory")
     if path.exists() and not os.access(path, os.W_OK):
         raise StencilforgeError(f"cannot write {what} {path}: the file exists and is not writable")
+    if path.exists() and not overwrite:
+        raise StencilforgeError(f"{what} {path} already exists; pass --overwrite to replace it")
     return path
+
+
+def _accepts_files(directory: Path) -> bool:
+    """Whether a file can really be created there: os.access says yes for /proc and read-only mounts as root."""
+    try:
+        fd, name = _create_temp(directory / ".stencilforge-probe")
+    except OSError:
+        return False
+    os.close(fd)
+    os.unlink(name)
+    return True
+
+
+def _create_temp(path: Path) -> tuple[int, Path]:
+    """A new hidden file beside `path` whose name carries our pid, so a later run can tell it is stale."""
+    tmp = path.with_name(f".{path.stem}.{os.getpid()}-{secrets.token_hex(4)}.tmp{path.suffix}")
+    return os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666), tmp  # permissions follow the umask
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's live process
+        return True
+    return True
+
+
+def remove_stale_temps(path: Path) -> list[Path]:
+    """Delete the temporary files that a killed run left beside `path` (their writer's pid is gone)."""
+    path = Path(path)
+    pattern = re.compile(rf"^\.{re.escape(path.stem)}\.(\d+)-[0-9a-f]{{8}}\.tmp{re.escape(path.suffix)}$")
+    removed = []
+    try:
+        entries = list(path.parent.iterdir()) if str(path.parent) else list(Path(".").iterdir())
+    except OSError:
+        return removed
+    for entry in entries:
+        match = pattern.match(entry.name)
+        if match and not _alive(int(match.group(1))):
+            entry.unlink(missing_ok=True)
+            removed.append(entry)
+    return removed
 
 
 @contextmanager
 def atomic_path(path: Path, durable: bool = True):
     """Yield a temporary path in the target's directory; rename it into place only on success.
 
-    A crash or a failed write leaves the previous file (if any) untouched and no partial file behind;
-    `durable` also syncs the data to disk before the rename (checkpoints need it, a sidecar does not).
+    A crash or a failed write leaves the previous file (if any) untouched and no partial file behind
+    (after kill -9 the next run writing `path` removes it); `durable` also syncs the data to disk
+    before the rename (checkpoints need it, a sidecar does not).
     """
     # Hidden, unique, same directory (so the rename is atomic), suffix kept: writers pick the format from it.
-    tmp_path = path.with_name(f".{path.stem}.{secrets.token_hex(6)}.tmp{path.suffix}")
-    os.close(os.open(tmp_path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))  # permissions follow the umask
+    fd, tmp_path = _create_temp(path)
+    os.close(fd)
     try:
         yield tmp_path
         if durable:
@@ -47,3 +100,18 @@ def atomic_path(path: Path, durable: bool = True):
         os.replace(tmp_path, path)
     finally:
         tmp_path.unlink(missing_ok=True)
+
+
+
+def reserve(path: Path, nbytes: int) -> None:
+    """Allocate disk blocks for the next `nbytes` appended to `path`, or raise ENOSPC cleanly now.
+
+    HDF5 meets a full disk badly (handles it cannot close, a segfault at exit),
+    so its writes go only into space reserved here first; it truncates the file
+    to what it used when it closes it.
+    """
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        os.posix_fallocate(fd, os.fstat(fd).st_size, nbytes + nbytes // 16 + (64 << 10))  # + metadata
+    finally:
+        os.close(fd)

@@ -106,8 +106,15 @@ class FieldFigure:
             self.figure.savefig(tmp, dpi=self.figure.dpi)
 
 
+def check_dpi(dpi: int) -> int:
+    if not 1 <= dpi <= 2000:
+        raise StencilforgeError(f"--dpi must be from 1 to 2000, got {dpi}")
+    return dpi
+
+
 def plot_array(out: str | Path, data: np.ndarray, view: View, t: float, step: int, dpi: int = 100) -> Path:
     """Draw one field (interior values) to a PNG."""
+    check_dpi(dpi)
     out = check_output(out, "image", IMAGE_SUFFIXES)
     fig = FieldFigure(view, np.asarray(data), dpi)
     fig.show(np.asarray(data), t, step)
@@ -122,6 +129,7 @@ def _view(series, field: str) -> View:
 
 def plot_file(path: str | Path, out: str | Path, step: int | None = None, field: str | None = None, dpi: int = 100) -> Path:
     """Draw snapshot `step` (default: the last complete one) of a snapshot file."""
+    check_dpi(dpi)
     with open_series(path) as series:
         name = series.field_name(field)
         i = series.index_of(step)
@@ -142,6 +150,7 @@ def animate_file(path: str | Path, out: str | Path, field: str | None = None, fp
     """Every complete snapshot as one frame, on one colour scale (the min and max over all frames)."""
     from matplotlib.animation import FuncAnimation
 
+    check_dpi(dpi)
     out = check_output(out, "animation", MOVIE_SUFFIXES)
     if fps < 1:
         raise StencilforgeError(f"fps must be at least 1, got {fps}")

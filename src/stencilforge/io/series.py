@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import StencilforgeError
-from .hdf5 import FORMAT, _h5py
+from .hdf5 import FORMAT, _h5py, complete_steps
 from .meta import RunInfo
 from .npz import META_KEY
 
@@ -68,24 +68,47 @@ def open_series(path: str | Path) -> Series:
 def _open_h5(path: Path) -> Series:
     h5py = _h5py()
     try:
-        f = h5py.File(path, "r", swmr=True)
+        f = h5py.File(path, "r")
     except OSError as exc:
-        raise StencilforgeError(f"{path} is not a readable HDF5 file: {exc}") from None
+        raise StencilforgeError(f"{path} is not a readable HDF5 file: {str(exc).splitlines()[0]}") from None
     try:
         if f.attrs.get("format") != FORMAT:
             raise StencilforgeError(f"{path} is not a stencilforge snapshot file")
         info = RunInfo.from_attrs(f.attrs)
-        steps = f["step"][:]
+        steps = complete_steps(f["step"][:])
         count = len(steps)  # /step grows last: everything it indexes is complete
         times = f["time"][:count]
         names = tuple(f["fields"])
+        for name in names:
+            _check_complete(path, f["fields"][name], count, info.shape)
     except (KeyError, ValueError, OSError) as exc:
         f.close()
         raise StencilforgeError(f"{path} is not a valid stencilforge snapshot file: {exc}") from None
     except StencilforgeError:
         f.close()
         raise
-    return Series(path, info, names, steps, times, lambda name, i: f["fields"][name][i], f.close)
+    def read(name: str, i: int) -> np.ndarray:
+        try:
+            return f["fields"][name][i]
+        except (OSError, ValueError) as exc:
+            raise StencilforgeError(f"{path} is damaged: snapshot {i} of {name} cannot be read ({exc})") from None
+
+    return Series(path, info, names, steps, times, read, f.close)
+
+
+def _check_complete(path: Path, ds, count: int, shape: tuple[int, ...]) -> None:
+    """Refuse a file whose /step counts snapshots that a field does not hold: they would read as zeros."""
+    if ds.shape[0] < count or tuple(ds.shape[1:]) != tuple(shape):
+        raise StencilforgeError(f"{path} is damaged: {ds.name} has shape {ds.shape} for {count} snapshots of {shape}")
+    if ds.chunks is None or count == 0:
+        return
+    per_snapshot = int(np.prod([-(-n // c) for n, c in zip(ds.shape[1:], ds.chunks[1:])]))
+    stored = {info.chunk_offset[0] for info in map(ds.id.get_chunk_info, range(ds.id.get_num_chunks()))
+              if info.chunk_offset[0] < count}
+    if len(stored) < count or ds.id.get_num_chunks() < count * per_snapshot:
+        missing = min(set(range(count)) - stored, default=None)
+        where = f"snapshot {missing}" if missing is not None else "some snapshots"
+        raise StencilforgeError(f"{path} is damaged: {where} of {ds.name} has no data")
 
 
 def _open_npz(path: Path) -> Series:

@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import shlex
 import sys
+import uuid
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from .. import problems
 from ..errors import StencilforgeError
 from ..timeloop import LoopOptions, Result, close_observers, run as run_loop
-from .paths import SNAPSHOT_SUFFIXES, check_output
+from .hdf5 import series_run_id
+from .meta import RunInfo
+from .paths import SNAPSHOT_SUFFIXES, check_output, remove_stale_temps
 from .plots import IMAGE_SUFFIXES, View, plot_array
 from .snapshots import Ledger, OutputError, StreamingObserver, evolving_fields
 
@@ -33,9 +36,19 @@ class Outputs:
     png: Path | None = None
     buffers: int = 3
     command_line: str | None = None
+    overwrite: bool = False
+    run_id: str = ""  # set by prepare: new for a fresh run, the checkpoint's when resuming
+    resume_step: int | None = None  # set by prepare when resuming
+    append: bool = False  # set by prepare: --out is the series being resumed
+    resumed: RunInfo | None = None  # set by prepare: what the checkpoint resumed from records
 
     def prepare(self, problem: str | None) -> "Outputs":
-        """Check option combinations and every output path; return the options with default paths filled in."""
+        """Check option combinations and every output path; return the options with default paths filled in.
+
+        No existing file is replaced unless `overwrite`, except the series being
+        resumed: the checkpoint resumed from, and a snapshot file (with its .xmf)
+        written by the same run, which the resumed run appends to.
+        """
         if problem is None and self.resume is None:
             raise StencilforgeError(f"give a problem ({', '.join(problems.NAMES)}) or --resume CHECKPOINT")
         for option, value in (("--snapshot-every", self.snapshot_every), ("--checkpoint-every", self.checkpoint_every)):
@@ -45,23 +58,38 @@ class Outputs:
             raise StencilforgeError("--snapshot-every needs --out FILE (.h5, .hdf5 or .npz)")
         if self.out is not None and self.snapshot_every is None:
             raise StencilforgeError("--out needs --snapshot-every K (steps between snapshots)")
-        if self.checkpoint is not None and self.checkpoint_every is None:
+        if self.checkpoint is not None and self.checkpoint_every is None and self.resume is None:
             raise StencilforgeError("--checkpoint needs --checkpoint-every K (steps between checkpoints)")
         if self.buffers < 1:
             raise StencilforgeError(f"need at least one snapshot buffer, got {self.buffers}")
+        run_id, resume_step, resume, resumed = uuid.uuid4().hex, None, None, None
+        if self.resume is not None:
+            from .checkpoint import peek
+
+            resume = Path(self.resume)
+            resumed, resume_step = peek(resume)
+            run_id = resumed.run_id or run_id
         out = check_output(self.out, "snapshot file", SNAPSHOT_SUFFIXES) if self.out is not None else None
+        append = out is not None and resume is not None and out.is_file() and series_run_id(out) == run_id
+        if out is not None and out.exists() and not append and not self.overwrite:
+            whose = "was written by another run" if resume is not None else "already exists"
+            raise StencilforgeError(f"snapshot file {out} {whose}; pass --overwrite to replace it, or choose another --out")
         if out is not None and out.suffix.lower() != ".npz":
-            check_output(out.with_suffix(".xmf"), "XDMF file")
+            check_output(out.with_suffix(".xmf"), "XDMF file", overwrite=append or self.overwrite)
         checkpoint = None
-        if self.checkpoint_every is not None:
-            checkpoint = self.checkpoint or self.default_checkpoint(problem)
-            checkpoint = check_output(checkpoint, "checkpoint", CHECKPOINT_SUFFIXES)
+        if self.checkpoint_every is not None or resume is not None:
+            checkpoint = Path(self.checkpoint or self.default_checkpoint(problem))
+            same = resume is not None and checkpoint.exists() and checkpoint.resolve() == resume.resolve()
+            checkpoint = check_output(checkpoint, "checkpoint", CHECKPOINT_SUFFIXES, overwrite=same or self.overwrite)
             if out is not None and checkpoint.resolve() == out.resolve():
                 raise StencilforgeError(f"--checkpoint and --out are the same file {out}")
-        png = check_output(self.png, "image", IMAGE_SUFFIXES) if self.png is not None else None
+        png = check_output(self.png, "image", IMAGE_SUFFIXES, overwrite=self.overwrite) if self.png is not None else None
+        for path in (out, out.with_suffix(".xmf") if out is not None else None, checkpoint, png):
+            if path is not None:
+                remove_stale_temps(path)
         command_line = self.command_line or shlex.join(["stencilforge", *sys.argv[1:]])
-        resume = Path(self.resume) if self.resume is not None else None
-        return replace(self, out=out, checkpoint=checkpoint, png=png, resume=resume, command_line=command_line)
+        return replace(self, out=out, checkpoint=checkpoint, png=png, resume=resume, command_line=command_line,
+                       run_id=run_id, resume_step=resume_step, append=append, resumed=resumed)
 
     def default_checkpoint(self, problem: str | None) -> Path:
         """Next to --out (run.h5 -> run.ckpt.h5), else the file resumed from, else ./<problem>.ckpt.h5."""
@@ -80,26 +108,27 @@ class Outputs:
         setup, ckpt = resume_setup(self.resume, problem, shape, dtype, params)
         return setup, ckpt.step
 
-    def _reads(self, setup) -> list[tuple[str, int, tuple[str, ...]]]:
+    def _reads(self, setup) -> list[tuple[str, int | None, tuple[str, ...]]]:
         """(kind, every, fields) of each output: snapshots hold the evolving fields' interiors,
-        checkpoints every field with its ghost layers."""
+        checkpoints every field with its ghost layers. A resumed run without --checkpoint-every
+        still checkpoints its final state (every None: the last step only)."""
         reads = []
         if self.snapshot_every is not None:
             reads.append(("snapshot", self.snapshot_every, evolving_fields(setup)))
-        if self.checkpoint_every is not None:
+        if self.checkpoint is not None:
             reads.append(("checkpoint", self.checkpoint_every, tuple(setup.fields)))
         return reads
 
     def _observers(self, setup, backend_name: str, ledger: Ledger) -> list:
         """One observer per entry of `_reads`, in its order."""
-        from .meta import RunInfo
-
-        info = RunInfo.of(setup, backend_name, self.command_line)
+        info = RunInfo.of(setup, backend_name, self.command_line, self.run_id)
         observers = []
         try:
             for kind, every, names in self._reads(setup):
-                make = self._checkpoints if kind == "checkpoint" else self._snapshots
-                observers.append(make(setup, info, names, every, ledger))
+                if kind == "checkpoint":
+                    observers.append(self._checkpoints(setup, info, names, every, ledger, observers[0] if observers else None))
+                else:
+                    observers.append(self._snapshots(setup, info, names, every, ledger))
         except BaseException:
             close_observers(observers)
             raise
@@ -111,21 +140,24 @@ class Outputs:
         if self.out.suffix.lower() == ".npz":
             from .npz import NpzSink
 
-            sink = NpzSink(self.out, info, layout, every, setup.t0, setup.dt)
+            sink = NpzSink(self.out, info, layout, every, setup.t0, setup.dt, self.resume_step if self.append else None)
         else:
             from .hdf5 import H5Sink
 
-            sink = H5Sink(self.out, info, layout, every, setup.t0, setup.dt, self.compression)
+            sink = H5Sink(self.out, info, layout, every, setup.t0, setup.dt, self.compression,
+                          self.resume_step if self.append else None)
+        if sink.count:
+            ledger.record("snapshot", sink.last_step, sink)
         regions = {name: grid.interior for name in names}
         return StreamingObserver(sink, layout, regions, every, ledger, "snapshot", self.buffers)
 
-    def _checkpoints(self, setup, info, names, every: int, ledger: Ledger) -> StreamingObserver:
+    def _checkpoints(self, setup, info, names, every: int, ledger: Ledger, snapshots=None) -> StreamingObserver:
         from .checkpoint import CheckpointSink
 
         layout = {name: (setup.fields[name].shape, setup.fields[name].dtype) for name in names}
         regions = {name: tuple(slice(None) for _ in setup.fields[name].shape) for name in names}
         sink = CheckpointSink(self.checkpoint, info)
-        return StreamingObserver(sink, layout, regions, every, ledger, "checkpoint", depth=1)
+        return StreamingObserver(sink, layout, regions, every, ledger, "checkpoint", depth=1, after=snapshots)
 
     def run(self, setup, backend, opts: LoopOptions) -> Result:
         """Run the loop with snapshot and checkpoint observers; draw --png from the final state."""
@@ -138,7 +170,10 @@ class Outputs:
         if self.png is not None:
             name = setup.solution
             view = View(setup.name, name, setup.grid.spacing, setup.grid.lower)
-            plot_array(self.png, backend.to_host(result.fields[name]), view, result.summary["t"], result.summary["step"])
+            try:
+                plot_array(self.png, backend.to_host(result.fields[name]), view, result.summary["t"], result.summary["step"])
+            except OSError as exc:
+                raise StencilforgeError(f"writing {self.png} failed: {exc}. {ledger.describe()}") from None
         return self._report(result, ledger)
 
     def run_decomposed(self, setup, backend, opts: LoopOptions, comm, procs=None, halo: str = "auto", overlap=None) -> Result:

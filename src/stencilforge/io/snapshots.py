@@ -54,6 +54,12 @@ class Ledger:
         return f"{snap}; {ckpt}"
 
 
+def _reason(exc: Exception) -> str:
+    """The first line of an error: HDF5's come with a multi-line stack."""
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
 def evolving_fields(setup) -> tuple[str, ...]:
     """The fields a step produces: the newest time level of a swapped pair, or the operator's outputs."""
     if setup.operator is not None:
@@ -128,20 +134,23 @@ class _CudaCopier:
 
 
 class StreamingObserver:
-    """Time-loop observer: every `every` global steps, copy `regions` of the fields and write them in the background.
+    """Time-loop observer: every `every` global steps (and at the last), copy `regions` of the fields and write them in the background.
+
+`every` None: the last step only (the loop calls every observer with the final state).
 
     `depth` buffer sets bound the memory; when all are in flight the solver waits.
     `kind` is "snapshot" or "checkpoint", for the ledger and messages.
     """
 
-    def __init__(self, sink: Sink, layout: dict, regions: dict, every: int, ledger: Ledger,
-                 kind: str = "snapshot", depth: int = 3):
-        if every < 1:
+    def __init__(self, sink: Sink, layout: dict, regions: dict, every: int | None, ledger: Ledger,
+                 kind: str = "snapshot", depth: int = 3, after: "StreamingObserver | None" = None):
+        if every is not None and every < 1:
             raise StencilforgeError(f"{kind} interval must be at least 1 step, got {every}")
         if depth < 1:
             raise StencilforgeError(f"need at least one {kind} buffer, got {depth}")
         self.sink, self.layout, self.regions = sink, layout, regions
-        self.every, self.ledger, self.kind, self.depth = int(every), ledger, kind, depth
+        self.every, self.ledger, self.kind, self.depth = every, ledger, kind, depth
+        self.after = after  # a checkpoint waits for the snapshots before it: resuming must not leave a gap
         self._copier = None
         self._free: queue.Queue = queue.Queue()
         self._work: queue.Queue = queue.Queue()
@@ -152,6 +161,8 @@ class StreamingObserver:
 
     def __call__(self, step: int, t: float, fields: dict, backend) -> None:
         self._raise_if_failed()
+        if self.after is not None:
+            self.after.wait()
         if self._copier is None:
             cls = _CudaCopier if backend.name == "cuda" else _HostCopier
             self._copier = cls(backend, self.regions)
@@ -171,16 +182,25 @@ class StreamingObserver:
     def _drain(self) -> None:
         while (item := self._work.get()) is not None:
             step, t, slot, done = item
+            before = self.sink.count
             try:
                 if self._error is None:
                     done()
                     self.sink.append(step, t, slot.host)
                     self.ledger.record(self.kind, step, self.sink)
             except Exception as exc:  # any write failure (OSError, h5py errors) must reach the solver thread
-                self._error = f"writing {self.kind} at step {step} to {self.sink.path} failed: {exc}"
+                if self.sink.count > before:  # the data are complete; only a sidecar (XDMF) failed
+                    self.ledger.record(self.kind, step, self.sink)
+                self._error = f"writing {self.kind} at step {step} to {self.sink.path} failed: {_reason(exc)}"
                 self.ledger.failures.append(self._error)
             finally:
                 self._free.put(slot)
+                self._work.task_done()
+        self._work.task_done()
+
+    def wait(self) -> None:
+        """Block until every snapshot handed over so far is written (or has failed)."""
+        self._work.join()
 
     def _raise_if_failed(self) -> None:
         if self._error is not None and not self._reported:
@@ -195,6 +215,6 @@ class StreamingObserver:
             self.sink.close()
         except Exception as exc:  # the final flush (npz, HDF5 close) can fail like any write
             if self._error is None:
-                self._error = f"finishing {self.sink.path} failed: {exc}"
+                self._error = f"finishing {self.sink.path} failed: {_reason(exc)}"
                 self.ledger.failures.append(self._error)
         self._raise_if_failed()

@@ -40,6 +40,11 @@ def ricker(frequency: float):
 
 def velocity_model(spec: str, grid: Grid, c: float) -> np.ndarray:
     """Per-cell speed on the interior: constant, three layers along axis 0, or a .npy file."""
+    if not isinstance(spec, (str, Path)):
+        raise StencilforgeError(
+            f"velocity must be 'constant', 'layered' or the path of a .npy file (numpy.save an array first), got {type(spec).__name__}"
+        )
+    spec = str(spec)
     if spec == "constant":
         return np.full(grid.shape, c)
     if spec == "layered":
@@ -55,6 +60,8 @@ def velocity_model(spec: str, grid: Grid, c: float) -> np.ndarray:
         raise StencilforgeError(f"cannot read velocity file {spec}: {exc}") from None
     if model.shape != grid.shape:
         raise StencilforgeError(f"velocity file {spec} has shape {model.shape}, the grid needs {grid.shape}")
+    if np.iscomplexobj(model):
+        raise StencilforgeError(f"velocity file {spec} holds complex values; speeds must be real")
     if not np.issubdtype(model.dtype, np.number) or not np.all(np.isfinite(model)):
         raise StencilforgeError(f"velocity file {spec} contains NaN, Inf or non-numeric values")
     if np.any(model <= 0):

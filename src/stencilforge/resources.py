@@ -1,0 +1,117 @@
+"""Host resources of a run: memory checked before anything is allocated, and Numba threads per process.
+
+A huge shape must fail with one line before NumPy allocates (Linux overcommits,
+so an oversized run is otherwise OOM-killed mid-way), and MPI ranks sharing a
+node must not each start a thread per core.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+
+from . import problems
+from .errors import StencilforgeError
+
+PROBE_EXTENT = 24  # points per axis of the small build that tells the fields' count, dtypes and ghost width
+SNAPSHOT_BUFFERS = 3
+
+
+def _read_int(path: Path) -> int | None:
+    try:
+        return int(path.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def available_bytes() -> int | None:
+    """Memory this process may still take: MemAvailable, lowered by a cgroup v2 limit (batch jobs); None if unknown."""
+    avail = None
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                avail = int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    limit, used = _read_int(Path("/sys/fs/cgroup/memory.max")), _read_int(Path("/sys/fs/cgroup/memory.current"))
+    if limit is not None and used is not None:
+        avail = min(avail, limit - used) if avail is not None else limit - used
+    return avail
+
+
+def needed_bytes(problem: str, shape, dtype: str | None, params: dict, snapshots: bool, checkpoints: bool) -> int | None:
+    """Bytes a run of `shape` allocates at its peak, from a small build of the same problem; None if it cannot tell."""
+    given = {k: v for k, v in params.items() if v is not None and k != "velocity"}
+    try:
+        probe = problems.build(problem, shape=(PROBE_EXTENT,) * len(shape), dtype=dtype, **given)
+    except (StencilforgeError, TypeError, ValueError):
+        return None
+    cells = math.prod(shape)
+    padded = math.prod(n + 2 * probe.grid.ghost for n in shape)
+    fields = sum((padded if arr.shape == probe.grid.padded_shape else cells) * arr.itemsize for arr in probe.fields.values())
+    building = 16 * padded  # float64 values while the fields are filled (measured: 4-16 bytes a cell)
+    outputs = (SNAPSHOT_BUFFERS * cells * probe.grid.dtype.itemsize if snapshots else 0) + (fields if checkpoints else 0)
+    return fields + max(building, outputs)
+
+
+def check_host_memory(problem: str, shape, dtype: str | None, params: dict, snapshots: bool = False,
+                      checkpoints: bool = False, processes: int = 1) -> None:
+    """Refuse, in one line, a run whose arrays cannot fit in the memory available (`processes` on this node)."""
+    if shape is None:
+        return
+    need = needed_bytes(problem, shape, dtype, params, snapshots, checkpoints)
+    free = available_bytes()
+    if need is None or free is None or need * processes <= free:
+        return
+    each = f" ({processes} processes on this node, {need / 1e9:.2f} GB each)" if processes > 1 else ""
+    raise StencilforgeError(
+        f"not enough memory for {problem} {'x'.join(map(str, shape))}: needs about {need * processes / 1e9:.2f} GB"
+        f"{each}, {free / 1e9:.2f} GB available"
+    )
+
+
+def node_peers(comm) -> list[set[int]]:
+    """The CPU sets of the ranks of `comm` on this node (this rank's included)."""
+    from mpi4py import MPI
+
+    node = comm.Split_type(MPI.COMM_TYPE_SHARED)
+    try:
+        return node.allgather(set(os.sched_getaffinity(0)))
+    finally:
+        node.Free()
+
+
+def thread_count(requested: int | None, peers: list[set[int]] | None = None) -> int:
+    """--threads, else $NUMBA_NUM_THREADS, else this process's share of the cores it may run on.
+
+    The share divides the cores of its affinity mask among the ranks on the node
+    whose masks overlap it: unbound ranks split the node, ranks bound to their
+    own cores use all of theirs.
+    """
+    if requested is not None:
+        if requested < 1:
+            raise StencilforgeError(f"--threads must be at least 1, got {requested}")
+        return requested
+    env = os.environ.get("NUMBA_NUM_THREADS")
+    if env:
+        try:
+            return max(1, int(env))
+        except ValueError:
+            raise StencilforgeError(f"NUMBA_NUM_THREADS must be a whole number, got {env!r}") from None
+    mine = set(os.sched_getaffinity(0))
+    sharing = sum(1 for cpus in peers if cpus & mine) if peers else 1
+    return max(1, len(mine) // max(1, sharing))
+
+
+def use_numba_threads(count: int) -> int:
+    """Set Numba's thread count for this process; one line if it exceeds the pool Numba was started with."""
+    import numba
+
+    if count > numba.config.NUMBA_NUM_THREADS:
+        raise StencilforgeError(
+            f"--threads {count} is more than Numba's pool of {numba.config.NUMBA_NUM_THREADS} "
+            "(set NUMBA_NUM_THREADS before starting to raise it)"
+        )
+    numba.set_num_threads(count)
+    return count

@@ -1,0 +1,82 @@
+"""Host memory is checked before allocating; Numba threads are shared among the ranks of a node."""
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from stencilforge import resources
+from stencilforge.cli import app
+from stencilforge.errors import StencilforgeError
+
+
+def invoke(*args, env=None):
+    return CliRunner().invoke(app, [str(a) for a in args], env=env)
+
+
+def one_line(res):
+    assert res.exit_code == 2
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in res.stderr, res.stderr
+    return lines[0]
+
+
+@pytest.mark.parametrize("args", [
+    ["heat2d", "--shape", "200000,200000"],
+    ["wave3d", "--shape", "1200,1200,1200", "--radius", "4"],
+])
+def test_a_huge_shape_is_refused_before_allocating(args, monkeypatch):
+    monkeypatch.setattr(resources, "available_bytes", lambda: 8 * 10**9)
+    line = one_line(invoke("run", *args, "--backend", "numpy"))
+    assert "not enough memory" in line and "GB available" in line and "8.00 GB available" in line
+
+
+def test_the_estimate_covers_fields_and_outputs():
+    base = resources.needed_bytes("heat2d", (1000, 1000), "float64", {}, False, False)
+    assert 2 * 1000 * 1000 * 8 < base < 6 * 1000 * 1000 * 8
+    with_outputs = resources.needed_bytes("heat2d", (1000, 1000), "float64", {}, True, True)
+    assert with_outputs > base
+
+
+def test_ranks_on_a_node_count_against_its_memory(monkeypatch):
+    monkeypatch.setattr(resources, "available_bytes", lambda: 10**9)
+    resources.check_host_memory("heat2d", (2000, 2000), "float32", {})  # about 0.1 GB: fits once
+    with pytest.raises(StencilforgeError, match="16 processes on this node"):
+        resources.check_host_memory("heat2d", (2000, 2000), "float32", {}, processes=16)
+
+
+def test_a_memory_error_anyway_is_one_line(monkeypatch):
+    def no_memory(*args, **kwargs):
+        raise MemoryError
+
+    monkeypatch.setattr("stencilforge.io.session.Outputs.setup", no_memory)
+    assert "out of memory" in one_line(invoke("run", "heat2d", "--shape", "16,16", "--backend", "numpy"))
+
+
+@pytest.mark.parametrize("mask,peers,expected", [
+    ({0, 1, 2, 3}, None, 4),  # alone
+    ({0, 1, 2, 3}, [{0, 1, 2, 3}] * 2, 2),  # two unbound ranks split the node
+    ({0, 1, 2, 3}, [{0, 1, 2, 3}] * 8, 1),  # never fewer than one
+    ({0, 1}, [{0, 1}, {2, 3}], 2),  # ranks bound to their own cores use all of theirs
+])
+def test_thread_share(monkeypatch, mask, peers, expected):
+    monkeypatch.delenv("NUMBA_NUM_THREADS", raising=False)
+    monkeypatch.setattr(resources.os, "sched_getaffinity", lambda pid: mask)
+    assert resources.thread_count(None, [p for p in peers] if peers else None) == expected
+
+
+def test_threads_option_and_environment_override_the_share(monkeypatch):
+    monkeypatch.setenv("NUMBA_NUM_THREADS", "3")
+    assert resources.thread_count(None, [{0}] * 4) == 3
+    assert resources.thread_count(5, [{0}] * 4) == 5
+    with pytest.raises(StencilforgeError, match="at least 1"):
+        resources.thread_count(0)
+
+
+def test_the_summary_reports_the_thread_count():
+    res = invoke("run", "heat2d", "--shape", "16,16", "--backend", "numba", "--steps", "2", "--threads", "1", "--json")
+    assert res.exit_code == 0, res.stderr
+    assert json.loads(res.stdout)["threads"] == 1
+    assert "--threads applies to the numba backend" in one_line(
+        invoke("run", "heat2d", "--shape", "16,16", "--backend", "numpy", "--threads", "1"))
+    assert "Numba's pool" in one_line(invoke("run", "heat2d", "--shape", "16,16", "--backend", "numba", "--threads", "100000"))
