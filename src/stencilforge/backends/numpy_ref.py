@@ -85,7 +85,9 @@ class NumpyBackend:
 
         return run
 
-    def equation_pass(self, p, lattice: Grid, constants) -> Callable:
+    wraps_walls = False  # equation passes read ghost layers, which the caller fills
+
+    def equation_pass(self, p, lattice: Grid, constants, walls=None) -> Callable:
         """run(arrays, params, t) for one pass of a problem's equations (see `ir.analysis.Pass`)."""
         return pass_kernel(p, lattice, np)
 
