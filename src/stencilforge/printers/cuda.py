@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir.analysis import Pass, accesses, slot_name
+from ..ir.analysis import Pass, slot_name
 from ..ir.nodes import Access, Constant, Coordinate
 from .source import InfixPrinter
 
@@ -77,31 +77,14 @@ def pass_source(p: Pass, ndim: int, dtype, constants: tuple[Constant, ...], name
     so their ghost layers need no filling. Launch with `launch_grid`.
     """
     rows = ROWS[ndim] if rows is None else rows
-    walls = walls or {}
-
-    def statements(pr: _Printer) -> list[str]:
-        out = []
-        for k, eq in enumerate(p.equations):
-            slot = slot_name((eq.target.field.name, eq.target.level))
-            out.append(f"const {pr.T} e{k} = {pr(eq.expr)};")
-            out.append(f"a_{slot}[c] = e{k};")
-            pr.locals[slot] = f"e{k}"
-        return out
-
-    pr = _Printer(ndim, dtype, {})
+    pr = _Printer(ndim, dtype, walls or {})
     T = pr.T
-    body = statements(pr)
-    # cells within `reach` of a wall read wrapped fields through their wall images; the rest, nearly
-    # every warp, take the plain body, whose loads keep constant offsets from one address
-    reach = [0] * ndim
-    for eq in p.equations:
-        for acc in accesses(eq.expr):
-            if acc.field.name in walls:
-                reach = [max(r, abs(o)) for r, o in zip(reach, acc.offset)]
-    if any(reach):
-        edge = " || ".join(f"i{a} < {r} || i{a} >= n{a} - {r}" for a, r in enumerate(reach) if r)
-        body = [f"if (!({edge})) {{"] + ["    " + b for b in body] + ["} else {"]
-        body += ["    " + b for b in statements(_Printer(ndim, dtype, walls))] + ["}"]
+    body = []
+    for k, eq in enumerate(p.equations):
+        slot = slot_name((eq.target.field.name, eq.target.level))
+        body.append(f"const {T} e{k} = {pr(eq.expr)};")
+        body.append(f"a_{slot}[c] = e{k};")
+        pr.locals[slot] = f"e{k}"
     arrays = tuple(dict.fromkeys([slot_name(s) for s in p.writes] + list(pr.arrays)))
     written = {slot_name(s) for s in p.writes}
     args = [f"{T}* __restrict__ a_{s}" if s in written else f"const {T}* __restrict__ a_{s}" for s in arrays]
@@ -118,7 +101,7 @@ def pass_source(p: Pass, ndim: int, dtype, constants: tuple[Constant, ...], name
     for a in range(x - 1, -1, -1):
         strides.append(f"const long long s{a} = s{a + 1} * (n{a + 1} + 2 * g);")
     centre = " + ".join(f"(i{a} + g) * s{a}" for a in range(ndim))
-    lines = ([HELPERS] if any(reach) else []) + [f'extern "C" __global__ void {name}({", ".join(args)})', "{"]
+    lines = ([HELPERS] if walls else []) + [f'extern "C" __global__ void {name}({", ".join(args)})', "{"]
     lines += ["    " + s for s in index]
     lines.append(f"    if ({inside}) return;")
     lines += ["    " + s for s in strides]
