@@ -173,7 +173,7 @@ def main():
     variants = {}
     for block in ((32, 8), (64, 4), (128, 2), (256, 1), (32, 16), (64, 8)):
         for rows_per_thread in (1, 2, 4, 8):
-            run = backend.equation_pass(passes[0][0], sim.lattice, p.constants, block=block, rows=rows_per_thread, walls=sim.kernel_walls)
+            run = backend.equation_pass(passes[0][0], sim.lattice, p.constants, block=block, rows=rows_per_thread)
             for level in (arrays["u_next"], arrays["v_next"]):
                 level[sim.lattice.interior] = cp.nan
             run(arrays, params, 0.0)

@@ -298,10 +298,9 @@ def test_generated_equations_compile_for_cuda(u_terms, v_terms, wall, fn, dtype)
     from stencilforge.backends.cuda.compile import compile_cubin
 
     p = _random_problem(u_terms, v_terms, wall, fn, dtype, (8, 9))
-    walls = {name: (wall, wall) for name in ("u", "v", "k")} if wall != "dirichlet" else None
     for arch in ("sm_80", "sm_90"):
         for q in p.analysis.passes:
-            source, names = cuda_printer.pass_source(q, 2, dtype, p.constants, walls=walls)
+            source, names = cuda_printer.pass_source(q, 2, dtype, p.constants)
             assert set(names) >= {"u_next", "v_next"}
             assert compile_cubin(source, arch, "a generated pass", cuda_printer.OPTIONS)
 

@@ -61,17 +61,13 @@ class Simulation:
             kept = {1: (0,), 2: (0, 1), 3: (-1, 0, 1)}[f.levels]
             self.levels[f.name] = [self._initial(f.name, level) for level in kept]
         self._fillers = {name: self._bind(name, conds) for name, conds in problem.boundary.items()}
-        copied = {name: tuple("periodic" if isinstance(c, Periodic) else "neumann" for c in conds)
-                  for name, conds in problem.boundary.items() if all(isinstance(c, (Periodic, Neumann)) for c in conds)}
-        self.kernel_walls = copied if backend.wraps_walls else {}  # walls the kernels apply as they read
         for name, fills in self._fillers.items():
             for static, fill in fills:
                 if static:
                     for arr in self.levels[name]:
                         fill(arr, 0.0)
-        self.passes = [(p, backend.equation_pass(p, self.lattice, problem.constants, walls=self.kernel_walls)) for p in an.passes]
-        self._halo_now = sorted({s for p in an.passes for s in p.halo
-                                 if s[1] <= 0 and s[0] in self._fillers and s[0] not in self.kernel_walls})
+        self.passes = [(p, backend.equation_pass(p, self.lattice, problem.constants)) for p in an.passes]
+        self._halo_now = sorted({s for p in an.passes for s in p.halo if s[1] <= 0 and s[0] in self._fillers})
         self._sources = [self._bind_source(s) for s in problem.sources]
 
     # ------------------------------------------------------------ set-up
@@ -155,7 +151,7 @@ class Simulation:
             done = set()
             for p, run in self.passes:
                 for name, level in p.halo:
-                    if (name, level) in done and name not in self.kernel_walls:
+                    if (name, level) in done:
                         self._fill(name, arrays[slot_name((name, level))], t + dt)
                 run(arrays, self.params, t)
                 done.update(p.writes)

@@ -85,9 +85,7 @@ class NumpyBackend:
 
         return run
 
-    wraps_walls = False  # equation passes read ghost layers, which the caller fills
-
-    def equation_pass(self, p, lattice: Grid, constants, walls=None) -> Callable:
+    def equation_pass(self, p, lattice: Grid, constants) -> Callable:
         """run(arrays, params, t) for one pass of a problem's equations (see `ir.analysis.Pass`)."""
         return pass_kernel(p, lattice, np)
 

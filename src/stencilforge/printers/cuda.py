@@ -25,16 +25,9 @@ def _ctype(dtype) -> str:
     return {"float32": "float", "float64": "double"}[np.dtype(dtype).name]
 
 
-WRAP = {"periodic": "sf_wrap", "neumann": "sf_mirror"}
-HELPERS = """__device__ __forceinline__ long long sf_wrap(long long i, long long n) { return i < 0 ? i + n : (i >= n ? i - n : i); }
-__device__ __forceinline__ long long sf_mirror(long long i, long long n) { return i < 0 ? -1 - i : (i >= n ? 2 * n - 1 - i : i); }
-"""
-
-
 class _Printer(InfixPrinter):
-    def __init__(self, ndim: int, dtype, walls):
+    def __init__(self, ndim: int, dtype):
         self.ndim, self.dtype, self.T = ndim, np.dtype(dtype), _ctype(dtype)
-        self.walls = walls
         self.locals: dict[str, str] = {}
         self.arrays: dict[str, None] = {}
 
@@ -51,11 +44,7 @@ class _Printer(InfixPrinter):
         if not any(node.offset) and slot in self.locals:
             return self.locals[slot]
         self.arrays.setdefault(slot)
-        walls = self.walls.get(node.field.name)
-        if walls is not None:  # the interior image of a ghost cell, read in place of the ghost
-            shift = " + ".join(f"({WRAP[walls[a]]}(i{a} + {o}, n{a}) - i{a}) * s{a}" for a, o in enumerate(node.offset) if o)
-        else:
-            shift = " + ".join(f"({o}) * s{a}" for a, o in enumerate(node.offset) if o)
+        shift = " + ".join(f"({o}) * s{a}" for a, o in enumerate(node.offset) if o)
         return f"a_{slot}[c{' + ' + shift if shift else ''}]"
 
     def call(self, fn, args):
@@ -65,19 +54,16 @@ class _Printer(InfixPrinter):
         return f"({cond} ? {a} : {b})"
 
 
-def pass_source(p: Pass, ndim: int, dtype, constants: tuple[Constant, ...], name: str = "sf_pass", rows: int | None = None,
-                walls: dict[str, tuple[str, ...]] | None = None) -> tuple[str, tuple[str, ...]]:
+def pass_source(p: Pass, ndim: int, dtype, constants: tuple[Constant, ...], name: str = "sf_pass", rows: int | None = None) -> tuple[str, tuple[str, ...]]:
     """(source, array argument order) of the pass's kernel `name`.
 
     Arguments: the arrays, then each constant and t in the dtype, then per
     axis lo, h (double) and n (interior points), then the ghost width g.
     Each thread computes `rows` consecutive rows of one column (more loads in
-    flight per thread). Fields in `walls` (name -> "periodic" or "neumann" per
-    axis) are read at the interior image of a neighbour outside the interior,
-    so their ghost layers need no filling. Launch with `launch_grid`.
+    flight per thread). Launch with `launch_grid`.
     """
     rows = ROWS[ndim] if rows is None else rows
-    pr = _Printer(ndim, dtype, walls or {})
+    pr = _Printer(ndim, dtype)
     T = pr.T
     body = []
     for k, eq in enumerate(p.equations):
@@ -101,7 +87,7 @@ def pass_source(p: Pass, ndim: int, dtype, constants: tuple[Constant, ...], name
     for a in range(x - 1, -1, -1):
         strides.append(f"const long long s{a} = s{a + 1} * (n{a + 1} + 2 * g);")
     centre = " + ".join(f"(i{a} + g) * s{a}" for a in range(ndim))
-    lines = ([HELPERS] if walls else []) + [f'extern "C" __global__ void {name}({", ".join(args)})', "{"]
+    lines = [f'extern "C" __global__ void {name}({", ".join(args)})', "{"]
     lines += ["    " + s for s in index]
     lines.append(f"    if ({inside}) return;")
     lines += ["    " + s for s in strides]

@@ -360,14 +360,10 @@ class CudaBackend:
 
         return run
 
-    wraps_walls = True  # equation passes read periodic/Neumann neighbours in place (`printers.cuda`)
-
-    def equation_pass(self, p, lattice: Grid, constants, block=printers_cuda.BLOCK, rows: int | None = None,
-                      walls: dict | None = None) -> Callable:
+    def equation_pass(self, p, lattice: Grid, constants, block=printers_cuda.BLOCK, rows: int | None = None) -> Callable:
         """run(arrays, params, t) for one pass of a problem's equations: threads of `block` each computing
-        `rows` rows of one column, arrays C-contiguous (`asarray`), launched on the current stream; the
-        fields in `walls` are read through their wall images, their ghosts left as they are."""
-        source, names = printers_cuda.pass_source(p, lattice.ndim, lattice.dtype, constants, rows=rows, walls=walls)
+        `rows` rows of one column, arrays C-contiguous (`asarray`), launched on the current stream."""
+        source, names = printers_cuda.pass_source(p, lattice.ndim, lattice.dtype, constants, rows=rows)
         what = f"the pass computing {', '.join(eq.label for eq in p.equations)}"
         cp = self._cp
         try:
