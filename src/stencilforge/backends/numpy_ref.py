@@ -85,7 +85,9 @@ class NumpyBackend:
 
         return run
 
-    def equation_pass(self, p, lattice: Grid, constants) -> Callable:
+    pushes_walls = False  # the caller fills ghost layers before a pass reads them
+
+    def equation_pass(self, p, lattice: Grid, constants, push=None) -> Callable:
         """run(arrays, params, t) for one pass of a problem's equations (see `ir.analysis.Pass`)."""
         return pass_kernel(p, lattice, np)
 
