@@ -66,18 +66,8 @@ class Simulation:
                 if static:
                     for arr in self.levels[name]:
                         fill(arr, 0.0)
-        copied = {name: tuple("periodic" if isinstance(c, Periodic) else "neumann" for c in conds)
-                  for name, conds in problem.boundary.items() if all(isinstance(c, (Periodic, Neumann)) for c in conds)}
-        self.pushed = set(copied) if backend.pushes_walls else set()  # walls the kernels keep filled
-        for name in self.pushed:  # once: initial expressions put their own values in the ghosts
-            for arr in self.levels[name]:
-                self._fill(name, arr, 0.0)
-        self.passes = []
-        for p in an.passes:
-            push = {slot_name(s): copied[s[0]] for s in p.writes if s[0] in self.pushed and s[1] != 0}
-            self.passes.append((p, backend.equation_pass(p, self.lattice, problem.constants, push=push)))
-        self._halo_now = sorted({s for p in an.passes for s in p.halo
-                                 if s[1] <= 0 and s[0] in self._fillers and s[0] not in self.pushed})
+        self.passes = [(p, backend.equation_pass(p, self.lattice, problem.constants)) for p in an.passes]
+        self._halo_now = sorted({s for p in an.passes for s in p.halo if s[1] <= 0 and s[0] in self._fillers})
         self._sources = [self._bind_source(s) for s in problem.sources]
 
     # ------------------------------------------------------------ set-up
@@ -161,7 +151,7 @@ class Simulation:
             done = set()
             for p, run in self.passes:
                 for name, level in p.halo:
-                    if (name, level) in done and name not in self.pushed:
+                    if (name, level) in done:
                         self._fill(name, arrays[slot_name((name, level))], t + dt)
                 run(arrays, self.params, t)
                 done.update(p.writes)

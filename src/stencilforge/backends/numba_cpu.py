@@ -331,9 +331,7 @@ class NumbaBackend:
 
         return run
 
-    pushes_walls = False  # the caller fills ghost layers before a pass reads them
-
-    def equation_pass(self, p, lattice: Grid, constants, push=None) -> Callable:
+    def equation_pass(self, p, lattice: Grid, constants) -> Callable:
         """run(arrays, params, t) for one pass of a problem's equations, compiled now on tiny arrays."""
         source, literals, names = pass_source(p, lattice.ndim, lattice.dtype, constants)
         kernel = load_kernel(source)

@@ -85,9 +85,7 @@ class NumpyBackend:
 
         return run
 
-    pushes_walls = False  # the caller fills ghost layers before a pass reads them
-
-    def equation_pass(self, p, lattice: Grid, constants, push=None) -> Callable:
+    def equation_pass(self, p, lattice: Grid, constants) -> Callable:
         """run(arrays, params, t) for one pass of a problem's equations (see `ir.analysis.Pass`)."""
         return pass_kernel(p, lattice, np)
 

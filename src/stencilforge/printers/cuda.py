@@ -54,34 +54,13 @@ class _Printer(InfixPrinter):
         return f"({cond} ? {a} : {b})"
 
 
-def _pushes(slot: str, value: str, walls: tuple[str, ...], ndim: int) -> list[str]:
-    """Stores of a cell's new value into the ghost cells that are its images under periodic or
-    Neumann walls (corners included), for cells within g of a wall; none for the rest."""
-    near = " || ".join(f"i{a} < g || i{a} >= n{a} - g" for a in range(ndim))
-    lines = [f"if ({near}) {{"]
-    for a, wall in enumerate(walls):
-        lo, hi = ("i{a} + n{a}", "i{a} - n{a}") if wall == "periodic" else ("-1 - i{a}", "2 * n{a} - 1 - i{a}")
-        lines.append(f"    const long long m{a}[2] = {{i{a} < g ? ({lo.format(a=a)}) - i{a} : 0, i{a} >= n{a} - g ? ({hi.format(a=a)}) - i{a} : 0}};")
-    lines.append(f"    for (int k = 1; k < {3 ** ndim}; ++k) {{  // each axis: stay, or move to its low- or high-side image")
-    lines.append("        long long d = 0; bool ok = true; int r = k;")
-    for a in range(ndim):
-        lines.append(f"        {{ const int q = r % 3; r /= 3; if (q) {{ ok = ok && m{a}[q - 1] != 0; d += m{a}[q - 1] * s{a}; }} }}")
-    lines.append(f"        if (ok) a_{slot}[c + d] = {value};")
-    lines.append("    }")
-    lines.append("}")
-    return lines
-
-
-def pass_source(p: Pass, ndim: int, dtype, constants: tuple[Constant, ...], name: str = "sf_pass", rows: int | None = None,
-                push: dict[str, tuple[str, ...]] | None = None) -> tuple[str, tuple[str, ...]]:
+def pass_source(p: Pass, ndim: int, dtype, constants: tuple[Constant, ...], name: str = "sf_pass", rows: int | None = None) -> tuple[str, tuple[str, ...]]:
     """(source, array argument order) of the pass's kernel `name`.
 
     Arguments: the arrays, then each constant and t in the dtype, then per
     axis lo, h (double) and n (interior points), then the ghost width g.
     Each thread computes `rows` consecutive rows of one column (more loads in
-    flight per thread). A written slot in `push` (slot -> "periodic" or
-    "neumann" per axis) also gets its ghost cells from the cells they image,
-    so the next pass or step finds its walls filled. Launch with `launch_grid`.
+    flight per thread). Launch with `launch_grid`.
     """
     rows = ROWS[ndim] if rows is None else rows
     pr = _Printer(ndim, dtype)
@@ -91,8 +70,6 @@ def pass_source(p: Pass, ndim: int, dtype, constants: tuple[Constant, ...], name
         slot = slot_name((eq.target.field.name, eq.target.level))
         body.append(f"const {T} e{k} = {pr(eq.expr)};")
         body.append(f"a_{slot}[c] = e{k};")
-        if push and slot in push:
-            body += _pushes(slot, f"e{k}", push[slot], ndim)
         pr.locals[slot] = f"e{k}"
     arrays = tuple(dict.fromkeys([slot_name(s) for s in p.writes] + list(pr.arrays)))
     written = {slot_name(s) for s in p.writes}

@@ -360,14 +360,10 @@ class CudaBackend:
 
         return run
 
-    pushes_walls = True  # equation passes write periodic/Neumann ghost cells as they compute (`printers.cuda`)
-
-    def equation_pass(self, p, lattice: Grid, constants, block=printers_cuda.BLOCK, rows: int | None = None,
-                      push: dict | None = None) -> Callable:
+    def equation_pass(self, p, lattice: Grid, constants, block=printers_cuda.BLOCK, rows: int | None = None) -> Callable:
         """run(arrays, params, t) for one pass of a problem's equations: threads of `block` each computing
-        `rows` rows of one column, arrays C-contiguous (`asarray`), launched on the current stream; the
-        slots in `push` get their wall images written by the same kernel."""
-        source, names = printers_cuda.pass_source(p, lattice.ndim, lattice.dtype, constants, rows=rows, push=push)
+        `rows` rows of one column, arrays C-contiguous (`asarray`), launched on the current stream."""
+        source, names = printers_cuda.pass_source(p, lattice.ndim, lattice.dtype, constants, rows=rows)
         what = f"the pass computing {', '.join(eq.label for eq in p.equations)}"
         cp = self._cp
         try:
