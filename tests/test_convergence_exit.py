@@ -10,7 +10,7 @@ from stencilforge.backends import get_backend
 from stencilforge.cli import NOT_CONVERGED, app
 from stencilforge.timeloop import LoopOptions, run
 
-POISSON = ["run", "poisson2d", "--shape", "16,16", "--backend", "numpy"]
+POISSON = ["run", "poisson2d", "--shape", "16,16", "--backend", "numpy", "--method", "jacobi"]
 
 
 def invoke(*args):
@@ -47,3 +47,11 @@ def test_the_stall_check_can_be_turned_off():
     assert run(setup, get_backend("numpy"), opts).summary["iterations"] == 6000
     stalled = run(setup, get_backend("numpy"), LoopOptions(steps=6000, tol=1e-12, check_every=50, stall_checks=10))
     assert stalled.summary["stop"] == "stalled" and stalled.summary["iterations"] < 6000
+
+
+def test_unconverged_multigrid_exits_3_with_one_line():
+    res = invoke("run", "poisson2d", "--shape", "33,33", "--backend", "numpy", "--tol", "1e-14", "--steps", "1", "--json")
+    assert res.exit_code == NOT_CONVERGED
+    assert json.loads(res.stdout)["converged"] is False
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("not converged: residual") and "1 cycle" in lines[0]

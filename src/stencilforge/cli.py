@@ -258,7 +258,15 @@ def _run_multigrid(problem: str, shape: str | None, dtype: str | None, backend: 
     s = solve_setup(setup, backend=backend, tol=tol, max_cycles=steps).summary
     if as_json:
         print(json.dumps(s))
-        return
+    else:
+        _multigrid_table(s)
+    if not s["converged"]:
+        cycles = f"{s['cycles']} cycle{'s' if s['cycles'] != 1 else ''}"
+        err.print(f"not converged: residual {s['residual']:.3e} above tol {s['tol']:g} after {cycles}", markup=False, highlight=False)
+        raise typer.Exit(NOT_CONVERGED)
+
+
+def _multigrid_table(s: dict) -> None:
     table = Table(show_header=False, box=None, pad_edge=False)
     table.add_row("problem", f"{s['problem']}  {'x'.join(map(str, s['shape']))}  {s['dtype']}")
     table.add_row("method", f"multigrid {s['cycle']}({s['pre']},{s['post']}) {s['smoother']}, FMG start, {len(s['levels'])} levels down to {'x'.join(map(str, s['levels'][-1]))}")
