@@ -171,32 +171,39 @@ def main():
         result["rows"][name] = {"ms": s * 1e3, "gbps": gbps, "pct_copy": 100 * gbps / ceiling}
         print(f"{name:24s} {s * 1e3:8.3f} ms  {gbps:7.0f} GB/s  {100 * gbps / ceiling:5.1f}% of copy")
     variants = {}
-    for block in ((32, 8), (64, 4), (128, 2), (256, 1), (32, 16), (64, 8)):
-        for rows_per_thread in (1, 2, 4, 8):
-            run = backend.equation_pass(passes[0][0], sim.lattice, p.constants, block=block, rows=rows_per_thread)
-            for level in (arrays["u_next"], arrays["v_next"]):
-                level[sim.lattice.interior] = cp.nan
-            run(arrays, params, 0.0)
-            ok = bool(cp.isfinite(arrays["u_next"][sim.lattice.interior]).all())
-            s = timed(lambda: run(arrays, params, 0.0))
-            key = f"block {block[0]}x{block[1]} rows {rows_per_thread}"
-            variants[key] = {"ms": s * 1e3, "pct_copy": 100 * nbytes / s / 1e9 / ceiling, "all_written": ok}
+    for block in ((128, 2), (64, 4), (256, 1)):
+        for rows_per_thread in (1, 2, 4):
+            for vector in (1, 2):
+                for wide in (True, False):
+                    run = backend.equation_pass(passes[0][0], sim.lattice, p.constants, block=block, rows=rows_per_thread,
+                                                vector=vector, wide_index=wide)
+                    for level in (arrays["u_next"], arrays["v_next"]):
+                        level[sim.lattice.interior] = cp.nan
+                    run(arrays, params, 0.0)
+                    ok = bool(cp.isfinite(arrays["u_next"][sim.lattice.interior]).all())
+                    s = timed(lambda: run(arrays, params, 0.0))
+                    key = f"block {block[0]}x{block[1]} rows {rows_per_thread} vector {vector} {'64' if wide else '32'}-bit"
+                    variants[key] = {"ms": s * 1e3, "pct_copy": 100 * nbytes / s / 1e9 / ceiling, "all_written": ok}
     result["kernel_variants"] = variants
-    print("kernel variants (% of copy): " + ", ".join(f"{k}: {v['pct_copy']:.1f}{'' if v['all_written'] else ' UNWRITTEN'}" for k, v in sorted(variants.items(), key=lambda kv: -kv[1]["pct_copy"])))
+    print("kernel variants (% of copy), best 8: " + ", ".join(f"{k}: {v['pct_copy']:.1f}{'' if v['all_written'] else ' UNWRITTEN'}" for k, v in sorted(variants.items(), key=lambda kv: -kv[1]["pct_copy"])[:8]))
     heat = heat3d()
     hsim = sf.Simulation(heat, backend)
     hbytes = heat.analysis.bytes_per_cell() * 512**3
     harr = hsim.arrays()
     hvar = {}
-    for block in ((32, 8), (128, 2), (256, 1), (64, 4)):
-        for rows_per_thread in (1, 2, 4):
-            run = backend.equation_pass(hsim.passes[0][0], hsim.lattice, heat.constants, block=block, rows=rows_per_thread)
-            s = timed(lambda: run(harr, hsim.params, 0.0))
-            hvar[f"block {block[0]}x{block[1]} rows {rows_per_thread}"] = {"ms": s * 1e3, "pct_copy": 100 * hbytes / s / 1e9 / ceiling}
+    for block in ((128, 2), (256, 1)):
+        for rows_per_thread in (2, 4):
+            for vector in (1, 2):
+                for wide in (True, False):
+                    run = backend.equation_pass(hsim.passes[0][0], hsim.lattice, heat.constants, block=block,
+                                                rows=rows_per_thread, vector=vector, wide_index=wide)
+                    s = timed(lambda: run(harr, hsim.params, 0.0))
+                    key = f"block {block[0]}x{block[1]} rows {rows_per_thread} vector {vector} {'64' if wide else '32'}-bit"
+                    hvar[key] = {"ms": s * 1e3, "pct_copy": 100 * hbytes / s / 1e9 / ceiling}
     hstep = timed(lambda: hsim.step())
     result["heat3d_512_float32"] = {"kernel_variants": hvar, "step_pct_copy": 100 * hbytes / hstep / 1e9 / ceiling}
     print("heat3d 512^3 float32 (IR, Dirichlet walls) step: %.1f%% of copy; kernel variants: " % result["heat3d_512_float32"]["step_pct_copy"]
-          + ", ".join(f"{k}: {v['pct_copy']:.1f}" for k, v in sorted(hvar.items(), key=lambda kv: -kv[1]["pct_copy"])))
+          + ", ".join(f"{k}: {v['pct_copy']:.1f}" for k, v in sorted(hvar.items(), key=lambda kv: -kv[1]["pct_copy"])[:6]))
     result.update(start_times())
     print(f"new problem, fresh process to first step: cold {result['cold_process_s']:.2f} s, warm {result['warm_process_s']:.2f} s")
     if args.out:

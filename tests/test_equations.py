@@ -311,8 +311,9 @@ def test_cuda_source_compiles_in_1d_and_3d(ndim):
     from stencilforge.backends.cuda.compile import compile_cubin
 
     p, _ = heat((6,) * ndim)
-    source, _ = cuda_printer.pass_source(p.analysis.passes[0], ndim, "float32", p.constants)
-    assert compile_cubin(source, "sm_90", "heat", cuda_printer.OPTIONS)
+    for vector, wide in ((1, True), (2, False)):
+        source, _ = cuda_printer.pass_source(p.analysis.passes[0], ndim, "float32", p.constants, vector=vector, wide_index=wide)
+        assert compile_cubin(source, "sm_90", "heat", cuda_printer.OPTIONS)
 
 
 @pytest.mark.parametrize("walls", [("periodic", "periodic"), ("neumann", "periodic"), ("periodic", "neumann"), ("neumann", "neumann")])

@@ -54,15 +54,19 @@ class _Printer(InfixPrinter):
         return f"({cond} ? {a} : {b})"
 
 
-def pass_source(p: Pass, ndim: int, dtype, constants: tuple[Constant, ...], name: str = "sf_pass", rows: int | None = None) -> tuple[str, tuple[str, ...]]:
+def pass_source(p: Pass, ndim: int, dtype, constants: tuple[Constant, ...], name: str = "sf_pass",
+                rows: int | None = None, vector: int = 1, wide_index: bool = True) -> tuple[str, tuple[str, ...]]:
     """(source, array argument order) of the pass's kernel `name`.
 
     Arguments: the arrays, then each constant and t in the dtype, then per
     axis lo, h (double) and n (interior points), then the ghost width g.
-    Each thread computes `rows` consecutive rows of one column (more loads in
-    flight per thread). Launch with `launch_grid`.
+    Each thread computes `rows` consecutive rows times `vector` columns a
+    block's width apart (more independent loads in flight per thread);
+    `wide_index` computes offsets in 64 bits (needed past 2^31 cells).
+    Launch with `launch_grid`.
     """
     rows = ROWS[ndim] if rows is None else rows
+    I = "long long" if wide_index else "int"
     pr = _Printer(ndim, dtype)
     T = pr.T
     body = []
@@ -75,41 +79,34 @@ def pass_source(p: Pass, ndim: int, dtype, constants: tuple[Constant, ...], name
     written = {slot_name(s) for s in p.writes}
     args = [f"{T}* __restrict__ a_{s}" if s in written else f"const {T}* __restrict__ a_{s}" for s in arrays]
     args += [f"const {T} p_{c.name}" for c in constants] + [f"const {T} t"]
-    args += [f"const double lo{a}, const double h{a}, const long long n{a}" for a in range(ndim)] + ["const int g"]
+    args += [f"const double lo{a}, const double h{a}, const long long n{a}_" for a in range(ndim)] + ["const int g"]
     x = ndim - 1
-    index = [f"const long long i{x} = (long long)blockIdx.x * blockDim.x + threadIdx.x;"]
+    head = [f"const {I} n{a} = ({I})n{a}_;" for a in range(ndim)]
+    head.append(f"const {I} column = ({I})blockIdx.x * blockDim.x * {vector} + threadIdx.x;")
     if ndim >= 2:
-        index.append(f"const long long first = ((long long)blockIdx.y * blockDim.y + threadIdx.y) * {rows};")
+        head.append(f"const {I} first = (({I})blockIdx.y * blockDim.y + threadIdx.y) * {rows};")
     if ndim == 3:
-        index.append("const long long i0 = blockIdx.z;")
-    inside = " || ".join(f"i{a} >= n{a}" for a in range(ndim) if a != x - 1 or ndim == 1)
-    strides = [f"const long long s{x} = 1;"]
+        head.append(f"const {I} i0 = blockIdx.z;")
+        head.append("if (i0 >= n0) return;")
+    head.append(f"const {I} s{x} = 1;")
     for a in range(x - 1, -1, -1):
-        strides.append(f"const long long s{a} = s{a + 1} * (n{a + 1} + 2 * g);")
+        head.append(f"const {I} s{a} = s{a + 1} * (n{a + 1} + 2 * g);")
     centre = " + ".join(f"(i{a} + g) * s{a}" for a in range(ndim))
-    lines = [f'extern "C" __global__ void {name}({", ".join(args)})', "{"]
-    lines += ["    " + s for s in index]
-    lines.append(f"    if ({inside}) return;")
-    lines += ["    " + s for s in strides]
-    if ndim == 1:
-        lines.append(f"    const long long c = {centre};")
-        lines += ["    " + s for s in body]
-    else:
-        lines.append("    #pragma unroll")
-        lines.append(f"    for (long long i{x - 1} = first; i{x - 1} < first + {rows}; ++i{x - 1}) {{")
-        lines.append(f"        if (i{x - 1} >= n{x - 1}) return;")
-        lines.append(f"        const long long c = {centre};")
-        lines += ["        " + s for s in body]
-        lines.append("    }")
-    lines.append("}")
+    cells = ["#pragma unroll", f"for (int v = 0; v < {vector}; ++v) {{",
+             f"    const {I} i{x} = column + v * ({I})blockDim.x;", f"    if (i{x} >= n{x}) break;",
+             f"    const {I} c = {centre};"] + ["    " + b for b in body] + ["}"]
+    if ndim >= 2:
+        cells = ["#pragma unroll", f"for ({I} i{x - 1} = first; i{x - 1} < first + {rows}; ++i{x - 1}) {{",
+                 f"    if (i{x - 1} >= n{x - 1}) return;"] + ["    " + c for c in cells] + ["}"]
+    lines = [f'extern "C" __global__ void {name}({", ".join(args)})', "{"] + ["    " + s for s in head + cells] + ["}"]
     return "\n".join(lines) + "\n", arrays
 
 
-def launch_grid(shape: tuple[int, ...], block=BLOCK, rows: int | None = None) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+def launch_grid(shape: tuple[int, ...], block=BLOCK, rows: int | None = None, vector: int = 1) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
     """(blocks, threads) covering the interior `shape` with the kernel's indexing."""
     bx, by = block
     rows = ROWS[len(shape)] if rows is None else rows
     nx = shape[-1]
     ny = -(-shape[-2] // rows) if len(shape) >= 2 else 1
     nz = shape[0] if len(shape) == 3 else 1
-    return ((nx + bx - 1) // bx, (ny + by - 1) // by, nz), (bx, by if len(shape) >= 2 else 1, 1)
+    return (-(-nx // (bx * vector)), (ny + by - 1) // by, nz), (bx, by if len(shape) >= 2 else 1, 1)

@@ -360,10 +360,14 @@ class CudaBackend:
 
         return run
 
-    def equation_pass(self, p, lattice: Grid, constants, block=printers_cuda.BLOCK, rows: int | None = None) -> Callable:
+    def equation_pass(self, p, lattice: Grid, constants, block=printers_cuda.BLOCK, rows: int | None = None,
+                      vector: int = 1, wide_index: bool | None = None) -> Callable:
         """run(arrays, params, t) for one pass of a problem's equations: threads of `block` each computing
-        `rows` rows of one column, arrays C-contiguous (`asarray`), launched on the current stream."""
-        source, names = printers_cuda.pass_source(p, lattice.ndim, lattice.dtype, constants, rows=rows)
+        `rows` rows of `vector` columns, arrays C-contiguous (`asarray`), launched on the current stream.
+        Offsets are 32-bit unless the arrays reach 2^31 cells (or `wide_index` says otherwise)."""
+        wide = math.prod(lattice.padded_shape) >= 2**31 if wide_index is None else wide_index
+        source, names = printers_cuda.pass_source(p, lattice.ndim, lattice.dtype, constants, rows=rows, vector=vector,
+                                                  wide_index=wide)
         what = f"the pass computing {', '.join(eq.label for eq in p.equations)}"
         cp = self._cp
         try:
@@ -378,7 +382,7 @@ class CudaBackend:
             raise
         except Exception as exc:  # CuPy's compile and load errors carry multi-line logs
             raise StencilforgeError(f"CUDA compile of {what} failed: {str(exc).splitlines()[0]}") from None
-        blocks, threads = printers_cuda.launch_grid(lattice.shape, block, rows)
+        blocks, threads = printers_cuda.launch_grid(lattice.shape, block, rows, vector)
         if blocks[1] > MAX_GRID_YZ or blocks[2] > MAX_GRID_YZ:
             raise StencilforgeError(f"{what}: grid {blocks} exceeds the CUDA limit of {MAX_GRID_YZ} blocks along y and z")
         T = lattice.dtype.type
