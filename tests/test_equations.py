@@ -434,3 +434,46 @@ def test_a_linear_step_runs_as_a_sweep_and_matches_the_generated_passes():
     np.testing.assert_allclose(swept.fields["u"], generated.fields["u"], rtol=1e-13, atol=1e-14)
     assert abs(swept.summary["errors"]["u"] - generated.summary["errors"]["u"]) < 1e-12
     assert not sf.run(gray_scott(), steps=2, backend="numpy").summary["lowered"]
+
+
+def test_api_snapshots_of_generated_passes_and_checkpoints_of_a_sweep(tmp_path):
+    """sf.run writes snapshots (every K steps and the final state) for any problem, and checkpoints
+    for a step that lowers to a sweep; it refuses checkpoints it cannot write, and existing files."""
+    import h5py
+
+    p = gray_scott(shape=(12, 10))
+    out = tmp_path / "gs.h5"
+    r = sf.run(p, backend="numpy", steps=12, out=str(out), snapshot_every=5)
+    assert r.summary["outputs"]["snapshots"]["count"] == 3
+    with h5py.File(out, "r") as f:
+        assert list(f["step"][:]) == [5, 10, 12]
+        np.testing.assert_array_equal(f["fields/v"][-1], r.fields["v"])
+        np.testing.assert_array_equal(f["fields/u"][-1], r.fields["u"])
+    assert out.with_suffix(".xmf").exists()
+    with pytest.raises(sf.StencilforgeError, match="already exists"):
+        sf.run(p, backend="numpy", steps=2, out=str(out), snapshot_every=1)
+    with pytest.raises(sf.StencilforgeError, match="cannot checkpoint"):
+        sf.run(p, backend="numpy", steps=2, checkpoint=str(tmp_path / "c.h5"), checkpoint_every=1)
+    heat_problem, _ = heat((10, 9))
+    ckpt = tmp_path / "heat.ckpt.h5"
+    r = sf.run(heat_problem, backend="numpy", steps=7, checkpoint=str(ckpt), checkpoint_every=5)
+    assert r.summary["outputs"]["checkpoint"]["step"] == 7
+    with h5py.File(ckpt, "r") as f:
+        assert int(f.attrs["step"]) == 7
+
+
+def test_cli_problem_file_writes_snapshots(tmp_path):
+    from pathlib import Path
+
+    import h5py
+    from typer.testing import CliRunner
+
+    from stencilforge.cli import app
+
+    example = str(Path(__file__).resolve().parents[1] / "examples" / "gray_scott.py")
+    out = tmp_path / "gs.h5"
+    res = CliRunner().invoke(app, ["run", example, "--shape", "16,12", "--steps", "7", "--backend", "numpy",
+                                   "--out", str(out), "--snapshot-every", "3", "--json"])
+    assert res.exit_code == 0, res.output
+    with h5py.File(out, "r") as f:
+        assert list(f["step"][:]) == [3, 6, 7] and set(f["fields"]) == {"u", "v"}

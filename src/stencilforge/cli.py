@@ -210,8 +210,10 @@ def parse_settings(items: list[str] | None) -> dict[str, float]:
     return values
 
 
-def run_problem_file(path: str, shape, steps, tol, dtype, backend: str, settings: dict, check_every: int, as_json: bool) -> None:
-    """Run a problem file's build(); its constants are the parameters --set may change."""
+def run_problem_file(path: str, shape, steps, tol, dtype, backend: str, settings: dict, check_every: int, as_json: bool,
+                     files: dict) -> None:
+    """Run a problem file's build(); its constants are the parameters --set may change; `files` are
+    sf.run's output options (snapshots, checkpoints, overwrite)."""
     from .convergence import load_problem_file
     from .runner import run as run_problem
 
@@ -219,7 +221,8 @@ def run_problem_file(path: str, shape, steps, tol, dtype, backend: str, settings
     problem = module.build(shape=shape, dtype=dtype or "float64")
     bar = LazyProgress(problem.name) if not as_json and sys.stderr.isatty() else None
     try:
-        result = run_problem(problem, steps=steps, tol=tol, backend=backend, params=settings, check_every=check_every, progress=bar)
+        result = run_problem(problem, steps=steps, tol=tol, backend=backend, params=settings, check_every=check_every, progress=bar,
+                             **files)
     finally:
         if bar is not None:
             bar.close()
@@ -237,6 +240,8 @@ def run_problem_file(path: str, shape, steps, tol, dtype, backend: str, settings
         table.add_row("residual", f"{s['residual']:.3e} ({'converged' if s['converged'] else 'not converged'}, tol {s['tol']:g})")
     for name, e in s["errors"].items():
         table.add_row(f"error of {name}", f"max {e:.3e} against the exact solution")
+    for kind, file in s.get("outputs", {}).items():
+        table.add_row(kind, file if isinstance(file, str) else f"{file['path']}  ({', '.join(f'{k} {v}' for k, v in file.items() if k != 'path')})")
     out.print(table)
 
 
@@ -391,11 +396,14 @@ def run(
     from .io.session import Outputs
 
     if problem is not None and problem.endswith(".py"):
-        others = dict(snapshot_every=snapshot_every, out=out_file, checkpoint_every=checkpoint_every, resume=resume, png=png, procs=procs, strategy=strategy)
+        others = dict(resume=resume, png=png, procs=procs, strategy=strategy)
         given = [k for k, v in others.items() if v is not None]
         if given:
             raise StencilforgeError(f"--{given[0].replace('_', '-')} is not available for problem files yet: run them without it")
-        run_problem_file(problem, parse_ints(shape, "--shape"), steps, tol, dtype, backend, parse_settings(settings), check_every, as_json)
+        files = dict(out=out_file, snapshot_every=snapshot_every, checkpoint=checkpoint, checkpoint_every=checkpoint_every,
+                     overwrite=overwrite)
+        run_problem_file(problem, parse_ints(shape, "--shape"), steps, tol, dtype, backend, parse_settings(settings), check_every,
+                         as_json, files)
         return
     if settings:
         raise StencilforgeError("--set applies to problem files (NAME.py); the named problems take their own options")

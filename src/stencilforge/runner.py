@@ -16,11 +16,11 @@ from typing import Callable, Mapping
 import numpy as np
 
 from .backends import get_backend
-from .errors import StencilforgeError
+from .errors import OutputError, StencilforgeError
 from .problem import Problem
-from .problems.base import lowered, lowers
+from .problems.base import Setup, lowered, lowers
 from .simulation import Simulation
-from .timeloop import LoopOptions
+from .timeloop import LoopOptions, close_observers
 from .timeloop import run as run_loop
 
 
@@ -41,11 +41,19 @@ def run(
     check_every: int = 100,
     progress: Callable[[int, int, float | None], None] | None = None,
     generated: bool = False,
+    out: str | None = None,
+    snapshot_every: int | None = None,
+    checkpoint: str | None = None,
+    checkpoint_every: int | None = None,
+    overwrite: bool = False,
 ) -> Result:
     """Run `steps` steps (default: the problem's), or until the residual is below `tol`.
 
     `backend` is a name ('auto', 'numpy', 'numba', 'cuda') or a backend instance; `generated`
-    runs the generated passes even where the step lowers to a sweep.
+    runs the generated passes even where the step lowers to a sweep. Snapshots of the fields an
+    equation writes go to `out` (.h5 with an .xmf for ParaView, or .npz) every `snapshot_every`
+    steps and at the end; a step that lowers to a sweep also checkpoints to `checkpoint` every
+    `checkpoint_every` steps (docs/outputs.md). Existing files are kept unless `overwrite`.
     """
     engine = get_backend(backend) if isinstance(backend, str) else backend
     if steps is not None and (isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 0):
@@ -55,18 +63,30 @@ def run(
     if check_every < 1:
         raise StencilforgeError(f"check_every must be at least 1, got {check_every}")
     total = problem.default_steps if steps is None and tol is None else steps
-    if not generated and lowers(problem):
-        return _run_lowered(problem, engine, total, tol, params, check_every, progress)
-    return _run_generated(problem, engine, problem.default_steps if total is None else total, tol, params, check_every, progress)
+    sweep = not generated and lowers(problem)
+    if checkpoint_every is not None and not sweep:
+        raise StencilforgeError(f"{problem.name} runs as generated passes, which cannot checkpoint yet: "
+                                "snapshots (out=, snapshot_every=) keep its fields")
+    outputs = None
+    if out is not None or snapshot_every is not None or checkpoint is not None or checkpoint_every is not None:
+        from .io.session import Outputs  # HDF5 only when a run writes files
+
+        outputs = Outputs(snapshot_every=snapshot_every, out=out, checkpoint_every=checkpoint_every, checkpoint=checkpoint,
+                          overwrite=overwrite, command_line=f"stencilforge.run({problem.name})").prepare(problem.name)
+    if sweep:
+        return _run_lowered(problem, engine, total, tol, params, check_every, progress, outputs)
+    return _run_generated(problem, engine, problem.default_steps if total is None else total, tol, params, check_every,
+                          progress, outputs)
 
 
-def _run_lowered(problem, engine, steps, tol, params, check_every, progress) -> Result:
+def _run_lowered(problem, engine, steps, tol, params, check_every, progress, outputs) -> Result:
     start = time.perf_counter()
     setup = lowered(problem, overrides=params)
     setup_s = time.perf_counter() - start
     if tol is not None and steps is None:
         steps = problem.default_steps
-    result = run_loop(setup, engine, LoopOptions(steps=steps, tol=tol, check_every=check_every, progress=progress))
+    opts = LoopOptions(steps=steps, tol=tol, check_every=check_every, progress=progress)
+    result = outputs.run(setup, engine, opts) if outputs is not None else run_loop(setup, engine, opts)
     s = result.summary
     s.update(setup_s=setup_s, passes_per_step=1, lowered=True, params=problem.values(params))
     errors = s.get("error", {})
@@ -76,23 +96,40 @@ def _run_lowered(problem, engine, steps, tol, params, check_every, progress) -> 
     return Result({f.name: result.fields[f.name] for f in problem.analysis.fields}, s)
 
 
-def _run_generated(problem, engine, total, tol, params, check_every, progress) -> Result:
+def _run_generated(problem, engine, total, tol, params, check_every, progress, outputs) -> Result:
     start = time.perf_counter()
     sim = Simulation(problem, engine, params)
     setup_s = time.perf_counter() - start
     residual = None
+    every = outputs.snapshot_every if outputs is not None else None
+    ledger = outputs.ledger() if outputs is not None else None
+    snapshots = None
+    if every is not None:
+        view = Setup(name=problem.name, grid=sim.lattice, fields=sim.current(), dt=sim.dt,
+                     default_steps=problem.default_steps, solution=problem.analysis.written[0], params=dict(sim.params))
+        snapshots = outputs.snapshot_observer(view, problem.analysis.written, engine.name, ledger)
     begin = time.perf_counter()
-    while sim.step_count < total:
-        n = min(check_every, total - sim.step_count)
-        sim.step(n)
-        if tol is not None:
-            residual = sim.residual()
-            if not math.isfinite(residual):
-                raise StencilforgeError(f"{problem.name} blew up: residual {residual} at step {sim.step_count}")
-            if residual < tol:
-                break
-        if progress is not None:
-            progress(sim.step_count, total, residual)
+    try:
+        while sim.step_count < total:
+            n = min(check_every, total - sim.step_count, every - sim.step_count % every if every else total)
+            sim.step(n)
+            if snapshots is not None and sim.step_count % every == 0:
+                snapshots(sim.step_count, sim.t, sim.current(), engine)
+            if tol is not None and (sim.step_count % check_every == 0 or sim.step_count == total):
+                residual = sim.residual()
+                if not math.isfinite(residual):
+                    raise StencilforgeError(f"{problem.name} blew up: residual {residual} at step {sim.step_count}")
+                if residual < tol:
+                    break
+            if progress is not None:
+                progress(sim.step_count, total, residual)
+        if snapshots is not None and sim.step_count % every:  # the final state, unless just written
+            snapshots(sim.step_count, sim.t, sim.current(), engine)
+    except OutputError:
+        raise StencilforgeError(f"{ledger.failures[0]}; run stopped. {ledger.describe()}") from None
+    finally:
+        if snapshots is not None:
+            close_observers((snapshots,))
     engine.synchronize()
     wall = time.perf_counter() - begin
     cells = math.prod(problem.grid.shape)
@@ -116,4 +153,5 @@ def _run_generated(problem, engine, total, tol, params, check_every, progress) -
     }
     if tol is not None:
         summary.update(tol=tol, residual=residual, converged=residual is not None and residual < tol)
-    return Result(sim.fields, summary)
+    result = Result(sim.fields, summary)
+    return outputs.report(result, ledger) if outputs is not None else result

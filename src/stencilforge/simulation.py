@@ -167,6 +167,10 @@ class Simulation:
 
     # ------------------------------------------------------------ results
 
+    def current(self) -> dict:
+        """Each field's current level, ghost layers included (what outputs copy their regions from)."""
+        return {name: self._slot((name, 0)) for name in self.levels}
+
     @property
     def fields(self) -> dict:
         """Each field's current level, interior only, in the backend's array type."""

@@ -134,6 +134,17 @@ class Outputs:
             raise
         return observers
 
+    def snapshot_observer(self, setup, names, backend_name: str, ledger: Ledger) -> StreamingObserver:
+        """The snapshot writer for `names` of `setup`'s fields, for a loop other than the time loop's."""
+        info = RunInfo.of(setup, backend_name, self.command_line, self.run_id)
+        return self._snapshots(setup, info, names, self.snapshot_every, ledger)
+
+    def ledger(self) -> Ledger:
+        return Ledger(checkpoint=None)
+
+    def report(self, result: Result, ledger: Ledger) -> Result:
+        return self._report(result, ledger)
+
     def _snapshots(self, setup, info, names, every: int, ledger: Ledger) -> StreamingObserver:
         grid = setup.grid
         layout = {name: (grid.shape, grid.dtype) for name in names}
