@@ -338,3 +338,28 @@ def test_pair_grid_counts_the_useful_lanes():
     assert k.cover == (8, 8 * 30) and k.grid((1000, 1537)) == (7, 125, 1)
     k3 = codegen.pair_sweep(problems.build("heat3d").sweep, np.float32, (64, 8, 128), "k")  # 4 warps along y
     assert k3.block == (32, 4, 1) and k3.cover == (64, 32, 30) and k3.grid((129, 67, 255)) == (9, 3, 3)
+
+
+@pytest.mark.parametrize("ndim", [2, 3])
+def test_every_offered_strategy_builds_a_box_stencil(ndim):
+    """applicable_strategies offers only what sweep_kernel builds (the 9-point box cannot march)."""
+    from fractions import Fraction
+
+    w = {(0, 0): Fraction(-10, 3)}
+    w.update({o: Fraction(2, 3) for o in ((1, 0), (-1, 0), (0, 1), (0, -1))})
+    w.update({o: Fraction(1, 6) for o in ((1, 1), (1, -1), (-1, 1), (-1, -1))})
+    st = Stencil.from_dict(w if ndim == 2 else {(0,) + o: c for o, c in w.items()})
+    sweep = Sweep("u_new", (Term("u", st),))
+    for dtype in (np.dtype(np.float32), np.dtype(np.float64)):
+        offered = codegen.applicable_strategies(sweep, dtype)
+        assert "naive" in offered and "rows" in offered
+        for strategy in offered:
+            assert codegen.sweep_kernel(sweep, strategy, dtype).source
+
+
+@pytest.mark.parametrize("bad", [dict(factor=("v", "v")), dict(field=3), dict(factor="not a name"), dict(stencil={(0, 0): 1})])
+def test_terms_refuse_what_no_backend_can_run(bad):
+    args = dict(field="u", stencil=Stencil.identity(2), factor=None)
+    args.update(bad)
+    with pytest.raises(StencilforgeError):
+        Term(**args)

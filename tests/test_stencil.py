@@ -97,3 +97,24 @@ def test_apply_copies_non_contiguous_input(rng):
     u = rng.standard_normal((20, 30))
     view = u[::2, ::3]
     np.testing.assert_allclose(apply(Stencil.five_point(), view, backend="numba"), apply(Stencil.five_point(), view.copy()))
+
+
+def test_apply_binds_its_kernel_once_per_stencil_and_shape(monkeypatch):
+    """Building a sweep compiles and warms up a kernel: apply does it once, not on every call."""
+    import numpy as np
+
+    import stencilforge as sf
+    from stencilforge.backends.numba_cpu import NumbaBackend
+
+    from stencilforge import api
+
+    api._bound_sweep.cache_clear()
+    built = []
+    original = NumbaBackend.sweep
+    monkeypatch.setattr(NumbaBackend, "sweep", lambda self, sweep, grid: built.append(grid) or original(self, sweep, grid))
+    lap = sf.Stencil.laplacian(2, 1, 0.5)
+    u = np.random.default_rng(0).random((23, 19))
+    first = sf.apply(lap, u, backend="numba")
+    np.testing.assert_array_equal(sf.apply(lap, u, backend="numba"), first)
+    np.testing.assert_allclose(first, sf.apply(lap, u), rtol=1e-12)
+    assert len(built) == 1

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 from typing import Sequence
 
 import numpy as np
@@ -41,19 +43,32 @@ def _checked_input(u, backend, ndim: int | None = None):
     return backend.asarray(u, dtype=dtype), dtype
 
 
+@functools.lru_cache(maxsize=32)
+def _bound_sweep(backend: str, stencil: Stencil, grid: Grid):
+    """(backend, kernel) for `apply`, built once per backend, stencil and array shape: building binds
+    and warms up a compiled kernel, which costs more than applying it."""
+    engine = get_backend(backend)
+    return engine, engine.sweep(Sweep("out", (Term("u", stencil),)), grid)
+
+
 def apply(stencil: Stencil, u, backend: str = "numpy"):
     """stencil applied at every point at least `radius` away from the edges of u.
 
     The result has shape u.shape - 2 * radius: the edges act as ghost layers.
     """
-    engine = get_backend(backend)
-    arr, dtype = _checked_input(u, engine, stencil.ndim)
+    if not isinstance(stencil, Stencil):
+        raise StencilforgeError(f"apply needs a Stencil, got {type(stencil).__name__}")
+    dtype, shape = parse_dtype(getattr(u, "dtype", np.float64)), tuple(np.shape(u))
+    if len(shape) != stencil.ndim:
+        raise StencilforgeError(f"expected a {stencil.ndim}D array, got {len(shape)}D")
     r = stencil.radius
-    grid = Grid(tuple(n - 2 * r for n in arr.shape), (1.0,) * arr.ndim, dtype, r, (0.0,) * arr.ndim)
+    grid = Grid(tuple(n - 2 * r for n in shape), (1.0,) * len(shape), dtype, r, (0.0,) * len(shape))
     if any(n < 1 for n in grid.shape):
-        raise StencilforgeError(f"array of shape {tuple(arr.shape)} is smaller than the stencil (radius {r})")
-    out = engine.xp.full(arr.shape, np.nan, dtype=dtype)
-    engine.sweep(Sweep("out", (Term("u", stencil),)), grid)({"out": out, "u": arr})
+        raise StencilforgeError(f"array of shape {shape} is smaller than the stencil (radius {r})")
+    engine, run = _bound_sweep(backend, stencil, grid)
+    arr = engine.asarray(u, dtype=dtype)
+    out = engine.xp.full(shape, np.nan, dtype=dtype)
+    run({"out": out, "u": arr})
     return out[grid.interior]
 
 

@@ -24,6 +24,15 @@ class Term:
     stencil: Stencil
     factor: str | None = None
 
+    def __post_init__(self) -> None:
+        for what, name in (("field", self.field), ("factor", self.factor)):
+            if name is None and what == "factor":
+                continue
+            if not isinstance(name, str) or not name.isidentifier():
+                raise StencilforgeError(f"a term's {what} must be a field name (an identifier), got {name!r}")
+        if not isinstance(self.stencil, Stencil):
+            raise StencilforgeError(f"a term's stencil must be a Stencil, got {type(self.stencil).__name__}")
+
 
 @dataclass(frozen=True)
 class Sweep:

@@ -896,12 +896,20 @@ def vector_width(sweep: Sweep, dtype) -> int:
     return next((width for (c, width) in _VECTOR_TYPES if c == ctype(dtype) and rx % width == 0), 0)
 
 
+MARCHING_STRATEGIES = ("streaming", "streaming_vec", "streaming_l1", "pipelined")
+
+
 def applicable_strategies(plan: Sweep | AxisOperator, dtype) -> tuple[str, ...]:
     """The strategies offered for a plan: all of its kind, less the vector ones where no vector of
-    cells fits (`streaming_vec`: an odd x radius or 2D; `rows_vec`: derivatives along y)."""
+    cells fits (`streaming_vec`: an odd x radius or 2D; `rows_vec`: derivatives along y) and the
+    marching ones where the stencil leaves the column (`streaming_applicable`: box stencils)."""
     if isinstance(plan, AxisOperator):
         return tuple(s for s in OPERATOR_STRATEGIES if s != "rows_vec" or plan.axis == plan.ndim - 1)
-    return tuple(s for s in SWEEP_STRATEGIES if s != "streaming_vec" or vector_width(plan, dtype))
+    marching = streaming_applicable(plan) is None
+    return tuple(
+        s for s in SWEEP_STRATEGIES
+        if (s != "streaming_vec" or vector_width(plan, dtype)) and (marching or s not in MARCHING_STRATEGIES)
+    )
 
 
 def streaming_vector_sweep(sweep: Sweep, dtype, tile: tuple[int, int, int], name: str) -> Kernel:
