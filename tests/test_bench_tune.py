@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
+
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from stencilforge import __version__
 from stencilforge.errors import StencilforgeError
 from stencilforge.backends import available, get_backend
 from stencilforge import tuning as cache
@@ -34,13 +36,13 @@ def plans():
 
 def test_round_trip_is_keyed_by_device_plan_shape_class_and_dtype(plans, own_cache):
     heat2d = plans["heat2d"]
-    store_choice("NVIDIA H100 80GB HBM3", heat2d, (16384, 16384), "float32", "streaming", (256, 256))
-    assert cached_choice("NVIDIA H100 80GB HBM3", heat2d, (16384, 16384), "float32") == ("streaming", (256, 256))
-    assert cached_choice("NVIDIA H100 80GB HBM3", heat2d, (16000, 17000), "float32") == ("streaming", (256, 256))
-    assert cached_choice("NVIDIA H100 80GB HBM3", heat2d, (1024, 1024), "float32") is None
-    assert cached_choice("NVIDIA H100 80GB HBM3", heat2d, (16384, 16384), "float64") is None
-    assert cached_choice("NVIDIA H200", heat2d, (16384, 16384), "float32") is None
-    assert cached_choice("NVIDIA H100 80GB HBM3", plans["heat3d"], (16384, 16384), "float32") is None
+    store_choice("NVIDIA H100 80GB HBM3", heat2d, (16384, 16384), "float32", "code", "streaming", (256, 256))
+    assert cached_choice("NVIDIA H100 80GB HBM3", heat2d, (16384, 16384), "float32", "code") == ("streaming", (256, 256))
+    assert cached_choice("NVIDIA H100 80GB HBM3", heat2d, (16000, 17000), "float32", "code") == ("streaming", (256, 256))
+    assert cached_choice("NVIDIA H100 80GB HBM3", heat2d, (1024, 1024), "float32", "code") is None
+    assert cached_choice("NVIDIA H100 80GB HBM3", heat2d, (16384, 16384), "float64", "code") is None
+    assert cached_choice("NVIDIA H200", heat2d, (16384, 16384), "float32", "code") is None
+    assert cached_choice("NVIDIA H100 80GB HBM3", plans["heat3d"], (16384, 16384), "float32", "code") is None
 
 
 def test_coefficients_do_not_change_the_key_but_structure_does():
@@ -50,20 +52,32 @@ def test_coefficients_do_not_change_the_key_but_structure_does():
     assert cache.plan_signature(a) == cache.plan_signature(b) != cache.plan_signature(j)
 
 
-def test_an_entry_from_another_library_version_is_ignored(plans, own_cache):
-    store_choice("dev", plans["heat3d"], (512, 512, 512), "float32", "tiled", (4, 8, 32), version="0.0.0-old")
-    assert cached_choice("dev", plans["heat3d"], (512, 512, 512), "float32") is None
-    store_choice("dev", plans["heat3d"], (512, 512, 512), "float32", "streaming", (64, 16, 32))
-    assert cached_choice("dev", plans["heat3d"], (512, 512, 512), "float32") == ("streaming", (64, 16, 32))
-    assert f"|{__version__}" in next(iter(k for k in cache.load_entries() if k.endswith(__version__)))
+def test_a_winner_is_not_used_once_the_generated_code_changes(plans, own_cache, monkeypatch):
+    """The key holds a digest of the kernels the plan generates: change a generator, lose the winner."""
+    from stencilforge.backends.cuda import codegen
+    from stencilforge.backends.cuda.tune import choose
+
+    plan, shape = plans["heat3d"], (512, 512, 512)
+    store_choice("dev", plan, shape, "float32", codegen.code_signature(plan, np.dtype("float32")), "tiled", (4, 8, 32))
+    assert choose(plan, shape, np.dtype("float32"), "dev") == ("tiled", (4, 8, 32))
+    original = codegen.rows_sweep
+
+    def changed(*args):
+        kernel = original(*args)
+        return dataclasses.replace(kernel, source=kernel.source + "// changed\n")
+
+    monkeypatch.setattr(codegen, "rows_sweep", changed)
+    assert choose(plan, shape, np.dtype("float32"), "dev") != ("tiled", (4, 8, 32))
+    assert codegen.code_signature(plans["heat2d"], np.dtype("float32")) == codegen.code_signature(
+        build_case(Workload("heat2d", (4000, 4000), "float32")).plan, np.dtype("float32"))  # coefficients do not count
 
 
 def test_operator_lookup_by_shape_and_a_corrupt_file(plans, own_cache):
-    store_choice("dev", plans["fused"], (10000, 10000), "float64", "pencil", (4, 128), {"date": "2026-01-01"})
-    assert cached_choice("dev", plans["fused"], (10000, 10000), "float64") == ("pencil", (4, 128))
-    assert cached_choice("dev", plans["fused"], (1000, 1000), "float64") is None
+    store_choice("dev", plans["fused"], (10000, 10000), "float64", "c", "pencil", (4, 128), {"date": "2026-01-01"})
+    assert cached_choice("dev", plans["fused"], (10000, 10000), "float64", "c") == ("pencil", (4, 128))
+    assert cached_choice("dev", plans["fused"], (1000, 1000), "float64", "c") is None
     cache.tune_file().write_text("{not json")
-    assert cached_choice("dev", plans["fused"], (10000, 10000), "float64") is None
+    assert cached_choice("dev", plans["fused"], (10000, 10000), "float64", "c") is None
 
 
 def test_shape_class_rounds_each_axis_to_a_power_of_two():

@@ -2,7 +2,7 @@
 
 One JSON file, `tune.json`, in $STENCILFORGE_CACHE_DIR or ~/.cache/stencilforge.
 An entry is keyed by device name, plan signature, shape class, dtype and
-library version, so a winner never outlives the code or the card it was
+digest of the kernels the plan generates, so a winner never outlives the code or the card it was
 measured on. The plan signature describes the stencil's structure (fields,
 factors, offsets, axis, outputs) and not its coefficients, which change with
 grid spacing and time step without changing the best launch shape; the shape
@@ -19,7 +19,6 @@ from pathlib import Path
 
 import numpy as np
 
-from . import __version__
 from .cache import cache_dir, write_atomic
 from .plan import AxisOperator, Sweep
 
@@ -47,8 +46,9 @@ def plan_signature(plan: Sweep | AxisOperator) -> str:
     return f"{prefix}-{digest}"
 
 
-def cache_key(device_name: str, plan: Sweep | AxisOperator, shape, dtype, version: str = __version__) -> str:
-    return "|".join((device_name, plan_signature(plan), shape_class(shape), np.dtype(dtype).name, version))
+def cache_key(device_name: str, plan: Sweep | AxisOperator, shape, dtype, code: str) -> str:
+    """`code`: a digest of the kernels the plan generates (the cuda backend's `code_signature`)."""
+    return "|".join((device_name, plan_signature(plan), shape_class(shape), np.dtype(dtype).name, code))
 
 
 def tune_file() -> Path:
@@ -65,18 +65,18 @@ def load_entries() -> dict:
     return data.get("entries", {}) if isinstance(data, dict) else {}
 
 
-def store_choice(device_name: str, plan, shape, dtype, strategy: str, tile, details: dict | None = None, version: str = __version__) -> str:
+def store_choice(device_name: str, plan, shape, dtype, code: str, strategy: str, tile, details: dict | None = None) -> str:
     """Record a winner (atomic replace of the file); returns its key."""
     entries = load_entries()
-    key = cache_key(device_name, plan, shape, dtype, version)
+    key = cache_key(device_name, plan, shape, dtype, code)
     entries[key] = {"strategy": strategy, "tile": list(tile) if tile is not None else None, **(details or {})}
     write_atomic(tune_file(), json.dumps({"entries": entries}, indent=1, sort_keys=True).encode())
     return key
 
 
-def cached_choice(device_name: str, plan: Sweep | AxisOperator, shape, dtype) -> tuple[str, tuple[int, ...] | None] | None:
-    """(strategy, tile) tuned for this device, plan, shape class, dtype and library version, or None."""
-    hit = load_entries().get(cache_key(device_name, plan, shape, dtype))
+def cached_choice(device_name: str, plan: Sweep | AxisOperator, shape, dtype, code: str) -> tuple[str, tuple[int, ...] | None] | None:
+    """(strategy, tile) tuned for this device, plan, shape class, dtype and generated code, or None."""
+    hit = load_entries().get(cache_key(device_name, plan, shape, dtype, code))
     if hit is None:
         return None
     tile = hit.get("tile")

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ..backends import get_backend
+from ..backends.cuda.codegen import code_signature
 from ..errors import StencilforgeError
 from ..plan import AxisOperator, Sweep
 from ..tuning import cache_key, store_choice
@@ -163,13 +164,14 @@ def tune(workload: Workload, budget_s: float = 60.0, measure: MeasureOptions | N
     )
     winner = rows[0] if rows and rows[0]["status"] == "ok" else None
     key = None
+    code = code_signature(case.plan, workload.dtype)
     if winner is not None and store:
         strategy = winner["resolved_strategy"] or winner["strategy"]
         key = store_choice(
-            device["name"], case.plan, workload.shape, workload.dtype, strategy, winner["tile"],
+            device["name"], case.plan, workload.shape, workload.dtype, code, strategy, winner["tile"],
             {"workload": workload.label, "median_ms": winner["median_ms"], "teff_gbps": winner["teff_gbps"],
              "pct_copy": winner["pct_copy"], "copy_gbps": copy["gbps"], "date": now_iso()},
         )
     elif winner is not None:
-        key = cache_key(device["name"], case.plan, workload.shape, workload.dtype)
+        key = cache_key(device["name"], case.plan, workload.shape, workload.dtype, code)
     return TuneResult(workload, device["name"], rows, winner, key, exhausted)

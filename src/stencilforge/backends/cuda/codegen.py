@@ -40,6 +40,8 @@ For an `AxisOperator` (unpadded 2D arrays, one-sided closure rows at both ends):
 
 from __future__ import annotations
 
+import hashlib
+
 import math
 import re
 from dataclasses import dataclass
@@ -47,7 +49,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...errors import StencilforgeError
-from ...plan import AxisOperator, Derivative1D, Sweep
+from ...plan import AxisOperator, Derivative1D, Sweep, Term
+from ...stencil import Stencil
 
 SWEEP_STRATEGIES = ("naive", "rows", "tiled", "streaming", "streaming_vec", "streaming_l1", "pipelined")
 OPERATOR_STRATEGIES = ("naive", "flat", "rows", "rows_vec", "pencil")
@@ -897,6 +900,18 @@ def vector_width(sweep: Sweep, dtype) -> int:
 
 
 MARCHING_STRATEGIES = ("streaming", "streaming_vec", "streaming_l1", "pipelined")
+
+
+def code_signature(plan: Sweep | AxisOperator, dtype) -> str:
+    """A digest of what every applicable strategy generates for the plan's structure (default
+    tiles, every coefficient 1): a tuned winner is kept only while the code it was measured on is."""
+    if isinstance(plan, Sweep):
+        unit = Sweep(plan.out, tuple(Term(t.field, Stencil.from_dict({o: 1.0 for o, _ in t.stencil.entries}), t.factor)
+                                     for t in plan.terms))
+        sources = [sweep_kernel(unit, s, dtype).source for s in applicable_strategies(unit, dtype)]
+    else:
+        sources = [operator_kernel(plan, s, dtype).source for s in applicable_strategies(plan, dtype)]
+    return hashlib.sha256("\0".join(sources).encode()).hexdigest()[:16]
 
 
 def applicable_strategies(plan: Sweep | AxisOperator, dtype) -> tuple[str, ...]:

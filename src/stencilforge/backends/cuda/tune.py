@@ -12,7 +12,7 @@ import numpy as np
 
 from ...plan import AxisOperator, Sweep
 from ...tuning import cached_choice
-from .codegen import default_tile, streaming_applicable, vector_width
+from .codegen import code_signature, default_tile, streaming_applicable, vector_width
 
 
 def choose(plan: Sweep | AxisOperator, grid_shape, dtype, device_name: str | None = None) -> tuple[str, tuple[int, ...]]:
@@ -42,7 +42,7 @@ def choose(plan: Sweep | AxisOperator, grid_shape, dtype, device_name: str | Non
     rows' 88.5% at 16384^2, 82.3% against 81.0% at 4096^2). Otherwise `tiled`.
     """
     if device_name is not None:
-        hit = cached_choice(device_name, plan, grid_shape, dtype)
+        hit = cached_choice(device_name, plan, grid_shape, dtype, code_signature(plan, dtype))
         if hit is not None:
             strategy, tile = hit
             return strategy, tile if tile is not None else default_tile(plan, strategy, dtype)
