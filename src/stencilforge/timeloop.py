@@ -168,6 +168,8 @@ def _run(setup: Setup, backend, opts: LoopOptions) -> Result:
         fields = {name: backend.field(arr, grid.ghost) for name, arr in setup.fields.items()}
     else:
         fields = {name: backend.asarray(arr) for name, arr in setup.fields.items()}
+    # the loop steps its own arrays: a Setup run twice starts from the same state
+    fields = {name: arr.copy() if arr is setup.fields[name] else arr for name, arr in fields.items()}
     first = opts.start_step
     domain = opts.domain
 
@@ -193,7 +195,13 @@ def _run(setup: Setup, backend, opts: LoopOptions) -> Result:
     if opts.status is not None:
         opts.status(None)
 
-    def relative_residual() -> float:
+    readers = [(name, fill) for name, fill in dynamic if setup.boundaries[name].reads_interior]
+
+    def relative_residual(m: int) -> float:
+        """At step m, with walls that copy the interior (Neumann, periodic) refilled first: the
+        ghosts hold the previous iterate's images until the next step fills them."""
+        for name, fill in readers:
+            fill(fields[name], time_at(m))
         return math.sqrt(residual_fn(fields)) / setup.rhs_norm
 
     def locally_finite() -> bool:
@@ -271,7 +279,7 @@ def _run(setup: Setup, backend, opts: LoopOptions) -> Result:
             check_finite(n, last_ok)
             last_ok = n
             if opts.tol is not None:
-                residual, residual_at = relative_residual(), n
+                residual, residual_at = relative_residual(n), n
                 if opts.stall_checks:
                     recent.append(residual)
                     if len(recent) > opts.stall_checks:
@@ -301,7 +309,7 @@ def _run(setup: Setup, backend, opts: LoopOptions) -> Result:
     converged = None
     if residual_fn is not None:
         if residual_at != n:
-            residual = relative_residual()
+            residual = relative_residual(n)
         converged = bool(opts.tol is not None and residual < opts.tol)
     if opts.progress is not None:
         opts.progress(done, steps, residual)
