@@ -431,10 +431,10 @@ def run(
         dtype or (resumed.dtype if resumed else None), {**(resumed.params if resumed else {}), **params},
         snapshots=snapshot_every is not None, checkpoints=outputs.checkpoint is not None, processes=len(peers) if peers else 1,
     )
-    setup, start_step = outputs.setup(problem, parse_ints(shape, "--shape"), dtype, params)
     if mpi and backend in ("auto", "cuda"):
         bind_device(world())
     engine = get_backend(backend, **({"strategy": strategy} if strategy else {}))
+    setup, start_step = outputs.setup(problem, parse_ints(shape, "--shape"), dtype, params, xp=None if mpi else engine.xp)
     if strategy and engine.name != "cuda":
         raise StencilforgeError(f"--strategy applies to the cuda backend, not {engine.name}")
     if threads is not None and engine.name != "numba":

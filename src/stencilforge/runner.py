@@ -81,7 +81,7 @@ def run(
 
 def _run_lowered(problem, engine, steps, tol, params, check_every, progress, outputs) -> Result:
     start = time.perf_counter()
-    setup = lowered(problem, overrides=params)
+    setup = lowered(problem, overrides=params, xp=engine.xp)
     setup_s = time.perf_counter() - start
     if tol is not None and steps is None:
         steps = problem.default_steps

@@ -99,10 +99,11 @@ class Outputs:
             return Path(self.resume)
         return Path(f"{problem}.ckpt.h5")
 
-    def setup(self, problem: str | None, shape, dtype: str | None, params: dict):
-        """(setup, start_step): a fresh problem, or the one stored in --resume with its state loaded."""
+    def setup(self, problem: str | None, shape, dtype: str | None, params: dict, xp=None):
+        """(setup, start_step): a fresh problem (its fields built with `xp` where it can), or the one
+        stored in --resume with its state loaded."""
         if self.resume is None:
-            return problems.build(problem, shape=shape, dtype=dtype, **params), 0
+            return problems.build(problem, shape=shape, dtype=dtype, xp=xp, **params), 0
         from .checkpoint import resume_setup
 
         setup, ckpt = resume_setup(self.resume, problem, shape, dtype, params)

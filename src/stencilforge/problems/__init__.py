@@ -20,8 +20,12 @@ NAMES = tuple(BUILDERS)
 POISSON = ("poisson2d", "poisson3d")  # the problems `run --method multigrid` solves
 
 
-def build(name: str, shape=None, dtype=None, **params) -> Setup:
-    """Instantiate a problem; parameters that do not apply to it are refused."""
+ON_DEVICE = ("heat2d", "heat3d", "poisson2d", "wave3d")  # written with the API: fields can start where they live
+
+
+def build(name: str, shape=None, dtype=None, xp=None, **params) -> Setup:
+    """Instantiate a problem; parameters that do not apply to it are refused. With `xp` (CuPy) a
+    problem written with the equation API evaluates its initial fields on the device."""
     if name not in BUILDERS:
         raise StencilforgeError(f"unknown problem {name!r}: choose one of {', '.join(NAMES)}")
     builder, allowed = BUILDERS[name]
@@ -33,6 +37,8 @@ def build(name: str, shape=None, dtype=None, **params) -> Setup:
         given["dtype"] = dtype
     if shape is not None:
         given["shape"] = tuple(int(n) for n in shape)
+    if xp is not None and name in ON_DEVICE:
+        given["xp"] = xp
     return builder(**given)
 
 

@@ -106,10 +106,11 @@ def lowers(problem: Problem) -> bool:
 
 
 def lowered(problem: Problem, params: dict | None = None, default_tol: float | None = None,
-            overrides: dict | None = None) -> Setup:
+            overrides: dict | None = None, xp=np) -> Setup:
     """The Setup the time loop runs for a problem whose step is one linear equation (see `ir.lowering`).
 
-    Fields keep the names checkpoints have always used (u, u_new; a leapfrog's u.next reuses u_prev's buffer when the
+    With `xp` (CuPy) fields, walls and the exact solution are evaluated on the device, so no
+    full-size array is built on the host. Fields keep the names checkpoints have always used (u, u_new; a leapfrog's u.next reuses u_prev's buffer when the
     equation reads u.prev only at the cell); walls, sources and the exact solution carry over.
     """
     an = problem.analysis
@@ -136,14 +137,14 @@ def lowered(problem: Problem, params: dict | None = None, default_tol: float | N
         if any(c != conds[0] for c in conds):
             raise StencilforgeError(f"{problem.name}: walls that differ per axis do not lower to a sweep")
         cond = conds[0]
-        boundaries[name] = wall_values(cond.value, values) if isinstance(cond, Dirichlet) and isinstance(cond.value, Expr) else cond
+        boundaries[name] = wall_values(cond.value, values, xp) if isinstance(cond, Dirichlet) and isinstance(cond.value, Expr) else cond
     fields = {}
     for f in an.fields:
-        fields[f.name] = initial_array(problem, lattice, f.name, 0, values, dt)
+        fields[f.name] = initial_array(problem, lattice, f.name, 0, values, dt, xp)
         if f.name in boundaries:
-            boundaries[f.name].bind(lattice)(fields[f.name], 0.0)
+            boundaries[f.name].bind(lattice, xp)(fields[f.name], 0.0)
         if f is target:
-            fields[out] = initial_array(problem, lattice, f.name, -1, values, dt) if target.levels == 3 else fields[f.name].copy()
+            fields[out] = initial_array(problem, lattice, f.name, -1, values, dt, xp) if target.levels == 3 else fields[f.name].copy()
     sources = []
     for s in problem.sources:
         index = tuple(lattice.ghost + math.floor((x - lo) / h + 0.5) for x, lo, h in zip(s.at, lattice.lower, lattice.spacing))
@@ -155,14 +156,15 @@ def lowered(problem: Problem, params: dict | None = None, default_tol: float | N
             raise StencilforgeError(f"{problem.name}: the residual is not a sum of stencils of fields")
         residual = Sweep("r", terms)
         if problem.residual_scale is not None:
-            scale = evaluate(problem.residual_scale, dtype=grid.dtype, coordinate=coordinates(lattice), params=values,
+            scale = evaluate(problem.residual_scale, dtype=grid.dtype, xp=xp, coordinate=coordinates(lattice, xp), params=values,
                              access=lambda a: fields[a.field.name][lattice.interior])
-            rhs_norm = float(np.linalg.norm(np.broadcast_to(np.asarray(scale, dtype=np.float64), grid.shape)))
+            scale = xp.broadcast_to(xp.asarray(scale, dtype=np.float64), grid.shape)
+            rhs_norm = float(xp.sqrt(xp.sum(scale * scale)))
     exact_of = problem.exact.get(target.name)
     exact = None
     if exact_of is not None:
-        coordinate = float64_coordinates(lattice)
-        exact = lambda t: {target.name: np.broadcast_to(evaluate(exact_of, dtype=np.float64, coordinate=coordinate, params=values, t=t), grid.shape)}  # noqa: E731
+        coordinate = float64_coordinates(lattice, xp)
+        exact = lambda t: {target.name: xp.broadcast_to(evaluate(exact_of, dtype=np.float64, xp=xp, coordinate=coordinate, params=values, t=t), grid.shape)}  # noqa: E731
     return Setup(
         name=problem.name, grid=lattice, fields=fields, dt=dt, default_steps=problem.default_steps, solution=target.name,
         sweep=sweep, swap=swap, boundaries=boundaries, exact=exact, residual=residual, rhs_norm=rhs_norm,

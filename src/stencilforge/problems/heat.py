@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 import stencilforge as sf
 
 from ..errors import StencilforgeError
@@ -52,5 +54,5 @@ def problem(ndim: int, shape=None, dtype="float32", alpha: float = 1.0, dt: floa
     )
 
 
-def build(ndim: int, shape=None, dtype="float32", alpha: float = 1.0, dt: float | None = None) -> Setup:
-    return lowered(problem(ndim, shape, dtype, alpha, dt))
+def build(ndim: int, shape=None, dtype="float32", alpha: float = 1.0, dt: float | None = None, xp=np) -> Setup:
+    return lowered(problem(ndim, shape, dtype, alpha, dt), xp=xp)

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 import stencilforge as sf
 
 from ..errors import StencilforgeError
@@ -55,5 +57,5 @@ def problem(shape=DEFAULT_SHAPE, dtype="float64") -> sf.Problem:
     )
 
 
-def build(shape=DEFAULT_SHAPE, dtype="float64") -> Setup:
-    return lowered(problem(shape, dtype), params={}, default_tol=1e-6)
+def build(shape=DEFAULT_SHAPE, dtype="float64", xp=np) -> Setup:
+    return lowered(problem(shape, dtype), params={}, default_tol=1e-6, xp=xp)

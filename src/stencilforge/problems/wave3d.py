@@ -127,6 +127,6 @@ def problem(
 
 
 def build(shape=DEFAULT_SHAPE, dtype="float32", radius: int = 8, velocity: str = "constant", c: float = 1.0,
-          source: bool = False, frequency: float = 10.0, dt: float | None = None) -> Setup:
+          source: bool = False, frequency: float = 10.0, dt: float | None = None, xp=np) -> Setup:
     wave, params = problem(shape, dtype, radius, velocity, c, source, frequency, dt)
-    return lowered(wave, params=params)
+    return lowered(wave, params=params, xp=xp)
