@@ -10,7 +10,6 @@ the device and no full-size host array is built.
 from __future__ import annotations
 
 import math
-import time
 from typing import Callable, Mapping
 
 import numpy as np
