@@ -3,7 +3,9 @@
 A problem whose step is one linear equation is lowered to the plan's sweep
 and runs in the time loop with the hand-scheduled kernels (two steps per
 pass, the CUDA strategies); any other problem runs its passes as generated
-kernels (`Simulation`). Both report the same summary keys.
+kernels (`Simulation`). Both report the same summary keys. Given an MPI
+communicator, both run decomposed over its ranks (periodic lowered problems
+run their generated passes: the lowered decomposition has no periodic walls).
 """
 
 from __future__ import annotations
@@ -11,11 +13,12 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Mapping
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
 from .backends import get_backend
+from .boundary import Periodic
 from .errors import StencilforgeError
 from .problem import Problem
 from .problems.base import lowered, lowers
@@ -41,11 +44,16 @@ def run(
     check_every: int = 100,
     progress: Callable[[int, int, float | None], None] | None = None,
     generated: bool = False,
+    comm=None,
+    procs: Sequence[int] | None = None,
 ) -> Result:
     """Run `steps` steps (default: the problem's), or until the residual is below `tol`.
 
     `backend` is a name ('auto', 'numpy', 'numba', 'cuda') or a backend instance; `generated`
-    runs the generated passes even where the step lowers to a sweep.
+    runs the generated passes even where the step lowers to a sweep. With `comm` (an MPI
+    communicator; MPI.COMM_WORLD where only `procs` is given) every rank of it calls `run`
+    and steps its block, over the process grid `procs` (default: the least halo surface);
+    the fields come back whole on rank 0 and as None elsewhere, the summary on every rank.
     """
     engine = get_backend(backend) if isinstance(backend, str) else backend
     if steps is not None and (isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 0):
@@ -55,32 +63,54 @@ def run(
     if check_every < 1:
         raise StencilforgeError(f"check_every must be at least 1, got {check_every}")
     total = problem.default_steps if steps is None and tol is None else steps
-    if not generated and lowers(problem):
-        return _run_lowered(problem, engine, total, tol, params, check_every, progress)
-    return _run_generated(problem, engine, problem.default_steps if total is None else total, tol, params, check_every, progress)
+    if comm is None and procs is not None:
+        from .distributed import world
+
+        comm = world()
+    periodic = any(isinstance(c, Periodic) for conds in problem.boundary.values() for c in conds)
+    if not generated and lowers(problem) and not (comm is not None and periodic):
+        return _run_lowered(problem, engine, total, tol, params, check_every, progress, comm, procs)
+    return _run_generated(problem, engine, problem.default_steps if total is None else total, tol, params, check_every,
+                          progress, comm, procs)
 
 
-def _run_lowered(problem, engine, steps, tol, params, check_every, progress) -> Result:
+def _run_lowered(problem, engine, steps, tol, params, check_every, progress, comm, procs) -> Result:
     start = time.perf_counter()
     setup = lowered(problem, overrides=params)
     setup_s = time.perf_counter() - start
     if tol is not None and steps is None:
         steps = problem.default_steps
-    result = run_loop(setup, engine, LoopOptions(steps=steps, tol=tol, check_every=check_every, progress=progress))
+    opts = LoopOptions(steps=steps, tol=tol, check_every=check_every, progress=progress)
+    names = [f.name for f in problem.analysis.fields]
+    if comm is None:
+        result = run_loop(setup, engine, opts)
+        fields = {name: result.fields[name] for name in names}
+    else:
+        from .distributed import Decomposition, gather, run_decomposed
+
+        result = run_decomposed(setup, engine, opts, procs, comm)
+        decomp = Decomposition(tuple(result.summary["shape"]), tuple(result.summary["procs"]))
+        fields = {name: gather(comm, decomp, engine.to_host(result.fields[name])) for name in names}
     s = result.summary
     s.update(setup_s=setup_s, passes_per_step=1, lowered=True, params=problem.values(params))
     errors = s.get("error", {})
     s["errors"] = {name: e["max_abs"] for name, e in errors.get("fields", {}).items()} or (
         {setup.solution: errors["max_abs"]} if errors else {}
     )
-    return Result({f.name: result.fields[f.name] for f in problem.analysis.fields}, s)
+    return Result(fields, s)
 
 
-def _run_generated(problem, engine, total, tol, params, check_every, progress) -> Result:
+def _run_generated(problem, engine, total, tol, params, check_every, progress, comm, procs) -> Result:
     start = time.perf_counter()
-    sim = Simulation(problem, engine, params)
+    if comm is None:
+        sim = Simulation(problem, engine, params)
+    else:
+        from .distributed.equations import DecomposedSimulation
+
+        sim = DecomposedSimulation(problem, engine, params, comm, procs)
     setup_s = time.perf_counter() - start
     residual = None
+    sim.synchronize()
     begin = time.perf_counter()
     while sim.step_count < total:
         n = min(check_every, total - sim.step_count)
@@ -93,7 +123,7 @@ def _run_generated(problem, engine, total, tol, params, check_every, progress) -
                 break
         if progress is not None:
             progress(sim.step_count, total, residual)
-    engine.synchronize()
+    sim.synchronize()
     wall = time.perf_counter() - begin
     cells = math.prod(problem.grid.shape)
     done = sim.step_count
@@ -116,4 +146,7 @@ def _run_generated(problem, engine, total, tol, params, check_every, progress) -
     }
     if tol is not None:
         summary.update(tol=tol, residual=residual, converged=residual is not None and residual < tol)
-    return Result(sim.fields, summary)
+    if comm is None:
+        return Result(sim.fields, summary)
+    summary.update(procs=list(sim.decomp.dims), ranks=sim.decomp.nprocs)
+    return Result(sim.gathered(), summary)
