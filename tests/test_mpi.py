@@ -23,6 +23,8 @@ pytestmark = [pytest.mark.mpi, pytest.mark.skipif(MPIEXEC is None, reason="no mp
 
 sys.path.insert(0, str(Path(__file__).parent))
 from mpi_driver import CASES  # noqa: E402
+from mpi_equation_driver import CASES as EQUATION_CASES  # noqa: E402
+from mpi_equation_driver import run as run_case  # noqa: E402
 
 from stencilforge import problems  # noqa: E402
 from stencilforge.backends import get_backend  # noqa: E402
@@ -222,3 +224,72 @@ def test_numba_threads_are_shared_among_the_ranks_of_a_node():
     assert proc.returncode == 0, proc.stderr
     summary = json.loads(proc.stdout.strip().splitlines()[0])
     assert summary["threads"] == max(1, len(os.sched_getaffinity(0)) // 2)
+
+
+EQUATION_DRIVER = Path(__file__).with_name("mpi_equation_driver.py")
+
+
+@pytest.fixture(scope="module")
+def equation_reference():
+    """One-process runs (no MPI) of every equation case, per backend; periodic lowered cases through their passes."""
+    cache = {}
+
+    def get(backend: str):
+        if backend not in cache:
+            cache[backend] = {}
+            for label, build, steps in EQUATION_CASES:
+                cache[backend][label] = run_case(build(), backend, steps, generated=label == "advection")
+        return cache[backend]
+
+    return get
+
+
+@pytest.mark.parametrize("backend,n", [("numpy", 1), ("numpy", 2), ("numpy", 3), ("numpy", 4), ("numba", 1), ("numba", 2),
+                                       ("numba", 3), ("numba", 4)])
+def test_equation_problems_bitwise_equal_to_one_process(backend, n, equation_reference, tmp_path):
+    """Gray-Scott (periodic), two passes with Dirichlet walls of x and t, a Neumann wall and a source, a lowered
+    and a periodic lowered problem: every process grid of n ranks gives one process's fields, errors and residual
+    (exact sums on both sides)."""
+    out = tmp_path / "fields.npz"
+    proc = mpiexec(n, str(EQUATION_DRIVER), backend, str(out))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    ref = equation_reference(backend)
+    with np.load(out) as data:
+        meta = json.loads(str(data["__meta__"]))
+        grids = {}
+        for key, m in meta.items():
+            label = key.split("@")[0]
+            expected = ref[label].summary
+            assert np.prod(m["procs"]) == n and m["lowered"] == (label == "heat_lowered"), key
+            assert m["steps"] == expected["steps"] and m["errors"] == expected["errors"], key
+            assert m["residual"] == expected.get("residual"), key
+            for name, arr in ref[label].fields.items():
+                assert np.array_equal(data[f"{key}/{name}"], arr), f"{key}: {name} differs"
+            grids.setdefault(label, []).append(tuple(m["procs"]))
+    assert sorted(grids) == sorted(label for label, *_ in EQUATION_CASES)
+    assert all(len(g) >= (1 if n == 1 else 2) for g in grids.values()), grids
+
+
+def test_example_under_mpiexec_prints_the_one_process_summary():
+    path = str(Path(__file__).resolve().parents[1] / "examples" / "gray_scott.py")
+    args = ("run", path, "--backend", "numba", "--steps", "20", "--shape", "24", "24", "--json")
+    env = dict(os.environ, NUMBA_NUM_THREADS="1", PYTHONPATH=os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")]))
+    single = subprocess.run([sys.executable, "-m", "stencilforge.cli", *args], env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
+    assert single.returncode == 0, single.stderr
+    proc = mpiexec(2, "-m", "stencilforge.cli", *args)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.strip().splitlines()
+    assert len(lines) == 1, proc.stdout
+    one, two = json.loads(single.stdout), json.loads(lines[0])
+    assert two["ranks"] == 2 and "procs" not in one
+    keys = ("problem", "shape", "dtype", "steps", "t", "params", "passes_per_step", "lowered", "errors")
+    assert {k: two[k] for k in keys} == {k: one[k] for k in keys}
+
+
+def test_equation_blocks_smaller_than_the_ghost_width_are_refused_in_one_line():
+    path = str(Path(__file__).resolve().parents[1] / "examples" / "gray_scott.py")
+    proc = mpiexec(3, "-m", "stencilforge.cli", "run", path, "--backend", "numpy", "--steps", "2", "--shape", "2", "2")
+    assert proc.returncode == 2, proc.stderr
+    lines = error_lines(proc)
+    assert len(lines) == 1 and "cannot split shape 2x2 over 3 ranks" in lines[0], proc.stderr
+    assert "Traceback" not in proc.stderr

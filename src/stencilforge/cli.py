@@ -211,21 +211,25 @@ def parse_settings(items: list[str] | None) -> dict[str, float]:
 
 
 def run_problem_file(path: str, shape, steps, tol, dtype, backend: str, settings: dict, check_every: int, as_json: bool,
-                     files: dict) -> None:
+                     files: dict, procs=None) -> None:
     """Run a problem file's build(); its constants are the parameters --set may change; `files` are
-    sf.run's output options (snapshots, checkpoints, overwrite)."""
+    sf.run's output options (snapshots, checkpoints, overwrite). Under mpiexec (or with --procs) it
+    runs decomposed and rank 0 alone prints."""
     from .convergence import load_problem_file
     from .runner import run as run_problem
 
+    comm = world() if procs is not None or launched() else None
     module = load_problem_file(path)
     problem = module.build(shape=shape, dtype=dtype or "float64")
-    bar = LazyProgress(problem.name) if not as_json and sys.stderr.isatty() else None
+    bar = LazyProgress(problem.name) if not as_json and sys.stderr.isatty() and world_rank() == 0 else None
     try:
-        result = run_problem(problem, steps=steps, tol=tol, backend=backend, params=settings, check_every=check_every, progress=bar,
-                             **files)
+        result = run_problem(problem, steps=steps, tol=tol, backend=backend, params=settings, check_every=check_every,
+                             progress=bar, comm=comm, procs=procs, **files)
     finally:
         if bar is not None:
             bar.close()
+    if comm is not None and comm.rank != 0:
+        return
     s = result.summary
     if as_json:
         print(json.dumps(s))
@@ -233,6 +237,8 @@ def run_problem_file(path: str, shape, steps, tol, dtype, backend: str, settings
     table = Table(title=f"{s['problem']} ({path})", show_header=False)
     table.add_row("backend", f"{s['backend']}, {s['dtype']}, shape {'x'.join(map(str, s['shape']))}, {s['passes_per_step']} pass(es) per step")
     table.add_row("parameters", ", ".join(f"{k}={v:g}" for k, v in s["params"].items()) or "none")
+    if "procs" in s:
+        table.add_row("mpi", f"{s['ranks']} ranks as {'x'.join(map(str, s['procs']))}")
     table.add_row("steps", f"{s['steps']} to t = {s['t']:.6g} in {s['wall_s']:.3f} s (set-up and compile {s['setup_s']:.2f} s)")
     if s["gcells_per_s"] is not None:
         table.add_row("throughput", f"{s['gcells_per_s']:.3f} GCell/s, T_eff {s['teff_gbps']:.1f} GB/s")
@@ -396,14 +402,14 @@ def run(
     from .io.session import Outputs
 
     if problem is not None and problem.endswith(".py"):
-        others = dict(resume=resume, png=png, procs=procs, strategy=strategy)
+        others = dict(resume=resume, png=png, strategy=strategy)
         given = [k for k, v in others.items() if v is not None]
         if given:
             raise StencilforgeError(f"--{given[0].replace('_', '-')} is not available for problem files yet: run them without it")
         files = dict(out=out_file, snapshot_every=snapshot_every, checkpoint=checkpoint, checkpoint_every=checkpoint_every,
                      overwrite=overwrite)
         run_problem_file(problem, parse_ints(shape, "--shape"), steps, tol, dtype, backend, parse_settings(settings), check_every,
-                         as_json, files)
+                         as_json, files, parse_ints(procs, "--procs"))
         return
     if settings:
         raise StencilforgeError("--set applies to problem files (NAME.py); the named problems take their own options")

@@ -66,10 +66,16 @@ class Grid:
     def cells(self) -> int:
         return int(np.prod(self.shape))
 
+    def first_index(self, axis: int) -> int:
+        """Global index of the first interior point along `axis`: 0 here, a block's start in a
+        decomposed run, so coordinates are formed from the same integers on every block."""
+        return 0
+
     def coords(self, axis: int, ghosts: bool = True) -> np.ndarray:
         """Float64 coordinates along one axis, ghost points included by default."""
         g = self.ghost if ghosts else 0
-        idx = np.arange(-g, self.shape[axis] + g, dtype=np.float64)
+        s = self.first_index(axis)
+        idx = np.arange(s - g, s + self.shape[axis] + g, dtype=np.float64)
         return self.lower[axis] + idx * self.spacing[axis]
 
     def mesh(self, ghosts: bool = True) -> tuple[np.ndarray, ...]:

@@ -11,11 +11,12 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Mapping
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
 from .backends import get_backend
+from .boundary import Periodic
 from .errors import OutputError, StencilforgeError
 from .problem import Problem
 from .problems.base import Setup, lowered, lowers
@@ -46,6 +47,8 @@ def run(
     checkpoint: str | None = None,
     checkpoint_every: int | None = None,
     overwrite: bool = False,
+    comm=None,
+    procs: Sequence[int] | None = None,
 ) -> Result:
     """Run `steps` steps (default: the problem's), or until the residual is below `tol`.
 
@@ -54,6 +57,9 @@ def run(
     equation writes go to `out` (.h5 with an .xmf for ParaView, or .npz) every `snapshot_every`
     steps and at the end; a step that lowers to a sweep also checkpoints to `checkpoint` every
     `checkpoint_every` steps (docs/outputs.md). Existing files are kept unless `overwrite`.
+    With `comm` (an MPI communicator; MPI.COMM_WORLD where only `procs` is given) every rank of it
+    calls `run` and steps its block, over the process grid `procs` (default: the least halo
+    surface); the fields come back whole on rank 0 and as None elsewhere, the summary on every rank.
     """
     engine = get_backend(backend) if isinstance(backend, str) else backend
     if steps is not None and (isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 0):
@@ -63,7 +69,14 @@ def run(
     if check_every < 1:
         raise StencilforgeError(f"check_every must be at least 1, got {check_every}")
     total = problem.default_steps if steps is None and tol is None else steps
-    sweep = not generated and lowers(problem)
+    if comm is None and procs is not None:
+        from .distributed import world
+
+        comm = world()
+    periodic = any(isinstance(c, Periodic) for conds in problem.boundary.values() for c in conds)
+    sweep = not generated and lowers(problem) and not (comm is not None and periodic)
+    if comm is not None and (out is not None or snapshot_every is not None or checkpoint is not None or checkpoint_every is not None):
+        raise StencilforgeError("snapshots and checkpoints of decomposed equation problems are not available yet")
     if checkpoint_every is not None and not sweep:
         raise StencilforgeError(f"{problem.name} runs as generated passes, which cannot checkpoint yet: "
                                 "snapshots (out=, snapshot_every=) keep its fields")
@@ -74,31 +87,45 @@ def run(
         outputs = Outputs(snapshot_every=snapshot_every, out=out, checkpoint_every=checkpoint_every, checkpoint=checkpoint,
                           overwrite=overwrite, command_line=f"stencilforge.run({problem.name})").prepare(problem.name)
     if sweep:
-        return _run_lowered(problem, engine, total, tol, params, check_every, progress, outputs)
+        return _run_lowered(problem, engine, total, tol, params, check_every, progress, outputs, comm, procs)
     return _run_generated(problem, engine, problem.default_steps if total is None else total, tol, params, check_every,
-                          progress, outputs)
+                          progress, outputs, comm, procs)
 
 
-def _run_lowered(problem, engine, steps, tol, params, check_every, progress, outputs) -> Result:
+def _run_lowered(problem, engine, steps, tol, params, check_every, progress, outputs, comm, procs) -> Result:
     start = time.perf_counter()
-    setup = lowered(problem, overrides=params, xp=engine.xp)
+    setup = lowered(problem, overrides=params, xp=engine.xp if comm is None else np)
     setup_s = time.perf_counter() - start
     if tol is not None and steps is None:
         steps = problem.default_steps
     opts = LoopOptions(steps=steps, tol=tol, check_every=check_every, progress=progress)
-    result = outputs.run(setup, engine, opts) if outputs is not None else run_loop(setup, engine, opts)
+    names = [f.name for f in problem.analysis.fields]
+    if comm is None:
+        result = outputs.run(setup, engine, opts) if outputs is not None else run_loop(setup, engine, opts)
+        fields = {name: result.fields[name] for name in names}
+    else:
+        from .distributed import Decomposition, gather, run_decomposed
+
+        result = run_decomposed(setup, engine, opts, procs, comm)
+        decomp = Decomposition(tuple(result.summary["shape"]), tuple(result.summary["procs"]))
+        fields = {name: gather(comm, decomp, engine.to_host(result.fields[name])) for name in names}
     s = result.summary
     s.update(setup_s=setup_s, passes_per_step=1, lowered=True, params=problem.values(params))
     errors = s.get("error", {})
     s["errors"] = {name: e["max_abs"] for name, e in errors.get("fields", {}).items()} or (
         {setup.solution: errors["max_abs"]} if errors else {}
     )
-    return Result({f.name: result.fields[f.name] for f in problem.analysis.fields}, s)
+    return Result(fields, s)
 
 
-def _run_generated(problem, engine, total, tol, params, check_every, progress, outputs) -> Result:
+def _run_generated(problem, engine, total, tol, params, check_every, progress, outputs, comm, procs) -> Result:
     start = time.perf_counter()
-    sim = Simulation(problem, engine, params)
+    if comm is None:
+        sim = Simulation(problem, engine, params)
+    else:
+        from .distributed.equations import DecomposedSimulation
+
+        sim = DecomposedSimulation(problem, engine, params, comm, procs)
     setup_s = time.perf_counter() - start
     residual = None
     every = outputs.snapshot_every if outputs is not None else None
@@ -108,6 +135,7 @@ def _run_generated(problem, engine, total, tol, params, check_every, progress, o
         view = Setup(name=problem.name, grid=sim.lattice, fields=sim.current(), dt=sim.dt,
                      default_steps=problem.default_steps, solution=problem.analysis.written[0], params=dict(sim.params))
         snapshots = outputs.snapshot_observer(view, problem.analysis.written, engine.name, ledger)
+    sim.synchronize()
     begin = time.perf_counter()
     try:
         while sim.step_count < total:
@@ -130,7 +158,7 @@ def _run_generated(problem, engine, total, tol, params, check_every, progress, o
     finally:
         if snapshots is not None:
             close_observers((snapshots,))
-    engine.synchronize()
+    sim.synchronize()
     wall = time.perf_counter() - begin
     cells = math.prod(problem.grid.shape)
     done = sim.step_count
@@ -153,5 +181,8 @@ def _run_generated(problem, engine, total, tol, params, check_every, progress, o
     }
     if tol is not None:
         summary.update(tol=tol, residual=residual, converged=residual is not None and residual < tol)
+    if comm is not None:
+        summary.update(procs=list(sim.decomp.dims), ranks=sim.decomp.nprocs)
+        return Result(sim.gathered(), summary)
     result = Result(sim.fields, summary)
     return outputs.report(result, ledger) if outputs is not None else result

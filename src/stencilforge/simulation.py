@@ -28,7 +28,8 @@ def initial_array(problem: Problem, lattice: Lattice, name: str, level: int, par
 
     An expression is evaluated in float64 on the whole lattice (ghosts too) at t = level * dt, so
     u.prev of a leapfrog scheme starts one step back; it is rounded to the dtype once. A level
-    without its own value starts from level 0's.
+    without its own value starts from level 0's. An array holds the whole grid's values: a
+    block of a decomposed run takes its part.
     """
     value = problem.initial.get((name, level), problem.initial.get((name, 0), 0.0))
     arr = xp.zeros(lattice.padded_shape, dtype=lattice.dtype)
@@ -36,7 +37,10 @@ def initial_array(problem: Problem, lattice: Lattice, name: str, level: int, par
         arr[...] = evaluate(value, dtype=np.float64, xp=xp, coordinate=float64_coordinates(lattice, xp, ghosts=True),
                             params=params, t=min(level, 0) * dt)
     else:
-        arr[lattice.interior] = xp.asarray(np.asarray(value, dtype=lattice.dtype))
+        value = np.asarray(value, dtype=lattice.dtype)
+        if value.ndim:
+            value = value[tuple(slice(lattice.first_index(a), lattice.first_index(a) + n) for a, n in enumerate(lattice.shape))]
+        arr[lattice.interior] = xp.asarray(value)
     return arr
 
 
@@ -52,7 +56,7 @@ class Simulation:
         self.dt = self.params[dt.name] if isinstance(dt, Constant) else dt.value
         if not self.dt > 0:
             raise StencilforgeError(f"dt must be positive, got {self.dt}")
-        self.lattice = Lattice(grid.shape, grid.spacing, grid.dtype, an.ghost, grid.origin)
+        self.lattice = self._lattice(Lattice(grid.shape, grid.spacing, grid.dtype, an.ghost, grid.origin))
         self.xp = backend.xp
         self.step_count, self.t = 0, 0.0
         self.levels: dict[str, list] = {}
@@ -67,9 +71,15 @@ class Simulation:
                         fill(arr, 0.0)
         self.passes = [(p, backend.equation_pass(p, self.lattice, problem.constants)) for p in an.passes]
         self._halo_now = sorted({s for p in an.passes for s in p.halo if s[1] <= 0 and s[0] in self._fillers})
-        self._sources = [self._bind_source(s) for s in problem.sources]
+        lat = self.lattice
+        self._sources = [s for s in map(self._bind_source, problem.sources)  # only the cells this lattice holds
+                         if all(lat.ghost <= i < lat.ghost + n for i, n in zip(s[1], lat.shape))]
 
     # ------------------------------------------------------------ set-up
+
+    def _lattice(self, lattice: Lattice) -> Lattice:
+        """The part of the problem's lattice this simulation holds: all of it."""
+        return lattice
 
     def _initial(self, name: str, level: int):
         return initial_array(self.problem, self.lattice, name, level, self.params, self.dt, self.xp)
@@ -120,9 +130,9 @@ class Simulation:
         index = []
         for a, x in enumerate(source.at):
             i = math.floor((float(x) - lat.lower[a]) / lat.spacing[a] + 0.5)  # ties go up, the same on every axis
-            if not 0 <= i < lat.shape[a]:
+            if not 0 <= i < self.problem.grid.shape[a]:
                 raise StencilforgeError(f"source on {source.field.name} at {source.at} lies outside the grid")
-            index.append(i + lat.ghost)
+            index.append(i - lat.first_index(a) + lat.ghost)
         return source.field.name, tuple(index), source_signal(source.signal, self.params)
 
     # ------------------------------------------------------------ stepping
@@ -170,6 +180,19 @@ class Simulation:
         """Each field's current level, ghost layers included (what outputs copy their regions from)."""
         return {name: self._slot((name, 0)) for name in self.levels}
 
+    def synchronize(self) -> None:
+        """Wait for the backend's queued work, so a timer read next covers it."""
+        self.backend.synchronize()
+
+    def _sum(self, values) -> float:
+        """Correctly rounded, as a decomposed run's global sum is: the residual has the same bits on any process grid."""
+        from .distributed.reductions import combine, local_part
+
+        return combine([local_part(values)])
+
+    def _max(self, value) -> float:
+        return float(value)
+
     @property
     def fields(self) -> dict:
         """Each field's current level, interior only, in the backend's array type."""
@@ -192,10 +215,10 @@ class Simulation:
         def norm(e):
             value = evaluate(e, dtype=lat.dtype, xp=xp, coordinate=coordinates(lat, xp), access=access, params=self.params, t=self.t)
             value = xp.broadcast_to(xp.asarray(value, dtype=np.float64), lat.shape)
-            return float(xp.sqrt(xp.sum(value * value)))
+            return math.sqrt(self._sum(value * value))
 
         scale = self.problem.residual_scale
-        return norm(expr) / (norm(scale) if scale is not None else math.sqrt(lat.cells))
+        return norm(expr) / (norm(scale) if scale is not None else math.sqrt(math.prod(self.problem.grid.shape)))
 
     def errors(self) -> dict[str, float]:
         """Max-norm error of each field with an exact solution, at the current time, reduced where the field lives."""
@@ -204,5 +227,5 @@ class Simulation:
         for name, expr in self.problem.exact.items():
             exact = evaluate(expr, dtype=np.float64, xp=xp, coordinate=float64_coordinates(lat, xp), params=self.params, t=self.t)
             diff = xp.abs(self._slot((name, 0))[lat.interior].astype(np.float64) - exact)
-            out[name] = float(xp.max(diff))
+            out[name] = self._max(xp.max(diff))
         return out

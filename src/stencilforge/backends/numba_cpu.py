@@ -337,7 +337,7 @@ class NumbaBackend:
         kernel = load_kernel(source)
         T = lattice.dtype.type
         g = lattice.ghost
-        geometry = [v for a in range(lattice.ndim) for v in (lattice.lower[a], lattice.spacing[a])]
+        geometry = [v for a in range(lattice.ndim) for v in (lattice.lower[a], lattice.spacing[a], lattice.first_index(a))]
         dummy = [np.zeros((2 * g + 1,) * lattice.ndim, dtype=lattice.dtype) for _ in names]
         kernel(*dummy, literals, *[T(0) for _ in constants], T(0), *geometry, g)
 

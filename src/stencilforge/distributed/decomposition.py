@@ -25,11 +25,8 @@ class BlockGrid(Grid):
 
     start: tuple[int, ...] = ()
 
-    def coords(self, axis: int, ghosts: bool = True) -> np.ndarray:
-        g = self.ghost if ghosts else 0
-        s = self.start[axis]
-        idx = np.arange(s - g, s + self.shape[axis] + g, dtype=np.float64)
-        return self.lower[axis] + idx * self.spacing[axis]
+    def first_index(self, axis: int) -> int:
+        return self.start[axis]
 
 
 def split(n: int, parts: int) -> list[tuple[int, int]]:

@@ -40,7 +40,7 @@ class _Printer(InfixPrinter):
 
     def coordinate(self, node: Coordinate) -> str:
         a = node.axis
-        i = "j" if a == self.ndim - 1 else f"i{a} - g"
+        i = f"j + s{a}" if a == self.ndim - 1 else f"i{a} - g + s{a}"  # s: the block's global start
         return f"{self.T}(lo{a} + np.float64({_index(i, node.shift)}) * h{a})"
 
     def access(self, node: Access) -> str:
@@ -67,7 +67,7 @@ def pass_source(p: Pass, ndim: int, dtype, constants: tuple[Constant, ...]) -> t
         body.append(f"w_{slot}[j] = e{k}")
         pr.locals[slot] = f"e{k}"
     arrays = tuple(dict.fromkeys([slot_name(s) for s in p.writes] + [v[0] for v in pr.views]))
-    geometry = [f"lo{a}, h{a}" for a in range(ndim)]
+    geometry = [f"lo{a}, h{a}, s{a}" for a in range(ndim)]
     args = [f"a_{s}" for s in arrays] + ["lit"] + [f"p_{c.name}" for c in constants] + ["t"] + geometry + ["g"]
     lines = [f"@JIT\ndef kernel({', '.join(args)}):"]
     lines += [f"    c{k} = lit[{k}]" for k in range(len(pr.literals))]

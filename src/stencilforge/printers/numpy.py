@@ -85,7 +85,7 @@ def coordinates(lattice, xp=np, ghosts: bool = False):
 
     def coordinate(axis: int, shift: int):
         if (axis, shift) not in cache:
-            idx = np.arange(-g, lattice.shape[axis] + g, dtype=np.float64) + shift
+            idx = np.arange(-g, lattice.shape[axis] + g, dtype=np.float64) + (lattice.first_index(axis) + shift)
             values = (lattice.lower[axis] + idx * lattice.spacing[axis]).astype(lattice.dtype)
             shape = [1] * lattice.ndim
             shape[axis] = values.size
@@ -102,7 +102,7 @@ def float64_coordinates(lattice, xp=np, ghosts: bool = False):
 
     def coordinate(axis: int, shift: int):
         if (axis, shift) not in cache:
-            idx = np.arange(-g, lattice.shape[axis] + g, dtype=np.float64) + shift
+            idx = np.arange(-g, lattice.shape[axis] + g, dtype=np.float64) + (lattice.first_index(axis) + shift)
             shape = [1] * lattice.ndim
             shape[axis] = idx.size
             cache[axis, shift] = xp.asarray((lattice.lower[axis] + idx * lattice.spacing[axis]).reshape(shape))

@@ -1,0 +1,108 @@
+"""A problem's equations run decomposed over MPI ranks: each rank steps its block of every field.
+
+Every rank builds the whole Problem, keeps its block with ghost layers of the
+problem's ghost width and evaluates initial values on it in global
+coordinates (arrays are sliced from the global array), so the start is
+bitwise that of one process. Kernels form coordinates from global indices too.
+
+Ghost layers are refreshed axis by axis, in axis order: the walls of the
+block's global-boundary faces along an axis, then the exchange with the
+neighbours along that axis, sending the full padded extent of the other axes.
+One process fills axis after axis over full extents as well, so every ghost
+cell, corners included, ends up with the value one process gives it. Periodic
+walls wrap through the Cartesian communicator where an axis is split and are
+filled locally where it is not. Only the slots a pass reads at neighbouring
+cells are refreshed, at the times `Simulation.step` refreshes them, so the
+per-cell arithmetic is the same kernel on the same values for any process grid.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from ..boundary import Dirichlet, Periodic
+from ..errors import StencilforgeError
+from ..ir.analysis import accesses
+from ..ir.nodes import Expr
+from ..printers.numpy import wall_values
+from ..problem import Problem
+from ..simulation import Simulation
+from .decomposition import Decomposition
+from .device import HostTransport, is_device_array
+from .halo import HaloExchange
+from .reductions import global_max, global_sum
+from .runner import agree, gather
+
+
+def halo_widths(problem: Problem) -> dict[str, tuple[int, ...]]:
+    """Layers of each field a neighbour must send, per axis: its reach in the step and in the residual."""
+    widths = {name: list(reach) for name, reach in problem.analysis.reach.items()}
+    for expr in (problem.residual, problem.residual_scale):
+        for a in accesses(expr) if expr is not None else ():
+            widths[a.field.name] = [max(w, abs(o)) for w, o in zip(widths[a.field.name], a.offset)]
+    return {name: tuple(w) for name, w in widths.items()}
+
+
+class DecomposedSimulation(Simulation):
+    """This rank's block of `problem`; `fields` are the block's, `gathered()` the whole grid's on rank 0.
+
+    `procs` fixes the process grid (default: the least cut area); every rank of
+    `comm` must build it with the same problem, parameters and backend.
+    """
+
+    def __init__(self, problem: Problem, backend, params, comm, procs: Sequence[int] | None = None):
+        if is_device_array(backend.xp):
+            raise StencilforgeError(f"decomposed runs of equation problems run on the numpy and numba backends, not {backend.name}")
+        grid = problem.grid
+        ghost = problem.analysis.ghost
+        self.decomp = agree(comm, lambda: Decomposition.create(comm.size, grid.shape, (ghost,) * grid.ndim, procs))
+        wraps = [self.decomp.dims[a] > 1 and any(isinstance(c[a], Periodic) for c in problem.boundary.values())
+                 for a in range(grid.ndim)]
+        self.cart = comm.Create_cart(self.decomp.dims, periods=wraps, reorder=False)
+        self.coords = tuple(self.cart.Get_coords(self.cart.rank))
+        self._transport = HostTransport(self.cart)
+        self._widths = halo_widths(problem)
+        agree(self.cart, lambda: Simulation.__init__(self, problem, backend, params))
+
+    def _lattice(self, lattice):
+        return self.decomp.block_grid(lattice, self.coords)
+
+    def _bind(self, name: str, conds):
+        """Per axis: the walls on this block's global-boundary faces, then the exchange with its neighbours."""
+        from mpi4py import MPI
+
+        lat, nd = self.lattice, self.lattice.ndim
+        physical = self.decomp.physical_faces(self.coords)
+        fills = []
+        for axis, cond in enumerate(conds):
+            wrapped = isinstance(cond, Periodic) and self.decomp.dims[axis] > 1
+            faces = () if wrapped else tuple(f for f in physical if f[0] == axis)
+            if faces:
+                if isinstance(cond, Dirichlet) and isinstance(cond.value, Expr):
+                    cond = wall_values(cond.value, self.params, self.xp)
+                fills.append((isinstance(cond, Dirichlet) and cond.static, cond.bind(lat, self.xp, faces=faces)))
+            low, high = self.cart.Shift(axis, 1)
+            neighbours = [(MPI.PROC_NULL, MPI.PROC_NULL)] * nd
+            neighbours[axis] = (MPI.PROC_NULL if (axis, 0) in faces else low, MPI.PROC_NULL if (axis, 1) in faces else high)
+            width = [0] * nd
+            width[axis] = self._widths[name][axis]
+            exchange = HaloExchange(self._transport, lat.padded_shape, lat.dtype, (lat.ghost,) * nd, (lat.ghost,) * nd,
+                                    width, neighbours, self.xp)
+            if exchange.plan:
+                fills.append((False, lambda arr, t, _exchange=exchange: _exchange(arr)))
+        return fills
+
+    def synchronize(self) -> None:
+        """The backend, then every rank: a timer read next covers the slowest rank."""
+        super().synchronize()
+        self.cart.Barrier()
+
+    def _sum(self, values) -> float:
+        return global_sum(self.cart, values)
+
+    def _max(self, value) -> float:
+        return global_max(self.cart, float(value))
+
+    def gathered(self) -> dict:
+        """Each field's current level over the whole grid on rank 0 (None on the other ranks)."""
+        return {name: gather(self.cart, self.decomp, local) for name, local in self.fields.items()}
