@@ -13,6 +13,9 @@ A peer's result is checked against ours before its time counts (see suite.py).
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import ctypes.util
 import importlib.util
 import os
 from dataclasses import dataclass, field
@@ -395,6 +398,21 @@ def _naive_cuda(case: Case):
 # ---------------------------------------------------------------- CPU stencil compilers
 
 
+@contextlib.contextmanager
+def _keeping_fp_env():
+    """Restore this thread's floating-point environment after code that turns flush-to-zero on for it
+    (loading a library linked with -ffast-math, as pystencils builds its kernels; Devito's operators
+    themselves), which would otherwise change our results and every later computation here."""
+    libm = ctypes.CDLL(ctypes.util.find_library("m"))
+    env = ctypes.create_string_buffer(256)  # larger than any fenv_t
+    if libm.fegetenv(env) != 0:
+        raise Unsupported("cannot save the floating-point environment around a fast-math library")
+    try:
+        yield
+    finally:
+        libm.fesetenv(env)
+
+
 def _swept(case: Case) -> tuple[Sweep, str, str, bool]:
     """The sweep, its swapped pair (newest, other) and whether it is a leapfrog (reads the level it
     overwrites); Unsupported for what these peers do not express."""
@@ -466,6 +484,8 @@ def _devito(case: Case):
 
     expr = _update(plan, at)
     op = devito.Operator([devito.Eq(u.forward, expr)])
+    with _keeping_fp_env():
+        op.cfunction  # compiles and loads the kernel now, not inside a timed call
     nbuf = u.data_with_halo.shape[0]
     t0 = 1 if leapfrog else 0  # time t0 - 1 (the older level) is buffer 0
     if leapfrog:
@@ -476,7 +496,12 @@ def _devito(case: Case):
         u.data_with_halo[0] = case.fields[a]
         u.data_with_halo[1] = case.fields[b]
     buffers = [u.data_with_halo[k] for k in range(nbuf)]
-    return TimeLoopRunner(case, buffers, lambda t, n: op.apply(time_m=t, time_M=t + n - 1), t0)
+
+    def advance(t: int, n: int) -> None:
+        with _keeping_fp_env():  # the operator turns flush-to-zero on in its calling thread
+            op.apply(time_m=t, time_M=t + n - 1)
+
+    return TimeLoopRunner(case, buffers, advance, t0)
 
 
 def _pystencils(case: Case):
@@ -493,7 +518,8 @@ def _pystencils(case: Case):
     config.cpu.vectorize.enable = True
     config.cpu.vectorize.assume_inner_stride_one = True
     update = ps.Assignment(fields[b].center, _update(plan, lambda name, offset: fields[name][offset]))
-    kernel = ps.create_kernel([update], config).compile()
+    with _keeping_fp_env():
+        kernel = ps.create_kernel([update], config).compile()
     static = {n: case.fields[n].copy() for n in plan.inputs if n not in (a, b)}
     buffers = [case.fields[a].copy(), case.fields[b].copy()]
 
