@@ -211,3 +211,28 @@ def test_numba_bench_times_two_steps_per_pass_where_they_apply(report):
     assert set(fused) == {"poisson2d", "jacobi2d"}  # wave3d is a leapfrog, derivatives no sweep
     for row in fused.values():
         assert row["status"] == "ok" and row["check"]["reference_error"] == 0.0 and row["median_ms"] > 0
+
+
+@pytest.mark.parametrize("name", ["devito", "pystencils"])
+def test_cpu_compiler_peers_are_skipped_with_a_note_when_not_installed(name, monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda module, *a: None if module == name else real(module, *a))
+    rep = run_bench(BenchOptions((TINY[1],), backend="numpy", peers=(name,), measure=FAST, copy_bytes=2**20))
+    (row,) = [r for r in rep["results"] if r["impl"] == name]
+    assert row["status"] == "skipped" and f"{name} is not installed" in row["note"]
+
+
+@pytest.mark.parametrize("name", ["devito", "pystencils"])
+def test_cpu_compiler_peers_compute_our_update(name):
+    """Where the library is installed (never required): each workload kind it expresses passes the
+    bench's checks against the oracle and ours, two steps in; axis operators are skipped."""
+    pytest.importorskip(name)
+    workloads = (Workload("poisson2d", (19, 22), "float64"), Workload("wave3d", (17, 18, 19), "float32"), TINY[3])
+    rep = run_bench(BenchOptions(workloads, backend="numpy", peers=(name,), measure=FAST, copy_bytes=2**20))
+    rows = {r["workload"]: r for r in rep["results"] if r["impl"] == name}
+    assert rows["poisson2d"]["status"] == rows["wave3d"]["status"] == "ok", rows
+    assert rows["poisson2d"]["check"]["reference_error"] < 1e-12
+    assert rows["derivatives-fused"]["status"] == "skipped"
+    assert (np.array([1e-310]) * 1.0)[0] != 0, "the peer left flush-to-zero on in this process"

@@ -58,6 +58,8 @@ def sweep_coefficients(sweep: Sweep, dtype) -> np.ndarray:
 
 
 FUSED_VIEW_LIMIT = 16
+Y_TILE = 32  # rows along axis 1 per task of `_wide_source`: its planes' rows around the tile stay in L2
+ROWS = 2  # rows per flat range of `_wide_source`
 
 
 def _shift(index: str, o: int) -> str:
@@ -74,20 +76,126 @@ def _prologue(sweep: Sweep) -> tuple[list[str], list[str], dict]:
     return lines, cnames, _views(sweep)
 
 
+def _chunks(items: list, size: int) -> list[list]:
+    return [items[k : k + size] for k in range(0, len(items), size)]
+
+
+def _row_loops(sweep: Sweep, cnames: list[str], views: dict) -> tuple[list[str], str]:
+    """The statements of loops over j, and the right-hand side left for a last loop, each loop reading
+    at most FUSED_VIEW_LIMIT row views so that LLVM vectorises it.
+
+    A term wider than the limit is summed in the row buffer `part`, left to right in
+    chunks; the terms' running total is carried as an expression into the next loop
+    while it fits, else stored in `acc`. Every addition happens in the oracle's
+    order, so the result is bitwise that of one fused expression.
+    """
+    it = iter(cnames)
+    centre = (0,) * sweep.ndim
+    loops: list[str] = []
+    pending, pending_reads = None, set()
+    budget = FUSED_VIEW_LIMIT
+
+    def store() -> None:
+        nonlocal pending, pending_reads
+        loops.append(f"acc[j] = {pending}")
+        pending, pending_reads = "acc[j]", {"acc"}
+
+    def add(expr: str, reads: set) -> None:
+        nonlocal pending, pending_reads
+        if pending is not None and len(pending_reads | reads) + 1 > budget:
+            store()
+        pending = expr if pending is None else f"{pending} + {expr}"
+        pending_reads = pending_reads | reads
+
+    for term in sweep.terms:
+        entries = [(next(it), views[(term.field, o)]) for o, _ in term.stencil.entries]
+        factor = views[(term.factor, centre)] if term.factor is not None else None
+        extra = 1 if factor is not None else 0
+        if len(entries) + extra + 1 > budget:  # the store, the factor: the term needs `part`
+            if "part" in pending_reads:
+                store()
+            tail = budget - 2 - extra - len(pending_reads)  # alongside part, the store and the pending total
+            tail = tail if 2 * tail >= budget else budget - 2 - extra  # else `add` stores the total first
+            head, entries = entries[:-tail], entries[-tail:]
+            for k, chunk in enumerate(_chunks(head, budget - 1)):
+                lead = "" if k == 0 else "part[j] + "
+                loops.append(f"part[j] = {lead}" + " + ".join(f"{c} * {v}[j]" for c, v in chunk))
+            body, reads = "part[j] + ", {"part"}
+        else:
+            body, reads = "", set()
+        body += " + ".join(f"{c} * {v}[j]" for c, v in entries)
+        reads |= {v for _, v in entries}
+        if factor is not None:
+            body, reads = f"({body}) * {factor}[j]", reads | {factor}
+        add(f"({body})", reads)
+    return loops, pending
+
+
+def _wide_source(sweep: Sweep, reduce: bool, lines: list[str], cnames: list[str], views: dict) -> str:
+    """3D sweeps too wide for one loop: each task takes a tile of rows along axis 1 and walks axis 0;
+    the loops of `_row_loops` run over a flat range spanning several rows (their ghost columns included
+    and discarded), so the per-loop cost is paid once per several rows."""
+    stmts, value = _row_loops(sweep, cnames, views)
+    lines[0] = lines[0].replace(", g):", ", g, nt):")
+    lines += [
+        "    w = out.shape[2]",
+        "    p = out.shape[1] * w",
+        "    m = w - 2 * g",
+        "    n1 = out.shape[1] - 2 * g",
+        *[f"    x_{n} = f_{n}.reshape(-1)" for n in sweep.inputs],
+    ]
+    if reduce:
+        lines.append("    total = 0.0")
+    lines += [
+        f"    tiles = nt * ((n1 + {Y_TILE} * nt - 1) // ({Y_TILE} * nt))",
+        "    ty = (n1 + tiles - 1) // tiles",
+        "    for t in numba.prange(tiles):",
+        "        y0 = min(n1, t * ty)",
+        "        y1 = min(n1, y0 + ty)",
+        f"        acc = np.empty({ROWS} * w, dtype=out.dtype)",
+        f"        part = np.empty({ROWS} * w, dtype=out.dtype)",
+        "        for i0 in range(g, out.shape[0] - g):",
+        f"            for r0 in range(y0, y1, {ROWS}):",
+        f"                r1 = min(y1, r0 + {ROWS})",
+        "                base = i0 * p + (g + r0) * w + g",
+        "                n = (r1 - r0 - 1) * w + m",
+    ]
+    indent = "                "
+    for (field, offset), name in views.items():
+        o0, o1, o2 = offset
+        shift = "".join(f" {'+' if o > 0 else '-'} {abs(o)}{s}" for o, s in ((o0, " * p"), (o1, " * w"), (o2, "")) if o)
+        lines.append(f"{indent}{name} = x_{field}[base{shift}:base{shift} + n]")
+    for stmt in stmts:
+        lines.append(f"{indent}for j in range(n):")
+        lines.append(f"{indent}    {stmt}")
+    lines.append(f"{indent}for j in range(n):")
+    lines.append(f"{indent}    acc[j] = {value}")
+    lines.append(f"{indent}for k in range(r1 - r0):")
+    if reduce:
+        lines.append(f"{indent}    for j in range(k * w, k * w + m):")
+        lines.append(f"{indent}        r = np.float64(acc[j])")
+        lines.append(f"{indent}        total += r * r")
+        lines.append("    return total")
+    else:
+        lines.append(f"{indent}    out[i0, g + r0 + k, g:g + m] = acc[k * w:k * w + m]")
+    return HEADER + "\n".join(lines) + "\n"
+
+
 def sweep_source(sweep: Sweep, reduce: bool) -> str:
     """Source of a kernel writing the sweep (or summing its squares) over the interior.
 
     The innermost loops read 1D row views that all share the index j: with no
-    offset arithmetic inside the loop LLVM vectorises it (about 6x faster than
-    indexing the 2D/3D arrays directly, measured on heat2d 4096^2). Up to
-    FUSED_VIEW_LIMIT views, one loop evaluates the whole expression. Wider
-    stencils (radius-8 wave3d reads 51 rows) exceed LLVM's budget of runtime
-    alias checks and would not vectorise, so they accumulate term by term into
-    a per-thread row buffer, in the same order of operations.
+    offset arithmetic inside the loop LLVM vectorises it (see docs/performance.md).
+    Up to FUSED_VIEW_LIMIT views, one loop evaluates the whole expression. Wider
+    stencils exceed LLVM's budget of runtime alias checks and would not
+    vectorise, so `_row_loops` splits them into loops that each stay within it,
+    over per-thread row buffers held in L1, in the same order of operations.
     """
     nd = sweep.ndim
     lines, cnames, views = _prologue(sweep)
     fused = len(views) <= FUSED_VIEW_LIMIT
+    if nd == 3 and not fused:
+        return _wide_source(sweep, reduce, lines, cnames, views)
     lines.append(f"    m = out.shape[{nd - 1}] - 2 * g")
     if reduce:
         lines.append("    total = 0.0")
@@ -110,8 +218,10 @@ def sweep_source(sweep: Sweep, reduce: bool) -> str:
     if fused:
         value = sweep_expression(sweep, cnames, views)
     else:
-        lines += _accumulate(sweep, cnames, views, indent, loop)
-        value = "acc[j]"
+        stmts, value = _row_loops(sweep, cnames, views)
+        for stmt in stmts:
+            lines.append(f"{indent}for j in {loop}(m):")
+            lines.append(f"{indent}    {stmt}")
     if reduce:
         lines.append(f"{indent}for j in {loop}(m):")
         lines.append(f"{indent}    r = np.float64({value})")
@@ -183,22 +293,73 @@ def pair_source(sweep: Sweep) -> str:
     return HEADER + "\n".join(lines) + "\n"
 
 
-def _accumulate(sweep: Sweep, cnames: list[str], views: dict, indent: str, loop: str) -> list[str]:
-    """acc = sum of terms, each built in `part` one stencil point per pass (two pointers per loop)."""
-    it = iter(cnames)
-    centre = (0,) * sweep.ndim
-    lines = []
-    for k, term in enumerate(sweep.terms):
-        for p, (offset, _) in enumerate(term.stencil.entries):
-            op = "=" if p == 0 else "+="
-            lines.append(f"{indent}for j in {loop}(m):")
-            lines.append(f"{indent}    part[j] {op} {next(it)} * {views[(term.field, offset)]}[j]")
-        if term.factor is not None:
-            lines.append(f"{indent}for j in {loop}(m):")
-            lines.append(f"{indent}    part[j] *= {views[(term.factor, centre)]}[j]")
-        lines.append(f"{indent}for j in {loop}(m):")
-        lines.append(f"{indent}    acc[j] {'=' if k == 0 else '+='} part[j]")
-    return lines
+PAIR_TILE_3D = (16, 32)  # (planes, rows) per task of `pair3_source`: its middle state stays in L2
+
+
+def pair3_source(sweep: Sweep) -> str:
+    """Source of a 3D kernel writing two steps of the sweep in one pass over memory (out = S(S(u))).
+
+    As `pair_source`, with tasks that are tiles over the two outer axes: the middle
+    state covers the tile plus the stencil's reach on both, in a private buffer whose
+    x ghost columns, and faces on the domain's walls, are out's; the cells of the
+    buffer that the second step does not read are left unset.
+    """
+    (u,) = sweep.stencil_inputs
+    r = sweep.radius
+    b0, b1 = PAIR_TILE_3D
+    lines, cnames, views = _prologue(sweep)
+
+    def row(i0: str, i1: str, offset: tuple[int, int, int]) -> str:
+        lo = _shift("g", offset[2])
+        return f"{_shift(i0, offset[0])}, {_shift(i1, offset[1])}, {lo}:{lo} + m"
+
+    def view_lines(indent: str, u_array: str, i0_u: str, i1_u: str) -> list[str]:
+        return [
+            f"{indent}{name} = "
+            + (f"{u_array}[{row(i0_u, i1_u, offset)}]" if field == u else f"f_{field}[{row('i0', 'i1', offset)}]")
+            for (field, offset), name in views.items()
+        ]
+
+    value = sweep_expression(sweep, cnames, views)
+    lines += [
+        "    n0 = out.shape[0] - 2 * g",
+        "    n1 = out.shape[1] - 2 * g",
+        "    m = out.shape[2] - 2 * g",
+        f"    nb1 = (n1 + {b1 - 1}) // {b1}",
+        f"    for b in numba.prange(((n0 + {b0 - 1}) // {b0}) * nb1):",
+        f"        y0 = (b // nb1) * {b0}",
+        f"        y1 = min(n0, y0 + {b0})",
+        f"        z0 = (b % nb1) * {b1}",
+        f"        z1 = min(n1, z0 + {b1})",
+        f"        lo0 = max(0, y0 - {r})",
+        f"        hi0 = min(n0, y1 + {r})",
+        f"        lo1 = max(0, z0 - {r})",
+        f"        hi1 = min(n1, z1 + {r})",
+        "        mid = np.empty((hi0 - lo0 + 2 * g, hi1 - lo1 + 2 * g, out.shape[2]), dtype=out.dtype)",
+        "        mid[:, :, :g] = out[lo0:hi0 + 2 * g, lo1:hi1 + 2 * g, :g]",
+        "        mid[:, :, g + m:] = out[lo0:hi0 + 2 * g, lo1:hi1 + 2 * g, g + m:]",
+        "        if lo0 == 0:",
+        "            mid[:g] = out[:g, lo1:hi1 + 2 * g]",
+        "        if hi0 == n0:",
+        "            mid[hi0 - lo0 + g:] = out[n0 + g:, lo1:hi1 + 2 * g]",
+        "        if lo1 == 0:",
+        "            mid[:, :g] = out[lo0:hi0 + 2 * g, :g]",
+        "        if hi1 == n1:",
+        "            mid[:, hi1 - lo1 + g:] = out[lo0:hi0 + 2 * g, n1 + g:]",
+        "        for i0 in range(g + lo0, g + hi0):",
+        "            for i1 in range(g + lo1, g + hi1):",
+        *view_lines("                ", f"f_{u}", "i0", "i1"),
+        "                o = mid[i0 - lo0, i1 - lo1, g:g + m]",
+        "                for j in range(m):",
+        f"                    o[j] = {value}",
+        "        for i0 in range(g + y0, g + y1):",
+        "            for i1 in range(g + z0, g + z1):",
+        *view_lines("                ", "mid", "i0 - lo0", "i1 - lo1"),
+        "                o = out[i0, i1, g:g + m]",
+        "                for j in range(m):",
+        f"                    o[j] = {value}",
+    ]
+    return HEADER + "\n".join(lines) + "\n"
 
 
 def _row_expr(weights, start: int, row: str, col: str, axis: int) -> tuple[str, list[float]]:
@@ -262,6 +423,11 @@ def axis_operator_source(op: AxisOperator) -> tuple[str, np.ndarray]:
     return HEADER + "\n".join(lines) + "\n", np.array(coeffs, dtype=np.float64)
 
 
+def takes_threads(source: str) -> bool:
+    """Whether a generated sweep kernel takes the thread count as its last argument."""
+    return ", g, nt):" in source
+
+
 def load_kernel(source: str) -> Callable:
     """Import generated source from the on-disk cache (written atomically) and return `kernel`."""
     digest = hashlib.sha256(source.encode()).hexdigest()[:24]
@@ -291,17 +457,22 @@ class NumbaBackend:
         """A sweep kernel bound to its coefficients, compiled now (on tiny arrays) so no timed region pays for it.
 
         `target` is the array passed first: the output, or for a reduction (which
-        has none) the first input, which only supplies the loop bounds.
+        has none) the first input, which only supplies the loop bounds. Kernels that
+        split the grid into tiles per thread also take Numba's thread count, read at
+        each call (a kernel reading it itself could not be cached).
         """
+        import numba
+
         kernel = load_kernel(source)
         coef = sweep_coefficients(sweep, grid.dtype)
         names = sweep.inputs
         g = grid.ghost
+        threads = (numba.get_num_threads,) if takes_threads(source) else ()
         dummy = np.zeros((2 * g + 1,) * grid.ndim, dtype=grid.dtype)
-        kernel(*([dummy] * (len(names) + 1)), coef, g)
+        kernel(*([dummy] * (len(names) + 1)), coef, g, *(t() for t in threads))
 
         def run(fields):
-            return kernel(fields[target], *(fields[n] for n in names), coef, g)
+            return kernel(fields[target], *(fields[n] for n in names), coef, g, *(t() for t in threads))
 
         return run
 
@@ -309,11 +480,11 @@ class NumbaBackend:
         return self._bound(sweep_source(sweep, reduce=False), sweep, grid, sweep.out)
 
     def sweep_pair(self, sweep: Sweep, grid: Grid) -> Callable[[Mapping[str, np.ndarray]], None] | None:
-        """Two steps in one pass (the middle state's ghost cells taken from out's) for 2D sweeps whose row
-        views fit one vectorised loop; None otherwise."""
-        if grid.ndim != 2 or not sweep.iterates_one_field or len(_views(sweep)) > FUSED_VIEW_LIMIT:
+        """Two steps in one pass (the middle state's ghost cells taken from out's) for 2D and 3D sweeps
+        whose row views fit one vectorised loop; None otherwise."""
+        if grid.ndim not in (2, 3) or not sweep.iterates_one_field or len(_views(sweep)) > FUSED_VIEW_LIMIT:
             return None
-        return self._bound(pair_source(sweep), sweep, grid, sweep.out)
+        return self._bound(pair_source(sweep) if grid.ndim == 2 else pair3_source(sweep), sweep, grid, sweep.out)
 
     def sum_squares(self, sweep: Sweep, grid: Grid) -> Callable[[Mapping[str, np.ndarray]], float]:
         run = self._bound(sweep_source(sweep, reduce=True), sweep, grid, sweep.inputs[0])

@@ -233,7 +233,7 @@ def _version(name: str) -> str | None:
 
 def versions() -> dict:
     out = {"stencilforge": __version__, "python": platform.python_version()}
-    for dist, key in (("numpy", "numpy"), ("numba", "numba"), ("matplotlib", "matplotlib"), ("torch", "torch"), ("jax", "jax"), ("jaxlib", "jaxlib")):
+    for dist, key in (("numpy", "numpy"), ("numba", "numba"), ("matplotlib", "matplotlib"), ("torch", "torch"), ("jax", "jax"), ("jaxlib", "jaxlib"), ("devito", "devito"), ("pystencils", "pystencils")):
         out[key] = _version(dist)
     out["cupy"] = next((v for v in (_version(d) for d in ("cupy", "cupy-cuda13x", "cupy-cuda12x")) if v), None)
     return out

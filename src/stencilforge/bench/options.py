@@ -6,7 +6,7 @@ from ..backends import get_backend
 from ..errors import StencilforgeError
 from ..grid import parse_dtype
 from .measure import MeasureOptions
-from .peers import PEERS, QUICK_GPU
+from .peers import PEERS, QUICK_CPU, QUICK_GPU
 from .suite import BenchOptions
 from .workloads import KINDS, Workload, default_matrix, select
 
@@ -64,8 +64,8 @@ def bench_options(
         unknown = [s for s in _names(strategies) if s not in (*STRATEGIES, "auto", "fused")]
         if unknown:
             raise StencilforgeError(f"unknown CUDA strategy {unknown[0]!r}: choose from {', '.join(STRATEGIES)}, auto, fused")
-    if peer_names is None and quick and gpu:
-        peer_names = list(QUICK_GPU)
+    if peer_names is None and quick:
+        peer_names = list(QUICK_GPU if gpu else QUICK_CPU)
     if repeats is not None and repeats < 1:
         raise StencilforgeError(f"--repeats must be at least 1, got {repeats}")
     measure = MeasureOptions(repeats=repeats or 3, target_s=0.03) if quick else MeasureOptions(repeats=repeats or 5)

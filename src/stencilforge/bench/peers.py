@@ -1,15 +1,21 @@
-"""What users would write instead: the same update in NumPy, CuPy, PyTorch, JAX and a naive CUDA kernel.
+"""What users would write instead: the same update in NumPy, CuPy, PyTorch, JAX, a naive CUDA kernel,
+and the CPU stencil compilers Devito and pystencils.
 
 Every peer computes the workload's update from its plan, the way a user would
 write it by hand for that library: slicing with Python-float coefficients (so
 float32 stays float32), in place where the library allows it, functionally in
 JAX. The naive CUDA peer is one thread per cell with linear indexing and the
-coefficients as literals, the usual first hand-written kernel. A peer's result
-is checked against ours before its time counts (see suite.py).
+coefficients as literals, the usual first hand-written kernel. Devito and
+pystencils get the update as a symbolic expression with the same coefficients
+and compile it their own way (optional: skipped with a note when not installed).
+A peer's result is checked against ours before its time counts (see suite.py).
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import ctypes.util
 import importlib.util
 import os
 from dataclasses import dataclass, field
@@ -389,10 +395,147 @@ def _naive_cuda(case: Case):
     return SlicingRunner(case, fields, step, cupy.asnumpy, cupy.cuda.Device().synchronize, cupy_event_clock)
 
 
+# ---------------------------------------------------------------- CPU stencil compilers
+
+
+@contextlib.contextmanager
+def _keeping_fp_env():
+    """Restore this thread's floating-point environment after code that turns flush-to-zero on for it
+    (loading a library linked with -ffast-math, as pystencils builds its kernels; Devito's operators
+    themselves), which would otherwise change our results and every later computation here."""
+    libm = ctypes.CDLL(ctypes.util.find_library("m"))
+    env = ctypes.create_string_buffer(256)  # larger than any fenv_t
+    if libm.fegetenv(env) != 0:
+        raise Unsupported("cannot save the floating-point environment around a fast-math library")
+    try:
+        yield
+    finally:
+        libm.fesetenv(env)
+
+
+def _swept(case: Case) -> tuple[Sweep, str, str, bool]:
+    """The sweep, its swapped pair (newest, other) and whether it is a leapfrog (reads the level it
+    overwrites); Unsupported for what these peers do not express."""
+    if not case.is_sweep:
+        raise Unsupported("axis operators with one-sided closures are not expressed for this library")
+    plan = case.plan
+    a, b = case.swap
+    if plan.stencil_inputs != (a,):
+        raise Unsupported("only sweeps whose stencil reads the swapped field alone are expressed here")
+    return plan, a, b, b in plan.inputs
+
+
+def _update(plan: Sweep, at: Callable[[str, tuple[int, ...]], object]):
+    """The sweep's right-hand side as a symbolic expression, `at(field, offset)` giving each access."""
+    centre = (0,) * plan.ndim
+    expr = 0
+    for term in plan.terms:
+        part = sum(float(c) * at(term.field, o) for o, c in term.stencil.entries)
+        expr += part * at(term.factor, centre) if term.factor is not None else part
+    return expr
+
+
+@dataclass
+class TimeLoopRunner:
+    """A compiled time loop over a ring of buffers, as these libraries run one: `advance(t0, n)` makes
+    n steps from time index t0; the newest state is buffer (t0 + steps) % len(buffers)."""
+
+    case: Case
+    buffers: list
+    advance: Callable[[int, int], None]
+    t: int
+    clock: Clock = wall_clock
+
+    def run(self, steps: int) -> None:
+        self.advance(self.t, steps)
+        self.t += steps
+
+    def sync(self) -> None:
+        pass
+
+    def latest(self) -> dict[str, np.ndarray]:
+        return {self.case.outputs[0]: np.array(self.buffers[self.t % len(self.buffers)], copy=True)}
+
+
+def _devito(case: Case):
+    """Devito's Operator with OpenMP (its default compiler and optimisation level), the update written
+    term by term with our coefficients and the time loop inside the operator."""
+    _need("devito", "devito")
+    plan, a, b, leapfrog = _swept(case)
+    import devito
+
+    devito.configuration["language"] = "openmp"
+    devito.configuration["log-level"] = "ERROR"
+    grid, g = case.grid, case.grid.ghost
+    dgrid = devito.Grid(shape=grid.shape, dtype=grid.dtype.type)
+    dims, t = dgrid.dimensions, dgrid.stepping_dim
+    u = devito.TimeFunction(name="u", grid=dgrid, space_order=g, time_order=2 if leapfrog else 1)
+    static = {}
+    for name in plan.inputs:
+        if name not in (a, b):
+            static[name] = devito.Function(name=f"s_{name}", grid=dgrid, space_order=g)
+            static[name].data_with_halo[:] = case.fields[name]
+
+    def at(name, offset):
+        index = tuple(d + o for d, o in zip(dims, offset))
+        if name in (a, b):
+            return u[(t if name == a else t - 1, *index)]
+        return static[name][index]
+
+    expr = _update(plan, at)
+    op = devito.Operator([devito.Eq(u.forward, expr)])
+    with _keeping_fp_env():
+        op.cfunction  # compiles and loads the kernel now, not inside a timed call
+    nbuf = u.data_with_halo.shape[0]
+    t0 = 1 if leapfrog else 0  # time t0 - 1 (the older level) is buffer 0
+    if leapfrog:
+        u.data_with_halo[0] = case.fields[b]
+        u.data_with_halo[1] = case.fields[a]
+        u.data_with_halo[2] = case.fields[b]  # its ghost cells: the walls
+    else:
+        u.data_with_halo[0] = case.fields[a]
+        u.data_with_halo[1] = case.fields[b]
+    buffers = [u.data_with_halo[k] for k in range(nbuf)]
+
+    def advance(t: int, n: int) -> None:
+        with _keeping_fp_env():  # the operator turns flush-to-zero on in its calling thread
+            op.apply(time_m=t, time_M=t + n - 1)
+
+    return TimeLoopRunner(case, buffers, advance, t0)
+
+
+def _pystencils(case: Case):
+    """pystencils: one kernel, vectorised for this CPU with OpenMP, called with source and destination
+    alternated from Python (as its examples run a time loop)."""
+    _need("pystencils", "pystencils")
+    plan, a, b, _ = _swept(case)
+    import pystencils as ps
+
+    grid = case.grid
+    fields = {n: ps.fields(f"{n}: {grid.dtype.name}[{grid.ndim}D]", layout="c") for n in plan.inputs + (b,)}
+    config = ps.CreateKernelConfig(target=ps.Target.CurrentCPU, ghost_layers=grid.ghost)
+    config.cpu.openmp.enable = True
+    config.cpu.vectorize.enable = True
+    config.cpu.vectorize.assume_inner_stride_one = True
+    update = ps.Assignment(fields[b].center, _update(plan, lambda name, offset: fields[name][offset]))
+    with _keeping_fp_env():
+        kernel = ps.create_kernel([update], config).compile()
+    static = {n: case.fields[n].copy() for n in plan.inputs if n not in (a, b)}
+    buffers = [case.fields[a].copy(), case.fields[b].copy()]
+
+    def advance(t: int, n: int) -> None:
+        for k in range(t, t + n):
+            kernel(**static, **{a: buffers[k % 2], b: buffers[(k + 1) % 2]})
+
+    return TimeLoopRunner(case, buffers, advance, 0)
+
+
 PEERS = {
     p.name: p
     for p in (
         Peer("numpy", "cpu", "NumPy slicing", _numpy),
+        Peer("devito", "cpu", "Devito Operator (OpenMP), its time loop inside", _devito),
+        Peer("pystencils", "cpu", "pystencils kernels (vectorised, OpenMP), source and destination alternated", _pystencils),
         Peer("cupy", "gpu", "CuPy slicing", _cupy),
         Peer("naive-cuda", "gpu", "hand-written one-thread-per-cell CUDA kernel (cupy.RawKernel)", _naive_cuda),
         Peer("torch", "gpu", "PyTorch eager slicing", _torch),
@@ -402,4 +545,5 @@ PEERS = {
 }
 DEFAULT_GPU = ("cupy", "naive-cuda", "torch", "torch.compile", "jax")
 QUICK_GPU = ("cupy", "naive-cuda", "torch")
-DEFAULT_CPU = ("numpy",)
+DEFAULT_CPU = ("numpy", "devito", "pystencils")  # skipped, with a note, where not installed
+QUICK_CPU = ("numpy",)
