@@ -270,7 +270,7 @@ def _random_problem(u_terms, v_terms, wall, fn, dtype, shape):
     )
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(terms, terms, walls, st.sampled_from(["none", "tanh", "min", "where", "abs"]),
        st.sampled_from(["float32", "float64"]), st.tuples(st.integers(5, 13), st.integers(5, 17)))
 def test_generated_equations_numba_matches_numpy(u_terms, v_terms, wall, fn, dtype, shape):
@@ -292,7 +292,7 @@ def _nvrtc_available():
 
 
 @pytest.mark.skipif(not _nvrtc_available(), reason="cuda-bindings (NVRTC) not installed")
-@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(terms, terms, walls, st.sampled_from(["none", "tanh", "min", "where", "abs"]), st.sampled_from(["float32", "float64"]))
 def test_generated_equations_compile_for_cuda(u_terms, v_terms, wall, fn, dtype):
     from stencilforge.backends.cuda.compile import compile_cubin

@@ -29,7 +29,7 @@ def ghost_mask(grid):
     return ghost
 
 
-@pytest.mark.parametrize("shape,dtype", [((37, 29, 41), "float32"), ((37, 29, 41), "float64"), ((19, 71, 17), "float32"), ((17, 17, 18), "float64")])
+@pytest.mark.parametrize("shape,dtype", [((37, 29, 41), "float32"), ((17, 17, 18), "float64")])
 def test_wide_sweep_is_the_oracle_bit_for_bit(shape, dtype):
     grid, sweep = wave(shape, dtype)
     assert len(_views(sweep)) > FUSED_VIEW_LIMIT
