@@ -66,19 +66,22 @@ def test_wide_residual_sums_the_oracles_squares():
     assert got == pytest.approx(float(np.sum(evaluate_sweep(sweep, grid, fields) ** 2)), rel=1e-12)
 
 
-def wide_2d():
+def wide_2d(case):
     from stencilforge.grid import Grid
     from stencilforge.plan import Sweep, Term
+    from stencilforge.problems import poisson2d
     from stencilforge.stencil import Stencil
 
     grid = Grid((23, 41), (0.01, 0.013), np.dtype("float64"), 4, (0.0, 0.0))
     lap = Stencil.laplacian(2, 4, grid.spacing)
+    if case == "jacobi":
+        return grid, poisson2d.jacobi_sweep(lap, with_rhs=True)
     return grid, Sweep("u_new", (Term("u", lap, factor="f"), Term("f", lap), Term("u", Stencil.identity(2))))
 
 
-def test_wide_2d_sweep_is_the_oracle_bit_for_bit():
-    """Two terms each too wide for one loop, then one that fits only after the running total is stored."""
-    grid, sweep = wide_2d()
+@pytest.mark.parametrize("case", ["jacobi", "two wide terms"])
+def test_wide_2d_sweep_is_the_oracle_bit_for_bit(case):
+    grid, sweep = wide_2d(case)
     assert len(_views(sweep)) > FUSED_VIEW_LIMIT
     rng = np.random.default_rng(5)
     fields = {n: rng.uniform(-1, 1, grid.padded_shape) for n in ("u", "f")}

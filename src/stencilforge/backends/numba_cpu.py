@@ -293,75 +293,6 @@ def pair_source(sweep: Sweep) -> str:
     return HEADER + "\n".join(lines) + "\n"
 
 
-PAIR_TILE_3D = (16, 32)  # (planes, rows) per task of `pair3_source`: its middle state stays in L2
-
-
-def pair3_source(sweep: Sweep) -> str:
-    """Source of a 3D kernel writing two steps of the sweep in one pass over memory (out = S(S(u))).
-
-    As `pair_source`, with tasks that are tiles over the two outer axes: the middle
-    state covers the tile plus the stencil's reach on both, in a private buffer whose
-    x ghost columns, and faces on the domain's walls, are out's; the cells of the
-    buffer that the second step does not read are left unset.
-    """
-    (u,) = sweep.stencil_inputs
-    r = sweep.radius
-    b0, b1 = PAIR_TILE_3D
-    lines, cnames, views = _prologue(sweep)
-
-    def row(i0: str, i1: str, offset: tuple[int, int, int]) -> str:
-        lo = _shift("g", offset[2])
-        return f"{_shift(i0, offset[0])}, {_shift(i1, offset[1])}, {lo}:{lo} + m"
-
-    def view_lines(indent: str, u_array: str, i0_u: str, i1_u: str) -> list[str]:
-        return [
-            f"{indent}{name} = "
-            + (f"{u_array}[{row(i0_u, i1_u, offset)}]" if field == u else f"f_{field}[{row('i0', 'i1', offset)}]")
-            for (field, offset), name in views.items()
-        ]
-
-    value = sweep_expression(sweep, cnames, views)
-    lines += [
-        "    n0 = out.shape[0] - 2 * g",
-        "    n1 = out.shape[1] - 2 * g",
-        "    m = out.shape[2] - 2 * g",
-        f"    nb1 = (n1 + {b1 - 1}) // {b1}",
-        f"    for b in numba.prange(((n0 + {b0 - 1}) // {b0}) * nb1):",
-        f"        y0 = (b // nb1) * {b0}",
-        f"        y1 = min(n0, y0 + {b0})",
-        f"        z0 = (b % nb1) * {b1}",
-        f"        z1 = min(n1, z0 + {b1})",
-        f"        lo0 = max(0, y0 - {r})",
-        f"        hi0 = min(n0, y1 + {r})",
-        f"        lo1 = max(0, z0 - {r})",
-        f"        hi1 = min(n1, z1 + {r})",
-        "        mid = np.empty((hi0 - lo0 + 2 * g, hi1 - lo1 + 2 * g, out.shape[2]), dtype=out.dtype)",
-        "        mid[:, :, :g] = out[lo0:hi0 + 2 * g, lo1:hi1 + 2 * g, :g]",
-        "        mid[:, :, g + m:] = out[lo0:hi0 + 2 * g, lo1:hi1 + 2 * g, g + m:]",
-        "        if lo0 == 0:",
-        "            mid[:g] = out[:g, lo1:hi1 + 2 * g]",
-        "        if hi0 == n0:",
-        "            mid[hi0 - lo0 + g:] = out[n0 + g:, lo1:hi1 + 2 * g]",
-        "        if lo1 == 0:",
-        "            mid[:, :g] = out[lo0:hi0 + 2 * g, :g]",
-        "        if hi1 == n1:",
-        "            mid[:, hi1 - lo1 + g:] = out[lo0:hi0 + 2 * g, n1 + g:]",
-        "        for i0 in range(g + lo0, g + hi0):",
-        "            for i1 in range(g + lo1, g + hi1):",
-        *view_lines("                ", f"f_{u}", "i0", "i1"),
-        "                o = mid[i0 - lo0, i1 - lo1, g:g + m]",
-        "                for j in range(m):",
-        f"                    o[j] = {value}",
-        "        for i0 in range(g + y0, g + y1):",
-        "            for i1 in range(g + z0, g + z1):",
-        *view_lines("                ", "mid", "i0 - lo0", "i1 - lo1"),
-        "                o = out[i0, i1, g:g + m]",
-        "                for j in range(m):",
-        f"                    o[j] = {value}",
-    ]
-    return HEADER + "\n".join(lines) + "\n"
-
-
 def _row_expr(weights, start: int, row: str, col: str, axis: int) -> tuple[str, list[float]]:
     coeffs = []
     terms = []
@@ -480,11 +411,11 @@ class NumbaBackend:
         return self._bound(sweep_source(sweep, reduce=False), sweep, grid, sweep.out)
 
     def sweep_pair(self, sweep: Sweep, grid: Grid) -> Callable[[Mapping[str, np.ndarray]], None] | None:
-        """Two steps in one pass (the middle state's ghost cells taken from out's) for 2D and 3D sweeps
-        whose row views fit one vectorised loop; None otherwise."""
-        if grid.ndim not in (2, 3) or not sweep.iterates_one_field or len(_views(sweep)) > FUSED_VIEW_LIMIT:
+        """Two steps in one pass (the middle state's ghost cells taken from out's) for 2D sweeps whose row
+        views fit one vectorised loop; None otherwise."""
+        if grid.ndim != 2 or not sweep.iterates_one_field or len(_views(sweep)) > FUSED_VIEW_LIMIT:
             return None
-        return self._bound(pair_source(sweep) if grid.ndim == 2 else pair3_source(sweep), sweep, grid, sweep.out)
+        return self._bound(pair_source(sweep), sweep, grid, sweep.out)
 
     def sum_squares(self, sweep: Sweep, grid: Grid) -> Callable[[Mapping[str, np.ndarray]], float]:
         run = self._bound(sweep_source(sweep, reduce=True), sweep, grid, sweep.inputs[0])
