@@ -449,10 +449,11 @@ class NumbaBackend:
         return run
 
     @staticmethod
-    def copy_cells(arr, dst, src) -> None:
-        """arr.flat[dst] = arr.flat[src] for a C-contiguous array (ghost cells from their interior images)."""
-        flat = arr.reshape(-1)
-        flat[dst] = flat[src]
+    def copy_cells(arrays, dst, src) -> None:
+        """a.flat[dst] = a.flat[src] for each C-contiguous array (ghost cells from their interior images)."""
+        for arr in arrays:
+            flat = arr.reshape(-1)
+            flat[dst] = flat[src]
 
     def asarray(self, a, dtype=None):
         return np.ascontiguousarray(a, dtype=dtype)

@@ -397,18 +397,26 @@ class CudaBackend:
 
         return run
 
-    def copy_cells(self, arr, dst, src) -> None:
-        """arr.flat[dst] = arr.flat[src] (int64 indices) in one launch; a gather and a scatter would take two."""
-        kernel = self._copy_kernels.get(arr.dtype)
-        if kernel is None:
-            ctype = {"float32": "float", "float64": "double"}[arr.dtype.name]
-            kernel = self._copy_kernels[arr.dtype] = self._cp.RawKernel(
-                f'extern "C" __global__ void sf_copy_cells({ctype}* a, const long long* d, const long long* s, long long n)'
-                " { const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; if (i < n) a[d[i]] = a[s[i]]; }",
-                "sf_copy_cells",
-            )
-        n = dst.size
-        kernel(((n + 255) // 256,), (256,), (arr, dst, src, np.int64(n)))
+    def copy_cells(self, arrays, dst, src) -> None:
+        """a.flat[dst] = a.flat[src] for each array (int64 indices), all in one launch that reads the
+        indices once: the per-step wall fill of every periodic or Neumann field of a problem."""
+        for first in range(0, len(arrays), 8):
+            group = arrays[first:first + 8]
+            key = (group[0].dtype, len(group))
+            kernel = self._copy_kernels.get(key)
+            if kernel is None:
+                ctype = {"float32": "float", "float64": "double"}[group[0].dtype.name]
+                k = len(group)
+                args = ", ".join(f"{ctype}* a{j}" for j in range(k))
+                body = " ".join(f"a{j}[di] = a{j}[si];" for j in range(k))
+                kernel = self._copy_kernels[key] = self._cp.RawKernel(
+                    f'extern "C" __global__ void sf_copy_cells({args}, const long long* d, const long long* s, long long n)'
+                    " { const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; if (i >= n) return;"
+                    f" const long long di = d[i], si = s[i]; {body} }}",
+                    "sf_copy_cells",
+                )
+            n = dst.size
+            kernel(((n + 255) // 256,), (256,), (*group, dst, src, np.int64(n)))
 
     check_fits = staticmethod(check_fits)
 
