@@ -15,7 +15,7 @@ python3 -c "import cupy, sys; from stencilforge.backends.cuda.compile import nvr
 for stage in $stages; do
   case $stage in
     tests)
-      python3 -m pytest -q -p no:cacheprovider tests/test_cuda_codegen.py tests/test_cuda_gpu.py tests/test_equations_gpu.py tests/test_multigrid_gpu.py 2>&1 | tee "$OUT/pytest.log" | tail -25 || status=1 ;;
+      python3 -m pytest -q -p no:cacheprovider tests/test_cuda_codegen.py tests/test_cuda_gpu.py tests/test_equations_gpu.py tests/test_multigrid_gpu.py tests/test_examples_gpu.py 2>&1 | tee "$OUT/pytest.log" | tail -25 || status=1 ;;
     sanitize)
       for tool in memcheck racecheck; do
         compute-sanitizer --tool $tool --error-exitcode 9 python3 benchmarks/cuda_sanitize.py > "$OUT/$tool.log" 2>&1
