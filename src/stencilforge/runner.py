@@ -75,13 +75,14 @@ def run(
         comm = world()
     periodic = any(isinstance(c, Periodic) for conds in problem.boundary.values() for c in conds)
     sweep = not generated and lowers(problem) and not (comm is not None and periodic)
-    if comm is not None and (out is not None or snapshot_every is not None or checkpoint is not None or checkpoint_every is not None):
+    writes = out is not None or snapshot_every is not None or checkpoint is not None or checkpoint_every is not None
+    if comm is not None and writes:
         raise StencilforgeError("snapshots and checkpoints of decomposed equation problems are not available yet")
     if checkpoint_every is not None and not sweep:
         raise StencilforgeError(f"{problem.name} runs as generated passes, which cannot checkpoint yet: "
                                 "snapshots (out=, snapshot_every=) keep its fields")
     outputs = None
-    if out is not None or snapshot_every is not None or checkpoint is not None or checkpoint_every is not None:
+    if writes:
         from .io.session import Outputs  # HDF5 only when a run writes files
 
         outputs = Outputs(snapshot_every=snapshot_every, out=out, checkpoint_every=checkpoint_every, checkpoint=checkpoint,

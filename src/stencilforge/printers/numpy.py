@@ -7,6 +7,7 @@ integer powers are products, as in the other printers.
 from __future__ import annotations
 
 import math
+import operator
 from typing import Callable, Mapping
 
 import numpy as np
@@ -18,6 +19,8 @@ from ..ir.nodes import Access, Binary, Call, Compare, Constant, Coordinate, Expr
 
 UNARY = {"sqrt": "sqrt", "exp": "exp", "log": "log", "sin": "sin", "cos": "cos", "tanh": "tanh", "abs": "abs"}
 BINARY = {"min": "minimum", "max": "maximum"}
+OPERATORS = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,
+             "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
 
 
 def evaluate(
@@ -47,9 +50,8 @@ def evaluate(
             if access is None:
                 raise StencilforgeError(f"{node.label} cannot appear here: only coordinates, t and constants can")
             return access(node)
-        if isinstance(node, Binary):
-            a, b = ev(node.left), ev(node.right)
-            return {"+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b, "/": lambda: a / b}[node.op]()
+        if isinstance(node, (Binary, Compare)):
+            return OPERATORS[node.op](ev(node.left), ev(node.right))
         if isinstance(node, Negate):
             return -ev(node.arg)
         if isinstance(node, Power):
@@ -65,9 +67,6 @@ def evaluate(
             if node.fn in UNARY:
                 return getattr(xp, UNARY[node.fn])(args[0])
             return getattr(xp, BINARY[node.fn])(*args)
-        if isinstance(node, Compare):
-            a, b = ev(node.left), ev(node.right)
-            return {"<": lambda: a < b, "<=": lambda: a <= b, ">": lambda: a > b, ">=": lambda: a >= b}[node.op]()
         if isinstance(node, Where):
             return xp.where(ev(node.cond), ev(node.a), ev(node.b))
         raise StencilforgeError(f"cannot evaluate {type(node).__name__}")

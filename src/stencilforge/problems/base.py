@@ -88,21 +88,30 @@ def positive(name: str, value, allow_zero: bool = False):
     return float(value)
 
 
-def lowers(problem: Problem) -> bool:
-    """Whether `lowered` accepts the problem: one equation, linear in the fields, one wall per field."""
+def why_not_lowered(problem: Problem, values: dict | None = None) -> str | None:
+    """Why `lowered` cannot take the problem, or None: one equation, linear in the fields, reading
+    u.prev only at the cell, one wall per field, a linear residual."""
     an = problem.analysis
     if len(an.passes) != 1 or len(an.passes[0].equations) != 1:
-        return False
+        return "only a step of one equation lowers to a sweep"
     eq = an.passes[0].equations[0]
     target = eq.target.field
-    if target.levels == 1 or (target.levels == 3 and any(
-            any(a.offset) for a in accesses(eq.expr) if a.field is target and a.level == -1)):
-        return False
+    values = problem.values() if values is None else values
+    if target.levels == 1:
+        return f"{target.name} has no time levels to swap"
+    if any(any(a.offset) for a in accesses(eq.expr) if a.field is target and a.level == -1):
+        return f"{target.name}.prev is read at neighbouring cells, which a sweep cannot do"
     if any(any(c != conds[0] for c in conds) for conds in problem.boundary.values()):
-        return False
-    if problem.residual is not None and sweep_terms(problem.residual, problem.values()) is None:
-        return False
-    return sweep_of(eq, problem.values()) is not None
+        return "walls that differ per axis do not lower to a sweep"
+    if sweep_of(eq, values) is None:
+        return f"the equation for {eq.label} is not a sum of stencils of fields"
+    if problem.residual is not None and sweep_terms(problem.residual, values) is None:
+        return "the residual is not a sum of stencils of fields"
+    return None
+
+
+def lowers(problem: Problem) -> bool:
+    return why_not_lowered(problem) is None
 
 
 def lowered(problem: Problem, params: dict | None = None, default_tol: float | None = None,
@@ -113,29 +122,21 @@ def lowered(problem: Problem, params: dict | None = None, default_tol: float | N
     full-size array is built on the host. Fields keep the names checkpoints have always used (u, u_new; a leapfrog's u.next reuses u_prev's buffer when the
     equation reads u.prev only at the cell); walls, sources and the exact solution carry over.
     """
-    an = problem.analysis
-    if len(an.passes) != 1 or len(an.passes[0].equations) != 1:
-        raise StencilforgeError(f"{problem.name}: only a step of one equation lowers to a sweep")
-    eq = an.passes[0].equations[0]
     values = problem.values(overrides)
+    why = why_not_lowered(problem, values)
+    if why is not None:
+        raise StencilforgeError(f"{problem.name}: {why}")
+    an = problem.analysis
+    eq = an.passes[0].equations[0]
     target = eq.target.field
-    prev_pointwise = all(not any(a.offset) for a in accesses(eq.expr) if a.field is target and a.level == -1)
-    if target.levels == 2:
-        out, swap = f"{target.name}_new", (target.name, f"{target.name}_new")
-    elif target.levels == 3 and prev_pointwise:
-        out, swap = f"{target.name}_prev", (target.name, f"{target.name}_prev")
-    else:
-        raise StencilforgeError(f"{problem.name}: {target.name}.prev is read at neighbouring cells, which a sweep cannot do")
+    out = f"{target.name}_new" if target.levels == 2 else f"{target.name}_prev"
+    swap = (target.name, out)
     sweep = sweep_of(eq, values, out)
-    if sweep is None:
-        raise StencilforgeError(f"{problem.name}: the equation for {eq.label} is not a sum of stencils of fields")
     grid = problem.grid
     dt = values[problem.dt.name] if isinstance(problem.dt, Constant) else problem.dt.value
     lattice = Grid(grid.shape, grid.spacing, grid.dtype, an.ghost, grid.origin)
     boundaries = {}
     for name, conds in problem.boundary.items():
-        if any(c != conds[0] for c in conds):
-            raise StencilforgeError(f"{problem.name}: walls that differ per axis do not lower to a sweep")
         cond = conds[0]
         boundaries[name] = wall_values(cond.value, values, xp) if isinstance(cond, Dirichlet) and isinstance(cond.value, Expr) else cond
     fields = {}
@@ -151,10 +152,7 @@ def lowered(problem: Problem, params: dict | None = None, default_tol: float | N
         sources.append(PointSource(out, index, source_signal(s.signal, values), 1.0))
     residual, rhs_norm = None, math.sqrt(math.prod(grid.shape))  # without a scale the residual is an RMS
     if problem.residual is not None:
-        terms = sweep_terms(problem.residual, values)
-        if terms is None:
-            raise StencilforgeError(f"{problem.name}: the residual is not a sum of stencils of fields")
-        residual = Sweep("r", terms)
+        residual = Sweep("r", sweep_terms(problem.residual, values))
         if problem.residual_scale is not None:
             scale = evaluate(problem.residual_scale, dtype=grid.dtype, xp=xp, coordinate=coordinates(lattice, xp), params=values,
                              access=lambda a: fields[a.field.name][lattice.interior])
