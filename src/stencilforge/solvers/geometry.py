@@ -20,6 +20,7 @@ weighting on nested levels and keeps the V-cycle symmetric for CG.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from fractions import Fraction
@@ -69,11 +70,17 @@ def _banded(rows: list[dict[int, float]]) -> Transfer:
     for i, row in enumerate(rows):
         for b, (j, w) in enumerate(sorted(row.items())):
             index[i, b], weight[i, b] = j, w
+    index.setflags(write=False)
+    weight.setflags(write=False)
     return Transfer(index, weight)
 
 
+@functools.lru_cache(maxsize=64)
 def transfers(n: int, wall: str) -> tuple[int, Transfer, Transfer]:
-    """(coarse node count, interpolation coarse -> fine, restriction fine -> coarse) for one axis."""
+    """(coarse node count, interpolation coarse -> fine, restriction fine -> coarse) for one axis.
+
+    Computed in exact arithmetic, node by node, which costs more than a solve's cycles on large grids:
+    kept per (n, wall), read-only, so the next solve of the same size starts at once."""
     big = intervals(n, wall)
     small = coarse_intervals(big)
     m = nodes(small, wall)
