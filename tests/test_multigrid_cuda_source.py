@@ -12,9 +12,10 @@ pytestmark = pytest.mark.skipif(nvrtc_version() is None, reason="needs cuda-bind
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-def test_multigrid_kernels_compile(arch, dtype):
-    cubin = compile_cubin(module_source(dtype), arch, "the multigrid kernels", OPTIONS)
+@pytest.mark.parametrize("wide", [False, True])
+def test_multigrid_kernels_compile(arch, dtype, wide):
+    cubin = compile_cubin(module_source(dtype, wide), arch, "the multigrid kernels", OPTIONS)
     assert len(cubin) > 1000
     for name in ("colour2", "colour3", "jacobi2", "jacobi3", "sum_squares2", "sum_squares3",
-                 "restrict_residual2", "restrict_residual3", "prolong_add2", "prolong_add3"):
+                 "restrict2", "restrict3", "residual2", "residual3", "dense_solve", "prolong_add2", "prolong_add3"):
         assert name.encode() in cubin

@@ -131,3 +131,16 @@ def test_cycles_replayed_as_a_graph_give_the_bits_of_direct_launches(monkeypatch
     assert graph.summary["residual_history"] == direct.summary["residual_history"]
     np.testing.assert_array_equal(graph.u.get(), direct.u.get())
     assert graph.summary["bytes_per_cycle"] == direct.summary["bytes_per_cycle"]
+
+
+def test_64_bit_offsets_give_the_bits_of_32_bit_ones(monkeypatch):
+    from stencilforge.solvers import cuda_kernels
+
+    rng = np.random.default_rng(2)
+    f = rng.standard_normal((23, 30, 19))
+    k = np.exp(rng.standard_normal(f.shape))
+    narrow = sf.poisson(f, k=k, tol=1e-9, backend="cuda", dtype="float64")
+    monkeypatch.setattr(cuda_kernels, "WIDE", 0)
+    wide = sf.poisson(f, k=k, tol=1e-9, backend="cuda", dtype="float64")
+    assert narrow.summary["converged"]
+    np.testing.assert_array_equal(narrow.u.get(), wide.u.get())

@@ -1,12 +1,13 @@
 """The multigrid kernels as CUDA C, for the cuda backend (solvers.operator is the oracle).
 
 One thread per node; the operations and their order are those of the numba
-kernels (compiled without FMA contraction), so the three backends differ only
-by rounding in library functions, of which there are none here. Face
+kernels (compiled without FMA contraction), so each kernel gives the numba
+kernel's bits; whole solves differ in the last bits through the coarse solve's
+and the norms' order of summation. Face
 coefficients are read through per-axis element strides, 0 where a constant
-coefficient is broadcast, so a constant k costs no memory traffic. Residual
-and restriction are fused: each coarse node computes the fine residuals its
-restriction weights touch, so the fine residual is never written. Residual
+coefficient is broadcast, so a constant k costs no memory traffic. The residual
+is written and then restricted (unlike the numba kernels, which fuse the two:
+on the GPU the fused form recomputes residuals and measured slower). Residual
 norms are reduced per block in float64 and the block sums added by CuPy in a
 fixed order, so a norm (and with it the cycle count) does not vary run to run.
 """
@@ -23,24 +24,28 @@ from .multigrid import Level, Traffic
 OPTIONS = ("--fmad=false",)
 BLOCK_2D = (128, 2, 1)
 BLOCK_3D = (32, 8, 1)
-REDUCE_THREADS = 256
-REDUCE_BLOCKS = 1024
+REDUCE_THREADS = 256  # the threads of BLOCK_2D and BLOCK_3D
+NORM_ROWS = 8  # rows (planes) each thread of a residual norm adds before the block's reduction
+MAX_DOWN, MAX_UP = 5, 2  # the widest restriction and interpolation rows geometry.transfers makes
+WIDE = 2**31  # arrays of this many elements or more need 64-bit offsets
 
-# Index helpers: U(i, j) reads the ghosted iterate at interior node (i, j); K0/K1 read face arrays by strides.
+# U2/U3 read the ghosted iterate at interior node (i, j[, l]); F2/F3 an array without ghosts; KF2/KF3 a face
+# array through its strides. `idx` is 32-bit unless an array reaches 2^31 elements.
 _SOURCE = r"""
 typedef REAL real;
+typedef INDEX idx;
 
-#define U2(a, i, j) a[(long long)((i) + 1) * (n1 + 2) + ((j) + 1)]
-#define F2(a, i, j) a[(long long)(i) * n1 + (j)]
-#define U3(a, i, j, l) a[((long long)((i) + 1) * (n1 + 2) + ((j) + 1)) * (n2 + 2) + ((l) + 1)]
-#define F3(a, i, j, l) a[((long long)(i) * n1 + (j)) * n2 + (l)]
-#define KF2(k, s, i, j) k[(long long)(i) * s##0 + (long long)(j) * s##1]
-#define KF3(k, s, i, j, l) k[(long long)(i) * s##0 + (long long)(j) * s##1 + (long long)(l) * s##2]
+#define U2(a, i, j) a[(idx)((i) + 1) * (n1 + 2) + ((j) + 1)]
+#define F2(a, i, j) a[(idx)(i) * n1 + (j)]
+#define U3(a, i, j, l) a[((idx)((i) + 1) * (n1 + 2) + ((j) + 1)) * (n2 + 2) + ((l) + 1)]
+#define F3(a, i, j, l) a[((idx)(i) * n1 + (j)) * n2 + (l)]
+#define KF2(k, s, i, j) k[(idx)(i) * s##0 + (idx)(j) * s##1]
+#define KF3(k, s, i, j, l) k[(idx)(i) * s##0 + (idx)(j) * s##1 + (idx)(l) * s##2]
 
-#define FACES2 const real* __restrict__ k0, long long a0, long long a1, const real* __restrict__ k1, long long b0, long long b1
-#define FACES3 const real* __restrict__ k0, long long a0, long long a1, long long a2, \
-               const real* __restrict__ k1, long long b0, long long b1, long long b2, \
-               const real* __restrict__ k2, long long c0, long long c1, long long c2
+#define FACES2 const real* __restrict__ k0, idx a0, idx a1, const real* __restrict__ k1, idx b0, idx b1
+#define FACES3 const real* __restrict__ k0, idx a0, idx a1, idx a2, \
+               const real* __restrict__ k1, idx b0, idx b1, idx b2, \
+               const real* __restrict__ k2, idx c0, idx c1, idx c2
 
 __device__ __forceinline__ real residual_point2(const real* __restrict__ u, const real* __restrict__ f, FACES2,
                                                 int n0, int n1, int i, int j) {
@@ -124,100 +129,107 @@ extern "C" __global__ void residual3(const real* __restrict__ u, const real* __r
     F3(r, i, j, l) = residual_point3(u, f, k0, a0, a1, a2, k1, b0, b1, b2, k2, c0, c1, c2, n0, n1, n2, i, j, l);
 }
 
-// Sum of squared residuals in float64: block b takes the nodes b, b + gridDim.x, ... (a fixed assignment)
-// and writes its sum to partial[b]; the caller adds the partial sums.
-extern "C" __global__ void sum_squares2(const real* __restrict__ u, const real* __restrict__ f, FACES2,
-                                        int n0, int n1, double* __restrict__ partial) {
+// Sum of squared residuals in float64: each thread adds NORM_ROWS rows (planes in 3D) of its column, each
+// block reduces its threads in a fixed tree and writes partial[block]; the caller adds the partial sums.
+__device__ __forceinline__ void block_sum(double v, double* __restrict__ partial) {
     __shared__ double acc[REDUCE_THREADS];
-    double total = 0.0;
-    long long count = (long long)n0 * n1;
-    for (long long p = (long long)blockIdx.x * blockDim.x + threadIdx.x; p < count; p += (long long)gridDim.x * blockDim.x) {
-        double v = (double)residual_point2(u, f, k0, a0, a1, k1, b0, b1, n0, n1, (int)(p / n1), (int)(p % n1));
-        total += v * v;
-    }
-    acc[threadIdx.x] = total;
+    int t = threadIdx.y * blockDim.x + threadIdx.x;
+    acc[t] = v;
     __syncthreads();
-    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
-        if (threadIdx.x < s) acc[threadIdx.x] += acc[threadIdx.x + s];
+    for (int s = REDUCE_THREADS / 2; s > 0; s >>= 1) {
+        if (t < s) acc[t] += acc[t + s];
         __syncthreads();
     }
-    if (threadIdx.x == 0) partial[blockIdx.x] = acc[0];
+    if (t == 0) partial[((idx)blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x] = acc[0];
+}
+
+extern "C" __global__ void sum_squares2(const real* __restrict__ u, const real* __restrict__ f, FACES2,
+                                        int n0, int n1, double* __restrict__ partial) {
+    int j = blockIdx.x * blockDim.x + threadIdx.x;
+    double total = 0.0;
+    #pragma unroll
+    for (int r = 0; r < NORM_ROWS; ++r) {
+        int i = (blockIdx.y * NORM_ROWS + r) * blockDim.y + threadIdx.y;
+        if (i < n0 && j < n1) {
+            double v = (double)residual_point2(u, f, k0, a0, a1, k1, b0, b1, n0, n1, i, j);
+            total += v * v;
+        }
+    }
+    block_sum(total, partial);
 }
 
 extern "C" __global__ void sum_squares3(const real* __restrict__ u, const real* __restrict__ f, FACES3,
                                         int n0, int n1, int n2, double* __restrict__ partial) {
-    __shared__ double acc[REDUCE_THREADS];
+    int j = blockIdx.y * blockDim.y + threadIdx.y;
+    int l = blockIdx.x * blockDim.x + threadIdx.x;
     double total = 0.0;
-    long long plane = (long long)n1 * n2, count = plane * n0;
-    for (long long p = (long long)blockIdx.x * blockDim.x + threadIdx.x; p < count; p += (long long)gridDim.x * blockDim.x) {
-        int i = (int)(p / plane), rest = (int)(p % plane);
-        double v = (double)residual_point3(u, f, k0, a0, a1, a2, k1, b0, b1, b2, k2, c0, c1, c2, n0, n1, n2,
-                                           i, rest / n2, rest % n2);
-        total += v * v;
+    #pragma unroll
+    for (int r = 0; r < NORM_ROWS; ++r) {
+        int i = blockIdx.z * NORM_ROWS + r;
+        if (i < n0 && j < n1 && l < n2) {
+            double v = (double)residual_point3(u, f, k0, a0, a1, a2, k1, b0, b1, b2, k2, c0, c1, c2, n0, n1, n2, i, j, l);
+            total += v * v;
+        }
     }
-    acc[threadIdx.x] = total;
-    __syncthreads();
-    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
-        if (threadIdx.x < s) acc[threadIdx.x] += acc[threadIdx.x + s];
-        __syncthreads();
-    }
-    if (threadIdx.x == 0) partial[blockIdx.x] = acc[0];
+    block_sum(total, partial);
 }
 
-// Restriction of the residual: out[J, K] = sum_b w1[K, b] * (sum_a w0[J, a] * r(i0[J, a], i1[K, b])),
-// the numba kernel's order of operations; zero weights pad short rows and are skipped as there.
-extern "C" __global__ void restrict_residual2(const real* __restrict__ u, const real* __restrict__ f, FACES2,
-                                              int n0, int n1,
-                                              const long long* __restrict__ i0, const real* __restrict__ w0, int band0,
-                                              const long long* __restrict__ i1, const real* __restrict__ w1, int band1,
-                                              int m0, int m1, real* __restrict__ out) {
+// Restriction of the residual r (written by residual2/3): out[J, K] = sum_b w1[K, b] * (sum_a w0[J, a] *
+// r[i0[J, a], i1[K, b]]), the numba kernel's order. Short rows are padded with zero weights (at index 0), which
+// the numba kernel skips; here they add w * r = 0, the same bits for finite r, and the loops unroll to MAX_DOWN
+// so that every load of a node is issued at once.
+extern "C" __global__ void restrict2(const real* __restrict__ r, int n0, int n1,
+                                     const int* __restrict__ i0, const real* __restrict__ w0, int band0,
+                                     const int* __restrict__ i1, const real* __restrict__ w1, int band1,
+                                     int m0, int m1, real* __restrict__ out) {
     int J = blockIdx.y * blockDim.y + threadIdx.y;
     int K = blockIdx.x * blockDim.x + threadIdx.x;
     if (J >= m0 || K >= m1) return;
     real s = 0;
-    for (int b = 0; b < band1; ++b) {
-        int j = (int)i1[K * band1 + b];
-        real acc = 0;
-        for (int a = 0; a < band0; ++a) {
-            real w = w0[J * band0 + a];
-            if (w == 0) continue;
-            acc += w * residual_point2(u, f, k0, a0, a1, k1, b0, b1, n0, n1, (int)i0[J * band0 + a], j);
+    #pragma unroll
+    for (int b = 0; b < MAX_DOWN; ++b) {
+        if (b < band1) {
+            int j = i1[K * band1 + b];
+            real acc = 0;
+            #pragma unroll
+            for (int a = 0; a < MAX_DOWN; ++a)
+                if (a < band0) acc += w0[J * band0 + a] * F2(r, i0[J * band0 + a], j);
+            if (b == 0) s = w1[K * band1] * acc; else s += w1[K * band1 + b] * acc;
         }
-        if (b == 0) s = w1[K * band1] * acc; else s += w1[K * band1 + b] * acc;
     }
-    out[(long long)J * m1 + K] = s;
+    out[(idx)J * m1 + K] = s;
 }
 
-extern "C" __global__ void restrict_residual3(const real* __restrict__ u, const real* __restrict__ f, FACES3,
-                                              int n0, int n1, int n2,
-                                              const long long* __restrict__ i0, const real* __restrict__ w0, int band0,
-                                              const long long* __restrict__ i1, const real* __restrict__ w1, int band1,
-                                              const long long* __restrict__ i2, const real* __restrict__ w2, int band2,
-                                              int m0, int m1, int m2, real* __restrict__ out) {
+extern "C" __global__ void restrict3(const real* __restrict__ r, int n0, int n1, int n2,
+                                     const int* __restrict__ i0, const real* __restrict__ w0, int band0,
+                                     const int* __restrict__ i1, const real* __restrict__ w1, int band1,
+                                     const int* __restrict__ i2, const real* __restrict__ w2, int band2,
+                                     int m0, int m1, int m2, real* __restrict__ out) {
     int J = blockIdx.z;
     int K = blockIdx.y * blockDim.y + threadIdx.y;
     int L = blockIdx.x * blockDim.x + threadIdx.x;
     if (K >= m1 || L >= m2) return;
     real s = 0;
-    for (int c = 0; c < band2; ++c) {
-        int l = (int)i2[L * band2 + c];
-        real mid = 0;
-        for (int b = 0; b < band1; ++b) {
-            real wb = w1[K * band1 + b];
-            if (wb == 0) continue;
-            int j = (int)i1[K * band1 + b];
-            real acc = 0;
-            for (int a = 0; a < band0; ++a) {
-                real w = w0[J * band0 + a];
-                if (w == 0) continue;
-                acc += w * residual_point3(u, f, k0, a0, a1, a2, k1, b0, b1, b2, k2, c0, c1, c2, n0, n1, n2,
-                                           (int)i0[J * band0 + a], j, l);
+    #pragma unroll
+    for (int c = 0; c < MAX_DOWN; ++c) {
+        if (c < band2) {
+            int l = i2[L * band2 + c];
+            real mid = 0;
+            #pragma unroll
+            for (int b = 0; b < MAX_DOWN; ++b) {
+                if (b < band1) {
+                    int j = i1[K * band1 + b];
+                    real acc = 0;
+                    #pragma unroll
+                    for (int a = 0; a < MAX_DOWN; ++a)
+                        if (a < band0) acc += w0[J * band0 + a] * F3(r, i0[J * band0 + a], j, l);
+                    mid += w1[K * band1 + b] * acc;
+                }
             }
-            mid += wb * acc;
+            if (c == 0) s = w2[L * band2] * mid; else s += w2[L * band2 + c] * mid;
         }
-        if (c == 0) s = w2[L * band2] * mid; else s += w2[L * band2 + c] * mid;
     }
-    out[((long long)J * m1 + K) * m2 + L] = s;
+    out[((idx)J * m1 + K) * m2 + L] = s;
 }
 
 // The coarsest level's direct solve: x = inverse @ f, one thread per row, columns in order.
@@ -225,52 +237,62 @@ extern "C" __global__ void dense_solve(const real* __restrict__ inverse, const r
                                        real* __restrict__ x) {
     int r = blockIdx.x * blockDim.x + threadIdx.x;
     if (r >= size) return;
-    const real* row = inverse + (long long)r * size;
+    const real* row = inverse + (idx)r * size;
     real s = row[0] * f[0];
     for (int c = 1; c < size; ++c) s += row[c] * f[c];
     x[r] = s;
 }
 
-// Interpolation of the coarse correction e (ghosted, m0 x m1 interior) added to u, in the numba kernel's order.
+// Interpolation of the coarse correction e (ghosted, m0 x m1 interior) added to u, in the numba kernel's order
+// (zero weights, which it skips, add w * s = 0 here), loops unrolled to MAX_UP.
 extern "C" __global__ void prolong_add2(real* __restrict__ u, const real* __restrict__ e, int n0, int n1, int m1,
-                                        const long long* __restrict__ i0, const real* __restrict__ w0, int band0,
-                                        const long long* __restrict__ i1, const real* __restrict__ w1, int band1) {
+                                        const int* __restrict__ i0, const real* __restrict__ w0, int band0,
+                                        const int* __restrict__ i1, const real* __restrict__ w1, int band1) {
     int i = blockIdx.y * blockDim.y + threadIdx.y;
     int j = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n0 || j >= n1) return;
     real value = U2(u, i, j);
-    for (int a = 0; a < band0; ++a) {
-        real wa = w0[i * band0 + a];
-        if (wa == 0) continue;
-        long long row = (i0[i * band0 + a] + 1) * (long long)(m1 + 2);
-        real s = w1[j * band1] * e[row + i1[j * band1] + 1];
-        for (int b = 1; b < band1; ++b) s += w1[j * band1 + b] * e[row + i1[j * band1 + b] + 1];
-        value += wa * s;
+    #pragma unroll
+    for (int a = 0; a < MAX_UP; ++a) {
+        if (a < band0) {
+            idx row = (idx)(i0[i * band0 + a] + 1) * (m1 + 2);
+            real s = w1[j * band1] * e[row + i1[j * band1] + 1];
+            #pragma unroll
+            for (int b = 1; b < MAX_UP; ++b)
+                if (b < band1) s += w1[j * band1 + b] * e[row + i1[j * band1 + b] + 1];
+            value += w0[i * band0 + a] * s;
+        }
     }
     U2(u, i, j) = value;
 }
 
 extern "C" __global__ void prolong_add3(real* __restrict__ u, const real* __restrict__ e, int n0, int n1, int n2,
                                         int m1, int m2,
-                                        const long long* __restrict__ i0, const real* __restrict__ w0, int band0,
-                                        const long long* __restrict__ i1, const real* __restrict__ w1, int band1,
-                                        const long long* __restrict__ i2, const real* __restrict__ w2, int band2) {
+                                        const int* __restrict__ i0, const real* __restrict__ w0, int band0,
+                                        const int* __restrict__ i1, const real* __restrict__ w1, int band1,
+                                        const int* __restrict__ i2, const real* __restrict__ w2, int band2) {
     int i = blockIdx.z;
     int j = blockIdx.y * blockDim.y + threadIdx.y;
     int l = blockIdx.x * blockDim.x + threadIdx.x;
     if (j >= n1 || l >= n2) return;
     real value = U3(u, i, j, l);
-    for (int a = 0; a < band0; ++a) {
-        real wa = w0[i * band0 + a];
-        if (wa == 0) continue;
-        long long plane = (i0[i * band0 + a] + 1) * (long long)(m1 + 2);
-        for (int c = 0; c < band1; ++c) {
-            real wb = wa * w1[j * band1 + c];
-            if (wb == 0) continue;
-            long long row = (plane + i1[j * band1 + c] + 1) * (long long)(m2 + 2);
-            real s = w2[l * band2] * e[row + i2[l * band2] + 1];
-            for (int b = 1; b < band2; ++b) s += w2[l * band2 + b] * e[row + i2[l * band2 + b] + 1];
-            value += wb * s;
+    #pragma unroll
+    for (int a = 0; a < MAX_UP; ++a) {
+        if (a < band0) {
+            real wa = w0[i * band0 + a];
+            idx plane = (idx)(i0[i * band0 + a] + 1) * (m1 + 2);
+            #pragma unroll
+            for (int c = 0; c < MAX_UP; ++c) {
+                if (c < band1) {
+                    real wb = wa * w1[j * band1 + c];
+                    idx row = (plane + i1[j * band1 + c] + 1) * (m2 + 2);
+                    real s = w2[l * band2] * e[row + i2[l * band2] + 1];
+                    #pragma unroll
+                    for (int b = 1; b < MAX_UP; ++b)
+                        if (b < band2) s += w2[l * band2 + b] * e[row + i2[l * band2 + b] + 1];
+                    value += wb * s;
+                }
+            }
         }
     }
     U3(u, i, j, l) = value;
@@ -278,17 +300,19 @@ extern "C" __global__ void prolong_add3(real* __restrict__ u, const real* __rest
 """
 
 
-def module_source(dtype) -> str:
+def module_source(dtype, wide: bool = False) -> str:
     real = "double" if np.dtype(dtype) == np.float64 else "float"
-    return f"#define REAL {real}\n#define REDUCE_THREADS {REDUCE_THREADS}\n" + _SOURCE
+    defines = {"REAL": real, "INDEX": "long long" if wide else "int", "REDUCE_THREADS": REDUCE_THREADS,
+               "NORM_ROWS": NORM_ROWS, "MAX_DOWN": MAX_DOWN, "MAX_UP": MAX_UP}
+    return "".join(f"#define {k} {v}\n" for k, v in defines.items()) + _SOURCE
 
 
 @functools.lru_cache(maxsize=8)
-def _module(dtype: str, arch: str):
-    """The kernels for one dtype, compiled (or read from the disk cache) and loaded once per process."""
+def _module(dtype: str, arch: str, wide: bool):
+    """The kernels for one dtype and offset width, compiled (or read from the disk cache) and loaded once per process."""
     import cupy as cp
 
-    source = module_source(dtype)
+    source = module_source(dtype, wide)
     path = cached_cubin(source, arch, "the multigrid kernels", OPTIONS)
     if path is not None:
         return cp.RawModule(path=str(path))
@@ -304,7 +328,7 @@ def _blocks(shape, block, halve_last: bool = False) -> tuple[int, int, int]:
 
 
 def _identity(cp, n: int, dtype):
-    return cp.arange(n, dtype=cp.int64).reshape(n, 1), cp.ones((n, 1), dtype=dtype)
+    return cp.arange(n, dtype=cp.int32).reshape(n, 1), cp.ones((n, 1), dtype=dtype)
 
 
 class CudaKernels:
@@ -317,16 +341,20 @@ class CudaKernels:
         self.traffic = traffic
         self.arch = arch
         self.bound: dict[int, tuple] = {}
-        self.scratch: dict[int, object] = {}
+        self.scratch: dict[tuple, object] = {}
         self.levels: list[Level] = []
-        self.partial = cupy.zeros(REDUCE_BLOCKS, dtype=np.float64)
+        self.wide = False
 
     def _function(self, name: str, dtype):
-        return _module(np.dtype(dtype).str, self.arch).get_function(name)
+        return _module(np.dtype(dtype).str, self.arch, self.wide).get_function(name)
 
     def bind(self, level: Level) -> None:
+        """Levels are bound finest first, so the first one decides the offsets' width for all."""
         cp = self.xp
+        if not self.levels:
+            self.wide = int(np.prod([n + 2 for n in level.shape])) >= WIDE
         self.levels.append(level)
+        integer = np.int64 if self.wide else np.int32
         shape = level.shape
         dtype = level.faces[0].dtype
         faces = []
@@ -334,7 +362,7 @@ class CudaKernels:
             full = tuple(n + 1 if b == a else n for b, n in enumerate(shape))
             view = cp.broadcast_to(kf, full)
             faces.append(view)
-            faces.extend(np.int64(s // view.itemsize) for s in view.strides)
+            faces.extend(integer(s // view.itemsize) for s in view.strides)
 
         def tables(which):
             if which is None:
@@ -342,7 +370,7 @@ class CudaKernels:
             flat = []
             for a, t in enumerate(which):
                 index, weight = t if t is not None else _identity(cp, shape[a], dtype)
-                flat += [cp.ascontiguousarray(index), cp.ascontiguousarray(weight), np.int32(index.shape[1])]
+                flat += [cp.ascontiguousarray(index, dtype=cp.int32), cp.ascontiguousarray(weight), np.int32(index.shape[1])]
             return flat
 
         self.bound[id(level)] = (faces, tables(level.down), tables(level.up))
@@ -386,26 +414,36 @@ class CudaKernels:
     def residual_norm2(self, level: Level, u, f) -> float:
         level.refresh(u)
         nd = len(level.shape)
-        kernel = self._function(f"sum_squares{nd}", f.dtype)
-        kernel((REDUCE_BLOCKS,), (REDUCE_THREADS,), (u, f, *self._args(level), *self._dims(level), self.partial))
+        block = self._block(level)
+        grid = _blocks(level.shape, block)
+        grid = (grid[0], -(-grid[1] // NORM_ROWS), grid[2]) if nd == 2 else (grid[0], grid[1], -(-grid[2] // NORM_ROWS))
+        partial = self._scratch(("partial", id(level)), (grid[0] * grid[1] * grid[2],), np.float64)
+        self._function(f"sum_squares{nd}", f.dtype)(grid, block, (u, f, *self._args(level), *self._dims(level), partial))
         self.traffic.add(u, f, *level.faces)
-        return float(self.partial.sum())
+        return float(partial.sum())
 
     def restrict_residual(self, level: Level, coarse: Level) -> None:
-        level.refresh(level.u)
+        """The residual written once, then restricted: fusing the two recomputes each fine residual for every
+        coarse node whose weights reach it (27 times in 3D), which costs more time than the pass it saves
+        (benchmarks/results/multigrid_kernels_h100.txt)."""
+        r = self._scratch(("r", id(level)), level.shape, level.f.dtype)
+        self.residual(level, level.u, level.f, r)
         nd = len(level.shape)
         block = self._block(level)
-        kernel = self._function(f"restrict_residual{nd}", level.f.dtype)
+        kernel = self._function(f"restrict{nd}", level.f.dtype)
         kernel(_blocks(coarse.shape, block), block,
-               (level.u, level.f, *self._args(level), *self._dims(level), *self.bound[id(level)][1],
-                *self._dims(coarse), coarse.f))
-        self.traffic.add(level.u, level.f, coarse.f, *level.faces)
+               (r, *self._dims(level), *self.bound[id(level)][1], *self._dims(coarse), coarse.f))
+        self.traffic.add(r, coarse.f)
+
+    def _scratch(self, key, shape, dtype):
+        arr = self.scratch.get(key)
+        if arr is None:
+            arr = self.scratch[key] = self.xp.empty(shape, dtype=dtype)
+        return arr
 
     def dense_solve(self, level: Level, inverse) -> None:
         size = int(np.prod(level.shape))
-        x = self.scratch.get(id(level))
-        if x is None:
-            x = self.scratch[id(level)] = self.xp.empty(size, dtype=level.f.dtype)
+        x = self._scratch(("x", id(level)), (size,), level.f.dtype)
         self._function("dense_solve", level.f.dtype)((-(-size // 128),), (128,), (inverse, level.f, np.int32(size), x))
         level.u[level.interior] = x.reshape(level.shape)
         self.traffic.add(inverse, level.f, level.f)
