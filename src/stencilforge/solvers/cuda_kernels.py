@@ -15,6 +15,7 @@ fixed order, so a norm (and with it the cycle count) does not vary run to run.
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -331,6 +332,20 @@ def _identity(cp, n: int, dtype):
     return cp.arange(n, dtype=cp.int32).reshape(n, 1), cp.ones((n, 1), dtype=dtype)
 
 
+@dataclass
+class _Bound:
+    """A level's launch geometry and constant arguments, built once: a cycle launches over a hundred kernels,
+    most on coarse levels where the host's cost of preparing a launch exceeds the kernel's."""
+
+    geometry: tuple  # faces with their strides, then the interior shape
+    block: tuple
+    grid: tuple  # one thread per node
+    half: tuple  # one thread per node of one colour
+    norm: tuple  # the norms' grid, NORM_ROWS rows per thread
+    down: tuple  # restriction tables, then the coarse shape (empty on the coarsest level)
+    up: tuple  # interpolation tables, after the coarse interior's trailing sizes
+
+
 class CudaKernels:
     """Kernels bound per level to face strides and per-axis tables (identity where an axis is not coarsened)."""
 
@@ -340,13 +355,18 @@ class CudaKernels:
         self.xp = cupy
         self.traffic = traffic
         self.arch = arch
-        self.bound: dict[int, tuple] = {}
+        self.bound: dict[int, _Bound] = {}
         self.scratch: dict[tuple, object] = {}
+        self.functions: dict[tuple, object] = {}
         self.levels: list[Level] = []
         self.wide = False
 
     def _function(self, name: str, dtype):
-        return _module(np.dtype(dtype).str, self.arch, self.wide).get_function(name)
+        key = (name, np.dtype(dtype).str)
+        fn = self.functions.get(key)
+        if fn is None:
+            fn = self.functions[key] = _module(key[1], self.arch, self.wide).get_function(name)
+        return fn
 
     def bind(self, level: Level) -> None:
         """Levels are bound finest first, so the first one decides the offsets' width for all."""
@@ -356,69 +376,56 @@ class CudaKernels:
         self.levels.append(level)
         integer = np.int64 if self.wide else np.int32
         shape = level.shape
+        nd = len(shape)
         dtype = level.faces[0].dtype
-        faces = []
+        geometry = []
         for a, kf in enumerate(level.faces):
-            full = tuple(n + 1 if b == a else n for b, n in enumerate(shape))
-            view = cp.broadcast_to(kf, full)
-            faces.append(view)
-            faces.extend(integer(s // view.itemsize) for s in view.strides)
+            view = cp.broadcast_to(kf, tuple(n + 1 if b == a else n for b, n in enumerate(shape)))
+            geometry.append(view)
+            geometry.extend(integer(s // view.itemsize) for s in view.strides)
+        dims = tuple(np.int32(n) for n in shape)
 
         def tables(which):
-            if which is None:
-                return None
             flat = []
             for a, t in enumerate(which):
                 index, weight = t if t is not None else _identity(cp, shape[a], dtype)
                 flat += [cp.ascontiguousarray(index, dtype=cp.int32), cp.ascontiguousarray(weight), np.int32(index.shape[1])]
-            return flat
+            return tuple(flat)
 
-        self.bound[id(level)] = (faces, tables(level.down), tables(level.up))
-
-    def _args(self, level: Level) -> list:
-        return self.bound[id(level)][0]
-
-    def _dims(self, level: Level) -> list:
-        return [np.int32(n) for n in level.shape]
-
-    def _block(self, level: Level):
-        return BLOCK_2D if len(level.shape) == 2 else BLOCK_3D
+        block = BLOCK_2D if nd == 2 else BLOCK_3D
+        grid = _blocks(shape, block)
+        norm = (grid[0], -(-grid[1] // NORM_ROWS), 1) if nd == 2 else (grid[0], grid[1], -(-grid[2] // NORM_ROWS))
+        self.bound[id(level)] = _Bound(
+            geometry=tuple(geometry) + dims, block=block, grid=grid, half=_blocks(shape, block, halve_last=True),
+            norm=norm, down=() if level.down is None else tables(level.down), up=() if level.up is None else tables(level.up),
+        )
 
     def smooth_colour(self, level: Level, colour: int, omega: float) -> None:
         level.refresh(level.u)
-        nd = len(level.shape)
-        block = self._block(level)
-        kernel = self._function(f"colour{nd}", level.f.dtype)
-        kernel(_blocks(level.shape, block, halve_last=True), block,
-               (level.u, level.f, *self._args(level), *self._dims(level), np.int32(colour), level.f.dtype.type(omega)))
+        b = self.bound[id(level)]
+        self._function(f"colour{len(level.shape)}", level.f.dtype)(
+            b.half, b.block, (level.u, level.f, *b.geometry, np.int32(colour), level.f.dtype.type(omega)))
         self.traffic.add(level.u, level.f, level.u, *level.faces)
 
     def jacobi(self, level: Level, omega: float) -> None:
         level.refresh(level.u)
-        nd = len(level.shape)
-        block = self._block(level)
-        kernel = self._function(f"jacobi{nd}", level.f.dtype)
-        kernel(_blocks(level.shape, block), block,
-               (level.u, level.f, *self._args(level), *self._dims(level), level.f.dtype.type(omega), level.spare))
+        b = self.bound[id(level)]
+        self._function(f"jacobi{len(level.shape)}", level.f.dtype)(
+            b.grid, b.block, (level.u, level.f, *b.geometry, level.f.dtype.type(omega), level.spare))
         level.u, level.spare = level.spare, level.u
         self.traffic.add(level.u, level.f, level.u, *level.faces)
 
     def residual(self, level: Level, u, f, out) -> None:
         level.refresh(u)
-        nd = len(level.shape)
-        block = self._block(level)
-        kernel = self._function(f"residual{nd}", f.dtype)
-        kernel(_blocks(level.shape, block), block, (u, f, *self._args(level), *self._dims(level), out))
+        b = self.bound[id(level)]
+        self._function(f"residual{len(level.shape)}", f.dtype)(b.grid, b.block, (u, f, *b.geometry, out))
         self.traffic.add(u, f, out, *level.faces)
 
     def residual_norm2(self, level: Level, u, f) -> float:
         level.refresh(u)
-        nd = len(level.shape)
-        block = self._block(level)
-        grid = _blocks(level.shape, block)
-        grid = (grid[0], -(-grid[1] // NORM_ROWS), grid[2]) if nd == 2 else (grid[0], grid[1], -(-grid[2] // NORM_ROWS))
-        partial = self._scratch(("partial", id(level)), (grid[0] * grid[1] * grid[2],), np.float64)
-        self._function(f"sum_squares{nd}", f.dtype)(grid, block, (u, f, *self._args(level), *self._dims(level), partial))
+        b = self.bound[id(level)]
+        partial = self._scratch(("partial", id(level)), (b.norm[0] * b.norm[1] * b.norm[2],), np.float64)
+        self._function(f"sum_squares{len(level.shape)}", f.dtype)(b.norm, b.block, (u, f, *b.geometry, partial))
         self.traffic.add(u, f, *level.faces)
         return float(partial.sum())
 
@@ -428,12 +435,18 @@ class CudaKernels:
         (benchmarks/results/multigrid_kernels_h100.txt)."""
         r = self._scratch(("r", id(level)), level.shape, level.f.dtype)
         self.residual(level, level.u, level.f, r)
+        b, c = self.bound[id(level)], self.bound[id(coarse)]
         nd = len(level.shape)
-        block = self._block(level)
-        kernel = self._function(f"restrict{nd}", level.f.dtype)
-        kernel(_blocks(coarse.shape, block), block,
-               (r, *self._dims(level), *self.bound[id(level)][1], *self._dims(coarse), coarse.f))
+        self._function(f"restrict{nd}", level.f.dtype)(
+            c.grid, c.block, (r, *b.geometry[-nd:], *b.down, *c.geometry[-nd:], coarse.f))
         self.traffic.add(r, coarse.f)
+
+    def prolong_add(self, level: Level, coarse: Level) -> None:
+        b, c = self.bound[id(level)], self.bound[id(coarse)]
+        nd = len(level.shape)
+        self._function(f"prolong_add{nd}", level.f.dtype)(
+            b.grid, b.block, (level.u, coarse.u, *b.geometry[-nd:], *c.geometry[1 - nd:], *b.up))
+        self.traffic.add(coarse.f, level.f, level.f)  # coarse correction read, fine iterate read and written
 
     def _scratch(self, key, shape, dtype):
         arr = self.scratch.get(key)
@@ -488,11 +501,3 @@ class CudaKernels:
             state["launched"] = True
 
         return run
-
-    def prolong_add(self, level: Level, coarse: Level) -> None:
-        nd = len(level.shape)
-        block = self._block(level)
-        kernel = self._function(f"prolong_add{nd}", level.f.dtype)
-        kernel(_blocks(level.shape, block), block,
-               (level.u, coarse.u, *self._dims(level), *self._dims(coarse)[1:], *self.bound[id(level)][2]))
-        self.traffic.add(coarse.f, level.f, level.f)  # coarse correction read, fine iterate read and written

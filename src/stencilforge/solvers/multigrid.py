@@ -10,6 +10,7 @@ cycle's effective bandwidth can be reported.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -99,10 +100,23 @@ def build_levels(shape, walls, spacing, k) -> list[Level]:
     return levels
 
 
-def coarse_inverse(level: Level, singular: bool) -> np.ndarray:
+def coarse_inverse(level: Level, singular: bool, constant: bool = False) -> np.ndarray:
     """Dense inverse of the coarsest operator; with a constant null space, of the system bordered by
-    the constraint sum(u) = 0, whose leading block maps a compatible f to the zero-mean solution."""
-    mat = op.dense_matrix(level.host_faces, level.shape, level.walls)
+    the constraint sum(u) = 0, whose leading block maps a compatible f to the zero-mean solution.
+    With a constant coefficient the inverse depends only on the level's geometry and is kept for the next solve."""
+    if constant:
+        return _constant_inverse(level.shape, level.walls, level.spacing, singular)
+    return _inverse(op.dense_matrix(level.host_faces, level.shape, level.walls), singular)
+
+
+@functools.lru_cache(maxsize=16)
+def _constant_inverse(shape, walls, spacing, singular: bool) -> np.ndarray:
+    inverse = _inverse(op.dense_matrix(level_faces(shape, walls, spacing, None), shape, walls), singular)
+    inverse.setflags(write=False)
+    return inverse
+
+
+def _inverse(mat: np.ndarray, singular: bool) -> np.ndarray:
     size = mat.shape[0]
     if singular:
         bordered = np.zeros((size + 1, size + 1))
@@ -194,7 +208,7 @@ class Multigrid:
                 if tables is not None:
                     setattr(level, name, [None if t is None else (xp.asarray(t.index), xp.asarray(t.weight, dtype=self.dtype)) for t in tables])
             kernels.bind(level)
-        self.inverse = xp.asarray(coarse_inverse(self.levels[-1], self.singular), dtype=self.dtype)
+        self.inverse = xp.asarray(coarse_inverse(self.levels[-1], self.singular, constant=k is None), dtype=self.dtype)
         self.omega = OMEGA[len(shape)] if smoother == "jacobi" else RB_OMEGA[len(shape)]
 
     @property
