@@ -165,7 +165,7 @@ def _run_generated(problem, engine, total, tol, params, check_every, progress, o
     done = sim.step_count
     summary = {
         "problem": problem.name,
-        "backend": getattr(engine, "name", type(engine).__name__),
+        "backend": engine.name,
         "shape": list(problem.grid.shape),
         "dtype": problem.grid.dtype.name,
         "steps": done,

@@ -16,6 +16,7 @@ import numpy as np
 from .errors import StencilforgeError
 from .grid import row_pitch
 from .metrics import error_norms, throughput
+from .backends.base import Launch
 from .problems import Setup
 
 ProgressFn = Callable[[int, int, "float | None"], None]
@@ -118,11 +119,7 @@ def _step_function(setup: Setup, backend):
         return backend.sweep(setup.sweep, setup.grid)
     apply = backend.axis_operator(setup.operator, setup.grid.dtype, setup.grid.shape)
     names = [setup.operator.inp] + [d.out for d in setup.operator.outputs]
-
-    def step(f):
-        apply(*(f[n] for n in names))
-
-    return step
+    return Launch(lambda f: apply(*(f[n] for n in names)), apply.strategy, apply.tile)
 
 
 def _pair_function(setup: Setup, backend, opts: LoopOptions, dynamic: list):
@@ -139,7 +136,7 @@ def _pair_function(setup: Setup, backend, opts: LoopOptions, dynamic: list):
     is what single steps give.
     """
     sweep = setup.sweep
-    if not opts.fuse_steps or opts.domain is not None or setup.sources or not hasattr(backend, "sweep_pair"):
+    if not opts.fuse_steps or opts.domain is not None or setup.sources or not backend.fuses_steps:
         return None
     if sweep is None or not sweep.composes_with(setup.swap):
         return None
@@ -162,8 +159,7 @@ def _run(setup: Setup, backend, opts: LoopOptions) -> Result:
     steps = _validate(setup, opts)
     xp = backend.xp
     grid = setup.grid
-    if hasattr(backend, "check_fits"):
-        backend.check_fits(sum(arr.nbytes for arr in setup.fields.values()))
+    backend.check_fits(sum(arr.nbytes for arr in setup.fields.values()))
     if setup.sweep is not None:  # sweeps take ghosted fields in the backend's layout; axis operators dense arrays
         fields = {name: backend.field(arr, grid.ghost) for name, arr in setup.fields.items()}
     else:
@@ -239,7 +235,7 @@ def _run(setup: Setup, backend, opts: LoopOptions) -> Result:
     n = first
     last_ok = first
     last_report = time.perf_counter()
-    kernel_start = backend.kernel_seconds() if hasattr(backend, "kernel_seconds") else None
+    kernel_start = backend.kernel_seconds()
     # The first step's walls and the NaN test run once before the clock starts: both leave the fields
     # as they are, and on a GPU their first call loads the array library's kernels (a fresh process on
     # an H100 lost about 0.4 s of wall time to first calls), which is set-up, not stepping. The test's
@@ -340,8 +336,8 @@ def _run(setup: Setup, backend, opts: LoopOptions) -> Result:
         summary.update(domain.summary(wall))
     if kernel_start is not None:
         summary["kernel_s"] = backend.kernel_seconds() - kernel_start
-    if getattr(backend, "strategy", None) is not None:
-        summary["strategy"] = backend.strategy
+    if step.strategy is not None:
+        summary["strategy"] = step.strategy
     if pair is not None:
         summary["fused_steps"] = fused
     if setup.residual is not None:
