@@ -243,7 +243,8 @@ def run_problem_file(path: str, shape, steps, tol, dtype, backend: str, settings
     if s["gcells_per_s"] is not None:
         table.add_row("throughput", f"{s['gcells_per_s']:.3f} GCell/s, T_eff {s['teff_gbps']:.1f} GB/s")
     if "residual" in s:
-        table.add_row("residual", f"{s['residual']:.3e} ({'converged' if s['converged'] else 'not converged'}, tol {s['tol']:g})")
+        state = f"{'converged' if s['converged'] else 'not converged'}, tol {s['tol']:g}" if s["tol"] is not None else "fixed steps"
+        table.add_row("residual", f"{s['residual']:.3e} ({state})")
     for name, e in s["errors"].items():
         table.add_row(f"error of {name}", f"max {e:.3e} against the exact solution")
     for kind, file in s.get("outputs", {}).items():

@@ -20,8 +20,8 @@ from .boundary import Periodic
 from .errors import OutputError, StencilforgeError
 from .problem import Problem
 from .problems.base import Setup, lowered, lowers
-from .simulation import Simulation
-from .timeloop import LoopOptions, close_observers
+from .simulation import PassStepper, Simulation
+from .timeloop import LoopOptions, run_stepper
 from .timeloop import run as run_loop
 
 
@@ -120,6 +120,7 @@ def _run_lowered(problem, engine, steps, tol, params, check_every, progress, out
 
 
 def _run_generated(problem, engine, total, tol, params, check_every, progress, outputs, comm, procs) -> Result:
+    """The generated passes in the time loop: the same checks, observers and summary as a sweep."""
     start = time.perf_counter()
     if comm is None:
         sim = Simulation(problem, engine, params)
@@ -128,62 +129,20 @@ def _run_generated(problem, engine, total, tol, params, check_every, progress, o
 
         sim = DecomposedSimulation(problem, engine, params, comm, procs)
     setup_s = time.perf_counter() - start
-    residual = None
-    every = outputs.snapshot_every if outputs is not None else None
     ledger = outputs.ledger() if outputs is not None else None
-    snapshots = None
-    if every is not None:
+    observers = ()
+    if outputs is not None and outputs.snapshot_every is not None:
         view = Setup(name=problem.name, grid=sim.lattice, fields=sim.current(), dt=sim.dt,
                      default_steps=problem.default_steps, solution=problem.analysis.written[0], params=dict(sim.params))
-        snapshots = outputs.snapshot_observer(view, problem.analysis.written, engine.name, ledger)
-    sim.synchronize()
-    begin = time.perf_counter()
+        observers = (outputs.snapshot_observer(view, problem.analysis.written, engine.name, ledger),)
+    opts = LoopOptions(steps=total, tol=tol, check_every=check_every, progress=progress, observers=observers)
     try:
-        while sim.step_count < total:
-            n = min(check_every, total - sim.step_count, every - sim.step_count % every if every else total)
-            sim.step(n)
-            if snapshots is not None and sim.step_count % every == 0:
-                snapshots(sim.step_count, sim.t, sim.current(), engine)
-            if tol is not None and (sim.step_count % check_every == 0 or sim.step_count == total):
-                residual = sim.residual()
-                if not math.isfinite(residual):
-                    raise StencilforgeError(f"{problem.name} blew up: residual {residual} at step {sim.step_count}")
-                if residual < tol:
-                    break
-            if progress is not None:
-                progress(sim.step_count, total, residual)
-        if snapshots is not None and sim.step_count % every:  # the final state, unless just written
-            snapshots(sim.step_count, sim.t, sim.current(), engine)
+        result = run_stepper(lambda: PassStepper(sim), engine, opts)
     except OutputError:
         raise StencilforgeError(f"{ledger.failures[0]}; run stopped. {ledger.describe()}") from None
-    finally:
-        if snapshots is not None:
-            close_observers((snapshots,))
-    sim.synchronize()
-    wall = time.perf_counter() - begin
-    cells = math.prod(problem.grid.shape)
-    done = sim.step_count
-    summary = {
-        "problem": problem.name,
-        "backend": engine.name,
-        "shape": list(problem.grid.shape),
-        "dtype": problem.grid.dtype.name,
-        "steps": done,
-        "t": sim.t,
-        "params": dict(sim.params),
-        "passes_per_step": len(sim.passes),
-        "lowered": False,
-        "setup_s": setup_s,
-        "wall_s": wall,
-        "bytes_per_cell": problem.analysis.bytes_per_cell(),
-        "gcells_per_s": cells * done / wall / 1e9 if wall > 0 and done else None,
-        "teff_gbps": problem.analysis.bytes_per_cell() * cells * done / wall / 1e9 if wall > 0 and done else None,
-        "errors": sim.errors(),
-    }
-    if tol is not None:
-        summary.update(tol=tol, residual=residual, converged=residual is not None and residual < tol)
+    result.summary["setup_s"] = setup_s
     if comm is not None:
-        summary.update(procs=list(sim.decomp.dims), ranks=sim.decomp.nprocs)
-        return Result(sim.gathered(), summary)
-    result = Result(sim.fields, summary)
+        result.summary.update(procs=list(sim.decomp.dims), ranks=sim.decomp.nprocs)
+        return Result(sim.gathered(), result.summary)
+    result = Result(result.fields, result.summary)
     return outputs.report(result, ledger) if outputs is not None else result
