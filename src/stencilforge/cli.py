@@ -400,7 +400,7 @@ def run(
 
     Exits 3 when a --tol run does not converge, 130/143 after SIGINT/SIGTERM (final outputs written).
     """
-    from .io.session import Outputs
+    from .jobs import Outputs
 
     if problem is not None and problem.endswith(".py"):
         others = dict(resume=resume, png=png, strategy=strategy)

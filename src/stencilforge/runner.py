@@ -83,7 +83,7 @@ def run(
                                 "snapshots (out=, snapshot_every=) keep its fields")
     outputs = None
     if writes:
-        from .io.session import Outputs  # HDF5 only when a run writes files
+        from .jobs import Outputs  # HDF5 only when a run writes files
 
         outputs = Outputs(snapshot_every=snapshot_every, out=out, checkpoint_every=checkpoint_every, checkpoint=checkpoint,
                           overwrite=overwrite, command_line=f"stencilforge.run({problem.name})").prepare(problem.name)

@@ -283,7 +283,7 @@ class SweepStepper:
         return {name: arr[self.setup.grid.interior] for name, arr in self._fields.items()}
 
     def report(self, n: int, wall: float) -> dict:
-        setup, domain, backend = self.setup, self.domain, self.backend
+        setup, domain = self.setup, self.domain
         shape = setup.grid.shape if domain is None else domain.global_shape
         out = {
             "shape": list(shape),
