@@ -25,7 +25,7 @@ from .io.meta import RunInfo, jsonable
 from .io.paths import SNAPSHOT_SUFFIXES, check_output, remove_stale_temps
 from .io.plots import IMAGE_SUFFIXES, View, plot_array
 from .io.snapshots import Ledger, OutputError, StreamingObserver, evolving_fields
-from .timeloop import LoopOptions, Result, close_observers, run as run_loop
+from .timeloop import LoopOptions, Result, close_observers, run as run_loop, run_stepper
 
 CHECKPOINT_SUFFIXES = (".h5", ".hdf5")
 
@@ -112,23 +112,23 @@ class Outputs:
         setup, ckpt = resume_setup(self.resume, problem, shape, dtype, params)
         return setup, ckpt.step
 
-    def _reads(self, setup) -> list[tuple[str, int | None, tuple[str, ...]]]:
-        """(kind, every, fields) of each output: snapshots hold the evolving fields' interiors,
-        checkpoints every field with its ghost layers. A resumed run without --checkpoint-every
-        still checkpoints its final state (every None: the last step only)."""
+    def _reads(self, setup, evolving: tuple[str, ...] | None = None) -> list[tuple[str, int | None, tuple[str, ...]]]:
+        """(kind, every, fields) of each output: snapshots hold the evolving fields' interiors (`evolving`,
+        else the sweep's), checkpoints every field with its ghost layers. A resumed run without
+        --checkpoint-every still checkpoints its final state (every None: the last step only)."""
         reads = []
         if self.snapshot_every is not None:
-            reads.append(("snapshot", self.snapshot_every, evolving_fields(setup)))
+            reads.append(("snapshot", self.snapshot_every, evolving or evolving_fields(setup)))
         if self.checkpoint is not None:
             reads.append(("checkpoint", self.checkpoint_every, tuple(setup.fields)))
         return reads
 
-    def _observers(self, setup, backend_name: str, ledger: Ledger) -> list:
+    def _observers(self, setup, backend_name: str, ledger: Ledger, evolving: tuple[str, ...] | None = None) -> list:
         """One observer per entry of `_reads`, in its order."""
         info = RunInfo.of(setup, backend_name, self.command_line, self.run_id)
         observers = []
         try:
-            for kind, every, names in self._reads(setup):
+            for kind, every, names in self._reads(setup, evolving):
                 if kind == "checkpoint":
                     observers.append(self._checkpoints(setup, info, names, every, ledger, observers[0] if observers else None))
                 else:
@@ -138,16 +138,40 @@ class Outputs:
             raise
         return observers
 
-    def snapshot_observer(self, setup, names, backend_name: str, ledger: Ledger) -> StreamingObserver:
-        """The snapshot writer for `names` of `setup`'s fields, for a loop other than the time loop's."""
-        info = RunInfo.of(setup, backend_name, self.command_line, self.run_id)
-        return self._snapshots(setup, info, names, self.snapshot_every, ledger)
+    def run_passes(self, sim, opts: LoopOptions) -> Result:
+        """Run a problem's generated passes (a `Simulation`, resumed first if asked) with snapshots of the
+        fields its equations write and checkpoints of every time level of every field."""
+        from .simulation import PassStepper
 
-    def ledger(self) -> Ledger:
-        return Ledger(checkpoint=None)
-
-    def report(self, result: Result, ledger: Ledger) -> Result:
+        if self.resume is not None:
+            self.resume_simulation(sim)
+        problem = sim.problem
+        view = problems.Setup(name=problem.name, grid=sim.lattice, fields=sim.state(), dt=sim.dt,
+                              default_steps=problem.default_steps, solution=problem.analysis.written[0],
+                              params=dict(sim.params))
+        ledger = Ledger(checkpoint=(sim.step_count, self.resume) if self.resume is not None else None)
+        observers = self._observers(view, sim.backend.name, ledger, problem.analysis.written)
+        try:
+            result = run_stepper(lambda: PassStepper(sim), sim.backend, replace(opts, observers=(*opts.observers, *observers)))
+        except OutputError:
+            raise StencilforgeError(f"{ledger.failures[0]}; run stopped. {ledger.describe()}") from None
         return self._report(result, ledger)
+
+    def resume_simulation(self, sim) -> None:
+        """Load --resume's state into `sim`, refusing a checkpoint of another problem, grid or parameters."""
+        problem = sim.problem
+        ckpt = checked_checkpoint(self.resume, problem.name, problem.grid.shape, problem.grid.dtype.name, dict(sim.params))
+        try:
+            sim.load(ckpt.step, ckpt.fields)
+        except StencilforgeError as exc:
+            raise StencilforgeError(f"cannot resume from {self.resume}: {exc}") from None
+        if sim.t != ckpt.t:
+            raise StencilforgeError(f"cannot resume from {self.resume}: step {ckpt.step} and t={ckpt.t!r} disagree with dt={sim.dt!r}")
+
+    def resume_lowered(self, setup):
+        """(setup with --resume's fields, its step) for a problem that runs as a sweep."""
+        ckpt = checked_checkpoint(self.resume, setup.name, setup.grid.shape, setup.grid.dtype.name, dict(setup.params))
+        return _with_state(setup, ckpt, self.resume), ckpt.step
 
     def _snapshots(self, setup, info, names, every: int, ledger: Ledger) -> StreamingObserver:
         grid = setup.grid
@@ -270,7 +294,8 @@ def resume_setup(path: str | Path, problem: str | None = None, shape=None, dtype
         if key in info.params and jsonable(value) != info.params[key]:
             raise StencilforgeError(f"cannot resume with --{key} {value} from {path}: it was written with {key}={info.params[key]}")
     if info.problem not in problems.BUILDERS:
-        raise StencilforgeError(f"cannot resume from {path}: unknown problem {info.problem!r}")
+        raise StencilforgeError(f"cannot resume from {path}: {info.problem!r} is not a named problem; "
+                                f"if a problem file wrote it, give the file: stencilforge run FILE.py --resume {path}")
     allowed = problems.BUILDERS[info.problem][1]
     rebuilt = {k: v for k, v in info.params.items() if k in allowed}
     velocity = rebuilt.get("velocity")
@@ -280,10 +305,33 @@ def resume_setup(path: str | Path, problem: str | None = None, shape=None, dtype
         setup = problems.build(info.problem, shape=info.shape, dtype=info.dtype, **{**rebuilt, **given})
     if _from_file(velocity):
         setup = replace(setup, params={**setup.params, "velocity": velocity})
+    return _with_state(setup, ckpt, path), ckpt
+
+
+def _with_state(setup, ckpt, path):
+    """`setup` with the checkpoint's fields, refused where they or its time do not match."""
     expected = {name: (arr.shape, arr.dtype) for name, arr in setup.fields.items()}
     found = {name: (arr.shape, arr.dtype) for name, arr in ckpt.fields.items()}
     if expected != found:
-        raise StencilforgeError(f"cannot resume from {path}: its fields {sorted(found)} do not match {info.problem}'s {sorted(expected)}")
+        raise StencilforgeError(f"cannot resume from {path}: its fields {sorted(found)} do not match {setup.name}'s {sorted(expected)}")
     if setup.t0 + ckpt.step * setup.dt != ckpt.t:
         raise StencilforgeError(f"cannot resume from {path}: step {ckpt.step} and t={ckpt.t!r} disagree with dt={setup.dt!r}")
-    return replace(setup, fields=ckpt.fields), ckpt
+    return replace(setup, fields=ckpt.fields)
+
+
+def checked_checkpoint(path, name: str, shape, dtype: str, params: dict):
+    """The checkpoint at `path`, refused in one line unless it holds `name` on this grid with these parameters."""
+    from .io.checkpoint import read
+
+    ckpt = read(path)
+    info = ckpt.info
+    if info.problem != name:
+        raise StencilforgeError(f"cannot resume {name} from {path}: it is a {info.problem} checkpoint")
+    if tuple(shape) != info.shape:
+        raise StencilforgeError(f"cannot resume with shape {tuple(shape)} from {path}: it was written with shape {info.shape}")
+    if dtype != info.dtype:
+        raise StencilforgeError(f"cannot resume as {dtype} from {path}: it was written as {info.dtype}")
+    for key, value in jsonable(params).items():
+        if info.params.get(key, value) != value:
+            raise StencilforgeError(f"cannot resume with {key}={value} from {path}: it was written with {key}={info.params[key]}")
+    return ckpt
