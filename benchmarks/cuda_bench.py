@@ -122,7 +122,7 @@ def sweep_case(name, small, shape, dtype, strategy, tile=None, **params) -> dict
     del fields
     cp.get_default_memory_pool().free_all_blocks()
     bpc = sweep.bytes_per_cell(grid.dtype.itemsize)
-    return record(name, shape, dtype, be, seconds, grid.cells, bpc, ok, params)
+    return record(name, shape, dtype, run, seconds, grid.cells, bpc, ok, params)
 
 
 def operator_case(axis, orders, shape, dtype, strategy, tile=None) -> dict:
@@ -137,16 +137,16 @@ def operator_case(axis, orders, shape, dtype, strategy, tile=None) -> dict:
     cp.get_default_memory_pool().free_all_blocks()
     cells = shape[0] * shape[1]
     name = f"derivatives axis={axis} d{''.join(map(str, orders))}"
-    return record(name, shape, dtype, be, seconds, cells, op.bytes_per_cell(np.dtype(dtype).itemsize), ok, {})
+    return record(name, shape, dtype, run, seconds, cells, op.bytes_per_cell(np.dtype(dtype).itemsize), ok, {})
 
 
-def record(name, shape, dtype, be, seconds, cells, bpc, ok, params) -> dict:
+def record(name, shape, dtype, run, seconds, cells, bpc, ok, params) -> dict:
     return {
         "case": name,
         "shape": list(shape),
         "dtype": str(dtype),
-        "strategy": be.strategy,
-        "tile_used": str(tuple(be.tile)),
+        "strategy": run.strategy,
+        "tile_used": str(tuple(run.tile)),
         "params": params,
         "seconds": seconds,
         "bytes_per_cell": bpc,

@@ -40,11 +40,12 @@ def main(only: list[str]) -> None:
             if strategy not in codegen.applicable_strategies(setup.sweep, "float32"):
                 continue  # streaming_vec where no vector fits (its r=8 case has x extent 40: the vector kernel runs)
             fields = {n: be.field(rng.uniform(-1, 1, setup.grid.padded_shape).astype(np.float32), setup.grid.ghost) for n in setup.fields}
-            be.sweep(setup.sweep, setup.grid)(fields)
+            step = be.sweep(setup.sweep, setup.grid)
+            step(fields)
             if setup.residual is not None:
                 be.sum_squares(setup.residual, setup.grid)(fields)
             be.synchronize()
-            print(f"{be.strategy:9s} {name} {shape} ok", flush=True)
+            print(f"{step.strategy:9s} {name} {shape} ok", flush=True)
     be = CudaBackend()
     for shape, r in (((37, 45), 1), ((21, 70), 4)) if not only or "pair" in only else ():
         grid = Grid(shape, (0.01, 0.02), np.dtype(np.float32), r, (0.0, 0.0))
@@ -71,9 +72,10 @@ def main(only: list[str]) -> None:
                 for shape in ((70, 131), (70, 132)):  # an even row runs rows_vec's vector kernel, an odd one its fallback
                     u = be.asarray(rng.uniform(-1, 1, shape))
                     outs = [be.xp.empty_like(u) for _ in range(2)]
-                    be.axis_operator(op, np.float64)(u, *outs)
+                    run = be.axis_operator(op, np.float64)
+                    run(u, *outs)
                     be.synchronize()
-                    print(f"{be.strategy:9s} derivatives axis={axis} accuracy={acc} {shape} ok", flush=True)
+                    print(f"{run.strategy:9s} derivatives axis={axis} accuracy={acc} {shape} ok", flush=True)
 
 
 if __name__ == "__main__":

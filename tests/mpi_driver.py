@@ -15,7 +15,7 @@ import sys
 import numpy as np
 
 from stencilforge import problems
-from stencilforge.backends import get_backend
+from stencilforge.backends import Launch, get_backend
 from stencilforge.distributed import Decomposition, bind_device, fail_together, gather, run_decomposed, world
 from stencilforge.distributed.decomposition import _cut_area, _fits, factorizations
 from stencilforge.distributed.runner import minimum_extents
@@ -112,7 +112,7 @@ def fail_rank(backend_name: str) -> None:
                     raise RuntimeError("injected failure in a sweep")
                 inner(fields)
 
-            return run
+            return Launch(run)
 
     with fail_together(comm):
         run_decomposed(problems.build("heat2d", shape=(16, 16)), Failing(), LoopOptions(steps=50), comm=comm)

@@ -160,6 +160,8 @@ def test_make_table_renders_ours_peers_and_copy_and_updates_in_place(report, tmp
 class TwoSweeps(NumpyBackend):
     """A NumPy `sweep_pair` (two sweeps, the middle state keeping u's ghost cells), or a broken one (one sweep)."""
 
+    fuses_steps = True
+
     def __init__(self, broken=False):
         super().__init__()
         self.broken = broken

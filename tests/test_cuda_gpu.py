@@ -92,7 +92,7 @@ def sweep_case(name: str, shape, dtype: str, be: CudaBackend, **params):
     points = sum(len(t.stencil.entries) for t in sweep.terms)
     tol = 2 * (points + 2) * UNIT_ROUNDOFF[grid.dtype] * bound + 1e-300
     inner = got[grid.interior]
-    where = f"{name} {shape} {dtype} strategy={be.strategy} tile={be._tile} seed={seed}"
+    where = f"{name} {shape} {dtype} strategy={step.strategy} tile={step.tile} seed={seed}"
     assert np.isfinite(inner).all(), f"unwritten (NaN) interior cells: {where}"
     err = np.abs(inner - ref)
     assert (err <= tol).all(), f"max error {err.max():.3e} over bound at {np.unravel_index(np.argmax(err - tol), err.shape)}: {where}"
@@ -100,6 +100,7 @@ def sweep_case(name: str, shape, dtype: str, be: CudaBackend, **params):
     ghost[grid.interior] = False
     # host[sweep.out] is what the output held before the launch: NaN, or the input of an in-place sweep (wave3d)
     assert np.array_equal(got[ghost], host[sweep.out][ghost], equal_nan=True), f"a ghost cell was written: {where}"
+    return step
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -157,8 +158,7 @@ def test_streaming_vec_matches_oracle_and_scalar_streaming_bits(shape, radius, d
     if shape == "small":
         shape = (2 * radius + 1, 2 * radius + 1, 4 * (radius // 2 + 1))
     vec = backend("streaming_vec")
-    sweep_case("wave3d", shape, dtype, vec, radius=radius)
-    assert vec.strategy == "streaming_vec"
+    assert sweep_case("wave3d", shape, dtype, vec, radius=radius).strategy == "streaming_vec"
     setup = problems.build("wave3d", shape=shape, dtype=dtype, radius=radius)
     rng, seed = rng_with_seed()
     host = {n: rng.uniform(-1.0, 1.0, setup.grid.padded_shape).astype(setup.grid.dtype) for n in setup.sweep.inputs}
@@ -178,8 +178,7 @@ def test_streaming_vec_odd_tiles(tile):
 def test_streaming_vec_falls_back_where_rows_do_not_start_on_a_vector():
     """An x extent or a pointer off the vector: scalar streaming runs, with the right answer."""
     be = CudaBackend(strategy="streaming_vec")
-    sweep_case("wave3d", (21, 35, 133), "float32", be, radius=8)
-    assert be.strategy == "streaming"
+    assert sweep_case("wave3d", (21, 35, 133), "float32", be, radius=8).strategy == "streaming"
     setup = problems.build("wave3d", shape=(21, 35, 132), dtype="float32", radius=8)
     sweep, grid = setup.sweep, setup.grid
     rng = np.random.default_rng(5)
@@ -193,9 +192,9 @@ def test_streaming_vec_falls_back_where_rows_do_not_start_on_a_vector():
     assert shifted[sweep.out].data.ptr % 16 and shifted[sweep.out].flags.c_contiguous
     step = be.sweep(sweep, grid)
     step(aligned)
-    assert be.strategy == "streaming_vec"
+    assert step.strategy == "streaming_vec"
     step(shifted)
-    assert be.strategy == "streaming"  # the shifted call ran the scalar kernel
+    assert step.strategy == "streaming"  # the shifted call ran the scalar kernel
     assert cp.array_equal(aligned[sweep.out], shifted[sweep.out])
 
 
@@ -327,7 +326,8 @@ def test_axis_operator_matches_oracle(shape, axis, accuracy, orders, strategy, d
     u = rng.uniform(-1, 1, shape).astype(dtype)
     be = backend(strategy)
     outs = [cp.full(shape, np.nan, dtype=dtype) for _ in orders]
-    be.axis_operator(op, np.dtype(dtype))(be.asarray(u), *outs)
+    run = be.axis_operator(op, np.dtype(dtype))
+    run(be.asarray(u), *outs)
     u64 = u.astype(np.float64)
     ref = [np.empty(shape) for _ in orders]
     bound = [np.empty(shape) for _ in orders]
@@ -340,6 +340,7 @@ def test_axis_operator_matches_oracle(shape, axis, accuracy, orders, strategy, d
         assert np.isfinite(got).all(), f"unwritten cells: {where}"
         err = np.abs(got - want)
         assert (err <= k * UNIT_ROUNDOFF[np.dtype(dtype)] * b + 1e-300).all(), f"max error {err.max():.3e}: {where}"
+    return run
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -348,9 +349,9 @@ def test_axis_operator_matches_oracle(shape, axis, accuracy, orders, strategy, d
 @pytest.mark.parametrize("shape", [(1000, 1536), (7, 12), (3, 1000), (1000, 1537)])
 def test_rows_vec_operator_matches_oracle(shape, accuracy, orders, dtype):
     """Vectors of cells along x; an x extent off the vector (1537) runs the scalar `rows` kernel."""
-    test_axis_operator_matches_oracle(shape, 1, accuracy, orders, "rows_vec", dtype)
+    run = test_axis_operator_matches_oracle(shape, 1, accuracy, orders, "rows_vec", dtype)
     width = 4 if dtype == "float32" else 2
-    assert backend("rows_vec").strategy == ("rows_vec" if shape[1] % width == 0 else "rows"), "the kernel that ran"
+    assert run.strategy == ("rows_vec" if shape[1] % width == 0 else "rows"), "the kernel that ran"
 
 
 def test_flat_operator_hands_grids_over_its_cell_limit_to_rows(monkeypatch):
@@ -365,7 +366,7 @@ def test_flat_operator_hands_grids_over_its_cell_limit_to_rows(monkeypatch):
         monkeypatch.setattr(codegen, "FLAT_CELLS", limit)
         outs = [cp.full(u.shape, np.nan) for _ in range(2)]
         run(cp.asarray(u), *outs)
-        assert be.strategy == ran
+        assert run.strategy == ran
         for got, want in zip(outs, ref):
             np.testing.assert_allclose(cp.asnumpy(got), want, rtol=1e-12, atol=1e-9)
 
@@ -377,7 +378,7 @@ def test_rows_vec_operator_falls_back_on_a_misaligned_pointer():
     run = be.axis_operator(op, np.float64)
     aligned_in, aligned_out = cp.asarray(u), cp.full(u.shape, np.nan)
     run(aligned_in, aligned_out)
-    assert be.strategy == "rows_vec"
+    assert run.strategy == "rows_vec"
     buf = cp.empty(u.size + 1)
     shifted_in = buf[1:].reshape(u.shape)
     shifted_in[...] = aligned_in
@@ -388,7 +389,7 @@ def test_rows_vec_operator_falls_back_on_a_misaligned_pointer():
     evaluate_axis_operator(op, u, [ref])
     np.testing.assert_allclose(cp.asnumpy(aligned_out), ref, rtol=1e-12, atol=1e-9)
     np.testing.assert_allclose(cp.asnumpy(shifted_out), ref, rtol=1e-12, atol=1e-9)
-    assert be.strategy == "rows"  # the shifted call ran the scalar kernel
+    assert run.strategy == "rows"  # the shifted call ran the scalar kernel
 
 
 def test_fused_operator_writes_both_outputs_and_is_timed():

@@ -438,7 +438,7 @@ def test_a_linear_step_runs_as_a_sweep_and_matches_the_generated_passes():
 
 def test_api_snapshots_of_generated_passes_and_checkpoints_of_a_sweep(tmp_path):
     """sf.run writes snapshots (every K steps and the final state) for any problem, and checkpoints
-    for a step that lowers to a sweep; it refuses checkpoints it cannot write, and existing files."""
+    for a step that lowers to a sweep, from which it resumes bit for bit; it refuses existing files."""
     import h5py
 
     p = gray_scott(shape=(12, 10))
@@ -452,7 +452,8 @@ def test_api_snapshots_of_generated_passes_and_checkpoints_of_a_sweep(tmp_path):
     assert out.with_suffix(".xmf").exists()
     with pytest.raises(sf.StencilforgeError, match="already exists"):
         sf.run(p, backend="numpy", steps=2, out=str(out), snapshot_every=1)
-    with pytest.raises(sf.StencilforgeError, match="cannot checkpoint"):
+    sf.run(p, backend="numpy", steps=2, checkpoint=str(tmp_path / "c.h5"), checkpoint_every=1)
+    with pytest.raises(sf.StencilforgeError, match="exists"):
         sf.run(p, backend="numpy", steps=2, checkpoint=str(tmp_path / "c.h5"), checkpoint_every=1)
     heat_problem, _ = heat((10, 9))
     ckpt = tmp_path / "heat.ckpt.h5"
@@ -460,6 +461,10 @@ def test_api_snapshots_of_generated_passes_and_checkpoints_of_a_sweep(tmp_path):
     assert r.summary["outputs"]["checkpoint"]["step"] == 7
     with h5py.File(ckpt, "r") as f:
         assert int(f.attrs["step"]) == 7
+    resumed = sf.run(heat_problem, backend="numpy", steps=5, resume=str(ckpt))
+    straight = sf.run(heat_problem, backend="numpy", steps=12)
+    assert resumed.summary["lowered"] and resumed.summary["step"] == 12
+    assert all(np.array_equal(resumed.fields[k], straight.fields[k]) for k in straight.fields)
 
 
 def test_cli_problem_file_writes_snapshots(tmp_path):

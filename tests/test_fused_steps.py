@@ -22,6 +22,8 @@ from stencilforge.timeloop import LoopOptions, run
 class PairedNumpy(NumpyBackend):
     """NumPy with a `sweep_pair`: out = S(S(u)), the middle state kept in out, whose ghost cells hold its walls."""
 
+    fuses_steps = True
+
     def __init__(self):
         super().__init__()
         self.pairs = 0

@@ -11,7 +11,7 @@ from stencilforge import __version__
 from stencilforge.backends import get_backend
 from stencilforge.io.hdf5 import chunk_shape
 from stencilforge.io.series import open_series
-from stencilforge.io.session import Outputs
+from stencilforge.jobs import Outputs
 from stencilforge.timeloop import LoopOptions
 
 

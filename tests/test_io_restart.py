@@ -7,7 +7,7 @@ import pytest
 
 from stencilforge.backends import get_backend
 from stencilforge.io import checkpoint
-from stencilforge.io.session import Outputs
+from stencilforge.jobs import Outputs
 from stencilforge.timeloop import LoopOptions
 
 CASES = {

@@ -214,7 +214,7 @@ def run_problem_file(path: str, shape, steps, tol, dtype, backend: str, settings
                      files: dict, procs=None) -> None:
     """Run a problem file's build(); its constants are the parameters --set may change; `files` are
     sf.run's output options (snapshots, checkpoints, overwrite). Under mpiexec (or with --procs) it
-    runs decomposed and rank 0 alone prints."""
+    runs decomposed and rank 0 alone prints. With --resume, --steps counts the steps after the checkpoint's."""
     from .convergence import load_problem_file
     from .runner import run as run_problem
 
@@ -243,7 +243,8 @@ def run_problem_file(path: str, shape, steps, tol, dtype, backend: str, settings
     if s["gcells_per_s"] is not None:
         table.add_row("throughput", f"{s['gcells_per_s']:.3f} GCell/s, T_eff {s['teff_gbps']:.1f} GB/s")
     if "residual" in s:
-        table.add_row("residual", f"{s['residual']:.3e} ({'converged' if s['converged'] else 'not converged'}, tol {s['tol']:g})")
+        state = f"{'converged' if s['converged'] else 'not converged'}, tol {s['tol']:g}" if s["tol"] is not None else "fixed steps"
+        table.add_row("residual", f"{s['residual']:.3e} ({state})")
     for name, e in s["errors"].items():
         table.add_row(f"error of {name}", f"max {e:.3e} against the exact solution")
     for kind, file in s.get("outputs", {}).items():
@@ -399,15 +400,15 @@ def run(
 
     Exits 3 when a --tol run does not converge, 130/143 after SIGINT/SIGTERM (final outputs written).
     """
-    from .io.session import Outputs
+    from .jobs import Outputs
 
     if problem is not None and problem.endswith(".py"):
-        others = dict(resume=resume, png=png, strategy=strategy)
+        others = dict(png=png, strategy=strategy)
         given = [k for k, v in others.items() if v is not None]
         if given:
             raise StencilforgeError(f"--{given[0].replace('_', '-')} is not available for problem files yet: run them without it")
         files = dict(out=out_file, snapshot_every=snapshot_every, checkpoint=checkpoint, checkpoint_every=checkpoint_every,
-                     overwrite=overwrite)
+                     resume=resume, overwrite=overwrite)
         run_problem_file(problem, parse_ints(shape, "--shape"), steps, tol, dtype, backend, parse_settings(settings), check_every,
                          as_json, files, parse_ints(procs, "--procs"))
         return

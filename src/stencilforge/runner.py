@@ -17,11 +17,11 @@ import numpy as np
 
 from .backends import get_backend
 from .boundary import Periodic
-from .errors import OutputError, StencilforgeError
+from .errors import StencilforgeError
 from .problem import Problem
-from .problems.base import Setup, lowered, lowers
-from .simulation import Simulation
-from .timeloop import LoopOptions, close_observers
+from .problems.base import lowered, lowers
+from .simulation import PassStepper, Simulation
+from .timeloop import LoopOptions, run_stepper
 from .timeloop import run as run_loop
 
 
@@ -47,6 +47,7 @@ def run(
     checkpoint: str | None = None,
     checkpoint_every: int | None = None,
     overwrite: bool = False,
+    resume: str | None = None,
     comm=None,
     procs: Sequence[int] | None = None,
 ) -> Result:
@@ -55,8 +56,10 @@ def run(
     `backend` is a name ('auto', 'numpy', 'numba', 'cuda') or a backend instance; `generated`
     runs the generated passes even where the step lowers to a sweep. Snapshots of the fields an
     equation writes go to `out` (.h5 with an .xmf for ParaView, or .npz) every `snapshot_every`
-    steps and at the end; a step that lowers to a sweep also checkpoints to `checkpoint` every
-    `checkpoint_every` steps (docs/outputs.md). Existing files are kept unless `overwrite`.
+    steps and at the end; the whole state (every time level) goes to `checkpoint` every
+    `checkpoint_every` steps and at the end (docs/outputs.md). `resume` continues from such a
+    checkpoint for `steps` more steps, bit for bit, appending to `out` if the same run wrote it.
+    Existing files are kept unless `overwrite`.
     With `comm` (an MPI communicator; MPI.COMM_WORLD where only `procs` is given) every rank of it
     calls `run` and steps its block, over the process grid `procs` (default: the least halo
     surface); the fields come back whole on rank 0 and as None elsewhere, the summary on every rank.
@@ -75,18 +78,17 @@ def run(
         comm = world()
     periodic = any(isinstance(c, Periodic) for conds in problem.boundary.values() for c in conds)
     sweep = not generated and lowers(problem) and not (comm is not None and periodic)
-    writes = out is not None or snapshot_every is not None or checkpoint is not None or checkpoint_every is not None
+    writes = (out is not None or snapshot_every is not None or checkpoint is not None or checkpoint_every is not None
+              or resume is not None)
     if comm is not None and writes:
-        raise StencilforgeError("snapshots and checkpoints of decomposed equation problems are not available yet")
-    if checkpoint_every is not None and not sweep:
-        raise StencilforgeError(f"{problem.name} runs as generated passes, which cannot checkpoint yet: "
-                                "snapshots (out=, snapshot_every=) keep its fields")
+        raise StencilforgeError("snapshots, checkpoints and resume of decomposed equation problems are not available yet")
     outputs = None
     if writes:
-        from .io.session import Outputs  # HDF5 only when a run writes files
+        from .jobs import Outputs  # HDF5 only when a run writes files
 
         outputs = Outputs(snapshot_every=snapshot_every, out=out, checkpoint_every=checkpoint_every, checkpoint=checkpoint,
-                          overwrite=overwrite, command_line=f"stencilforge.run({problem.name})").prepare(problem.name)
+                          resume=resume, overwrite=overwrite,
+                          command_line=f"stencilforge.run({problem.name})").prepare(problem.name)
     if sweep:
         return _run_lowered(problem, engine, total, tol, params, check_every, progress, outputs, comm, procs)
     return _run_generated(problem, engine, problem.default_steps if total is None else total, tol, params, check_every,
@@ -99,7 +101,10 @@ def _run_lowered(problem, engine, steps, tol, params, check_every, progress, out
     setup_s = time.perf_counter() - start
     if tol is not None and steps is None:
         steps = problem.default_steps
-    opts = LoopOptions(steps=steps, tol=tol, check_every=check_every, progress=progress)
+    start_step = 0
+    if outputs is not None and outputs.resume is not None:
+        setup, start_step = outputs.resume_lowered(setup)
+    opts = LoopOptions(steps=steps, tol=tol, check_every=check_every, progress=progress, start_step=start_step)
     names = [f.name for f in problem.analysis.fields]
     if comm is None:
         result = outputs.run(setup, engine, opts) if outputs is not None else run_loop(setup, engine, opts)
@@ -120,6 +125,7 @@ def _run_lowered(problem, engine, steps, tol, params, check_every, progress, out
 
 
 def _run_generated(problem, engine, total, tol, params, check_every, progress, outputs, comm, procs) -> Result:
+    """The generated passes in the time loop: the same checks, observers and summary as a sweep."""
     start = time.perf_counter()
     if comm is None:
         sim = Simulation(problem, engine, params)
@@ -128,62 +134,13 @@ def _run_generated(problem, engine, total, tol, params, check_every, progress, o
 
         sim = DecomposedSimulation(problem, engine, params, comm, procs)
     setup_s = time.perf_counter() - start
-    residual = None
-    every = outputs.snapshot_every if outputs is not None else None
-    ledger = outputs.ledger() if outputs is not None else None
-    snapshots = None
-    if every is not None:
-        view = Setup(name=problem.name, grid=sim.lattice, fields=sim.current(), dt=sim.dt,
-                     default_steps=problem.default_steps, solution=problem.analysis.written[0], params=dict(sim.params))
-        snapshots = outputs.snapshot_observer(view, problem.analysis.written, engine.name, ledger)
-    sim.synchronize()
-    begin = time.perf_counter()
-    try:
-        while sim.step_count < total:
-            n = min(check_every, total - sim.step_count, every - sim.step_count % every if every else total)
-            sim.step(n)
-            if snapshots is not None and sim.step_count % every == 0:
-                snapshots(sim.step_count, sim.t, sim.current(), engine)
-            if tol is not None and (sim.step_count % check_every == 0 or sim.step_count == total):
-                residual = sim.residual()
-                if not math.isfinite(residual):
-                    raise StencilforgeError(f"{problem.name} blew up: residual {residual} at step {sim.step_count}")
-                if residual < tol:
-                    break
-            if progress is not None:
-                progress(sim.step_count, total, residual)
-        if snapshots is not None and sim.step_count % every:  # the final state, unless just written
-            snapshots(sim.step_count, sim.t, sim.current(), engine)
-    except OutputError:
-        raise StencilforgeError(f"{ledger.failures[0]}; run stopped. {ledger.describe()}") from None
-    finally:
-        if snapshots is not None:
-            close_observers((snapshots,))
-    sim.synchronize()
-    wall = time.perf_counter() - begin
-    cells = math.prod(problem.grid.shape)
-    done = sim.step_count
-    summary = {
-        "problem": problem.name,
-        "backend": getattr(engine, "name", type(engine).__name__),
-        "shape": list(problem.grid.shape),
-        "dtype": problem.grid.dtype.name,
-        "steps": done,
-        "t": sim.t,
-        "params": dict(sim.params),
-        "passes_per_step": len(sim.passes),
-        "lowered": False,
-        "setup_s": setup_s,
-        "wall_s": wall,
-        "bytes_per_cell": problem.analysis.bytes_per_cell(),
-        "gcells_per_s": cells * done / wall / 1e9 if wall > 0 and done else None,
-        "teff_gbps": problem.analysis.bytes_per_cell() * cells * done / wall / 1e9 if wall > 0 and done else None,
-        "errors": sim.errors(),
-    }
-    if tol is not None:
-        summary.update(tol=tol, residual=residual, converged=residual is not None and residual < tol)
+    opts = LoopOptions(steps=total, tol=tol, check_every=check_every, progress=progress)
+    if outputs is not None:
+        result = outputs.run_passes(sim, opts)
+    else:
+        result = run_stepper(lambda: PassStepper(sim), engine, opts)
+    result.summary["setup_s"] = setup_s
     if comm is not None:
-        summary.update(procs=list(sim.decomp.dims), ranks=sim.decomp.nprocs)
-        return Result(sim.gathered(), summary)
-    result = Result(sim.fields, summary)
-    return outputs.report(result, ledger) if outputs is not None else result
+        result.summary.update(procs=list(sim.decomp.dims), ranks=sim.decomp.nprocs)
+        return Result(sim.gathered(), result.summary)
+    return Result(result.fields, result.summary)

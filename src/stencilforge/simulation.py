@@ -18,6 +18,7 @@ from .boundary import Dirichlet, Neumann, Periodic
 from .errors import StencilforgeError
 from .grid import Grid as Lattice
 from .ir.analysis import slot_name
+from .metrics import throughput
 from .ir.nodes import Constant, Expr
 from .printers.numpy import coordinates, evaluate, float64_coordinates, source_signal, wall_values
 from .problem import Problem
@@ -46,6 +47,8 @@ def initial_array(problem: Problem, lattice: Lattice, name: str, level: int, par
 
 class Simulation:
     """The problem's state on a backend, advanced with `step`; `fields` gives each field's current level."""
+
+    decomposed = False  # one process holds the whole grid
 
     def __init__(self, problem: Problem, backend, params: Mapping[str, float] | None = None):
         self.problem, self.backend = problem, backend
@@ -205,6 +208,33 @@ class Simulation:
     def _max(self, value) -> float:
         return float(value)
 
+    def all(self, flag: bool) -> bool:
+        """`flag` on every process holding a part of the grid."""
+        return self._max(0.0 if flag else 1.0) == 0.0
+
+    def finite(self) -> bool:
+        """Whether every written field's current level is free of NaN and Inf, on every process."""
+        interior = self.lattice.interior
+        local = all(bool(self.xp.isfinite(self._slot((name, 0))[interior]).all()) for name in self.problem.analysis.written)
+        return self.all(local)
+
+    # ------------------------------------------------------------ checkpoints
+
+    def state(self) -> dict:
+        """Every time level of every field by slot name (u, u_next, u_prev), ghost layers included: a step's whole input."""
+        return self.arrays()
+
+    def load(self, step: int, arrays: Mapping[str, np.ndarray]) -> None:
+        """Continue from `state()` saved at global step `step`: the same bits as the run that saved it."""
+        expected = {name: (arr.shape, arr.dtype) for name, arr in self.arrays().items()}
+        found = {name: (arr.shape, arr.dtype) for name, arr in arrays.items()}
+        if expected != found:
+            raise StencilforgeError(f"the saved fields {sorted(found)} do not match {self.problem.name}'s {sorted(expected)}")
+        for slot, arr in self.arrays().items():
+            arr[...] = self.xp.asarray(arrays[slot])
+        self.step_count = int(step)
+        self.t = self.step_count * self.dt
+
     @property
     def fields(self) -> dict:
         """Each field's current level, interior only, in the backend's array type."""
@@ -241,3 +271,56 @@ class Simulation:
             diff = xp.abs(self._slot((name, 0))[lat.interior].astype(np.float64) - exact)
             out[name] = self._max(xp.max(diff))
         return out
+
+
+class PassStepper:
+    """A Simulation as the time loop's stepper (`timeloop.Stepper`): one step per call, from its step count."""
+
+    def __init__(self, sim: Simulation):
+        problem = sim.problem
+        self.sim, self.backend = sim, sim.backend
+        self.name, self.first, self.decomposed = problem.name, sim.step_count, sim.decomposed
+        self.default_steps, self.default_tol = problem.default_steps, None
+        self.has_residual = problem.residual is not None
+
+    def compile(self) -> None:
+        """The passes compiled when the Simulation was built."""
+
+    def warm(self) -> None:
+        """Nothing to warm: a step fills its own walls."""
+
+    def advance(self, n: int, two: bool) -> int:
+        self.sim.step(1)
+        return 1
+
+    def state(self) -> dict:
+        return self.sim.state()
+
+    def time_at(self, n: int) -> float:
+        return n * self.sim.dt
+
+    def finite(self) -> bool:
+        return self.sim.finite()
+
+    def agree(self, flag: bool) -> bool:
+        return self.sim.all(flag)
+
+    def residual(self, n: int) -> float:
+        return self.sim.residual()
+
+    def fields(self) -> dict:
+        return self.sim.fields
+
+    def report(self, n: int, wall: float) -> dict:
+        sim, an = self.sim, self.sim.problem.analysis
+        shape = an.grid.shape
+        return {
+            "shape": list(shape),
+            "dtype": an.grid.dtype.name,
+            "bytes_per_cell": an.bytes_per_cell(),
+            **throughput(math.prod(shape), n - self.first, wall, an.bytes_per_cell(), an.flops_per_cell()),
+            "params": dict(sim.params),
+            "passes_per_step": len(sim.passes),
+            "lowered": False,
+            "errors": sim.errors(),
+        }

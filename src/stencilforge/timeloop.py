@@ -16,6 +16,7 @@ import numpy as np
 from .errors import StencilforgeError
 from .grid import row_pitch
 from .metrics import error_norms, throughput
+from .backends.base import Launch
 from .problems import Setup
 
 ProgressFn = Callable[[int, int, "float | None"], None]
@@ -86,21 +87,6 @@ class Result:
     summary: dict = field(default_factory=dict)
 
 
-def _validate(setup: Setup, opts: LoopOptions) -> int:
-    if opts.steps is not None and (not isinstance(opts.steps, (int, np.integer)) or opts.steps < 0):
-        raise StencilforgeError(f"steps must be a non-negative integer, got {opts.steps}")
-    if opts.tol is not None:
-        if setup.residual is None:
-            raise StencilforgeError(f"{setup.name} has no residual: --tol applies to poisson2d only")
-        if not opts.tol > 0 or not math.isfinite(opts.tol):
-            raise StencilforgeError(f"tol must be a positive number, got {opts.tol}")
-    if opts.check_every < 1:
-        raise StencilforgeError("check_every must be at least 1")
-    if opts.stall_checks < 0:
-        raise StencilforgeError(f"stall_checks must be 0 (off) or more, got {opts.stall_checks}")
-    return int(opts.steps) if opts.steps is not None else setup.default_steps
-
-
 def close_observers(observers) -> None:
     """Close every observer, even after one fails; then raise the first failure."""
     failure = None
@@ -113,250 +99,378 @@ def close_observers(observers) -> None:
         raise failure
 
 
-def _step_function(setup: Setup, backend):
-    if setup.sweep is not None:
-        return backend.sweep(setup.sweep, setup.grid)
-    apply = backend.axis_operator(setup.operator, setup.grid.dtype, setup.grid.shape)
-    names = [setup.operator.inp] + [d.out for d in setup.operator.outputs]
+class Stepper(Protocol):
+    """What the loop advances: a Setup's sweep (`SweepStepper`) or a problem's generated passes
+    (`simulation.PassStepper`). Steps are numbered globally from `first`."""
 
-    def step(f):
-        apply(*(f[n] for n in names))
+    name: str
+    backend: object  # what observers are handed
+    first: int
+    decomposed: bool  # several processes: stop requests are agreed at checks
+    default_steps: int
+    default_tol: float | None
+    has_residual: bool
 
-    return step
+    def compile(self) -> None:
+        """Build the kernels (JIT backends compile here, before the clock starts)."""
+
+    def warm(self) -> None:
+        """Run once what the first step's set-up runs (walls, the finite test) without changing the fields."""
+
+    def advance(self, n: int, two: bool) -> int:
+        """Step from global step n; where `two` (nothing looks at n + 1) it may take two steps. Returns the count."""
+
+    def state(self) -> dict:
+        """The arrays observers copy from (ghost layers included)."""
+
+    def time_at(self, n: int) -> float: ...
+
+    def finite(self) -> bool:
+        """Whether the watched fields hold no NaN or Inf, on every process."""
+
+    def agree(self, flag: bool) -> bool:
+        """`flag` on every process (one process: `flag`)."""
+
+    def residual(self, n: int) -> float:
+        """The relative residual of the state at step n."""
+
+    def fields(self) -> dict:
+        """The final fields, interior only, in the backend's array type."""
+
+    def report(self, n: int, wall: float) -> dict:
+        """The stepper's own summary keys at step n (errors against an exact solution, kernel choices)."""
 
 
-def _pair_function(setup: Setup, backend, opts: LoopOptions, dynamic: list):
-    """The backend's two-steps-in-one-pass sweep, where it gives the same fields as two steps.
+def _validate(stepper: Stepper, opts: LoopOptions) -> int:
+    if opts.steps is not None and (not isinstance(opts.steps, (int, np.integer)) or opts.steps < 0):
+        raise StencilforgeError(f"steps must be a non-negative integer, got {opts.steps}")
+    if opts.tol is not None:
+        if not stepper.has_residual:
+            raise StencilforgeError(f"{stepper.name} has no residual: --tol applies to poisson2d only")
+        if not opts.tol > 0 or not math.isfinite(opts.tol):
+            raise StencilforgeError(f"tol must be a positive number, got {opts.tol}")
+    if opts.check_every < 1:
+        raise StencilforgeError("check_every must be at least 1")
+    if opts.stall_checks < 0:
+        raise StencilforgeError(f"stall_checks must be 0 (off) or more, got {opts.stall_checks}")
+    return int(opts.steps) if opts.steps is not None else stepper.default_steps
 
-    The pair takes the middle state's ghost cells from the output buffer's,
-    so the walls must be known ahead: static, or Dirichlet values that do not
-    read the field (the loop fills the output's ghosts with the next step's
-    walls first). It also needs no sources, one process, and a sweep that
-    composes with its swap (Sweep.composes_with). After a pair the
-    swapped-out buffer holds the state two steps back, not one; so the loop
-    lands on every checked or observed step, and on the last, with a single
-    step, and whatever a check, an observer, a checkpoint or the result sees
-    is what single steps give.
+
+class SweepStepper:
+    """A Setup on one backend: walls, the sweep (or axis operator), sources, swap.
+
+    The loop steps its own arrays (a Setup run twice starts from the same state),
+    in the backend's layout: ghosted fields for sweeps, dense arrays for operators.
     """
-    sweep = setup.sweep
-    if not opts.fuse_steps or opts.domain is not None or setup.sources or not hasattr(backend, "sweep_pair"):
-        return None
-    if sweep is None or not sweep.composes_with(setup.swap):
-        return None
-    if any(name not in setup.swap or setup.boundaries[name].reads_interior for name, _ in dynamic):
-        return None
-    return backend.sweep_pair(sweep, setup.grid)
 
-
-def run(setup: Setup, backend, opts: LoopOptions = LoopOptions()) -> Result:
-    """Run the loop; the observers are closed however it ends (their queued writes finish first)."""
-    try:
-        return _run(setup, backend, opts)
-    finally:
-        close_observers(opts.observers)
-
-
-def _run(setup: Setup, backend, opts: LoopOptions) -> Result:
-    if opts.steps is None and opts.tol is None and setup.default_tol is not None:
-        opts = replace(opts, tol=setup.default_tol)
-    steps = _validate(setup, opts)
-    xp = backend.xp
-    grid = setup.grid
-    if hasattr(backend, "check_fits"):
+    def __init__(self, setup: Setup, backend, opts: LoopOptions):
+        self.setup, self.backend, self.opts = setup, backend, opts
+        self.name, self.first = setup.name, opts.start_step
+        self.default_steps, self.default_tol = setup.default_steps, setup.default_tol
+        self.has_residual = setup.residual is not None
+        self.domain = opts.domain
+        self.decomposed = self.domain is not None
+        grid = setup.grid
         backend.check_fits(sum(arr.nbytes for arr in setup.fields.values()))
-    if setup.sweep is not None:  # sweeps take ghosted fields in the backend's layout; axis operators dense arrays
-        fields = {name: backend.field(arr, grid.ghost) for name, arr in setup.fields.items()}
-    else:
-        fields = {name: backend.asarray(arr) for name, arr in setup.fields.items()}
-    # the loop steps its own arrays: a Setup run twice starts from the same state
-    fields = {name: arr.copy() if arr is setup.fields[name] else arr for name, arr in fields.items()}
-    first = opts.start_step
-    domain = opts.domain
-
-    def time_at(n: int) -> float:
-        return setup.t0 + n * setup.dt
-
-    dynamic = []
-    for name, bc in setup.boundaries.items():
-        fill = bc.bind(grid, xp, domain.faces if domain is not None else None, row_pitch(fields[name]))
-        if bc.static:
-            for target in {name, *(setup.swap or ())} & set(fields):
-                fill(fields[target], time_at(first))
+        if setup.sweep is not None:
+            fields = {name: backend.field(arr, grid.ghost) for name, arr in setup.fields.items()}
         else:
-            dynamic.append((name, fill))
+            fields = {name: backend.asarray(arr) for name, arr in setup.fields.items()}
+        self._fields = {name: arr.copy() if arr is setup.fields[name] else arr for name, arr in fields.items()}
+        self.dynamic = []
+        for name, bc in setup.boundaries.items():
+            fill = bc.bind(grid, backend.xp, self.domain.faces if self.domain is not None else None,
+                           row_pitch(self._fields[name]))
+            if bc.static:
+                for target in {name, *(setup.swap or ())} & set(self._fields):
+                    fill(self._fields[target], self.time_at(self.first))
+            else:
+                self.dynamic.append((name, fill))
+        self.readers = [(name, fill) for name, fill in self.dynamic if setup.boundaries[name].reads_interior]
+        self.partner = dict(zip(setup.swap, reversed(setup.swap))) if setup.swap is not None else {}
+        self.after_pair = False
+        self.fused = 0
+        self.step = self.pair = self.residual_fn = None
 
-    if opts.status is not None:
-        opts.status("compiling kernels (first run only)")
-    compile_start = time.perf_counter()
-    step = _step_function(setup, backend)  # JIT backends compile here, before the clock starts
-    pair = _pair_function(setup, backend, opts, dynamic)
-    residual_fn = backend.sum_squares(setup.residual, grid) if setup.residual is not None else None
-    compile_s = time.perf_counter() - compile_start
-    if opts.status is not None:
-        opts.status(None)
+    def time_at(self, n: int) -> float:
+        return self.setup.t0 + n * self.setup.dt
 
-    readers = [(name, fill) for name, fill in dynamic if setup.boundaries[name].reads_interior]
+    def compile(self) -> None:
+        setup, backend = self.setup, self.backend
+        if setup.sweep is not None:
+            self.step = backend.sweep(setup.sweep, setup.grid)
+        else:
+            apply = backend.axis_operator(setup.operator, setup.grid.dtype, setup.grid.shape)
+            names = [setup.operator.inp] + [d.out for d in setup.operator.outputs]
+            self.step = Launch(lambda f: apply(*(f[n] for n in names)), apply.strategy, apply.tile)
+        self.pair = self._pair()
+        self.residual_fn = backend.sum_squares(setup.residual, setup.grid) if setup.residual is not None else None
 
-    def relative_residual(m: int) -> float:
-        """At step m, with walls that copy the interior (Neumann, periodic) refilled first: the
-        ghosts hold the previous iterate's images until the next step fills them."""
-        for name, fill in readers:
-            fill(fields[name], time_at(m))
-        return math.sqrt(residual_fn(fields)) / setup.rhs_norm
+    def _pair(self):
+        """The backend's two-steps-in-one-pass sweep, where it gives the same fields as two steps.
 
-    def locally_finite() -> bool:
-        return bool(xp.isfinite(fields[setup.solution]).all())
+        The pair takes the middle state's ghost cells from the output buffer's,
+        so the walls must be known ahead: static, or Dirichlet values that do not
+        read the field (`advance` fills the output's ghosts with the next step's
+        walls first). It also needs no sources, one process, and a sweep that
+        composes with its swap (Sweep.composes_with). After a pair the
+        swapped-out buffer holds the state two steps back, not one; so the loop
+        lands on every checked or observed step, and on the last, with a single
+        step, and whatever a check, an observer, a checkpoint or the result sees
+        is what single steps give.
+        """
+        setup, backend = self.setup, self.backend
+        sweep = setup.sweep
+        if not self.opts.fuse_steps or self.domain is not None or setup.sources or not backend.fuses_steps:
+            return None
+        if sweep is None or not sweep.composes_with(setup.swap):
+            return None
+        if any(name not in setup.swap or setup.boundaries[name].reads_interior for name, _ in self.dynamic):
+            return None
+        return backend.sweep_pair(sweep, setup.grid)
 
-    def check_finite(n: int, last_ok: int) -> None:
-        finite = locally_finite()
-        if not (finite if domain is None else domain.all(finite)):
-            raise StencilforgeError(
-                f"{setup.name} blew up: NaN or Inf found at step {n} (finite at step {last_ok}); "
-                "reduce dt or check the inputs"
-            )
+    def warm(self) -> None:
+        # The first step's walls and the NaN test run once before the clock starts: both leave the fields
+        # as they are, and on a GPU their first call loads the array library's kernels (a fresh process on
+        # an H100 lost about 0.4 s of wall time to first calls), which is set-up, not stepping.
+        for name, fill in self.dynamic:
+            fill(self._fields[name], self.time_at(self.first))
+        self._locally_finite()
 
-    def checked(m: int) -> bool:
-        return (m - first) % opts.check_every == 0
-
-    def eventful(m: int) -> bool:
-        """Whether anything looks at the fields after step m (a check or an observer)."""
-        return checked(m) or any(obs.every and m % obs.every == 0 for obs in opts.observers)
-
-    def stop_requested(m: int) -> bool:
-        """A signal arrived: alone, at once; decomposed, at the next check, on every rank together."""
-        if opts.stop is None:
-            return False
-        if domain is None:
-            return opts.stop.is_set()
-        return checked(m) and not domain.all(not opts.stop.is_set())
-
-    residual = None
-    residual_at = None
-    stop = "steps"
-    recent: list[float] = []  # the last stall_checks residuals
-    best_before = math.inf  # the lowest residual before them
-    fused = 0
-    n = first
-    last_ok = first
-    last_report = time.perf_counter()
-    kernel_start = backend.kernel_seconds() if hasattr(backend, "kernel_seconds") else None
-    # The first step's walls and the NaN test run once before the clock starts: both leave the fields
-    # as they are, and on a GPU their first call loads the array library's kernels (a fresh process on
-    # an H100 lost about 0.4 s of wall time to first calls), which is set-up, not stepping. The test's
-    # answer is not needed yet.
-    for name, fill in dynamic:
-        fill(fields[name], time_at(first))
-    locally_finite()
-    backend.synchronize()
-    start = time.perf_counter()
-    if opts.progress is not None:
-        opts.progress(0, steps, None)  # stepping starts now: rates count from here
-    partner = dict(zip(setup.swap, reversed(setup.swap))) if setup.swap is not None else {}
-    after_pair = False
-    while n < first + steps:
-        fuse = pair is not None and n + 2 < first + steps and not (eventful(n + 1) or eventful(n + 2))
-        t = time_at(n)
-        for name, fill in dynamic:
+    def advance(self, n: int, two: bool) -> int:
+        fields, setup = self._fields, self.setup
+        fuse = self.pair is not None and two
+        t = self.time_at(n)
+        for name, fill in self.dynamic:
             fill(fields[name], t)
             if fuse:  # the middle state's walls, read from the output buffer's ghost cells
-                fill(fields[partner[name]], time_at(n + 1))
-            elif after_pair:  # the buffer this step writes: single steps would have left step n - 1's walls in it
-                fill(fields[partner[name]], time_at(n - 1))
-        after_pair = fuse
+                fill(fields[self.partner[name]], self.time_at(n + 1))
+            elif self.after_pair:  # the buffer this step writes: single steps would have left step n - 1's walls in it
+                fill(fields[self.partner[name]], self.time_at(n - 1))
+        self.after_pair = fuse
         if fuse:
-            pair(fields)
-            fused += 2
-            n += 2
+            self.pair(fields)
+            self.fused += 2
         else:
-            step(fields)
+            self.step(fields)
             for src in setup.sources:
                 fields[src.field][src.index] += src.scale * src.wavelet(t)
-            n += 1
         if setup.swap is not None:
             a, b = setup.swap
             fields[a], fields[b] = fields[b], fields[a]
-        if checked(n):
-            check_finite(n, last_ok)
-            last_ok = n
-            if opts.tol is not None:
-                residual, residual_at = relative_residual(n), n
-                if opts.stall_checks:
-                    recent.append(residual)
-                    if len(recent) > opts.stall_checks:
-                        best_before = min(best_before, recent.pop(0))
-        for obs in opts.observers:
-            if obs.every and n % obs.every == 0:
-                obs(n, time_at(n), fields, backend)
-        if residual_at == n and residual < opts.tol:
-            stop = "converged"
-            break
-        if residual_at == n and recent and len(recent) == opts.stall_checks and not min(recent) < best_before:
-            stop = "stalled"
-            break
-        if stop_requested(n):
-            stop = "signal"
-            break
-        if opts.progress is not None:
-            now = time.perf_counter()
-            if now - last_report >= opts.progress_interval_s:
-                last_report = now
-                opts.progress(n - first, steps, residual)
-    backend.synchronize()
-    wall = time.perf_counter() - start
-    if n != last_ok:
-        check_finite(n, last_ok)
-    done = n - first
-    converged = None
-    if residual_fn is not None:
-        if residual_at != n:
-            residual = relative_residual(n)
-        converged = bool(opts.tol is not None and residual < opts.tol)
-    if opts.progress is not None:
-        opts.progress(done, steps, residual)
-    for obs in opts.observers:  # the final state, unless the loop just wrote it
-        if n > first and not (obs.every and n % obs.every == 0):
-            obs(n, time_at(n), fields, backend)
+        return 2 if fuse else 1
 
-    out = {name: arr[grid.interior] for name, arr in fields.items()}
-    shape = grid.shape if domain is None else domain.global_shape
-    summary = {
-        "problem": setup.name,
-        "backend": backend.name,
-        "shape": list(shape),
-        "dtype": grid.dtype.name,
-        "steps": done,
-        "step": n,
-        "t": time_at(n),
-        "wall_s": wall,
-        "compile_s": compile_s,
-        "bytes_per_cell": setup.bytes_per_cell,
-        **throughput(math.prod(shape), done, wall, setup.bytes_per_cell, setup.flops_per_cell),
-        "params": setup.params,
-        "stop": stop,
-    }
-    if stop == "signal":
-        summary["signal"] = opts.stop.signum
-    if domain is not None:
-        summary.update(domain.summary(wall))
-    if kernel_start is not None:
-        summary["kernel_s"] = backend.kernel_seconds() - kernel_start
-    if getattr(backend, "strategy", None) is not None:
-        summary["strategy"] = backend.strategy
-    if pair is not None:
-        summary["fused_steps"] = fused
-    if setup.residual is not None:
-        summary.update(residual=residual, converged=converged, iterations=done, tol=opts.tol)
-    if setup.exact is not None:
-        exact = setup.exact(time_at(n))
+    def state(self) -> dict:
+        return self._fields
+
+    def _locally_finite(self) -> bool:
+        return bool(self.backend.xp.isfinite(self._fields[self.setup.solution]).all())
+
+    def agree(self, flag: bool) -> bool:
+        return flag if self.domain is None else self.domain.all(flag)
+
+    def finite(self) -> bool:
+        return self.agree(self._locally_finite())
+
+    def residual(self, n: int) -> float:
+        """At step n, with walls that copy the interior (Neumann, periodic) refilled first: the
+        ghosts hold the previous iterate's images until the next step fills them."""
+        for name, fill in self.readers:
+            fill(self._fields[name], self.time_at(n))
+        return math.sqrt(self.residual_fn(self._fields)) / self.setup.rhs_norm
+
+    def fields(self) -> dict:
+        return {name: arr[self.setup.grid.interior] for name, arr in self._fields.items()}
+
+    def report(self, n: int, wall: float) -> dict:
+        setup, domain = self.setup, self.domain
+        shape = setup.grid.shape if domain is None else domain.global_shape
+        out = {
+            "shape": list(shape),
+            "dtype": setup.grid.dtype.name,
+            "bytes_per_cell": setup.bytes_per_cell,
+            **throughput(math.prod(shape), n - self.first, wall, setup.bytes_per_cell, setup.flops_per_cell),
+            "params": setup.params,
+        }
         if domain is not None:
-            per_field = {name: domain.error_norms(backend.to_host(out[name]), ref) for name, ref in exact.items()}
+            out.update(domain.summary(wall))
+        if self.step.strategy is not None:
+            out["strategy"] = self.step.strategy
+        if self.pair is not None:
+            out["fused_steps"] = self.fused
+        if setup.exact is not None:
+            out["error"] = self._error(n)
+        return out
+
+    def _error(self, n: int) -> dict:
+        backend, domain = self.backend, self.domain
+        final = self.fields()
+        exact = self.setup.exact(self.time_at(n))
+        if domain is not None:
+            per_field = {name: domain.error_norms(backend.to_host(final[name]), ref) for name, ref in exact.items()}
         else:  # reduced where the exact solution was evaluated: on the device for problems built there
-            per_field = {name: error_norms(backend.to_host(out[name]), ref) if isinstance(ref, np.ndarray)
-                         else error_norms(out[name], ref, xp) for name, ref in exact.items()}
-        summary["error"] = {
+            per_field = {name: error_norms(backend.to_host(final[name]), ref) if isinstance(ref, np.ndarray)
+                         else error_norms(final[name], ref, backend.xp) for name, ref in exact.items()}
+        error = {
             "max_abs": max(e["max_abs"] for e in per_field.values()),
             "rel_l2": max(e["rel_l2"] for e in per_field.values()),
         }
         if len(per_field) > 1:
-            summary["error"]["fields"] = per_field
-    return Result(out, summary)
+            error["fields"] = per_field
+        return error
+
+
+class Monitor:
+    """What looks at the state between steps: finite and residual checks (with the stall test),
+    observers, stop requests and progress. `after(n)` says why the loop must stop, if it must."""
+
+    def __init__(self, stepper: Stepper, opts: LoopOptions, steps: int):
+        self.stepper, self.opts, self.steps = stepper, opts, steps
+        self.first = stepper.first
+        self.last_ok = self.first
+        self.residual: float | None = None
+        self.residual_at: int | None = None
+        self.recent: list[float] = []  # the last stall_checks residuals
+        self.best_before = math.inf  # the lowest residual before them
+        self.last_report = time.perf_counter()
+
+    def checked(self, m: int) -> bool:
+        return (m - self.first) % self.opts.check_every == 0
+
+    def eventful(self, m: int) -> bool:
+        """Whether anything looks at the fields after step m (a check or an observer)."""
+        return self.checked(m) or any(obs.every and m % obs.every == 0 for obs in self.opts.observers)
+
+    def check_finite(self, n: int) -> None:
+        if not self.stepper.finite():
+            raise StencilforgeError(
+                f"{self.stepper.name} blew up: NaN or Inf found at step {n} (finite at step {self.last_ok}); "
+                "reduce dt or check the inputs"
+            )
+        self.last_ok = n
+
+    def _stop_requested(self, m: int) -> bool:
+        """A signal arrived: alone, at once; decomposed, at the next check, on every process together."""
+        stop = self.opts.stop
+        if stop is None:
+            return False
+        return stop.is_set() if not self.stepper.decomposed else (self.checked(m) and not self.stepper.agree(not stop.is_set()))
+
+    def after(self, n: int) -> str | None:
+        """Checks and observers after step n; the reason to stop ('converged', 'stalled', 'signal') or None."""
+        opts, stepper = self.opts, self.stepper
+        if self.checked(n):
+            self.check_finite(n)
+            if opts.tol is not None:
+                self.residual, self.residual_at = stepper.residual(n), n
+                if opts.stall_checks:
+                    self.recent.append(self.residual)
+                    if len(self.recent) > opts.stall_checks:
+                        self.best_before = min(self.best_before, self.recent.pop(0))
+        for obs in opts.observers:
+            if obs.every and n % obs.every == 0:
+                obs(n, stepper.time_at(n), stepper.state(), stepper.backend)
+        if self.residual_at == n and self.residual < opts.tol:
+            return "converged"
+        if self.residual_at == n and self.recent and len(self.recent) == opts.stall_checks and not min(self.recent) < self.best_before:
+            return "stalled"
+        if self._stop_requested(n):
+            return "signal"
+        if opts.progress is not None:
+            now = time.perf_counter()
+            if now - self.last_report >= opts.progress_interval_s:
+                self.last_report = now
+                opts.progress(n - self.first, self.steps, self.residual)
+        return None
+
+    def finish(self, n: int) -> bool | None:
+        """The last checks and the final state to every observer that did not just see it; whether the run converged."""
+        opts, stepper = self.opts, self.stepper
+        if n != self.last_ok:
+            self.check_finite(n)
+        converged = None
+        if stepper.has_residual:
+            if self.residual_at != n:
+                self.residual = stepper.residual(n)
+            converged = bool(opts.tol is not None and self.residual < opts.tol)
+        if opts.progress is not None:
+            opts.progress(n - self.first, self.steps, self.residual)
+        for obs in opts.observers:
+            if n > self.first and not (obs.every and n % obs.every == 0):
+                obs(n, stepper.time_at(n), stepper.state(), stepper.backend)
+        return converged
+
+
+def summarize(stepper: Stepper, backend, opts: LoopOptions, monitor: Monitor, n: int, stop: str, wall: float,
+              compile_s: float, kernel_s: float | None, converged: bool | None) -> dict:
+    """The run's summary: what ran, how far, how fast, and how it ended; the same keys for every stepper."""
+    done = n - stepper.first
+    summary = {
+        "problem": stepper.name,
+        "backend": backend.name,
+        "steps": done,
+        "step": n,
+        "t": stepper.time_at(n),
+        "wall_s": wall,
+        "compile_s": compile_s,
+        **stepper.report(n, wall),
+        "stop": stop,
+    }
+    if stop == "signal":
+        summary["signal"] = opts.stop.signum
+    if kernel_s is not None:
+        summary["kernel_s"] = kernel_s
+    if stepper.has_residual:
+        summary.update(residual=monitor.residual, converged=converged, iterations=done, tol=opts.tol)
+    return summary
+
+
+def run(setup: Setup, backend, opts: LoopOptions = LoopOptions()) -> Result:
+    """Run the loop on a Setup; the observers are closed however it ends (their queued writes finish first)."""
+    return run_stepper(lambda: SweepStepper(setup, backend, opts), backend, opts)
+
+
+def run_stepper(build: Callable[[], Stepper], backend, opts: LoopOptions) -> Result:
+    """Run the loop on the stepper `build` returns; the observers are closed however it ends."""
+    try:
+        return _advance(build(), backend, opts)
+    finally:
+        close_observers(opts.observers)
+
+
+def _advance(stepper: Stepper, backend, opts: LoopOptions) -> Result:
+    """Step `stepper` until its steps are done, it converged or stalled, or a stop was requested."""
+    if opts.steps is None and opts.tol is None and stepper.default_tol is not None:
+        opts = replace(opts, tol=stepper.default_tol)
+    steps = _validate(stepper, opts)
+    if opts.status is not None:
+        opts.status("compiling kernels (first run only)")
+    compile_start = time.perf_counter()
+    stepper.compile()
+    compile_s = time.perf_counter() - compile_start
+    if opts.status is not None:
+        opts.status(None)
+    monitor = Monitor(stepper, opts, steps)
+    first = stepper.first
+    end = first + steps
+    kernel_start = backend.kernel_seconds()
+    stepper.warm()
+    backend.synchronize()
+    start = time.perf_counter()
+    if opts.progress is not None:
+        opts.progress(0, steps, None)  # stepping starts now: rates count from here
+    n, stop = first, "steps"
+    while n < end:
+        two = n + 2 < end and not (monitor.eventful(n + 1) or monitor.eventful(n + 2))
+        n += stepper.advance(n, two)
+        reason = monitor.after(n)
+        if reason is not None:
+            stop = reason
+            break
+    backend.synchronize()
+    wall = time.perf_counter() - start
+    converged = monitor.finish(n)
+    kernel_s = backend.kernel_seconds()
+    kernel_s = None if kernel_s is None else kernel_s - kernel_start
+    summary = summarize(stepper, backend, opts, monitor, n, stop, wall, compile_s, kernel_s, converged)
+    return Result(stepper.fields(), summary)

@@ -1,14 +1,11 @@
-"""Backend registry: every backend exposes the same small interface.
-
-sweep(plan, grid) -> run(fields); sum_squares(plan, grid) -> run(fields) -> float;
-axis_operator(op, dtype, shape=None) -> run(u, *outs) (shape: the arrays it will get, for kernel choice); asarray / to_host / synchronize; xp.
-"""
+"""Backend registry: every backend offers the interface of `base.Backend`."""
 
 from __future__ import annotations
 
 import importlib
 
 from ..errors import StencilforgeError
+from .base import Backend, Launch
 
 _MODULES = {
     "numpy": ("numpy_ref", "NumpyBackend"),
@@ -16,6 +13,7 @@ _MODULES = {
     "cuda": ("cuda", "CudaBackend"),
 }
 NAMES = tuple(_MODULES)
+__all__ = ["Backend", "Launch", "NAMES", "available", "get_backend"]
 
 
 def _load(name: str):

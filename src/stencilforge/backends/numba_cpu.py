@@ -20,6 +20,7 @@ from ..errors import StencilforgeError
 from ..grid import Grid
 from ..plan import AxisOperator, Sweep
 from ..printers.numba import pass_source
+from .base import HostMemory, Launch
 
 HEADER = "import numba\nimport numpy as np\n\nJIT = numba.njit(parallel=True, cache=True, nogil=True)\n\n"
 
@@ -375,9 +376,10 @@ def load_kernel(source: str) -> Callable:
     return module.kernel
 
 
-class NumbaBackend:
+class NumbaBackend(HostMemory):
     name = "numba"
     xp = np
+    fuses_steps = True  # 2D sweeps whose row views fit one vectorised loop
 
     @staticmethod
     def available() -> bool:
@@ -407,21 +409,21 @@ class NumbaBackend:
 
         return run
 
-    def sweep(self, sweep: Sweep, grid: Grid) -> Callable[[Mapping[str, np.ndarray]], None]:
-        return self._bound(sweep_source(sweep, reduce=False), sweep, grid, sweep.out)
+    def sweep(self, sweep: Sweep, grid: Grid) -> Launch:
+        return Launch(self._bound(sweep_source(sweep, reduce=False), sweep, grid, sweep.out))
 
-    def sweep_pair(self, sweep: Sweep, grid: Grid) -> Callable[[Mapping[str, np.ndarray]], None] | None:
+    def sweep_pair(self, sweep: Sweep, grid: Grid) -> Launch | None:
         """Two steps in one pass (the middle state's ghost cells taken from out's) for 2D sweeps whose row
         views fit one vectorised loop; None otherwise."""
         if grid.ndim != 2 or not sweep.iterates_one_field or len(_views(sweep)) > FUSED_VIEW_LIMIT:
             return None
-        return self._bound(pair_source(sweep), sweep, grid, sweep.out)
+        return Launch(self._bound(pair_source(sweep), sweep, grid, sweep.out))
 
     def sum_squares(self, sweep: Sweep, grid: Grid) -> Callable[[Mapping[str, np.ndarray]], float]:
         run = self._bound(sweep_source(sweep, reduce=True), sweep, grid, sweep.inputs[0])
         return lambda fields: float(run(fields))
 
-    def axis_operator(self, op: AxisOperator, dtype, shape=None) -> Callable:
+    def axis_operator(self, op: AxisOperator, dtype, shape=None) -> Launch:
         source, coef = axis_operator_source(op)
         kernel = load_kernel(source)
         coef = coef.astype(dtype)
@@ -431,7 +433,7 @@ class NumbaBackend:
         def run(u, *outs):
             kernel(u, *outs, coef)
 
-        return run
+        return Launch(run)
 
     def equation_pass(self, p, lattice: Grid, constants) -> Callable:
         """run(arrays, params, t) for one pass of a problem's equations, compiled now on tiny arrays."""

@@ -9,6 +9,7 @@ import numpy as np
 from ..grid import Grid
 from ..plan import AxisOperator, Sweep
 from ..printers.numpy import pass_kernel
+from .base import HostMemory, Launch
 
 
 def shifted(interior: tuple[slice, ...], offset: tuple[int, ...]) -> tuple[slice, ...]:
@@ -56,21 +57,26 @@ def evaluate_axis_operator(op: AxisOperator, u, outs, xp=np) -> None:
             oo[..., k] = acc * dtype(d.scale)
 
 
-class NumpyBackend:
+class NumpyBackend(HostMemory):
     name = "numpy"
     xp = np
+    fuses_steps = False
 
     @staticmethod
     def available() -> bool:
         return True
 
-    def sweep(self, sweep: Sweep, grid: Grid) -> Callable[[Mapping[str, np.ndarray]], None]:
+    def sweep(self, sweep: Sweep, grid: Grid) -> Launch:
         interior = grid.interior
 
         def run(fields):
             fields[sweep.out][interior] = evaluate_sweep(sweep, grid, fields)
 
-        return run
+        return Launch(run)
+
+    def sweep_pair(self, sweep: Sweep, grid: Grid) -> None:
+        """The oracle steps one at a time."""
+        return None
 
     def sum_squares(self, sweep: Sweep, grid: Grid) -> Callable[[Mapping[str, np.ndarray]], float]:
         def run(fields):
@@ -79,11 +85,11 @@ class NumpyBackend:
 
         return run
 
-    def axis_operator(self, op: AxisOperator, dtype, shape=None) -> Callable:
+    def axis_operator(self, op: AxisOperator, dtype, shape=None) -> Launch:
         def run(u, *outs):
             evaluate_axis_operator(op, u, outs)
 
-        return run
+        return Launch(run)
 
     def equation_pass(self, p, lattice: Grid, constants) -> Callable:
         """run(arrays, params, t) for one pass of a problem's equations (see `ir.analysis.Pass`)."""

@@ -154,10 +154,10 @@ class BackendRunner:
         # sweeps' fields take the layout the time loop gives them
         if case.is_sweep:
             self.fields = {k: engine.field(v.copy(), case.grid.ghost) for k, v in case.fields.items()}
-            self._step = engine.sweep(case.plan, case.grid)
+            self.kernel = self._step = engine.sweep(case.plan, case.grid)
         else:
             self.fields = {k: engine.asarray(v.copy()) for k, v in case.fields.items()}
-            apply = engine.axis_operator(case.plan, case.grid.dtype, case.grid.shape)
+            apply = self.kernel = engine.axis_operator(case.plan, case.grid.dtype, case.grid.shape)
             outs = [d.out for d in case.plan.outputs]
             self._step = lambda f: apply(f["u"], *(f[o] for o in outs))
 
@@ -186,9 +186,8 @@ class PairRunner(BackendRunner):
     def __post_init__(self) -> None:
         super().__post_init__()
         case = self.case
-        pair = getattr(self.engine, "sweep_pair", None)
-        fusable = case.is_sweep and case.plan.composes_with(case.swap)
-        self._pair = pair(case.plan, case.grid) if pair is not None and fusable else None
+        fusable = self.engine.fuses_steps and case.is_sweep and case.plan.composes_with(case.swap)
+        self._pair = self.engine.sweep_pair(case.plan, case.grid) if fusable else None
         if self._pair is None:
             raise Unsupported("this backend does not fuse two steps of this sweep (one star-stencil field swapped with the output)")
         if self.engine.name == "cuda":
@@ -231,7 +230,7 @@ def _cuda_strategies(case: Case, requested: tuple[str, ...] | None) -> list[str]
 def _ours(case: Case, opts: BenchOptions, backend_name: str) -> list[Impl]:
     if backend_name != "cuda":
         impls = [Impl("stencilforge", "ours", backend_name, lambda c: BackendRunner(c, get_backend(backend_name)))]
-        if case.is_sweep and case.plan.composes_with(case.swap) and hasattr(get_backend(backend_name), "sweep_pair"):
+        if case.is_sweep and case.plan.composes_with(case.swap) and get_backend(backend_name).fuses_steps:
             impls.append(Impl("stencilforge", "ours", "fused", lambda c: PairRunner(c, get_backend(backend_name))))
         return impls
     impls = []
@@ -309,7 +308,7 @@ def measure_impl(
     try:
         runner = impl.make(case)
         if impl.kind == "ours" and backend == "cuda":
-            row["resolved_strategy"], row["tile"] = getattr(runner, "resolved", None) or (runner.engine.strategy, tuple(runner.engine.tile))
+            row["resolved_strategy"], row["tile"] = getattr(runner, "resolved", None) or (runner.kernel.strategy, tuple(runner.kernel.tile))
     except (Unsupported, StencilforgeError) as exc:
         row.update(status="skipped", note=str(exc))
         return row, None

@@ -50,6 +50,8 @@ class DecomposedSimulation(Simulation):
     `comm` must build it with the same problem, parameters and backend.
     """
 
+    decomposed = True
+
     def __init__(self, problem: Problem, backend, params, comm, procs: Sequence[int] | None = None):
         if is_device_array(backend.xp):
             raise StencilforgeError(f"decomposed runs of equation problems run on the numpy and numba backends, not {backend.name}")

@@ -6,7 +6,7 @@ down to the interior plus the ghost layers on global walls, so the assembled
 arrays are the padded arrays of one process. The files are therefore the
 single-process files, and a run may resume on any rank count. Rank 0 receives
 one block at a time into one global copy of the fields it writes, then hands
-that copy to the ordinary observer (io.session builds it), whose writer thread takes
+that copy to the ordinary observer (stencilforge.jobs builds it), whose writer thread takes
 a copy. Parallel HDF5 is not used.
 
 A write failure on rank 0 is broadcast at the same step, so every rank stops

@@ -31,6 +31,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from ..backends.base import Launch
 from ..backends.numpy_ref import evaluate_sweep
 from ..boundary import Periodic
 from ..errors import StencilforgeError
@@ -228,10 +229,13 @@ class MPIDomain:
 class DecomposedBackend:
     """Wraps a backend so sweeps refresh the halos they read and reductions are global.
 
-    Everything else (name, xp, asarray, timers) is the wrapped backend's.
+    Everything else (name, xp, asarray, check_fits) is the wrapped backend's. Two steps per pass
+    are a one-process path (`fuses_steps` False): a pass would need the halo of its middle state.
     `overlap`: None splits sweeps where it can on a device, True wherever it
     can (a one-line error if the process grid does not allow it), False never.
     """
+
+    fuses_steps = False
 
     def __init__(self, backend, domain: MPIDomain, streams=None, overlap: bool | None = None):
         self._backend = backend
@@ -240,16 +244,20 @@ class DecomposedBackend:
         self._overlap = is_device_array(backend.xp) if overlap is None else overlap
         self._required = overlap is True
         self._timed_backends = [backend]
-        if hasattr(backend, "kernel_seconds"):
-            self._kernel_base = backend.kernel_seconds()
-            self.kernel_seconds = self._kernel_seconds
-            domain.compute_seconds = self._kernel_seconds
+        self._kernel_base = backend.kernel_seconds()
+        if self._kernel_base is not None:
+            domain.compute_seconds = self.kernel_seconds
 
     def __getattr__(self, name):
         return getattr(self._backend, name)
 
-    def _kernel_seconds(self) -> float:
+    def kernel_seconds(self) -> float | None:
+        if self._kernel_base is None:
+            return None
         return sum(b.kernel_seconds() for b in self._timed_backends) - self._kernel_base
+
+    def sweep_pair(self, sweep, grid) -> None:
+        return None
 
     def synchronize(self) -> None:
         """The device, then every rank: the loop's timer starts and stops together on all ranks."""
@@ -265,7 +273,7 @@ class DecomposedBackend:
         inner = self._backend.sweep(sweep, grid)
         exchange = self._halo(grid)
         names = sweep.stencil_inputs
-        split = self._split(sweep, grid) if self._overlap else None
+        split = self._split(sweep, grid, inner) if self._overlap else None
         if split is None:
 
             def run_sweep(fields):
@@ -273,7 +281,7 @@ class DecomposedBackend:
                     exchange(fields[name])
                 inner(fields)
 
-            return run_sweep
+            return Launch(run_sweep, inner.strategy, inner.tile)
 
         self._domain.overlap = True
         interior, slabs = split
@@ -289,9 +297,9 @@ class DecomposedBackend:
             for slab in slabs:
                 slab(fields)
 
-        return run_overlapped
+        return Launch(run_overlapped, inner.strategy, inner.tile)
 
-    def _split(self, sweep, grid):
+    def _split(self, sweep, grid, whole):
         """(interior, boundary slabs) as sweeps over contiguous axis-0 views, or None where no split helps."""
         dims = self._domain.decomp.dims
         if any(p > 1 for p in dims[1:]):
@@ -307,9 +315,9 @@ class DecomposedBackend:
         if lo + hi == 0 or n - lo - hi < 1:
             return None
         engine = self._backend
-        if getattr(engine, "strategy", None) is not None:
+        if whole.strategy is not None:
             # the kernel the whole block resolved to, on every part: the same code gives the same bits
-            engine = type(engine)(strategy=engine.strategy, tile=engine.tile)
+            engine = type(engine)(strategy=whole.strategy, tile=whole.tile)
         parts = [(lo, n - hi)] + [(a, b) for a, b in ((0, lo), (n - hi, n)) if b > a]
         runs = [self._part(engine, sweep, grid, a, b) for a, b in parts]
         if engine is not self._backend:
@@ -382,7 +390,7 @@ class DecomposedBackend:
             for o, o_ext in zip(outs, outs_ext):
                 o[...] = o_ext[own]
 
-        return run_operator
+        return Launch(run_operator, inner.strategy, inner.tile)
 
 
 def run_decomposed(

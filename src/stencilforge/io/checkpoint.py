@@ -8,16 +8,14 @@ file is refused on read rather than resumed from.
 
 from __future__ import annotations
 
-import tempfile
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from .. import problems
 from ..errors import StencilforgeError
 from .hdf5 import FORMAT as SNAPSHOT_FORMAT, _h5py, write_image
-from .meta import RunInfo, jsonable
+from .meta import RunInfo
 from .paths import atomic_path, reserve
 
 FORMAT = "stencilforge-checkpoint"
@@ -109,59 +107,3 @@ def read(path: str | Path) -> Checkpoint:
         return Checkpoint(path, RunInfo.from_attrs(f.attrs), int(f.attrs["step"]), float(f.attrs["t"]), fields)
 
     return _checked(path, load)
-
-
-def _from_file(velocity) -> bool:
-    return isinstance(velocity, str) and velocity.endswith(".npy")
-
-
-def _stored_velocity(ckpt: Checkpoint, path: Path) -> str:
-    """The speeds of a wave3d model read from a file, recovered from the checkpoint's (c dt)^2 field.
-
-    The checkpoint holds the model, so a resume needs neither the original .npy
-    nor the directory it was named relative to; the stored field itself is what
-    the resumed run uses.
-    """
-    vel = ckpt.fields["vel"]
-    ghost = (vel.shape[0] - ckpt.info.shape[0]) // 2
-    interior = tuple(slice(ghost, ghost + n) for n in ckpt.info.shape)
-    np.save(path, np.sqrt(vel[interior].astype(np.float64)) / float(ckpt.info.params["dt"]))
-    return str(path)
-
-
-def resume_setup(path: str | Path, problem: str | None = None, shape=None, dtype: str | None = None, params: dict | None = None):
-    """Rebuild the checkpoint's Setup and load its state; return (setup, checkpoint).
-
-    Anything the user states that disagrees with the checkpoint (problem, shape,
-    dtype, a parameter) is refused rather than silently overridden.
-    """
-    ckpt = read(path)
-    info = ckpt.info
-    given = {k: v for k, v in (params or {}).items() if v is not None}
-    if problem is not None and problem != info.problem:
-        raise StencilforgeError(f"cannot resume {problem} from {path}: it is a {info.problem} checkpoint")
-    if shape is not None and tuple(shape) != info.shape:
-        raise StencilforgeError(f"cannot resume with shape {tuple(shape)} from {path}: it was written with shape {info.shape}")
-    if dtype is not None and dtype != info.dtype:
-        raise StencilforgeError(f"cannot resume as {dtype} from {path}: it was written as {info.dtype}")
-    for key, value in given.items():
-        if key in info.params and jsonable(value) != info.params[key]:
-            raise StencilforgeError(f"cannot resume with --{key} {value} from {path}: it was written with {key}={info.params[key]}")
-    if info.problem not in problems.BUILDERS:
-        raise StencilforgeError(f"cannot resume from {path}: unknown problem {info.problem!r}")
-    allowed = problems.BUILDERS[info.problem][1]
-    rebuilt = {k: v for k, v in info.params.items() if k in allowed}
-    velocity = rebuilt.get("velocity")
-    with tempfile.TemporaryDirectory() as tmp:
-        if _from_file(velocity) and "velocity" not in given and "vel" in ckpt.fields:
-            rebuilt["velocity"] = _stored_velocity(ckpt, Path(tmp) / "velocity.npy")
-        setup = problems.build(info.problem, shape=info.shape, dtype=info.dtype, **{**rebuilt, **given})
-    if _from_file(velocity):
-        setup = replace(setup, params={**setup.params, "velocity": velocity})
-    expected = {name: (arr.shape, arr.dtype) for name, arr in setup.fields.items()}
-    found = {name: (arr.shape, arr.dtype) for name, arr in ckpt.fields.items()}
-    if expected != found:
-        raise StencilforgeError(f"cannot resume from {path}: its fields {sorted(found)} do not match {info.problem}'s {sorted(expected)}")
-    if setup.t0 + ckpt.step * setup.dt != ckpt.t:
-        raise StencilforgeError(f"cannot resume from {path}: step {ckpt.step} and t={ckpt.t!r} disagree with dt={setup.dt!r}")
-    return replace(setup, fields=ckpt.fields), ckpt

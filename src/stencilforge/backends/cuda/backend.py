@@ -15,6 +15,7 @@ from ...errors import StencilforgeError
 from ...grid import Grid, pitched, row_pitch
 from ...plan import AxisOperator, Sweep
 from ...printers import cuda as printers_cuda
+from ..base import Launch
 from . import codegen
 from .compile import cached_cubin, options
 from .tune import choose
@@ -131,9 +132,14 @@ class _Unclocked:
 
 
 class CudaBackend:
-    """Generated CUDA kernels on CuPy arrays; data stays on the device between steps."""
+    """Generated CUDA kernels on CuPy arrays; data stays on the device between steps.
+
+    `requested` and `requested_tile` are what the constructor was given; the strategy a kernel
+    resolved to, and the one its last call ran, are the returned `Launch`'s."""
 
     name = "cuda"
+    fuses_steps = True  # with strategy auto
+    device = True
 
     def __init__(self, strategy: str = "auto", tile=None):
         if strategy != "auto" and strategy not in codegen.STRATEGIES:
@@ -145,15 +151,13 @@ class CudaBackend:
             raise StencilforgeError(f"the cuda backend is not available: {reason}")
         cp = _cupy()
         self._cp = cp
-        self._requested = strategy
-        self._tile = None if tile is None else tuple(tile)
-        self.strategy = strategy
-        self.tile = self._tile
+        self.requested = strategy
+        self.requested_tile = None if tile is None else tuple(tile)
         device = cp.cuda.Device()
         self.arch = f"sm_{device.compute_capability}"
         self.device_name = device_name(cp.cuda.runtime.getDeviceProperties(device.id))
-        self._modules: dict[str, object] = {}
-        self._copy_kernels: dict = {}
+        self._modules: dict[str, object] = {}  # compiled modules by source: a cache, whatever built them
+        self._copy_kernels: dict = {}  # the wall-gather kernels by dtype and array count
         self._timer = _Unclocked()
 
     @property
@@ -256,31 +260,30 @@ class CudaBackend:
 
     # ------------------------------------------------------------ the interface
 
-    def sweep(self, sweep: Sweep, grid: Grid) -> Callable[[Mapping], None]:
-        kernel = resolve(sweep, self._requested, self._tile, grid.shape, grid.dtype, self.device_name)
+    def sweep(self, sweep: Sweep, grid: Grid) -> Launch:
+        kernel = resolve(sweep, self.requested, self.requested_tile, grid.shape, grid.dtype, self.device_name)
         scalar = None
         if kernel.vector > 1:  # vector kernels need every row to start on a vector; scalar streaming otherwise
             scalar = codegen.sweep_kernel(sweep, "streaming", grid.dtype)
             if grid.ghost % kernel.vector or not kernel.fits(grid.shape):
                 kernel, scalar = scalar, None
-        self.strategy, self.tile = kernel.strategy, kernel.tile
         if grid.ghost < sweep.radius:
             raise StencilforgeError(f"grid ghost width {grid.ghost} is smaller than the stencil radius {sweep.radius}")
         return self._sweep_runner(kernel, grid, scalar)
 
-    def sweep_pair(self, sweep: Sweep, grid: Grid, tile=None) -> Callable[[Mapping], None] | None:
+    def sweep_pair(self, sweep: Sweep, grid: Grid, tile=None) -> Launch | None:
         """Two steps of `sweep` in one pass (out = S(S(u)), the middle state's ghost cells taken from
         out's), or None where they cannot be fused or another strategy than `auto` was asked for."""
-        if self._requested != "auto" or codegen.pair_applicable(sweep) or grid.ghost < sweep.radius:
+        if self.requested != "auto" or codegen.pair_applicable(sweep) or grid.ghost < sweep.radius:
             return None
         kernel = codegen.pair_sweep(sweep, grid.dtype, codegen.PAIR_TILE[grid.ndim] if tile is None else tuple(tile), f"sf_pair_{sweep.out}")
         return self._sweep_runner(kernel, grid)
 
-    def _picker(self, kernel: codegen.Kernel, scalar: codegen.Kernel | None, dtype) -> Callable:
+    def _picker(self, kernel: codegen.Kernel, scalar: codegen.Kernel | None, dtype, ran: Launch) -> Callable:
         """pick(arrays, fits) -> (launch, kernel) for one call: `kernel`, or `scalar` where the call
         does not fit it (`Kernel.fits`, decided by the caller) or, for a vector kernel, one of the
         arrays' pointers is not aligned to its vector (a misaligned vector access faults and poisons
-        the context). What runs is recorded in `strategy`, so a run's summary names the kernel that ran."""
+        the context). What runs is recorded in `ran`, so a run's summary names the kernel that ran."""
         launch = self._launcher(kernel, dtype)
         if scalar is None:
             return lambda arrays, fits=True: (launch, kernel)
@@ -293,15 +296,16 @@ class CudaBackend:
                 if not fallback:
                     fallback.append(self._launcher(scalar, dtype))
                 k, go = scalar, fallback[0]
-            self.strategy, self.tile = k.strategy, k.tile
+            ran.strategy, ran.tile = k.strategy, k.tile
             return go, k
 
         return pick
 
-    def _sweep_runner(self, kernel: codegen.Kernel, grid: Grid, scalar: codegen.Kernel | None = None) -> Callable[[Mapping], None]:
+    def _sweep_runner(self, kernel: codegen.Kernel, grid: Grid, scalar: codegen.Kernel | None = None) -> Launch:
         """Launch `kernel` (or `scalar`, see `_picker`) over the interior on fields checked against the
         grid, timed by CUDA events."""
-        pick = self._picker(kernel, scalar, grid.dtype)
+        ran = Launch(None, kernel.strategy, kernel.tile)
+        pick = self._picker(kernel, scalar, grid.dtype, ran)
         blocks = {k.name: k.grid(grid.shape) for k in (kernel, scalar) if k is not None}
         scalars = tuple(np.int32(n) for n in grid.shape) + (np.int32(grid.ghost),)
         shape, dtype = grid.padded_shape, grid.dtype
@@ -314,7 +318,8 @@ class CudaBackend:
             go(blocks[k.name], ptrs + scalars + (np.int32(pitch),))
             timer.stop(ev)
 
-        return run
+        ran.run = run
+        return ran
 
     def sum_squares(self, sweep: Sweep, grid: Grid) -> Callable[[Mapping], float]:
         kernel = codegen.residual_kernel(sweep, grid.dtype)
@@ -334,12 +339,12 @@ class CudaBackend:
 
         return run
 
-    def axis_operator(self, op: AxisOperator, dtype, shape=None) -> Callable:
+    def axis_operator(self, op: AxisOperator, dtype, shape=None) -> Launch:
         """`shape` (the arrays' shape, when known) lets `auto` use the winner tuned for it."""
         dtype = np.dtype(dtype)
-        kernel = resolve(op, self._requested, self._tile, None if shape is None else tuple(shape), dtype, self.device_name)
-        self.strategy, self.tile = kernel.strategy, kernel.tile
-        pick = self._picker(kernel, codegen.operator_kernel(op, "rows", dtype) if kernel.vector > 1 or kernel.flat else None, dtype)
+        kernel = resolve(op, self.requested, self.requested_tile, None if shape is None else tuple(shape), dtype, self.device_name)
+        ran = Launch(None, kernel.strategy, kernel.tile)
+        pick = self._picker(kernel, codegen.operator_kernel(op, "rows", dtype) if kernel.vector > 1 or kernel.flat else None, dtype, ran)
         names = (op.inp,) + tuple(d.out for d in op.outputs)
 
         def run(u, *outs):
@@ -358,7 +363,8 @@ class CudaBackend:
             go(k.grid(shape), arrays + scalars)
             timer.stop(ev)
 
-        return run
+        ran.run = run
+        return ran
 
     def equation_pass(self, p, lattice: Grid, constants, block=printers_cuda.BLOCK, rows: int | None = None,
                       vector: int = 1, wide_index: bool | None = None) -> Callable:
@@ -418,7 +424,8 @@ class CudaBackend:
             n = dst.size
             kernel(((n + 255) // 256,), (256,), (*group, dst, src, np.int64(n)))
 
-    check_fits = staticmethod(check_fits)
+    def check_fits(self, nbytes: int) -> None:
+        check_fits(nbytes)
 
     def asarray(self, a, dtype=None):
         """A C-contiguous device array: CuPy input is copied only if strided or of another dtype,

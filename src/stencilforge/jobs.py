@@ -1,26 +1,31 @@
-"""The outputs of one `run`: checked before it starts, attached as observers, reported when it ends.
+"""Running a job: a problem built or resumed, its outputs checked, attached as observers and reported.
 
-The CLI parses options into `Outputs` and calls `prepare` (every refusal
-happens here, before any file is created), `setup` (build or resume) and
-`run`. A failed write stops the run with one line naming what is safe on disk.
+This layer sits above the time loop and below the CLI and `sf.run`, which both
+use it; `io/` below it holds the file formats only. The CLI parses options
+into `Outputs` and calls `prepare` (every refusal happens here, before any
+file is created), `setup` (build or resume) and `run`. A failed write stops
+the run with one line naming what is safe on disk.
 """
 
 from __future__ import annotations
 
 import shlex
 import sys
+import tempfile
 import uuid
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from .. import problems
-from ..errors import StencilforgeError
-from ..timeloop import LoopOptions, Result, close_observers, run as run_loop
-from .hdf5 import series_run_id
-from .meta import RunInfo
-from .paths import SNAPSHOT_SUFFIXES, check_output, remove_stale_temps
-from .plots import IMAGE_SUFFIXES, View, plot_array
-from .snapshots import Ledger, OutputError, StreamingObserver, evolving_fields
+import numpy as np
+
+from . import problems
+from .errors import StencilforgeError
+from .io.hdf5 import series_run_id
+from .io.meta import RunInfo, jsonable
+from .io.paths import SNAPSHOT_SUFFIXES, check_output, remove_stale_temps
+from .io.plots import IMAGE_SUFFIXES, View, plot_array
+from .io.snapshots import Ledger, OutputError, StreamingObserver, evolving_fields
+from .timeloop import LoopOptions, Result, close_observers, run as run_loop, run_stepper
 
 CHECKPOINT_SUFFIXES = (".h5", ".hdf5")
 
@@ -64,7 +69,7 @@ class Outputs:
             raise StencilforgeError(f"need at least one snapshot buffer, got {self.buffers}")
         run_id, resume_step, resume, resumed = uuid.uuid4().hex, None, None, None
         if self.resume is not None:
-            from .checkpoint import peek
+            from .io.checkpoint import peek
 
             resume = Path(self.resume)
             resumed, resume_step = peek(resume)
@@ -104,28 +109,26 @@ class Outputs:
         stored in --resume with its state loaded."""
         if self.resume is None:
             return problems.build(problem, shape=shape, dtype=dtype, xp=xp, **params), 0
-        from .checkpoint import resume_setup
-
         setup, ckpt = resume_setup(self.resume, problem, shape, dtype, params)
         return setup, ckpt.step
 
-    def _reads(self, setup) -> list[tuple[str, int | None, tuple[str, ...]]]:
-        """(kind, every, fields) of each output: snapshots hold the evolving fields' interiors,
-        checkpoints every field with its ghost layers. A resumed run without --checkpoint-every
-        still checkpoints its final state (every None: the last step only)."""
+    def _reads(self, setup, evolving: tuple[str, ...] | None = None) -> list[tuple[str, int | None, tuple[str, ...]]]:
+        """(kind, every, fields) of each output: snapshots hold the evolving fields' interiors (`evolving`,
+        else the sweep's), checkpoints every field with its ghost layers. A resumed run without
+        --checkpoint-every still checkpoints its final state (every None: the last step only)."""
         reads = []
         if self.snapshot_every is not None:
-            reads.append(("snapshot", self.snapshot_every, evolving_fields(setup)))
+            reads.append(("snapshot", self.snapshot_every, evolving or evolving_fields(setup)))
         if self.checkpoint is not None:
             reads.append(("checkpoint", self.checkpoint_every, tuple(setup.fields)))
         return reads
 
-    def _observers(self, setup, backend_name: str, ledger: Ledger) -> list:
+    def _observers(self, setup, backend_name: str, ledger: Ledger, evolving: tuple[str, ...] | None = None) -> list:
         """One observer per entry of `_reads`, in its order."""
         info = RunInfo.of(setup, backend_name, self.command_line, self.run_id)
         observers = []
         try:
-            for kind, every, names in self._reads(setup):
+            for kind, every, names in self._reads(setup, evolving):
                 if kind == "checkpoint":
                     observers.append(self._checkpoints(setup, info, names, every, ledger, observers[0] if observers else None))
                 else:
@@ -135,26 +138,50 @@ class Outputs:
             raise
         return observers
 
-    def snapshot_observer(self, setup, names, backend_name: str, ledger: Ledger) -> StreamingObserver:
-        """The snapshot writer for `names` of `setup`'s fields, for a loop other than the time loop's."""
-        info = RunInfo.of(setup, backend_name, self.command_line, self.run_id)
-        return self._snapshots(setup, info, names, self.snapshot_every, ledger)
+    def run_passes(self, sim, opts: LoopOptions) -> Result:
+        """Run a problem's generated passes (a `Simulation`, resumed first if asked) with snapshots of the
+        fields its equations write and checkpoints of every time level of every field."""
+        from .simulation import PassStepper
 
-    def ledger(self) -> Ledger:
-        return Ledger(checkpoint=None)
-
-    def report(self, result: Result, ledger: Ledger) -> Result:
+        if self.resume is not None:
+            self.resume_simulation(sim)
+        problem = sim.problem
+        view = problems.Setup(name=problem.name, grid=sim.lattice, fields=sim.state(), dt=sim.dt,
+                              default_steps=problem.default_steps, solution=problem.analysis.written[0],
+                              params=dict(sim.params))
+        ledger = Ledger(checkpoint=(sim.step_count, self.resume) if self.resume is not None else None)
+        observers = self._observers(view, sim.backend.name, ledger, problem.analysis.written)
+        try:
+            result = run_stepper(lambda: PassStepper(sim), sim.backend, replace(opts, observers=(*opts.observers, *observers)))
+        except OutputError:
+            raise StencilforgeError(f"{ledger.failures[0]}; run stopped. {ledger.describe()}") from None
         return self._report(result, ledger)
+
+    def resume_simulation(self, sim) -> None:
+        """Load --resume's state into `sim`, refusing a checkpoint of another problem, grid or parameters."""
+        problem = sim.problem
+        ckpt = checked_checkpoint(self.resume, problem.name, problem.grid.shape, problem.grid.dtype.name, dict(sim.params))
+        try:
+            sim.load(ckpt.step, ckpt.fields)
+        except StencilforgeError as exc:
+            raise StencilforgeError(f"cannot resume from {self.resume}: {exc}") from None
+        if sim.t != ckpt.t:
+            raise StencilforgeError(f"cannot resume from {self.resume}: step {ckpt.step} and t={ckpt.t!r} disagree with dt={sim.dt!r}")
+
+    def resume_lowered(self, setup):
+        """(setup with --resume's fields, its step) for a problem that runs as a sweep."""
+        ckpt = checked_checkpoint(self.resume, setup.name, setup.grid.shape, setup.grid.dtype.name, dict(setup.params))
+        return _with_state(setup, ckpt, self.resume), ckpt.step
 
     def _snapshots(self, setup, info, names, every: int, ledger: Ledger) -> StreamingObserver:
         grid = setup.grid
         layout = {name: (grid.shape, grid.dtype) for name in names}
         if self.out.suffix.lower() == ".npz":
-            from .npz import NpzSink
+            from .io.npz import NpzSink
 
             sink = NpzSink(self.out, info, layout, every, setup.t0, setup.dt, self.resume_step if self.append else None)
         else:
-            from .hdf5 import H5Sink
+            from .io.hdf5 import H5Sink
 
             sink = H5Sink(self.out, info, layout, every, setup.t0, setup.dt, self.compression,
                           self.resume_step if self.append else None)
@@ -164,7 +191,7 @@ class Outputs:
         return StreamingObserver(sink, layout, regions, every, ledger, "snapshot", self.buffers)
 
     def _checkpoints(self, setup, info, names, every: int, ledger: Ledger, snapshots=None) -> StreamingObserver:
-        from .checkpoint import CheckpointSink
+        from .io.checkpoint import CheckpointSink
 
         layout = {name: (setup.fields[name].shape, setup.fields[name].dtype) for name in names}
         regions = {name: tuple(slice(None) for _ in setup.fields[name].shape) for name in names}
@@ -190,8 +217,8 @@ class Outputs:
 
     def run_decomposed(self, setup, backend, opts: LoopOptions, comm, procs=None, halo: str = "auto", overlap=None) -> Result:
         """The run over the ranks of `comm`; rank 0 writes the snapshots and checkpoints as global files."""
-        from ..distributed.outputs import GlobalOutput
-        from ..distributed.runner import agree, run_decomposed
+        from .distributed.outputs import GlobalOutput
+        from .distributed.runner import agree, run_decomposed
 
         if self.png is not None:
             raise StencilforgeError("--png is not available for decomposed (MPI) runs yet; use --snapshot-every and plot")
@@ -226,3 +253,85 @@ class Outputs:
         if files:
             result.summary["outputs"] = files
         return result
+
+
+def _from_file(velocity) -> bool:
+    return isinstance(velocity, str) and velocity.endswith(".npy")
+
+
+def _stored_velocity(ckpt, path: Path) -> str:
+    """The speeds of a wave3d model read from a file, recovered from the checkpoint's (c dt)^2 field.
+
+    The checkpoint holds the model, so a resume needs neither the original .npy
+    nor the directory it was named relative to; the stored field itself is what
+    the resumed run uses.
+    """
+    vel = ckpt.fields["vel"]
+    ghost = (vel.shape[0] - ckpt.info.shape[0]) // 2
+    interior = tuple(slice(ghost, ghost + n) for n in ckpt.info.shape)
+    np.save(path, np.sqrt(vel[interior].astype(np.float64)) / float(ckpt.info.params["dt"]))
+    return str(path)
+
+
+def resume_setup(path: str | Path, problem: str | None = None, shape=None, dtype: str | None = None, params: dict | None = None):
+    """Rebuild the checkpoint's Setup and load its state; return (setup, checkpoint).
+
+    Anything the user states that disagrees with the checkpoint (problem, shape,
+    dtype, a parameter) is refused rather than silently overridden.
+    """
+    from .io.checkpoint import read
+
+    ckpt = read(path)
+    info = ckpt.info
+    given = {k: v for k, v in (params or {}).items() if v is not None}
+    if problem is not None and problem != info.problem:
+        raise StencilforgeError(f"cannot resume {problem} from {path}: it is a {info.problem} checkpoint")
+    if shape is not None and tuple(shape) != info.shape:
+        raise StencilforgeError(f"cannot resume with shape {tuple(shape)} from {path}: it was written with shape {info.shape}")
+    if dtype is not None and dtype != info.dtype:
+        raise StencilforgeError(f"cannot resume as {dtype} from {path}: it was written as {info.dtype}")
+    for key, value in given.items():
+        if key in info.params and jsonable(value) != info.params[key]:
+            raise StencilforgeError(f"cannot resume with --{key} {value} from {path}: it was written with {key}={info.params[key]}")
+    if info.problem not in problems.BUILDERS:
+        raise StencilforgeError(f"cannot resume from {path}: {info.problem!r} is not a named problem; "
+                                f"if a problem file wrote it, give the file: stencilforge run FILE.py --resume {path}")
+    allowed = problems.BUILDERS[info.problem][1]
+    rebuilt = {k: v for k, v in info.params.items() if k in allowed}
+    velocity = rebuilt.get("velocity")
+    with tempfile.TemporaryDirectory() as tmp:
+        if _from_file(velocity) and "velocity" not in given and "vel" in ckpt.fields:
+            rebuilt["velocity"] = _stored_velocity(ckpt, Path(tmp) / "velocity.npy")
+        setup = problems.build(info.problem, shape=info.shape, dtype=info.dtype, **{**rebuilt, **given})
+    if _from_file(velocity):
+        setup = replace(setup, params={**setup.params, "velocity": velocity})
+    return _with_state(setup, ckpt, path), ckpt
+
+
+def _with_state(setup, ckpt, path):
+    """`setup` with the checkpoint's fields, refused where they or its time do not match."""
+    expected = {name: (arr.shape, arr.dtype) for name, arr in setup.fields.items()}
+    found = {name: (arr.shape, arr.dtype) for name, arr in ckpt.fields.items()}
+    if expected != found:
+        raise StencilforgeError(f"cannot resume from {path}: its fields {sorted(found)} do not match {setup.name}'s {sorted(expected)}")
+    if setup.t0 + ckpt.step * setup.dt != ckpt.t:
+        raise StencilforgeError(f"cannot resume from {path}: step {ckpt.step} and t={ckpt.t!r} disagree with dt={setup.dt!r}")
+    return replace(setup, fields=ckpt.fields)
+
+
+def checked_checkpoint(path, name: str, shape, dtype: str, params: dict):
+    """The checkpoint at `path`, refused in one line unless it holds `name` on this grid with these parameters."""
+    from .io.checkpoint import read
+
+    ckpt = read(path)
+    info = ckpt.info
+    if info.problem != name:
+        raise StencilforgeError(f"cannot resume {name} from {path}: it is a {info.problem} checkpoint")
+    if tuple(shape) != info.shape:
+        raise StencilforgeError(f"cannot resume with shape {tuple(shape)} from {path}: it was written with shape {info.shape}")
+    if dtype != info.dtype:
+        raise StencilforgeError(f"cannot resume as {dtype} from {path}: it was written as {info.dtype}")
+    for key, value in jsonable(params).items():
+        if info.params.get(key, value) != value:
+            raise StencilforgeError(f"cannot resume with {key}={value} from {path}: it was written with {key}={info.params[key]}")
+    return ckpt

@@ -1,0 +1,83 @@
+"""What every backend offers, stated once, so callers ask capabilities instead of probing attributes.
+
+A backend builds kernels and returns them; building or launching one leaves
+the backend as it was. What a kernel chose (the CUDA strategy and tile that
+ran) lives on the returned `Launch`, not on the backend.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping, Protocol
+
+from ..grid import Grid
+from ..plan import AxisOperator, Sweep
+
+
+class Launch:
+    """A built kernel: call it as the backend documents; `strategy` and `tile` name what its last
+    call ran (None where a backend has one way to run it)."""
+
+    __slots__ = ("run", "strategy", "tile")
+
+    def __init__(self, run: Callable, strategy: str | None = None, tile: tuple | None = None):
+        self.run, self.strategy, self.tile = run, strategy, tile
+
+    def __call__(self, *args):
+        return self.run(*args)
+
+
+class Backend(Protocol):
+    """A place where fields live and kernels run (numpy, numba, cuda, or a decomposed wrapper of one).
+
+    `fuses_steps`: whether `sweep_pair` can ever return a kernel (two steps in one pass).
+    `device`: whether arrays live in device memory (`check_fits` guards its allocations).
+    """
+
+    name: str
+    xp: Any
+    fuses_steps: bool
+    device: bool
+
+    def asarray(self, a, dtype=None): ...
+
+    def field(self, a, ghost: int): ...
+
+    def to_host(self, a): ...
+
+    def synchronize(self) -> None: ...
+
+    def check_fits(self, nbytes: int) -> None:
+        """Refuse, in one line, `nbytes` more than the backend's memory holds."""
+
+    def kernel_seconds(self) -> float | None:
+        """Seconds in kernels since the first call (which starts the clock), or None where not measured."""
+
+    def sweep(self, sweep: Sweep, grid: Grid) -> Launch:
+        """run(fields): the sweep's output written over the interior."""
+
+    def sweep_pair(self, sweep: Sweep, grid: Grid) -> Launch | None:
+        """run(fields): two steps in one pass (out = S(S(u))), or None where this sweep cannot pair."""
+
+    def sum_squares(self, sweep: Sweep, grid: Grid) -> Callable[[Mapping], float]: ...
+
+    def axis_operator(self, op: AxisOperator, dtype, shape=None) -> Launch:
+        """run(u, *outs) for 1D derivatives with closures; `shape` (when known) helps choose a kernel."""
+
+    def equation_pass(self, p, lattice: Grid, constants) -> Callable:
+        """run(arrays, params, t) for one pass of a problem's equations."""
+
+    def copy_cells(self, arrays, dst, src) -> None:
+        """a.flat[dst] = a.flat[src] for each array: ghost cells from their interior images."""
+
+
+class HostMemory:
+    """The CPU backends' shared answers: arrays in host memory (checked before a run by
+    `resources.check_host_memory`), no kernel clock."""
+
+    device = False
+
+    def check_fits(self, nbytes: int) -> None:
+        pass
+
+    def kernel_seconds(self) -> float | None:
+        return None
