@@ -263,18 +263,25 @@ def _multigrid_method(problem: str | None, method: str | None, resume: str | Non
     return problem in problems.POISSON and resume is None and method != "jacobi"
 
 
-def _run_multigrid(problem: str, shape: str | None, dtype: str | None, backend: str, tol: float | None, steps: int | None, as_json: bool) -> None:
+def _run_multigrid(problem: str, shape: str | None, dtype: str | None, backend: str, tol: float | None, steps: int | None, as_json: bool,
+                   procs: str | None) -> None:
+    """Under mpiexec (or with --procs) the fine levels are split over the ranks and rank 0 reports."""
     from .solvers import solve_setup
 
+    comm = world() if procs is not None or launched() else None
+    if comm is not None and backend in ("auto", "numba"):
+        use_numba_threads(thread_count(None, node_peers(comm)))
     setup = problems.build(problem, shape=parse_ints(shape, "--shape"), dtype=dtype)
-    s = solve_setup(setup, backend=backend, tol=tol, max_cycles=steps).summary
-    if as_json:
+    s = solve_setup(setup, backend=backend, tol=tol, max_cycles=steps, comm=comm, procs=parse_ints(procs, "--procs")).summary
+    root = comm is None or comm.rank == 0
+    if root and as_json:
         print(json.dumps(s))
-    else:
+    elif root:
         _multigrid_table(s)
     if not s["converged"]:
         cycles = f"{s['cycles']} cycle{'s' if s['cycles'] != 1 else ''}"
-        err.print(f"not converged: residual {s['residual']:.3e} above tol {s['tol']:g} after {cycles}", markup=False, highlight=False)
+        if root:
+            err.print(f"not converged: residual {s['residual']:.3e} above tol {s['tol']:g} after {cycles}", markup=False, highlight=False)
         raise typer.Exit(NOT_CONVERGED)
 
 
@@ -283,6 +290,8 @@ def _multigrid_table(s: dict) -> None:
     table.add_row("problem", f"{s['problem']}  {'x'.join(map(str, s['shape']))}  {s['dtype']}")
     table.add_row("method", f"multigrid {s['cycle']}({s['pre']},{s['post']}) {s['smoother']}, FMG start, {len(s['levels'])} levels down to {'x'.join(map(str, s['levels'][-1]))}")
     table.add_row("backend", s["backend"])
+    if "ranks" in s:
+        table.add_row("mpi", f"{s['ranks']} ranks as {'x'.join(map(str, s['procs']))}, {s['split_levels']} of {len(s['levels'])} levels split")
     state = "converged" if s["converged"] else "not converged"
     table.add_row("cycles", f"{s['cycles']}  ({state}, tol {s['tol']:g})")
     table.add_row("residual", f"{s['residual']:.3e}  per cycle: {' '.join(f'{x:.3f}' for x in s['factors'])}")
@@ -419,10 +428,10 @@ def run(
     root = world_rank() == 0
     if _multigrid_method(problem, method, resume):
         refused = [name for name, given in (("--snapshot-every", snapshot_every), ("--checkpoint-every", checkpoint_every),
-                   ("--png", png), ("--procs", procs or (launched() or None)), ("--strategy", strategy)) if given]
+                   ("--png", png), ("--strategy", strategy)) if given]
         if refused:
             raise StencilforgeError(f"{', '.join(refused)} apply to --method jacobi, not multigrid")
-        _run_multigrid(problem, shape, dtype, backend, tol, steps, as_json)
+        _run_multigrid(problem, shape, dtype, backend, tol, steps, as_json, procs)
         return
 
     outputs = Outputs(

@@ -244,8 +244,8 @@ extern "C" __global__ void dense_solve(const real* __restrict__ inverse, const r
     x[r] = s;
 }
 
-// Interpolation of the coarse correction e (ghosted, m0 x m1 interior) added to u, in the numba kernel's order
-// (zero weights, which it skips, add w * s = 0 here), loops unrolled to MAX_UP.
+// Interpolation of the coarse correction e (ghosted, m0 x m1 interior; the tables index it ghosts included) added
+// to u, in the numba kernel's order (zero weights, which it skips, add w * s = 0 here), loops unrolled to MAX_UP.
 extern "C" __global__ void prolong_add2(real* __restrict__ u, const real* __restrict__ e, int n0, int n1, int m1,
                                         const int* __restrict__ i0, const real* __restrict__ w0, int band0,
                                         const int* __restrict__ i1, const real* __restrict__ w1, int band1) {
@@ -256,11 +256,11 @@ extern "C" __global__ void prolong_add2(real* __restrict__ u, const real* __rest
     #pragma unroll
     for (int a = 0; a < MAX_UP; ++a) {
         if (a < band0) {
-            idx row = (idx)(i0[i * band0 + a] + 1) * (m1 + 2);
-            real s = w1[j * band1] * e[row + i1[j * band1] + 1];
+            idx row = (idx)i0[i * band0 + a] * (m1 + 2);
+            real s = w1[j * band1] * e[row + i1[j * band1]];
             #pragma unroll
             for (int b = 1; b < MAX_UP; ++b)
-                if (b < band1) s += w1[j * band1 + b] * e[row + i1[j * band1 + b] + 1];
+                if (b < band1) s += w1[j * band1 + b] * e[row + i1[j * band1 + b]];
             value += w0[i * band0 + a] * s;
         }
     }
@@ -281,16 +281,16 @@ extern "C" __global__ void prolong_add3(real* __restrict__ u, const real* __rest
     for (int a = 0; a < MAX_UP; ++a) {
         if (a < band0) {
             real wa = w0[i * band0 + a];
-            idx plane = (idx)(i0[i * band0 + a] + 1) * (m1 + 2);
+            idx plane = (idx)i0[i * band0 + a] * (m1 + 2);
             #pragma unroll
             for (int c = 0; c < MAX_UP; ++c) {
                 if (c < band1) {
                     real wb = wa * w1[j * band1 + c];
-                    idx row = (plane + i1[j * band1 + c] + 1) * (m2 + 2);
-                    real s = w2[l * band2] * e[row + i2[l * band2] + 1];
+                    idx row = (plane + i1[j * band1 + c]) * (m2 + 2);
+                    real s = w2[l * band2] * e[row + i2[l * band2]];
                     #pragma unroll
                     for (int b = 1; b < MAX_UP; ++b)
-                        if (b < band2) s += w2[l * band2 + b] * e[row + i2[l * band2 + b] + 1];
+                        if (b < band2) s += w2[l * band2 + b] * e[row + i2[l * band2 + b]];
                     value += wb * s;
                 }
             }
@@ -388,7 +388,7 @@ class CudaKernels:
         def tables(which):
             flat = []
             for a, t in enumerate(which):
-                index, weight = t if t is not None else _identity(cp, shape[a], dtype)
+                index, weight = t if t is not None else _identity(cp, shape[a], dtype)  # only restriction has None
                 flat += [cp.ascontiguousarray(index, dtype=cp.int32), cp.ascontiguousarray(weight), np.int32(index.shape[1])]
             return tuple(flat)
 
@@ -404,7 +404,7 @@ class CudaKernels:
         level.refresh(level.u)
         b = self.bound[id(level)]
         self._function(f"colour{len(level.shape)}", level.f.dtype)(
-            b.half, b.block, (level.u, level.f, *b.geometry, np.int32(colour), level.f.dtype.type(omega)))
+            b.half, b.block, (level.u, level.f, *b.geometry, np.int32((colour + level.parity) % 2), level.f.dtype.type(omega)))
         self.traffic.add(level.u, level.f, level.u, *level.faces)
 
     def jacobi(self, level: Level, omega: float) -> None:
@@ -435,10 +435,14 @@ class CudaKernels:
         (benchmarks/results/multigrid_kernels_h100.txt)."""
         r = self._scratch(("r", id(level)), level.shape, level.f.dtype)
         self.residual(level, level.u, level.f, r)
+        self.restrict(level, r, coarse)
+
+    def restrict(self, level: Level, r, coarse: Level) -> None:
+        """coarse.f from a residual array `r` that level.down indexes."""
         b, c = self.bound[id(level)], self.bound[id(coarse)]
         nd = len(level.shape)
         self._function(f"restrict{nd}", level.f.dtype)(
-            c.grid, c.block, (r, *b.geometry[-nd:], *b.down, *c.geometry[-nd:], coarse.f))
+            c.grid, c.block, (r, *(np.int32(n) for n in r.shape), *b.down, *c.geometry[-nd:], coarse.f))
         self.traffic.add(r, coarse.f)
 
     def prolong_add(self, level: Level, coarse: Level) -> None:

@@ -64,15 +64,25 @@ class Transfer:
 
 
 def _banded(rows: list[dict[int, float]]) -> Transfer:
+    """Short rows are padded with weight 0 at their own last index, so a padded entry reads a value the
+    row reads anyway (a rank's block of a decomposed level holds it too: the same bits, signed zeros included)."""
     width = max(1, max(len(r) for r in rows))
     index = np.zeros((len(rows), width), dtype=np.int64)
     weight = np.zeros((len(rows), width), dtype=np.float64)
     for i, row in enumerate(rows):
         for b, (j, w) in enumerate(sorted(row.items())):
             index[i, b], weight[i, b] = j, w
+        if row:
+            index[i, len(row):] = index[i, len(row) - 1]
     index.setflags(write=False)
     weight.setflags(write=False)
     return Transfer(index, weight)
+
+
+def position(i: int, n_from: int, n_to: int, wall: str) -> Fraction:
+    """Node i of an axis of n_from nodes in the index units of the same axis with n_to nodes."""
+    first = _FIRST_NODE[wall]
+    return (i + first) * Fraction(intervals(n_to, wall), intervals(n_from, wall)) - first
 
 
 @functools.lru_cache(maxsize=64)
@@ -84,10 +94,9 @@ def transfers(n: int, wall: str) -> tuple[int, Transfer, Transfer]:
     big = intervals(n, wall)
     small = coarse_intervals(big)
     m = nodes(small, wall)
-    first = _FIRST_NODE[wall]
     interp: list[dict[int, float]] = []
     for i in range(n):
-        t = (i + first) * Fraction(small, big) - first  # fine node i in coarse index units
+        t = position(i, n, m, wall)  # fine node i in coarse index units
         j = math.floor(t)
         frac = t - j
         row: dict[int, float] = {}

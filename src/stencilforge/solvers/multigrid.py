@@ -5,7 +5,9 @@ non-zero Dirichlet values into f first), so every level, the finest included,
 solves for a correction the same way. The kernels (stencil passes and
 transfers) come from a `Kernels` object: array-module code for numpy and cupy,
 compiled loops for numba; each records the compulsory bytes it moves so a
-cycle's effective bandwidth can be reported.
+cycle's effective bandwidth can be reported. A layout places the levels:
+`Undivided` keeps them whole, `decomposed.BlockLayout` gives an MPI rank its
+block of the fine levels.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import operator as op
-from .geometry import coarsened_axes, transfers
+from .geometry import Transfer, coarsened_axes, transfers
 
 DIRECT_LIMIT = 512  # unknowns solved by a dense inverse on the coarsest level
 OMEGA = {2: 4 / 5, 3: 6 / 7}  # weighted Jacobi's smoothing-optimal weights for the 5- and 7-point stencils
@@ -45,9 +47,11 @@ class Level:
     u: object = None
     spare: object = None  # Jacobi's second buffer
     f: object = None
-    down: list | None = None  # per axis (index, weight) fine -> coarse or None
-    up: list | None = None  # per axis coarse -> fine
-    fill: object = None  # periodic ghost refresh or None
+    down: list | None = None  # per axis (index, weight) fine residual -> coarse, or None (axis not coarsened)
+    up: list | None = None  # per axis (index into the coarse ghosted array, weight) coarse -> fine
+    fill: object = None  # ghost refresh (periodic wrap, halo exchange) or None
+    parity: int = 0  # sum of the block's global start indices mod 2: colours are global
+    block: object = None  # a rank's block of a decomposed level (decomposed.Block), else None
 
     @property
     def interior(self) -> tuple[slice, ...]:
@@ -100,6 +104,49 @@ def build_levels(shape, walls, spacing, k) -> list[Level]:
     return levels
 
 
+def ghosted_up(up: list, shape) -> list:
+    """Interpolation tables reading the coarse ghosted array (index + 1), identity on the axes not coarsened."""
+    out = []
+    for t, n in zip(up, shape):
+        if t is None:
+            out.append(Transfer(np.arange(1, n + 1, dtype=np.int64).reshape(n, 1), np.ones((n, 1))))
+        else:
+            out.append(Transfer(t.index + 1, t.weight))
+    return out
+
+
+class Undivided:
+    """The layout of a solve on one process: every level whole, sums and means computed locally."""
+
+    def localize(self, levels: list[Level], dtype, xp) -> list[Level]:
+        for level in levels:
+            level.fill = op.periodic_filler(level.shape, level.walls)
+            if level.up is not None:
+                level.up = ghosted_up(level.up, level.shape)
+        return levels
+
+    def block(self, arr):
+        return arr
+
+    def gather(self, arr):
+        return arr
+
+    def kernels(self, kernels):
+        return kernels
+
+    def dot(self, xp, a, b) -> float:
+        return float(xp.vdot(a, b))
+
+    def mean(self, arr):
+        return arr.mean(dtype=np.float64)
+
+    def summary(self) -> dict:
+        return {}
+
+    def close(self) -> None:
+        """Nothing held."""
+
+
 def coarse_inverse(level: Level, singular: bool, constant: bool = False) -> np.ndarray:
     """Dense inverse of the coarsest operator; with a constant null space, of the system bordered by
     the constraint sum(u) = 0, whose leading block maps a compatible f to the zero-mean solution.
@@ -138,7 +185,7 @@ class ArrayKernels:
 
     def smooth_colour(self, level: Level, colour: int, omega: float) -> None:
         level.refresh(level.u)
-        op.colour_update(self.xp, level.u, level.f, level.faces, colour, omega)
+        op.colour_update(self.xp, level.u, level.f, level.faces, (colour + level.parity) % 2, omega)
         self.traffic.add(level.u, level.f, level.u, *level.faces)
 
     def jacobi(self, level: Level, omega: float) -> None:
@@ -164,6 +211,11 @@ class ArrayKernels:
         coarse.f[...] = op.transfer(self.xp, r, level.down)
         self.traffic.add(level.u, level.f, r, r, coarse.f, *level.faces)
 
+    def restrict(self, level: Level, r, coarse: Level) -> None:
+        """coarse.f from a residual array `r` that level.down indexes."""
+        coarse.f[...] = op.transfer(self.xp, r, level.down)
+        self.traffic.add(r, coarse.f)
+
     def dense_solve(self, level: Level, inverse) -> None:
         level.u[level.interior] = (inverse @ level.f.reshape(-1)).reshape(level.shape)
         self.traffic.add(inverse, level.f, level.f)
@@ -174,7 +226,7 @@ class ArrayKernels:
 
     def prolong_add(self, level: Level, coarse: Level) -> None:
         interior = level.u[level.interior]
-        interior += op.transfer(self.xp, coarse.u[coarse.interior], level.up)
+        interior += op.transfer(self.xp, coarse.u, level.up)
         self.traffic.add(coarse.f, level.f, level.f)  # coarse correction read, fine iterate read and written
 
 
@@ -185,24 +237,27 @@ class Multigrid:
     iterate (a correction on coarse levels).
     """
 
-    def __init__(self, shape, walls, spacing, k, dtype, kernels, *, cycle="V", smoother="rbgs", pre=2, post=2, symmetric=False):
+    def __init__(self, shape, walls, spacing, k, dtype, kernels, *, cycle="V", smoother="rbgs", pre=2, post=2, symmetric=False,
+                 layout=None):
         self.xp = kernels.xp
         self.dtype = np.dtype(dtype)
+        self.layout = Undivided() if layout is None else layout
         self.kernels = kernels
         self.gamma = 2 if cycle == "W" else 1
         self.smoother = smoother
         self.pre, self.post = pre, post
         self.symmetric = symmetric  # post-smoothing mirrors pre-smoothing (black before red): a symmetric preconditioner
         self.singular = all(w != "dirichlet" for w in walls)
-        self.levels = build_levels(shape, walls, spacing, k)
+        levels = build_levels(shape, walls, spacing, k)
+        self.shapes = [level.shape for level in levels]  # global shapes
         xp = self.xp
+        self.levels = self.layout.localize(levels, self.dtype, xp)
         for level in self.levels:
             level.faces = [xp.asarray(f, dtype=self.dtype) for f in level.host_faces]
             padded = tuple(n + 2 for n in level.shape)
             level.u = xp.zeros(padded, dtype=self.dtype)
             level.spare = xp.zeros(padded, dtype=self.dtype) if smoother == "jacobi" else None
             level.f = xp.zeros(level.shape, dtype=self.dtype)
-            level.fill = op.periodic_filler(level.shape, level.walls)
             for name in ("down", "up"):
                 tables = getattr(level, name)
                 if tables is not None:
@@ -256,4 +311,4 @@ class Multigrid:
     def remove_mean(self, u) -> None:
         """Project out the constant null space (periodic or neumann on every wall)."""
         interior = u[self.finest.interior]
-        interior -= interior.mean(dtype=np.float64).astype(interior.dtype)
+        interior -= self.layout.mean(interior).astype(interior.dtype)

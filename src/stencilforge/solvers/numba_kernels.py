@@ -174,6 +174,59 @@ def restrict_residual3(u, f, k0, k1, k2, i0, w0, i1, w1, i2, w2, out):
 
 
 @JIT
+def restrict2(r, i0, w0, i1, w1, out):
+    """restrict_residual2's arithmetic on a residual held in memory (a rank's block with its halo)."""
+    n1 = r.shape[1]
+    m0, m1 = out.shape
+    for J in numba.prange(m0):
+        acc = np.zeros(n1, dtype=out.dtype)
+        for b in range(i0.shape[1]):
+            w = w0[J, b]
+            if w == 0:
+                continue
+            i = i0[J, b]
+            for j in range(n1):
+                acc[j] += w * r[i, j]
+        for K in range(m1):
+            s = w1[K, 0] * acc[i1[K, 0]]
+            for b in range(1, i1.shape[1]):
+                s += w1[K, b] * acc[i1[K, b]]
+            out[J, K] = s
+
+
+@JIT
+def restrict3(r, i0, w0, i1, w1, i2, w2, out):
+    """restrict_residual3's arithmetic on a residual held in memory."""
+    n1, n2 = r.shape[1], r.shape[2]
+    m0, m1, m2 = out.shape
+    for J in numba.prange(m0):
+        acc = np.zeros((n1, n2), dtype=out.dtype)
+        for b in range(i0.shape[1]):
+            w = w0[J, b]
+            if w == 0:
+                continue
+            i = i0[J, b]
+            for j in range(n1):
+                for l in range(n2):
+                    acc[j, l] += w * r[i, j, l]
+        mid = np.zeros((m1, n2), dtype=out.dtype)
+        for K in range(m1):
+            for b in range(i1.shape[1]):
+                w = w1[K, b]
+                if w == 0:
+                    continue
+                row = i1[K, b]
+                for l in range(n2):
+                    mid[K, l] += w * acc[row, l]
+        for K in range(m1):
+            for L in range(m2):
+                s = w2[L, 0] * mid[K, i2[L, 0]]
+                for b in range(1, i2.shape[1]):
+                    s += w2[L, b] * mid[K, i2[L, b]]
+                out[J, K, L] = s
+
+
+@JIT
 def prolong_add2(u, e, i0, w0, i1, w1):
     n0, n1 = u.shape[0] - 2, u.shape[1] - 2
     for i in numba.prange(n0):
@@ -181,11 +234,11 @@ def prolong_add2(u, e, i0, w0, i1, w1):
             wa = w0[i, a]
             if wa == 0:
                 continue
-            row = i0[i, a] + 1
+            row = i0[i, a]
             for j in range(n1):
-                s = w1[j, 0] * e[row, i1[j, 0] + 1]
+                s = w1[j, 0] * e[row, i1[j, 0]]
                 for b in range(1, i1.shape[1]):
-                    s += w1[j, b] * e[row, i1[j, b] + 1]
+                    s += w1[j, b] * e[row, i1[j, b]]
                 u[i + 1, j + 1] += wa * s
 
 
@@ -197,17 +250,17 @@ def prolong_add3(u, e, i0, w0, i1, w1, i2, w2):
             wa = w0[i, a]
             if wa == 0:
                 continue
-            plane = i0[i, a] + 1
+            plane = i0[i, a]
             for j in range(n1):
                 for c in range(i1.shape[1]):
                     wb = wa * w1[j, c]
                     if wb == 0:
                         continue
-                    row = i1[j, c] + 1
+                    row = i1[j, c]
                     for l in range(n2):
-                        s = w2[l, 0] * e[plane, row, i2[l, 0] + 1]
+                        s = w2[l, 0] * e[plane, row, i2[l, 0]]
                         for b in range(1, i2.shape[1]):
-                            s += w2[l, b] * e[plane, row, i2[l, b] + 1]
+                            s += w2[l, b] * e[plane, row, i2[l, b]]
                         u[i + 1, j + 1, l + 1] += wb * s
 
 
@@ -247,7 +300,7 @@ class NumbaKernels:
     def smooth_colour(self, level: Level, colour: int, omega: float) -> None:
         level.refresh(level.u)
         kernel = colour2 if len(level.shape) == 2 else colour3
-        kernel(level.u, level.f, *self._views(level), colour, level.f.dtype.type(omega))
+        kernel(level.u, level.f, *self._views(level), (colour + level.parity) % 2, level.f.dtype.type(omega))
         self.traffic.add(level.u, level.f, level.u, *level.faces)
 
     def jacobi(self, level: Level, omega: float) -> None:
@@ -272,6 +325,11 @@ class NumbaKernels:
         kernel = restrict_residual2 if len(level.shape) == 2 else restrict_residual3
         kernel(level.u, level.f, *self._views(level), *self.bound[id(level)][1], coarse.f)
         self.traffic.add(level.u, level.f, coarse.f, *level.faces)
+
+    def restrict(self, level: Level, r, coarse: Level) -> None:
+        """coarse.f from a residual array `r` that level.down indexes."""
+        (restrict2 if len(level.shape) == 2 else restrict3)(r, *self.bound[id(level)][1], coarse.f)
+        self.traffic.add(r, coarse.f)
 
     def dense_solve(self, level: Level, inverse) -> None:
         level.u[level.interior] = (inverse @ level.f.reshape(-1)).reshape(level.shape)

@@ -8,6 +8,7 @@ the measure the Jacobi time loop uses.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from typing import Callable, NamedTuple, Sequence
@@ -20,7 +21,7 @@ from ..grid import parse_dtype
 from ..metrics import error_norms
 from . import operator as op
 from .geometry import WALLS
-from .multigrid import ArrayKernels, Level, Multigrid, Traffic, level_faces
+from .multigrid import ArrayKernels, Multigrid, Traffic, Undivided, level_faces
 
 METHODS = ("multigrid", "cg")
 CYCLES = ("V", "W")
@@ -137,6 +138,8 @@ def poisson(
     mixed: bool = False,
     dtype=None,
     backend: str = "auto",
+    comm=None,
+    procs: Sequence[int] | None = None,
 ) -> PoissonResult:
     """Solve div(k grad u) = f (del^2 u = f without k) on a 2D or 3D box of nodes.
 
@@ -145,6 +148,9 @@ def poisson(
     value: Dirichlet wall values, a number, value(x, y[, z]) at the wall nodes or a ghosted array.
     k: positive coefficient at the nodes (scalar or array). method: multigrid cycles or
     CG preconditioned by one cycle. mixed: float32 cycles correcting a float64 solution.
+    comm: an MPI communicator whose ranks all call this with the same arguments; the fine levels
+    are split over them (procs: the process grid, default the least cut area) and every rank
+    gets the whole solution, the same bits for any number of ranks.
     Returns (u, summary); u is zero-mean when no wall is Dirichlet.
     """
     engine = get_backend(backend)
@@ -173,15 +179,36 @@ def poisson(
                 f"f is incompatible with {'/'.join(sorted(set(walls)))} walls: its mean is {mean:.3e} "
                 f"(relative {abs(mean) / scale:.1e}), it must be 0; subtract f.mean() to solve the nearest compatible problem"
             )
-    return Solve(engine, arr, hs, walls, k, _wall_values(value, shape, walls, hs), dtype, tol, max_cycles, method,
-                 cycle, smoother, pre, post, fmg, mixed).run()
+    layout = _layout(comm, procs, engine, shape, walls)
+    try:
+        return Solve(engine, arr, hs, walls, k, _wall_values(value, shape, walls, hs), dtype, tol, max_cycles, method,
+                     cycle, smoother, pre, post, fmg, mixed, layout).run()
+    finally:
+        layout.close()
+
+
+def _layout(comm, procs, engine, shape, walls):
+    """Undivided without a communicator (or on one GPU rank), else this rank's blocks of the fine levels."""
+    if comm is None:
+        if procs is not None:
+            raise StencilforgeError("procs (a process grid) needs comm, the MPI communicator to split over")
+        return Undivided()
+    if engine.name == "cuda":
+        if comm.size > 1:
+            raise StencilforgeError("multigrid over several MPI ranks runs on the numpy and numba backends, not cuda")
+        return Undivided()
+    from .decomposed import BlockLayout
+
+    return BlockLayout(comm, shape, walls, procs)
 
 
 class Solve:
     """One solve: the hierarchy (float32 for mixed precision), the float64 outer state, the loop."""
 
-    def __init__(self, engine, f, spacing, walls, k, walls_g, dtype, tol, max_cycles, method, cycle, smoother, pre, post, fmg, mixed):
+    def __init__(self, engine, f, spacing, walls, k, walls_g, dtype, tol, max_cycles, method, cycle, smoother, pre, post, fmg, mixed,
+                 layout):
         self.engine = engine
+        self.layout = layout
         self.xp = xp = engine.xp
         self.tol, self.max_cycles, self.method, self.fmg, self.mixed = tol, max_cycles, method, fmg, mixed
         self.options = dict(cycle=cycle, smoother=smoother, pre=pre, post=post)
@@ -189,9 +216,9 @@ class Solve:
         self.dtype = dtype
         self.traffic = Traffic()
         started = time.perf_counter()
-        self.kernels = _kernels(engine, self.traffic)
+        self.kernels = layout.kernels(_kernels(engine, self.traffic))
         inner = np.dtype(np.float32) if mixed else dtype
-        self.mg = Multigrid(f.shape, walls, spacing, k, inner, self.kernels, symmetric=method == "cg", **self.options)
+        self.mg = Multigrid(f.shape, walls, spacing, k, inner, self.kernels, symmetric=method == "cg", layout=layout, **self.options)
         self.rhs_norm = float(xp.linalg.norm(f))
         rhs = f
         if walls_g is not None:
@@ -201,9 +228,10 @@ class Solve:
         self.walls_g = walls_g
         # the outer (float64 for mixed precision) state: the finest level's operator, u and f
         self.faces = [xp.asarray(a, dtype=dtype) for a in self.mg.finest.host_faces] if mixed else self.mg.finest.faces
-        self.f = xp.asarray(rhs, dtype=dtype)
-        self.own_u = xp.zeros(tuple(n + 2 for n in f.shape), dtype=dtype) if mixed or method == "cg" else None
-        self.r = xp.zeros(f.shape, dtype=dtype) if mixed else None
+        self.f = xp.asarray(layout.block(rhs), dtype=dtype)
+        shape = self.mg.finest.shape  # this rank's block
+        self.own_u = xp.zeros(tuple(n + 2 for n in shape), dtype=dtype) if mixed or method == "cg" else None
+        self.r = xp.zeros(shape, dtype=dtype) if mixed else None
         if not mixed:
             self.mg.finest.f[...] = self.f
         self._outer = self.outer_level()
@@ -222,8 +250,7 @@ class Solve:
         level = self.mg.finest
         if not self.mixed:
             return level
-        outer = Level(level.shape, level.walls, level.spacing, level.host_faces, self.faces)
-        outer.fill = level.fill
+        outer = dataclasses.replace(level, faces=self.faces, u=None, spare=None, f=None, down=None, up=None)
         self.kernels.bind(outer)
         return outer
 
@@ -270,7 +297,7 @@ class Solve:
                 if len(history) > STALL_CYCLES + 1 and min(history[-STALL_CYCLES:]) > 0.9 * history[-STALL_CYCLES - 1]:
                     break
         wall = time.perf_counter() - start
-        u = self.u[self.mg.finest.interior]
+        u = self.layout.gather(self.u[self.mg.finest.interior])
         return PoissonResult(u, self._summary(history, times, moved, wall))
 
     def _cg(self, history):
@@ -292,7 +319,7 @@ class Solve:
             self.cycle()
             z = xp.array(fine.u[c], dtype=self.dtype)
             if mg.singular:
-                z -= z.mean()
+                z -= self.layout.mean(z).astype(z.dtype)
             return z
 
         rz = None
@@ -301,17 +328,17 @@ class Solve:
             def iteration():
                 nonlocal rz, residual
                 z = precondition()
-                rz_new = float(xp.vdot(r, z))
+                rz_new = self.layout.dot(xp, r, z)
                 if rz is None:
                     p[c] = z
                 else:
                     p[c] = z + (rz_new / rz) * p[c]
                 rz = rz_new
                 self.kernels.residual(outer, p, zero, q)  # q = -L p
-                alpha = rz / float(xp.vdot(p[c], -q))
+                alpha = rz / self.layout.dot(xp, p[c], -q)
                 self.u[c] += alpha * p[c]
                 r[...] = r + alpha * q
-                residual = float(xp.linalg.norm(r)) / self.rhs_norm
+                residual = math.sqrt(self.layout.dot(xp, r, r)) / self.rhs_norm
                 self.traffic.add(r, z, p, p, p, self.u, self.u, r, r, q, q)
 
             seconds, nbytes = self._timed(iteration)
@@ -335,13 +362,14 @@ class Solve:
         return {
             "method": self.method,
             "backend": self.engine.name,
-            "shape": list(self.mg.finest.shape),
+            "shape": list(self.mg.shapes[0]),
             "dtype": self.dtype.name,
             "precision": "mixed" if self.mixed else self.dtype.name,
             "walls": list(self.walls),
             **self.options,
             "fmg": self.fmg and self.method == "multigrid",
-            "levels": [list(level.shape) for level in self.mg.levels],
+            "levels": [list(shape) for shape in self.mg.shapes],
+            **self.layout.summary(),
             "cycles": len(times),
             "residual": history[-1],
             "residual_history": history,
