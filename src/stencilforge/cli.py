@@ -29,6 +29,7 @@ from .backends import available, get_backend
 from .backends.cuda.codegen import STRATEGIES
 from .distributed import bind_device, fail_together, launched, world, world_rank
 from .errors import StencilforgeError
+from .optional import require
 from .resources import check_host_memory, node_peers, thread_count, use_numba_threads
 from .timeloop import LoopOptions, StopRequest
 
@@ -603,6 +604,8 @@ def bench(
         err.print(f"[dim]{msg}[/]", highlight=False)
 
     opts = bench_options(problems_, size, dtypes, backend, strategies, peers, quick, repeats, progress)
+    if plot:
+        require("matplotlib", f"--plot {plot}")
     report = run_bench(opts)
     report["command"] = ["stencilforge", *sys.argv[1:]]
     out.print(results_table(report))

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from .. import problems
 from ..errors import StencilforgeError
+from ..optional import require
 from ..timeloop import LoopOptions, Result, close_observers, run as run_loop
 from .hdf5 import series_run_id
 from .meta import RunInfo
@@ -84,6 +85,9 @@ class Outputs:
             if out is not None and checkpoint.resolve() == out.resolve():
                 raise StencilforgeError(f"--checkpoint and --out are the same file {out}")
         png = check_output(self.png, "image", IMAGE_SUFFIXES, overwrite=self.overwrite) if self.png is not None else None
+        for what, path, module in (("snapshot file", out, "h5py"), ("checkpoint", checkpoint, "h5py"), ("image", png, "matplotlib")):
+            if path is not None and path.suffix.lower() != ".npz":
+                require(module, f"{what} {path}")
         for path in (out, out.with_suffix(".xmf") if out is not None else None, checkpoint, png):
             if path is not None:
                 remove_stale_temps(path)

@@ -13,6 +13,7 @@ import numpy as np
 
 from ...errors import StencilforgeError
 from ...grid import Grid, pitched, row_pitch
+from ...optional import missing
 from ...plan import AxisOperator, Sweep
 from ...printers import cuda as printers_cuda
 from . import codegen
@@ -34,7 +35,7 @@ def unavailable_reason() -> str:
     try:
         cp = _cupy()
     except ImportError:
-        return "CuPy is not installed (pip install 'stencilforge[gpu]')"
+        return str(missing("cupy", "the cuda backend"))
     except Exception as exc:  # a broken CuPy install raises anything from its import
         return f"CuPy failed to import: {type(exc).__name__}: {exc}".splitlines()[0]
     try:
