@@ -102,12 +102,12 @@ def like(result, original):
     """`result` (a NumPy or CuPy array) as `original`'s kind on `original`'s device: moved between host and
     device only where they differ, handed over by DLPack without a copy. Inputs of no array library
     (lists) get NumPy; a library without from_dlpack gets NumPy or CuPy."""
-    device = device_of(original) or "cpu"
-    if device == "cpu":
-        result = to_module(result, np)
-    elif isinstance(result, np.ndarray):
+    device = device_of(original)
+    if device == "cuda" and isinstance(result, np.ndarray):
         result = require("cupy", "a CUDA array").asarray(result)
-    if device_of(original) is None or type(original) is type(result):
+    elif device != "cuda":
+        result = to_module(result, np)
+    if device is None or type(original) is type(result):
         return result
     convert = _from_dlpack(original)
     if convert is None:
