@@ -12,6 +12,7 @@ float32, 2**-53 for float64), A is the same sum taken over |coefficients| x
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 
@@ -371,7 +372,7 @@ def test_flat_operator_hands_grids_over_its_cell_limit_to_rows(monkeypatch):
             np.testing.assert_allclose(cp.asnumpy(got), want, rtol=1e-12, atol=1e-9)
 
 
-def test_rows_vec_operator_falls_back_on_a_misaligned_pointer():
+def test_rows_vec_operator_falls_back_on_a_misaligned_pointer(caplog):
     be = CudaBackend(strategy="rows_vec")
     op = deriv.operator(1, 0.01, 4, (1,))
     u = np.random.default_rng(3).uniform(-1, 1, (64, 256))
@@ -384,7 +385,10 @@ def test_rows_vec_operator_falls_back_on_a_misaligned_pointer():
     shifted_in[...] = aligned_in
     shifted_out = cp.full(u.shape, np.nan)
     assert shifted_in.data.ptr % 16 and shifted_in.flags.c_contiguous
-    run(shifted_in, shifted_out)
+    with caplog.at_level(logging.WARNING, logger="stencilforge"):
+        run(shifted_in, shifted_out)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warnings) == 1 and "falls back to rows" in warnings[0]
     ref = np.empty(u.shape)
     evaluate_axis_operator(op, u, [ref])
     np.testing.assert_allclose(cp.asnumpy(aligned_out), ref, rtol=1e-12, atol=1e-9)

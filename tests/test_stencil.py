@@ -96,7 +96,7 @@ def test_apply_rejects_bad_arrays():
 def test_apply_copies_non_contiguous_input(rng):
     u = rng.standard_normal((20, 30))
     view = u[::2, ::3]
-    np.testing.assert_allclose(apply(Stencil.five_point(), view, backend="numba"), apply(Stencil.five_point(), view.copy()))
+    np.testing.assert_allclose(apply(Stencil.five_point(), view, backend="numba"), apply(Stencil.five_point(), view.copy(), backend="numpy"))
 
 
 def test_apply_binds_its_kernel_once_per_stencil_and_shape(monkeypatch):
@@ -116,5 +116,5 @@ def test_apply_binds_its_kernel_once_per_stencil_and_shape(monkeypatch):
     u = np.random.default_rng(0).random((23, 19))
     first = sf.apply(lap, u, backend="numba")
     np.testing.assert_array_equal(sf.apply(lap, u, backend="numba"), first)
-    np.testing.assert_allclose(first, sf.apply(lap, u), rtol=1e-12)
+    np.testing.assert_allclose(first, sf.apply(lap, u, backend="numpy"), rtol=1e-12)
     assert len(built) == 1

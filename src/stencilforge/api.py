@@ -12,6 +12,7 @@ from . import problems
 from .backends import get_backend
 from .errors import StencilforgeError
 from .grid import Grid, parse_dtype
+from .interop import backend_for, like, native, to_module
 from .plan import Sweep, Term
 from .problems import derivatives as _derivatives
 from .solvers import PoissonResult, poisson
@@ -36,11 +37,15 @@ def solve(
     return run(setup, engine, LoopOptions(steps=steps, tol=tol, check_every=check_every, progress=progress))
 
 
-def _checked_input(u, backend, ndim: int | None = None):
-    dtype = parse_dtype(getattr(u, "dtype", np.float64))
-    if ndim is not None and u.ndim != ndim:
-        raise StencilforgeError(f"expected a {ndim}D array, got {u.ndim}D")
-    return backend.asarray(u, dtype=dtype), dtype
+def _host_or_device(u):
+    """(native array, dtype) of an input: its own dtype for arrays, float64 for lists and numbers."""
+    arr = native(u)
+    return arr, parse_dtype(arr.dtype if hasattr(u, "dtype") else np.float64)
+
+
+def _on(engine, arr, dtype):
+    """A native array as the backend's input: a device array reaches a CPU backend through host memory."""
+    return engine.asarray(to_module(arr, np) if engine.xp is np else arr, dtype=dtype)
 
 
 @functools.lru_cache(maxsize=32)
@@ -51,36 +56,44 @@ def _bound_sweep(backend: str, stencil: Stencil, grid: Grid):
     return engine, engine.sweep(Sweep("out", (Term("u", stencil),)), grid)
 
 
-def apply(stencil: Stencil, u, backend: str = "numpy"):
+def apply(stencil: Stencil, u, backend: str = "auto"):
     """stencil applied at every point at least `radius` away from the edges of u.
 
-    The result has shape u.shape - 2 * radius: the edges act as ghost layers.
+    The result has shape u.shape - 2 * radius: the edges act as ghost layers. u may be any array with
+    `__dlpack__` (NumPy, PyTorch, JAX, CuPy); the result is of u's kind and on u's device. `auto` computes
+    where u lives: cuda for CUDA memory, numba for host memory.
     """
     if not isinstance(stencil, Stencil):
         raise StencilforgeError(f"apply needs a Stencil, got {type(stencil).__name__}")
-    dtype, shape = parse_dtype(getattr(u, "dtype", np.float64)), tuple(np.shape(u))
+    arr, dtype = _host_or_device(u)
+    shape = tuple(arr.shape)
     if len(shape) != stencil.ndim:
         raise StencilforgeError(f"expected a {stencil.ndim}D array, got {len(shape)}D")
     r = stencil.radius
     grid = Grid(tuple(n - 2 * r for n in shape), (1.0,) * len(shape), dtype, r, (0.0,) * len(shape))
     if any(n < 1 for n in grid.shape):
         raise StencilforgeError(f"array of shape {shape} is smaller than the stencil (radius {r})")
-    engine, run = _bound_sweep(backend, stencil, grid)
-    arr = engine.asarray(u, dtype=dtype)
+    engine, run = _bound_sweep(backend_for(backend, [arr]), stencil, grid)
     out = engine.xp.full(shape, np.nan, dtype=dtype)
-    run({"out": out, "u": arr})
-    return out[grid.interior]
+    run({"out": out, "u": _on(engine, arr, dtype)})
+    return like(out[grid.interior], u)
 
 
-def derivatives(u, h: float, axis: int = 1, accuracy: int = 2, orders: Sequence[int] = (1, 2), backend: str = "numpy"):
-    """First and/or second derivative of a 2D array along one axis, with boundary closures, in one pass."""
-    engine = get_backend(backend)
-    arr, dtype = _checked_input(u, engine, 2)
+def derivatives(u, h: float, axis: int = 1, accuracy: int = 2, orders: Sequence[int] = (1, 2), backend: str = "auto"):
+    """First and/or second derivative of a 2D array along one axis, with boundary closures, in one pass.
+
+    u may be any array with `__dlpack__`; the derivatives are of u's kind and on u's device, and `auto`
+    computes where u lives (as for `apply`)."""
+    arr, dtype = _host_or_device(u)
+    engine = get_backend(backend_for(backend, [arr]))
+    if arr.ndim != 2:
+        raise StencilforgeError(f"expected a 2D array, got {arr.ndim}D")
     if not h > 0:
         raise StencilforgeError(f"grid spacing h must be positive, got {h}")
+    arr = _on(engine, arr, dtype)
     op = _derivatives.operator(axis, h, accuracy, tuple(orders))
     if arr.shape[axis] < op.min_length:
         raise StencilforgeError(f"axis {axis} has {arr.shape[axis]} points; accuracy {accuracy} needs {op.min_length}")
     outs = [engine.xp.full(arr.shape, np.nan, dtype=dtype) for _ in orders]
     engine.axis_operator(op, dtype, arr.shape)(arr, *outs)
-    return tuple(outs)
+    return tuple(like(out, u) for out in outs)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import os
 import platform
 import re
@@ -29,6 +30,7 @@ from .backends import available, get_backend
 from .backends.cuda.codegen import STRATEGIES
 from .distributed import bind_device, fail_together, launched, world, world_rank
 from .errors import StencilforgeError
+from .optional import require
 from .resources import check_host_memory, node_peers, thread_count, use_numba_threads
 from .timeloop import LoopOptions, StopRequest
 
@@ -311,11 +313,26 @@ def _print_version(value: bool) -> None:
         raise typer.Exit()
 
 
+def configure_logging(verbosity: int) -> None:
+    """The `stencilforge` logger on stderr: warnings, -v the choices and fallbacks (INFO), -vv DEBUG."""
+    from rich.logging import RichHandler
+
+    logger = logging.getLogger("stencilforge")
+    for handler in [h for h in logger.handlers if isinstance(h, RichHandler)]:
+        logger.removeHandler(handler)
+    handler = RichHandler(console=err, show_time=False, show_path=False, markup=False, rich_tracebacks=False)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    logger.addHandler(handler)
+    logger.setLevel(logging.WARNING if verbosity <= 0 else logging.INFO if verbosity == 1 else logging.DEBUG)
+
+
 @app.callback()
 def _options(
     version: bool = typer.Option(False, "--version", "-V", callback=_print_version, is_eager=True, help="print the version and exit"),
+    verbose: int = typer.Option(0, "--verbose", "-v", count=True, help="log choices and fallbacks to stderr (-vv: debug)"),
 ) -> None:
     """Finite-difference stencil solvers on GPUs and CPUs."""
+    configure_logging(verbose)
 
 
 @contextmanager
@@ -613,6 +630,8 @@ def bench(
         err.print(f"[dim]{msg}[/]", highlight=False)
 
     opts = bench_options(problems_, size, dtypes, backend, strategies, peers, quick, repeats, progress)
+    if plot:
+        require("matplotlib", f"--plot {plot}")
     report = run_bench(opts)
     report["command"] = ["stencilforge", *sys.argv[1:]]
     out.print(results_table(report))

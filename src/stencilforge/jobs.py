@@ -20,6 +20,7 @@ import numpy as np
 
 from . import problems
 from .errors import StencilforgeError
+from .optional import require
 from .io.hdf5 import series_run_id
 from .io.meta import RunInfo, jsonable
 from .io.paths import SNAPSHOT_SUFFIXES, check_output, remove_stale_temps
@@ -89,6 +90,9 @@ class Outputs:
             if out is not None and checkpoint.resolve() == out.resolve():
                 raise StencilforgeError(f"--checkpoint and --out are the same file {out}")
         png = check_output(self.png, "image", IMAGE_SUFFIXES, overwrite=self.overwrite) if self.png is not None else None
+        for what, path, module in (("snapshot file", out, "h5py"), ("checkpoint", checkpoint, "h5py"), ("image", png, "matplotlib")):
+            if path is not None and path.suffix.lower() != ".npz":
+                require(module, f"{what} {path}")
         for path in (out, out.with_suffix(".xmf") if out is not None else None, checkpoint, png):
             if path is not None:
                 remove_stale_temps(path)

@@ -14,6 +14,7 @@ import numpy as np
 
 from .boundary import Dirichlet, Neumann, Periodic
 from .errors import StencilforgeError
+from .interop import module_of, native
 from .ir.analysis import Analysis, analyse, constants_of
 from .ir.nodes import Access, Constant, Expr, Field, as_expr, walk
 
@@ -62,12 +63,12 @@ def _pure(expr: Expr, what: str) -> Expr:
 def _value(value, what: str, shape: tuple[int, ...]):
     if isinstance(value, (Expr, int, float, np.integer, np.floating)) and not isinstance(value, bool):
         return _pure(value, what)
-    arr = np.asarray(value)
+    arr = native(value)
     if arr.dtype.kind not in "iuf":
         raise StencilforgeError(f"{what} must be real numbers, got an array of {arr.dtype}")
     if arr.shape != shape:
         raise StencilforgeError(f"{what} has shape {arr.shape}; the grid's interior is {shape}")
-    if not np.isfinite(arr).all():
+    if not module_of(arr).isfinite(arr).all():
         raise StencilforgeError(f"{what} holds NaN or infinite values")
     return arr
 
@@ -76,6 +77,7 @@ class Problem:
     """Equations (sf.Eq), run in order each step, plus what a run needs to start and to check itself.
 
     initial:  {field or u.prev: number | expression of x, y, z, constants | array of the interior shape}
+              (arrays of any library with __dlpack__, NumPy, PyTorch, JAX or CuPy, are read without a copy)
               (fields not named start at zero; u.prev defaults to u's initial value)
     boundary: {field: condition, or one condition per axis in array order}; every field read at a
               neighbouring cell needs one, except a field no equation writes whose initial value is an

@@ -18,6 +18,7 @@ import numpy as np
 from .backends import get_backend
 from .boundary import Periodic
 from .errors import StencilforgeError
+from .interop import backend_for
 from .problem import Problem
 from .problems.base import lowered, lowers
 from .simulation import PassStepper, Simulation
@@ -53,7 +54,8 @@ def run(
 ) -> Result:
     """Run `steps` steps (default: the problem's), or until the residual is below `tol`.
 
-    `backend` is a name ('auto', 'numpy', 'numba', 'cuda') or a backend instance; `generated`
+    `backend` is a name ('auto', 'numpy', 'numba', 'cuda') or a backend instance ('auto' is cuda where an
+    initial value is in CUDA memory, else cuda when a GPU is usable, else numba, else numpy); `generated`
     runs the generated passes even where the step lowers to a sweep. Snapshots of the fields an
     equation writes go to `out` (.h5 with an .xmf for ParaView, or .npz) every `snapshot_every`
     steps and at the end; the whole state (every time level) goes to `checkpoint` every
@@ -64,7 +66,7 @@ def run(
     calls `run` and steps its block, over the process grid `procs` (default: the least halo
     surface); the fields come back whole on rank 0 and as None elsewhere, the summary on every rank.
     """
-    engine = get_backend(backend) if isinstance(backend, str) else backend
+    engine = get_backend(backend_for(backend, problem.initial.values(), host="auto")) if isinstance(backend, str) else backend
     if steps is not None and (isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 0):
         raise StencilforgeError(f"steps must be a non-negative integer, got {steps!r}")
     if tol is not None and not (isinstance(tol, (int, float)) and math.isfinite(tol) and tol > 0):

@@ -17,6 +17,7 @@ import numpy as np
 from .boundary import Dirichlet, Neumann, Periodic
 from .errors import StencilforgeError
 from .grid import Grid as Lattice
+from .interop import to_module
 from .ir.analysis import slot_name
 from .metrics import throughput
 from .ir.nodes import Constant, Expr
@@ -38,10 +39,9 @@ def initial_array(problem: Problem, lattice: Lattice, name: str, level: int, par
         arr[...] = evaluate(value, dtype=np.float64, xp=xp, coordinate=float64_coordinates(lattice, xp, ghosts=True),
                             params=params, t=min(level, 0) * dt)
     else:
-        value = np.asarray(value, dtype=lattice.dtype)
-        if value.ndim:
+        if getattr(value, "ndim", 0):  # a NumPy or CuPy array (Problem reads others through DLPack)
             value = value[tuple(slice(lattice.first_index(a), lattice.first_index(a) + n) for a, n in enumerate(lattice.shape))]
-        arr[lattice.interior] = xp.asarray(value)
+        arr[lattice.interior] = to_module(value, xp)
     return arr
 
 

@@ -6,6 +6,7 @@ step n reproduces the uninterrupted run bit for bit.
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from dataclasses import dataclass, field, replace
@@ -18,6 +19,8 @@ from .grid import row_pitch
 from .metrics import error_norms, throughput
 from .backends.base import Launch
 from .problems import Setup
+
+log = logging.getLogger(__name__)
 
 ProgressFn = Callable[[int, int, "float | None"], None]
 
@@ -222,12 +225,20 @@ class SweepStepper:
         setup, backend = self.setup, self.backend
         sweep = setup.sweep
         if not self.opts.fuse_steps or self.domain is not None or setup.sources or not backend.fuses_steps:
+            log.info("%s: one step per pass: %s", setup.name, "single steps were asked for" if not self.opts.fuse_steps else
+                     "the run is decomposed" if self.domain is not None else "it has sources" if setup.sources else
+                     f"the {backend.name} backend has no two-step kernels")
             return None
         if sweep is None or not sweep.composes_with(setup.swap):
+            log.info("%s: one step per pass: its step is not one sweep between the two levels of one field", setup.name)
             return None
         if any(name not in setup.swap or setup.boundaries[name].reads_interior for name, _ in self.dynamic):
+            log.info("%s: one step per pass: a wall that changes in time reads the field", setup.name)
             return None
-        return backend.sweep_pair(sweep, setup.grid)
+        pair = backend.sweep_pair(sweep, setup.grid)
+        if pair is not None:  # a backend that has no pair for this sweep says why
+            log.info("%s: two steps per pass", setup.name)
+        return pair
 
     def warm(self) -> None:
         # The first step's walls and the NaN test run once before the clock starts: both leave the fields

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import logging
 import sys
 from typing import Callable, Mapping
 
@@ -21,6 +22,8 @@ from ..grid import Grid
 from ..plan import AxisOperator, Sweep
 from ..printers.numba import pass_source
 from .base import HostMemory, Launch
+
+log = logging.getLogger(__name__)
 
 HEADER = "import numba\nimport numpy as np\n\nJIT = numba.njit(parallel=True, cache=True, nogil=True)\n\n"
 
@@ -364,11 +367,13 @@ def load_kernel(source: str) -> Callable:
     """Import generated source from the on-disk cache (written atomically) and return `kernel`."""
     digest = hashlib.sha256(source.encode()).hexdigest()[:24]
     path = cache_dir("numba") / f"sf_{digest}.py"
-    if not path.exists():
+    cached = path.exists()
+    if not cached:
         write_atomic(path, source.encode())
     name = f"stencilforge_generated_{digest}"
     module = sys.modules.get(name)
     if module is None:
+        log.info("numba kernel %s: %s", path.stem, "from the kernel cache" if cached else "new, compiled on first call")
         spec = importlib.util.spec_from_file_location(name, path)
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
@@ -416,6 +421,8 @@ class NumbaBackend(HostMemory):
         """Two steps in one pass (the middle state's ghost cells taken from out's) for 2D sweeps whose row
         views fit one vectorised loop; None otherwise."""
         if grid.ndim != 2 or not sweep.iterates_one_field or len(_views(sweep)) > FUSED_VIEW_LIMIT:
+            log.info("%s: single steps: numba has two-step kernels for 2D sweeps of one field that read at most %d rows",
+                     sweep.out, FUSED_VIEW_LIMIT)
             return None
         return Launch(self._bound(pair_source(sweep), sweep, grid, sweep.out))
 

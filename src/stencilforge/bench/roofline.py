@@ -12,15 +12,13 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import StencilforgeError
+from ..optional import require
 
 MARKERS = {"stencilforge": "o", "numpy": "s", "cupy": "s", "naive-cuda": "^", "torch": "D", "torch.compile": "P", "jax": "X"}
 
 
 def plot_roofline(report: dict, path: str | Path) -> None:
-    try:
-        from matplotlib.figure import Figure
-    except ImportError:
-        raise StencilforgeError("--plot needs matplotlib (pip install matplotlib)") from None
+    Figure = require("matplotlib.figure", f"drawing {path}").Figure
     rows = [r for r in report["results"] if r["status"] == "ok"]
     bw = report["ceilings"]["copy"]["gbps"]
     peaks = report["ceilings"]["peak_gflops"]

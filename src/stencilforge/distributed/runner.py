@@ -35,6 +35,7 @@ from ..backends.base import Launch
 from ..backends.numpy_ref import evaluate_sweep
 from ..boundary import Periodic
 from ..errors import StencilforgeError
+from ..optional import require
 from ..plan import AxisOperator
 from ..problems import Setup
 from ..timeloop import LoopOptions, Result, close_observers, run
@@ -70,13 +71,7 @@ def world_rank() -> int:
 
 def world():
     """MPI.COMM_WORLD, or a one-line error naming the package to install."""
-    try:
-        from mpi4py import MPI
-    except ImportError:
-        raise StencilforgeError(
-            "MPI runs need mpi4py and an MPI library: pip install 'stencilforge[mpi]'"
-        ) from None
-    return MPI.COMM_WORLD
+    return require("mpi4py.MPI", "an MPI run").COMM_WORLD
 
 
 @contextmanager

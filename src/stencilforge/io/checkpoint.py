@@ -14,7 +14,8 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import StencilforgeError
-from .hdf5 import FORMAT as SNAPSHOT_FORMAT, _h5py, write_image
+from ..optional import require
+from .hdf5 import FORMAT as SNAPSHOT_FORMAT, write_image
 from .meta import RunInfo
 from .paths import atomic_path, reserve
 
@@ -33,7 +34,7 @@ class Checkpoint:
 
 def write(path: Path, info: RunInfo, step: int, t: float, fields: dict[str, np.ndarray]) -> None:
     """Write a checkpoint beside `path` and rename it into place; the disk space is reserved before HDF5 writes."""
-    h5py = _h5py()
+    h5py = require("h5py", f"checkpoint {path}")
 
     def build(f):
         f.attrs.update(info.attrs())
@@ -70,7 +71,7 @@ def _checked(path: Path, load):
     """Open `path`, check it is a checkpoint we can read, and return load(file); refusals are one line."""
     if not path.is_file():
         raise StencilforgeError(f"cannot resume: no such checkpoint {path}")
-    h5py = _h5py()
+    h5py = require("h5py", f"reading {path}")
     try:
         with h5py.File(path, "r", locking=False) as f:
             kind = f.attrs.get("format")

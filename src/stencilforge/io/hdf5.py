@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import StencilforgeError
+from ..optional import require
 from .meta import RunInfo
 from .paths import atomic_path, reserve
 
@@ -38,14 +39,6 @@ def chunk_shape(shape: tuple[int, ...], itemsize: int, target: int = CHUNK_BYTES
     return (1, *chunk)
 
 
-def _h5py():
-    try:
-        import h5py
-    except ImportError:
-        raise StencilforgeError("HDF5 output needs h5py: pip install h5py") from None
-    return h5py
-
-
 def complete_steps(steps: np.ndarray) -> np.ndarray:
     """The entries of /step up to the first -1 (the fill value of an entry whose write was interrupted)."""
     bad = np.flatnonzero(steps < 0)
@@ -55,7 +48,7 @@ def complete_steps(steps: np.ndarray) -> np.ndarray:
 def write_image(path: Path, build) -> None:
     """Create the HDF5 file `path` as build(file) makes it: built in memory, written with plain file I/O,
     so a full disk fails as an ordinary OSError before HDF5 writes anything to it."""
-    f = _h5py().File(f"{path}.image", "w", driver="core", backing_store=False)
+    f = require("h5py", f"writing {path}").File(f"{path}.image", "w", driver="core", backing_store=False)
     try:
         build(f)
         f.flush()
@@ -75,7 +68,7 @@ def series_run_id(path: Path) -> str | None:
         meta = read_meta(path)
         return None if meta is None or meta.get("format") != FORMAT else str(meta.get("run_id", ""))
     try:
-        with _h5py().File(path, "r", locking=False) as f:
+        with require("h5py", f"reading {path}").File(path, "r", locking=False) as f:
             if f.attrs.get("format") != FORMAT:
                 return None
             value = f.attrs.get("run_id", "")
@@ -109,13 +102,13 @@ class H5Sink:
         self.last_step: int | None = None
         self.times: list[float] = []
         self.layout = {name: (tuple(shape), np.dtype(dtype)) for name, (shape, dtype) in fields.items()}
-        _h5py()
+        require("h5py", f"snapshot file {self.path}")
         if resume_step is not None:
             self._adopt(resume_step)
 
     def _open(self):
         # locking=False: a reader that keeps the file open (ParaView) must not block the next snapshot.
-        return _h5py().File(self.path, "r+", locking=False)
+        return require("h5py", f"snapshot file {self.path}").File(self.path, "r+", locking=False)
 
     def _adopt(self, resume_step: int) -> None:
         """Continue the series in the file: same run and layout, snapshots after `resume_step` dropped."""

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import StencilforgeError
+from ..optional import require
 from .paths import atomic_path, check_output
 from .series import open_series
 
@@ -114,6 +115,7 @@ def check_dpi(dpi: int) -> int:
 
 def plot_array(out: str | Path, data: np.ndarray, view: View, t: float, step: int, dpi: int = 100) -> Path:
     """Draw one field (interior values) to a PNG."""
+    require("matplotlib", f"drawing {out}")
     check_dpi(dpi)
     out = check_output(out, "image", IMAGE_SUFFIXES)
     fig = FieldFigure(view, np.asarray(data), dpi)
@@ -129,6 +131,7 @@ def _view(series, field: str) -> View:
 
 def plot_file(path: str | Path, out: str | Path, step: int | None = None, field: str | None = None, dpi: int = 100) -> Path:
     """Draw snapshot `step` (default: the last complete one) of a snapshot file."""
+    require("matplotlib", f"drawing {out}")
     check_dpi(dpi)
     with open_series(path) as series:
         name = series.field_name(field)
@@ -148,7 +151,7 @@ def movie_writer(out: Path, fps: int):
 
 def animate_file(path: str | Path, out: str | Path, field: str | None = None, fps: int = 10, dpi: int = 80) -> Path:
     """Every complete snapshot as one frame, on one colour scale (the min and max over all frames)."""
-    from matplotlib.animation import FuncAnimation
+    FuncAnimation = require("matplotlib.animation", f"drawing {out}").FuncAnimation
 
     check_dpi(dpi)
     out = check_output(out, "animation", MOVIE_SUFFIXES)

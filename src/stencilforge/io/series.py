@@ -9,7 +9,8 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import StencilforgeError
-from .hdf5 import FORMAT, _h5py, complete_steps
+from ..optional import require
+from .hdf5 import FORMAT, complete_steps
 from .meta import RunInfo
 from .npz import META_KEY
 
@@ -66,7 +67,7 @@ def open_series(path: str | Path) -> Series:
 
 
 def _open_h5(path: Path) -> Series:
-    h5py = _h5py()
+    h5py = require("h5py", f"reading {path}")
     try:
         f = h5py.File(path, "r")
     except OSError as exc:

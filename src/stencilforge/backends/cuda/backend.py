@@ -6,6 +6,7 @@ CuPy is imported only when a backend is constructed or probed, so this module
 
 from __future__ import annotations
 
+import logging
 import math
 from typing import Callable, Mapping
 
@@ -13,6 +14,7 @@ import numpy as np
 
 from ...errors import StencilforgeError
 from ...grid import Grid, pitched, row_pitch
+from ...optional import missing
 from ...plan import AxisOperator, Sweep
 from ...printers import cuda as printers_cuda
 from ..base import Launch
@@ -22,6 +24,8 @@ from .tune import choose
 
 MAX_GRID_YZ = 65535
 LINE_BYTES = 128  # an L2 cache line: a warp's 32 floats
+
+log = logging.getLogger(__name__)
 
 
 def _cupy():
@@ -35,7 +39,7 @@ def unavailable_reason() -> str:
     try:
         cp = _cupy()
     except ImportError:
-        return "CuPy is not installed (pip install 'stencilforge[gpu]')"
+        return str(missing("cupy", "the cuda backend"))
     except Exception as exc:  # a broken CuPy install raises anything from its import
         return f"CuPy failed to import: {type(exc).__name__}: {exc}".splitlines()[0]
     try:
@@ -186,6 +190,7 @@ class CudaBackend:
                 if path is not None:
                     module = cp.RawModule(path=str(path))
                 else:
+                    log.info("%s: compiled through CuPy (its own cache; cuda-bindings is not installed)", what)
                     module = cp.RawModule(code=source, options=options(self.arch)[1:])
                 function = module.get_function(kernel.name)
             except StencilforgeError:
@@ -266,6 +271,8 @@ class CudaBackend:
         if kernel.vector > 1:  # vector kernels need every row to start on a vector; scalar streaming otherwise
             scalar = codegen.sweep_kernel(sweep, "streaming", grid.dtype)
             if grid.ghost % kernel.vector or not kernel.fits(grid.shape):
+                log.info("%s: scalar streaming instead of %s, whose vectors of %d cells do not fit rows of %d with ghost width %d",
+                         sweep.out, kernel.strategy, kernel.vector, grid.shape[-1], grid.ghost)
                 kernel, scalar = scalar, None
         if grid.ghost < sweep.radius:
             raise StencilforgeError(f"grid ghost width {grid.ghost} is smaller than the stencil radius {sweep.radius}")
@@ -274,7 +281,10 @@ class CudaBackend:
     def sweep_pair(self, sweep: Sweep, grid: Grid, tile=None) -> Launch | None:
         """Two steps of `sweep` in one pass (out = S(S(u)), the middle state's ghost cells taken from
         out's), or None where they cannot be fused or another strategy than `auto` was asked for."""
-        if self.requested != "auto" or codegen.pair_applicable(sweep) or grid.ghost < sweep.radius:
+        why = (f"strategy {self.requested} was asked for" if self.requested != "auto" else codegen.pair_applicable(sweep)
+               or (f"ghost width {grid.ghost} is below the radius {sweep.radius}" if grid.ghost < sweep.radius else None))
+        if why:
+            log.info("%s: single steps, no two-step kernel: %s", sweep.out, why)
             return None
         kernel = codegen.pair_sweep(sweep, grid.dtype, codegen.PAIR_TILE[grid.ndim] if tile is None else tuple(tile), f"sf_pair_{sweep.out}")
         return self._sweep_runner(kernel, grid)
@@ -288,13 +298,21 @@ class CudaBackend:
         if scalar is None:
             return lambda arrays, fits=True: (launch, kernel)
         align = kernel.vector * np.dtype(dtype).itemsize
-        fallback = []
+        fallback, told = [], set()
 
         def pick(arrays, fits=True):
             k, go = kernel, launch
-            if not fits or (kernel.vector > 1 and any(a.data.ptr % align for a in arrays)):
+            misaligned = fits and kernel.vector > 1 and any(a.data.ptr % align for a in arrays)
+            if not fits or misaligned:
                 if not fallback:
                     fallback.append(self._launcher(scalar, dtype))
+                if misaligned not in told:  # each reason once per kernel
+                    told.add(misaligned)
+                    if misaligned:
+                        log.warning("%s falls back to %s: an array does not start on the %d-byte boundary of its vectors",
+                                    kernel.name, scalar.strategy, align)
+                    else:
+                        log.info("%s falls back to %s for arrays of a shape it does not fit", kernel.name, scalar.strategy)
                 k, go = scalar, fallback[0]
             ran.strategy, ran.tile = k.strategy, k.tile
             return go, k

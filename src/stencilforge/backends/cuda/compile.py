@@ -9,12 +9,16 @@ nvidia-cuda-nvrtc wheel, no driver needed) and at run time.
 from __future__ import annotations
 
 import hashlib
+import logging
+import time
 from pathlib import Path
 
 from ...cache import cache_dir, write_atomic
 from ...errors import StencilforgeError
 
 BASE_OPTIONS = ("-std=c++17", "-default-device")
+
+log = logging.getLogger(__name__)
 
 
 def options(arch: str, extra: tuple[str, ...] = ()) -> tuple[str, ...]:
@@ -92,6 +96,10 @@ def cached_cubin(source: str, arch: str, what: str, extra: tuple[str, ...] = ())
     if version is None:
         return None
     path = cache_dir("cuda") / f"{cache_key(source, arch, version, extra)}.cubin"
-    if not path.exists():
-        write_atomic(path, compile_cubin(source, arch, what, extra))
+    if path.exists():
+        log.info("%s: loaded from the kernel cache (%s)", what, path.name)
+        return path
+    start = time.perf_counter()
+    write_atomic(path, compile_cubin(source, arch, what, extra))
+    log.info("%s: compiled for %s with NVRTC %d.%d in %.2f s", what, arch, *version, time.perf_counter() - start)
     return path

@@ -8,11 +8,15 @@ heuristic follows the H100 measurements in docs/performance.md
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 
 from ...plan import AxisOperator, Sweep
 from ...tuning import cached_choice
 from .codegen import code_signature, default_tile, streaming_applicable, vector_width
+
+log = logging.getLogger(__name__)
 
 
 def choose(plan: Sweep | AxisOperator, grid_shape, dtype, device_name: str | None = None) -> tuple[str, tuple[int, ...]]:
@@ -41,20 +45,26 @@ def choose(plan: Sweep | AxisOperator, grid_shape, dtype, device_name: str | Non
     single-field stencil that reads its centre cell (heat2d 92.8% against
     rows' 88.5% at 16384^2, 82.3% against 81.0% at 4096^2). Otherwise `tiled`.
     """
+    what = f"derivatives along axis {plan.axis}" if isinstance(plan, AxisOperator) else f"the {plan.ndim}D sweep of {plan.out}"
     if device_name is not None:
         hit = cached_choice(device_name, plan, grid_shape, dtype, code_signature(plan, dtype))
         if hit is not None:
             strategy, tile = hit
+            log.info("strategy auto: %s for %s, the winner `stencilforge tune` stored for %s", strategy, what, device_name)
             return strategy, tile if tile is not None else default_tile(plan, strategy, dtype)
     if isinstance(plan, AxisOperator):
         strategy = "naive" if plan.axis != plan.ndim - 1 else "rows_vec" if len(plan.outputs) == 1 else "flat"
-    elif streaming_applicable(plan) is None:
+        why = "a strided axis" if strategy == "naive" else "one output along rows" if strategy == "rows_vec" else "outputs fused along rows"
+    elif (blocked := streaming_applicable(plan)) is None:
         one_field = not set(plan.inputs) - set(plan.stencil_inputs)
         if plan.ndim == 2:
             centre = any(not any(o) for t in plan.terms for o, _ in t.stencil.entries)
             strategy = "pipelined" if one_field and centre and np.dtype(dtype) == np.float32 else "rows"
+            why = "a float32 one-field 2D stencil reading its centre" if strategy == "pipelined" else "a 2D sweep"
         else:
             strategy = "rows" if plan.radius <= 2 else "streaming_vec" if vector_width(plan, dtype) else "streaming"
+            why = f"a 3D stencil of radius {plan.radius}" + (", vectors of cells fit" if strategy == "streaming_vec" else "")
     else:
-        strategy = "tiled"
+        strategy, why = "tiled", blocked
+    log.info("strategy auto: %s for %s (%s; no tuned winner)", strategy, what, why)
     return strategy, default_tile(plan, strategy, dtype)

@@ -1,0 +1,104 @@
+"""The `stencilforge` logger: choices (strategy, kernel cache, steps per pass) and fallbacks at INFO; -v shows them."""
+
+import logging
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from stencilforge import problems
+from stencilforge.backends import get_backend
+from stencilforge.backends.cuda.tune import choose
+from stencilforge.cli import app, join_multi_values
+from stencilforge.timeloop import LoopOptions, run
+
+
+def invoke(*args):
+    return CliRunner().invoke(app, join_multi_values([str(a) for a in args]))
+
+
+@pytest.fixture
+def info(caplog):
+    caplog.set_level(logging.INFO, logger="stencilforge")
+    return caplog
+
+
+def messages(caplog, logger: str) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name == logger]
+
+
+def test_the_library_adds_no_handlers():
+    code = ("import logging, numpy as np, stencilforge as sf\n"
+            "sf.apply(sf.Stencil.five_point(), np.ones((8, 8)), backend='numpy')\n"
+            "print(len(logging.getLogger('stencilforge').handlers), len(logging.getLogger().handlers))\n")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split() == ["0", "0"]
+
+
+@pytest.mark.parametrize("problem, radius, strategy, reason", [
+    ("heat3d", None, "rows", "a 3D stencil of radius 1"),
+    ("wave3d", 3, "streaming", "a 3D stencil of radius 3"),
+    ("wave3d", 8, "streaming_vec", "a 3D stencil of radius 8, vectors of cells fit"),
+])
+def test_auto_logs_the_strategy_it_picks_and_why(info, problem, radius, strategy, reason):
+    setup = problems.build(problem, shape=(24, 24, 24), dtype="float64", **({"radius": radius} if radius else {}))
+    picked, _ = choose(setup.sweep, setup.grid.shape, setup.grid.dtype)
+    assert picked == strategy
+    assert messages(info, "stencilforge.backends.cuda.tune") == [
+        f"strategy auto: {strategy} for the 3D sweep of {setup.sweep.out} ({reason}; no tuned winner)"]
+
+
+def test_two_steps_per_pass_used_or_not_and_why(info):
+    setup = problems.build("heat2d", shape=(16, 16), dtype="float64")
+    numba = get_backend("numba")
+    fused = run(setup, numba, LoopOptions(steps=6))
+    assert messages(info, "stencilforge.timeloop") == ["heat2d: two steps per pass"]
+    info.clear()
+    single = run(setup, numba, LoopOptions(steps=6, fuse_steps=False))
+    assert messages(info, "stencilforge.timeloop") == ["heat2d: one step per pass: single steps were asked for"]
+    np.testing.assert_array_equal(fused.fields[setup.solution], single.fields[setup.solution])
+
+
+def test_a_fused_run_falling_back_to_single_steps_is_logged(info):
+    setup = problems.build("heat3d", shape=(8, 8, 8), dtype="float64")
+    result = run(setup, get_backend("numba"), LoopOptions(steps=4))
+    assert not result.summary.get("fused_steps")
+    (line,) = messages(info, "stencilforge.backends.numba_cpu")[-1:]
+    assert line.startswith(f"{setup.sweep.out}: single steps: numba has two-step kernels for 2D sweeps")
+
+
+def test_kernel_compiled_then_taken_from_the_cache(info, tmp_path, monkeypatch):
+    monkeypatch.setenv("STENCILFORGE_CACHE_DIR", str(tmp_path))
+    from stencilforge.backends.numba_cpu import load_kernel
+
+    source = "import numba\n\n@numba.njit(cache=True)\ndef kernel(x):\n    return x + %r\n" % float(np.random.default_rng().random())
+    load_kernel(source)
+    assert "new, compiled on first call" in messages(info, "stencilforge.backends.numba_cpu")[-1]
+    for name in [n for n in sys.modules if n.startswith("stencilforge_generated_")]:
+        monkeypatch.delitem(sys.modules, name)  # as a new process finds it
+    load_kernel(source)
+    assert messages(info, "stencilforge.backends.numba_cpu")[-1].endswith(": from the kernel cache")
+
+
+@pytest.fixture
+def cli_logging():
+    """The CLI configures the `stencilforge` logger for its process: put it back for the other tests."""
+    logger = logging.getLogger("stencilforge")
+    level, handlers = logger.level, list(logger.handlers)
+    yield
+    logger.setLevel(level)
+    logger.handlers[:] = handlers
+
+
+def test_cli_verbose_shows_the_choices_on_stderr_and_quiet_does_not(cli_logging):
+    args = ("run", "heat2d", "--shape", "16", "16", "--steps", "6", "--backend", "numba")
+    quiet = invoke(*args)
+    assert quiet.exit_code == 0 and "steps per pass" not in quiet.stderr
+    loud = invoke("-v", *args)
+    assert loud.exit_code == 0 and "heat2d: two steps per pass" in loud.stderr
+    assert "steps per pass" not in loud.stdout
+    single = invoke("--verbose", *args, "--single-steps")
+    assert "heat2d: one step per pass: single steps were asked for" in single.stderr
