@@ -8,8 +8,7 @@ variant is first checked against the float64 numpy oracle on a small shape
 that is no multiple of any tile (for streaming_vec its x extent is a multiple
 of 4, or the scalar fallback would be checked), then timed on the large grid: random inputs,
 3 warm-up launches, median of 7 repeats x 10 launches between CUDA events. Fields take the layout the time loop and the
-bench give a sweep (`CudaBackend.field`: rows on 128-byte lines; dense before
-round 12). The device's memcpy bandwidth is measured in the same run. `peer` as the
+bench give a sweep (`CudaBackend.field`: rows on 128-byte lines). The device's memcpy bandwidth is measured in the same run. `peer` as the
 strategy is the bench's naive CUDA peer.
 
     PYTHONPATH=src python3 benchmarks/cuda_profile.py time VARIANT ... [--json F]

@@ -238,3 +238,24 @@ def test_cpu_compiler_peers_compute_our_update(name):
     assert rows["poisson2d"]["check"]["reference_error"] < 1e-12
     assert rows["derivatives-fused"]["status"] == "skipped"
     assert (np.array([1e-310]) * 1.0)[0] != 0, "the peer left flush-to-zero on in this process"
+
+
+def test_bench_tables_fit_80_columns_without_wrapping_a_cell(report):
+    from rich.console import Console
+
+    from stencilforge.bench.report import heading, results_tables
+
+    widest = dict(report["results"][-1], impl="stencilforge", kind="ours", workload="derivatives-fused", label="derivatives-fused 10000x10000 float64",
+                  shape=[10000, 10000], dtype="float64", strategy="auto", resolved_strategy="streaming_vec", tile=[96, 8, 32],
+                  median_ms=1234.567, teff_gbps=12345.6, pct_copy=174.3, time_vs_best_ours=123.45)
+    skipped = dict(widest, status="skipped", note="this backend does not fuse two steps of this sweep")
+    wide = dict(report, results=[*report["results"], widest, skipped])
+    console = Console(width=80, record=True)
+    for table in results_tables(wide):
+        console.print(table)
+    lines = console.export_text().splitlines()
+    assert max(map(len, lines)) <= 80
+    assert any("derivatives-fused 10000² float64, 24 B/cell" in line for line in lines)
+    assert any("sf auto->streaming_vec 96x8x32" in line and "1234.567" in line and "174.3" in line for line in lines)
+    assert any(f"skipped [{len(wide['results'])}]" in line for line in lines)
+    assert "copy bandwidth" in heading(report)

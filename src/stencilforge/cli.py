@@ -624,7 +624,7 @@ def bench(
     """Our strategies against the peers and the copy bandwidth, measured in one run."""
     from .bench.options import bench_options
     from .bench.suite import run_bench
-    from .bench.report import notes, results_table, write_json
+    from .bench.report import heading, notes, results_tables, write_json
 
     def progress(msg: str) -> None:
         err.print(f"[dim]{msg}[/]", highlight=False)
@@ -634,7 +634,9 @@ def bench(
         require("matplotlib", f"--plot {plot}")
     report = run_bench(opts)
     report["command"] = ["stencilforge", *sys.argv[1:]]
-    out.print(results_table(report))
+    out.print(heading(report), markup=False, highlight=False)
+    for table in results_tables(report):
+        out.print(table)
     for line in notes(report):
         out.print(line, markup=False, highlight=False)
     if json_path:

@@ -157,7 +157,7 @@ class Stencil:
 
     @classmethod
     def seven_point_general(cls, c: Sequence[float]) -> "Stencil":
-        """Seed 001's 3D 7-point stencil with coefficients c0 (centre) .. c6."""
+        """The 3D 7-point stencil with coefficients c0 (centre) .. c6."""
         if len(c) != 7:
             raise StencilforgeError("the 7-point stencil takes exactly seven coefficients c0..c6")
         offs = [(0, 0, 0), (0, 0, -1), (0, 0, 1), (0, -1, 0), (0, 1, 0), (-1, 0, 0), (1, 0, 0)]

@@ -15,7 +15,8 @@ def _f(value, fmt: str) -> str:
 
 
 def _impl(row: dict) -> str:
-    s = row["impl"]
+    """'sf' and the strategy for our rows (with what auto resolved to and the tile), the peer's name otherwise."""
+    s = "sf" if row["kind"] == "ours" else row["impl"]
     if row.get("strategy"):
         s += f" {row['strategy']}"
     resolved, tile = row.get("resolved_strategy"), row.get("tile")
@@ -31,43 +32,61 @@ def _status(row: dict, mark: str = "") -> str:
     return f"[{colour}]{row['status']}[/]{mark}"
 
 
-def results_table(report: dict, title: str | None = None) -> Table:
-    """One row per implementation and workload; 'time/ours' is the time over our best time in the same run."""
+def _label(row: dict) -> str:
+    """The workload's label, its shape as N² or N³ where the sides are equal: a table title that fits a terminal."""
+    shape = row["shape"]
+    dims = f"{shape[0]}{'²³'[len(shape) - 2]}" if len(set(shape)) == 1 and len(shape) in (2, 3) else "x".join(map(str, shape))
+    return f"{row['workload']} {dims} {row['dtype']}"
+
+
+def results_tables(report: dict) -> list[Table]:
+    """One table per workload, each row an implementation, narrow enough for an 80-column terminal.
+
+    'x best' is the time over our best time in the same run; a row that was not timed shows its
+    status (and footnote) in place of its time. Min and max times, GCell/s and GFLOP/s are in the JSON.
+    """
+    by_label: dict[str, list[dict]] = {}
+    for r in report["results"]:
+        by_label.setdefault(r["label"], []).append(r)
+    footnote = {id(r): n + 1 for n, r in enumerate(report["results"])}
+    tables = []
+    for rows in by_label.values():
+        table = Table(title=f"{_label(rows[0])}, {rows[0]['bytes_per_cell']} B/cell", title_justify="left")
+        for col in ("implementation", "ms/step", "GB/s", "% copy", "x best"):
+            table.add_column(col, justify="left" if col == "implementation" else "right")
+        for r in rows:
+            mark = f" [{footnote[id(r)]}]" if r.get("note") else ""
+            if r["status"] == "ok":
+                cells = (f"{r['median_ms']:.3f}", _f(r.get("teff_gbps"), ".1f"), _f(r.get("pct_copy"), ".1f"), _f(r.get("time_vs_best_ours"), ".2f"))
+            else:
+                cells = (_status(r, mark), "", "", "")
+            table.add_row(_impl(r), *cells)
+        tables.append(table)
+    return tables
+
+
+def heading(report: dict) -> str:
+    """The line above the tables: the device and the copy bandwidth every percentage is of."""
     copy = report["ceilings"]["copy"]
-    title = title or f"{report['device']['name']}: copy bandwidth {copy['gbps']:.1f} GB/s ({copy['method']})"
-    table = Table(title=title)
-    for col in ("workload", "implementation", "ms/step (min-max)", "GCell/s", "T_eff GB/s", "% copy", "GFLOP/s", "time/ours", "status"):
-        table.add_column(col, justify="left" if col in ("workload", "implementation", "status") else "right")
-    last = None
-    for n, r in enumerate(report["results"]):
-        if last is not None and r["label"] != last:
-            table.add_section()
-        last = r["label"]
-        ok = r["status"] == "ok"
-        timing = f"{r['median_ms']:.3f} ({r['min_ms']:.3f}-{r['max_ms']:.3f})" if ok else ""
-        table.add_row(
-            r["label"], _impl(r), timing, _f(r.get("gcells_per_s"), ".3f"), _f(r.get("teff_gbps"), ".1f"),
-            _f(r.get("pct_copy"), ".1f"), _f(r.get("gflops"), ".1f"), _f(r.get("time_vs_best_ours"), ".2f"),
-            _status(r, f" [{n + 1}]" if r.get("note") else ""),
-        )
-    return table
+    return (f"{report['device']['name']}: copy bandwidth {copy['gbps']:.1f} GB/s ({copy['method']})\n"
+            "sf = stencilforge; x best = time over our fastest in this run")
 
 
 def notes(report: dict) -> list[str]:
-    """The footnotes of `results_table`: why a row was skipped, failed or is wrong."""
+    """The footnotes of `results_tables`: why a row was skipped, failed or is wrong."""
     return [f"[{n + 1}] {r['label']} {r['impl']}: {r['note']}" for n, r in enumerate(report["results"]) if r.get("note")]
 
 
 def tune_table(result) -> Table:
     table = Table(title=f"tune {result.workload.label} on {result.device} (fastest first)")
-    for col in ("strategy", "tile", "ms/step", "GCell/s", "T_eff GB/s", "% copy", "status"):
-        table.add_column(col)
+    for col in ("strategy", "tile", "ms/step", "GB/s", "% copy", "status"):
+        table.add_column(col, justify="right" if col in ("ms/step", "GB/s", "% copy") else "left", no_wrap=col != "status")
     for r in result.rows:
         ok = r["status"] == "ok"
         strategy = r["strategy"] + (f"->{r['resolved_strategy']}" if r.get("resolved_strategy") and r["resolved_strategy"] != r["strategy"] else "")
         table.add_row(
             strategy, "x".join(map(str, r["tile"])) if r.get("tile") else "", _f(r.get("median_ms"), ".3f") if ok else "",
-            _f(r.get("gcells_per_s"), ".3f"), _f(r.get("teff_gbps"), ".1f"), _f(r.get("pct_copy"), ".1f"),
+            _f(r.get("teff_gbps"), ".1f"), _f(r.get("pct_copy"), ".1f"),
             _status(r) + (f" {r['note']}" if r.get("note") else ""),
         )
     return table

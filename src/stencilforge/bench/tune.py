@@ -1,6 +1,6 @@
 """`stencilforge tune`: strategies x tile shapes for one workload on this GPU, winner cached.
 
-Seed 004's table of tile shapes, automated: every candidate is checked against
+A search over tile shapes: every candidate is checked against
 the NumPy oracle and our default result exactly as in `bench` (a tile that
 computes garbage fast never wins), timed with CUDA events, and the table is
 sorted by throughput. Candidates that the code generator refuses (too many

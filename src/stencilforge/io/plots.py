@@ -76,7 +76,7 @@ class FieldFigure:
         if data.ndim not in (2, 3):
             raise StencilforgeError(f"can only draw 2D or 3D fields, {view.field} is {data.ndim}D")
         self.view = view
-        self.figure = Figure(figsize=SIZE_3D if data.ndim == 3 else SIZE_2D, dpi=dpi, layout="constrained")
+        self.figure = Figure(figsize=SIZE_3D if data.ndim == 3 else SIZE_2D, dpi=dpi, layout="compressed")
         finite = data[np.isfinite(data)]
         lo = float(finite.min()) if vmin is None and finite.size else vmin
         hi = float(finite.max()) if vmax is None and finite.size else vmax
@@ -94,7 +94,7 @@ class FieldFigure:
                 ax.set_title(label, fontsize="medium")
             self.images.append(image)
         self.figure.colorbar(self.images[0], ax=list(axes), label=view.field, shrink=0.9)
-        self.title = self.figure.suptitle("")
+        self.title = self.figure.suptitle(" ")  # not empty: the layout keeps room for the title set per frame
 
     def show(self, data: np.ndarray, t: float, step: int) -> list:
         for image, (_, plane, _) in zip(self.images, _planes(data)):

@@ -2,8 +2,7 @@
 
 The solver thread only copies the fields into a free buffer set (on the cuda
 backend: a device-to-device copy on the compute stream, then a device-to-host
-copy into pinned memory on a second stream ordered by events, as in seed 003's
-two queues) and hands it to a writer thread. With all buffer sets in flight the
+copy into pinned memory on a second stream ordered by events) and hands it to a writer thread. With all buffer sets in flight the
 solver waits for one: a snapshot is never dropped. A failed write stops the run
 at the next observer call, and the ledger says what was last written completely.
 """

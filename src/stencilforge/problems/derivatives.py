@@ -1,6 +1,6 @@
-"""Matrix-free first and second derivatives along one axis of a 2D field (seed 004).
+"""Matrix-free first and second derivatives along one axis of a 2D field.
 
-accuracy=2 is the seed's operator: central interior, one-sided first-order
+accuracy=2 is the classic operator: central interior, one-sided first-order
 closures on the end rows. accuracy=4 uses radius-2 central interior weights and
 closures derived by Fornberg on one-sided nodes wide enough to keep 4th order
 at the boundary. `fused` returns both derivatives from one pass over the input.
@@ -21,7 +21,7 @@ from .base import Setup
 DEFAULT_SHAPE = (1000, 1000)
 PARAMS = ("axis", "accuracy")
 ACCURACIES = (2, 4)
-SEED_CLOSURES = {  # seed 004: (left row 0, right row n-1) for each derivative order
+SEED_CLOSURES = {  # accuracy 2, first order at the ends: (left row 0, right row n-1) for each derivative order
     1: (((0, Fraction(-1)), (1, Fraction(1))), ((-1, Fraction(-1)), (0, Fraction(1)))),
     2: (((0, Fraction(1)), (1, Fraction(-2)), (2, Fraction(1))), ((-2, Fraction(1)), (-1, Fraction(-2)), (0, Fraction(1)))),
 }

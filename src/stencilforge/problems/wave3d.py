@@ -1,4 +1,4 @@
-"""Acoustic wave u_tt = c^2 del^2 u, 2nd order in time, radius-r star Laplacian (seed 002, ISO3DFD).
+"""Acoustic wave u_tt = c^2 del^2 u, 2nd order in time, radius-r star Laplacian (ISO3DFD).
 
 Written with the equation API as u.next = 2 u - u.prev + vel L u, with vel = (c dt)^2
 per cell; u.prev is read only at the cell, so u.next reuses its buffer

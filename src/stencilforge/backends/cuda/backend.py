@@ -245,7 +245,7 @@ class CudaBackend:
         """A device copy of a ghosted field whose interior rows start on 128-byte lines.
 
         The rows lie a pitch of whole lines apart, so no warp's row access straddles one line
-        more than it must (round 11 of docs/performance.md). The result is a view of shape
+        more than it must (benchmarks/results/h100-aligned-rows.txt). The result is a view of shape
         `a.shape` (`grid.pitched`); sweep kernels take its pitch."""
         cp = self._cp
         src = a if isinstance(a, cp.ndarray) else np.ascontiguousarray(a)
@@ -464,9 +464,9 @@ class CudaBackend:
     def kernel_seconds(self) -> float:
         """Time of the sweeps and axis operators launched since the first call, from CUDA events.
 
-        The first call starts the clock and returns 0: an event pair around every launch costs about 4 µs
-        of device time on an H100 (round 13 of docs/performance.md), which code that never asks (the API's
-        one-off calls, the bench, tune) should not pay. The time loop and the MPI runner read it first
+        The first call starts the clock and returns 0: an event pair around every launch costs device time
+        (docs/performance.md, "Decisions"), which code that never asks (the API's one-off calls, the bench,
+        tune) should not pay. The time loop and the MPI runner read it first
         as their base."""
         if isinstance(self._timer, _Unclocked):
             self._timer = EventClock(self._cp)

@@ -66,13 +66,13 @@ IN_FLIGHT = 48 * 1024  # bytes of copies `pipelined` keeps outstanding per SM: ~
 MAX_AHEAD = 8  # planes a `pipelined` block copies ahead of the one it consumes
 REDUCE_BLOCKS = 1024
 PAIR_TILE = {
-    2: (8, 256),  # rows per thread x threads (H100: jacobi2d 159-165%, poisson2d 142-157% of copy per step)
-    3: (32, 2, 128),  # planes per block x rows per thread x threads, warps stacked along y (H100 heat3d: 95% per step)
+    2: (8, 256),  # rows per thread x threads
+    3: (32, 2, 128),  # planes per block x rows per thread x threads, warps stacked along y
 }
-PAIR_RESIDENT_2D = 1280  # threads per SM the 2D pair's __launch_bounds__ asks for at radius 1 in float32 (51 registers):
-# H100 16384^2, NVRTC for sm_90: 56-59 -> 48 registers, poisson2d 125 -> 143%, jacobi2d/heat2d 162-163 -> 173-174% per step
-# (round 11); larger radii and float64 need more registers than that and would spill, so they keep the compiler's choice
-PAIR_AHEAD = 1  # planes of u the 3D pair loads ahead of use (H100 heat3d, 64x4x128: 0 -> 80.6%, 1 -> 85.4%, 2 -> 74.0%; 32x2x128: 96.4%, 95.1%)
+PAIR_RESIDENT_2D = 1280  # threads per SM the 2D pair's __launch_bounds__ asks for at radius 1 in float32: the one
+# occupancy that is best or near it for poisson2d, jacobi2d and heat2d (benchmarks/results/h100-pair-occupancy.txt);
+# larger radii and float64 need more registers than that and would spill, so they keep the compiler's choice
+PAIR_AHEAD = 1  # planes of u the 3D pair loads ahead of use (measured against 0 and 2 on the H100 at commit 483c3e5)
 PAIR_RADIUS = {2: 8, 3: 2}  # 2D: a warp keeps 32 - 2r useful lanes; 3D: (2r + 1)(R + 4r) values of u per thread
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -405,8 +405,8 @@ def _pair_rows(sweep: Sweep, dtype, tile: tuple[int, int], name: str) -> Kernel:
     ]
     for j in range(-2 * r, rows + 2 * r):
         lines.append(f"    const real u_{_tag(j)} = col_pad && y0 + {j} >= -g && y0 + {j} < n0 + g ? f_{u}[c + {j} * s0] : (real)0;")
-    # y0 + j >= -g always holds in the wall's guard, but without it ptxas scheduled poisson2d's pair
-    # at 100% of copy per step instead of 144% (H100, benchmarks/experiments/pair_bench.py), so it stays
+    # y0 + j >= -g always holds in the wall's guard, but without it ptxas schedules poisson2d's pair
+    # far slower on the H100 (measured at commit 1818c58), so it stays
     for j in range(-r, rows + r):
         first = _pair_operand(u, lambda f, j=j: f"f_{f}[c + {j} * s0]", lambda dx, j=j: f"f_{u}[c + {j} * s0 + {dx}]", lambda o, j=j: f"u_{_tag(j + o[0])}")
         inside = f"col_in && y0 + {j} >= 0 && y0 + {j} < n0"
@@ -937,8 +937,8 @@ def streaming_vector_sweep(sweep: Sweep, dtype, tile: tuple[int, int, int], name
     loads and stores are whole vectors: the launcher runs this kernel only
     where the ghost width and the x extent are multiples of the width (rows
     then start aligned) and falls back to scalar streaming elsewhere. Fewer
-    instructions and registers per cell: wave3d r8 at 512^3 on the H100
-    went from 67.9% of copy to 75.0% (docs/performance.md, round 7).
+    instructions and registers per cell, which makes it auto's kernel for
+    long even-radius stencils (benchmarks/results/h100-bench-74bc822.json).
     """
     vector = vector_width(sweep, dtype)
     if not vector:
@@ -1052,10 +1052,9 @@ def pipelined_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str, ahead
     through barriers and arithmetic and cost no registers (default depth: the
     block's share of IN_FLIGHT within its share of shared memory). The column
     comes from a register queue filled from the ring, as in `streaming`.
-    Measured on the H100 (docs/performance.md, round 3): faster in 2D on rows
-    of 512 (heat2d 91.4% of copy against 89.3%), no faster in 3D (heat3d
-    74-75%, wave3d r8 61% against streaming's 66.7%), so 3D latency was not
-    what this was built to remove.
+    On the H100 it wins only 2D float32 single-field stencils that read their
+    centre cell (benchmarks/results/h100-strategies-2d-16384-42f63af.json);
+    in 3D it is no faster than `streaming`.
 
     Ring plane m (0 <= m < L = planes + 2R, R the longest column radius) is
     plane z0 - R + m, one commit group, in slot m mod S. Step k: wait_group
@@ -1405,8 +1404,8 @@ FLAT_CELLS = 2**31  # `flat` indexes cells in 32 bits and corrects a quotient by
 def flat_operator(op: AxisOperator, dtype, tile: tuple[int, ...], name: str) -> Kernel:
     """One thread per cell over the array flattened, in blocks of tile[0] threads, the naive peer's
     launch with run-time shapes: the row index is c * (1 / n1) in double, truncated and corrected by
-    one, in place of an integer division by n1 (H100, fused d1+d2 along x: 97.3-97.4% of copy, 97.2%
-    with the division, rows 96.7%; docs/performance.md, round 9). Kernel.fits keeps it below FLAT_CELLS."""
+    one, in place of an integer division by n1 (measured against the division, rows and the peer in
+    benchmarks/results/h100-derivatives-flat.txt). Kernel.fits keeps it below FLAT_CELLS."""
     _check_operator(op)
     lines = [
         f'extern "C" __global__ void __launch_bounds__({tile[0]}) {name}({_op_params(op)}, const double inv_n1)',
@@ -1634,18 +1633,16 @@ def default_tile(plan: Sweep | AxisOperator, strategy: str, dtype="float32") -> 
         return (4, 512) if nd == 2 else (1, 4, 256)
     if nd == 2:  # H100 and H200: pipelined gains on rows of 512, streaming does not (docs/performance.md)
         return (64, 512) if strategy == "pipelined" else (64, 256)
-    if strategy == "streaming":  # H100: 2 x 256 planes for short halos; radius 8: 256 planes of 32 x 32 (67.8% at 1024^3, 16 x 32: 64.8%)
+    if strategy == "streaming":  # 2 x 256 planes for short halos; long ones: 256 planes of 32 x 32 (H100, commit 824fd67)
         return (64, 2, 256) if plan.radius <= 2 else (256, 32, 32)
     if strategy == "streaming_vec":
-        # H100 wave3d: chunks of 64 planes, not 256 (r8 1024^3 73.6% against 69.6% on dense rows). On rows on
-        # 128-byte lines (round 12) r > 4 in float32 takes 8 x 32: r8 78.7-79.6% at 512^3, 79.8-80.1% at 1024^3
-        # (4 x 128: 76.4-77.6%), r6 82.6-82.7% (81.0-81.6%); r4 keeps 4 x 128 (90%), where 8 x 32 spills under the
-        # launch bounds (58.7%).
-        # float64: 16 x 64 69.8% in chunks of 64 (69.3% in 256; 4 x 128 61.1% in 256).
+        # Chunks of 64 planes, not 256 (benchmarks/results/h100-wave3d-streaming-vec-chunks-and-narrow.json).
+        # In float32, r > 4 takes 8 x 32 cells (h100-wave3d-vec-tiles-{512,1024}-9092a3d.json); r4 keeps 4 x 128,
+        # where 8 x 32 spills under the launch bounds; float64 takes 16 x 64 (measured at commit d507bb0).
         if np.dtype(dtype).itemsize == 8:
             return (64, 16, 64)
         return (64, 8, 32) if plan.radius > 4 else (64, 4, 128)
-    if strategy == "pipelined":  # H100: heat3d 73.9%, wave3d r8 60.7%; no other tile measured more than 1.2 points better
+    if strategy == "pipelined":  # no other tile measured clearly faster on the H100 (commit 46ef0f7)
         return (64, 4, 128) if plan.radius <= 2 else (64, 16, 32)
     return (32, 8, 64)
 

@@ -1,9 +1,8 @@
 """The `auto` strategy: the winner `stencilforge tune` stored for this device, else a heuristic.
 
 `choose` never needs a GPU (without a device name it skips the tuning cache),
-so `show-kernel` and CI use it too. The
-heuristic follows the H100 measurements in docs/performance.md
-(benchmarks/results/h100-*.json).
+so `show-kernel` and CI use it too. The heuristic follows H100 measurements
+(files under benchmarks/results, named in `choose`; summary in docs/performance.md).
 """
 
 from __future__ import annotations
@@ -22,28 +21,22 @@ log = logging.getLogger(__name__)
 def choose(plan: Sweep | AxisOperator, grid_shape, dtype, device_name: str | None = None) -> tuple[str, tuple[int, ...]]:
     """(strategy, tile) for a plan on an interior of `grid_shape` (C order).
 
-    A tuned winner for `device_name` comes first. Otherwise the heuristic, from
-    the H100 measurements in docs/performance.md (rounds 1-4):
+    A tuned winner for `device_name` comes first. Otherwise the heuristic:
 
-    Derivatives along x: one output, `rows_vec` (a vector of cells per thread:
-    d1 99% of copy bandwidth in float64, `rows` 93%); the fused pair d1+d2,
-    `flat`, one thread per cell over the flattened array (97.3%; rows 96.7%,
-    rows_vec 96.4%, the shared-memory pencil 95.7%).
-    Along y: one thread per cell, which measured faster than the marching
-    column pencil for the fused pair (95% vs 86%); L2 already serves the
-    neighbouring rows. Sweeps whose stencil leaves the plane only along the
-    column (every star stencil): in 3D, `rows` for radius <= 2 (heat3d 77.5%
-    against streaming's 75%) and `streaming` (shared-memory plane, register
-    column) for longer stencils, where rows' reads through L1 fall to 30-36%
-    (wave3d r8: streaming 67-68%), with vectors of cells where the x radius
-    is even (streaming_vec in chunks of 64 planes, on rows on 128-byte lines:
-    r8 80% at 512^3 and 1024^3, r6 83%, r4 90%). Round 14 kept `rows` for
-    heat3d: streaming leads by 0.4 points only in float32 at 512^3 and trails
-    by 1.4 at 256^3 and by 5.7-14 in float64. In 2D, `rows` (jacobi2d 96%
-    against pipelined's 93% in float32; every float64 sweep 95-100% against
-    84-96%; poisson2d 98%), except `pipelined` on rows of 512 for a float32
-    single-field stencil that reads its centre cell (heat2d 92.8% against
-    rows' 88.5% at 16384^2, 82.3% against 81.0% at 4096^2). Otherwise `tiled`.
+    - Derivatives along x: `rows_vec` (a vector of cells per thread) for one
+      output, `flat` (one thread per cell over the flattened array) for the
+      fused d1+d2 (benchmarks/results/h100-derivatives-rows-vec.json,
+      h100-derivatives-flat.txt). Along y: one thread per cell (`naive`);
+      L2 already serves the neighbouring rows (h100-derivatives-flat.txt).
+    - 3D star sweeps: `rows` for radius <= 2, which leads or ties `streaming`
+      in float32 and float64 at 256^3 and 512^3
+      (h100-strategies-heat3d-{256,512}-42f63af.json); for longer stencils,
+      whose reads through L1 make `rows` slow, `streaming_vec` where the x
+      radius fits whole vectors, else `streaming` (h100-bench-74bc822.json).
+    - 2D star sweeps: `rows`, except `pipelined` for a float32 single-field
+      stencil that reads its centre cell (heat2d), the one case it wins
+      (h100-strategies-2d-{4096,16384}-42f63af.json, h100-auto-2d-53a2889.json).
+    - Any other stencil: `tiled`.
     """
     what = f"derivatives along axis {plan.axis}" if isinstance(plan, AxisOperator) else f"the {plan.ndim}D sweep of {plan.out}"
     if device_name is not None:
