@@ -432,7 +432,7 @@ class CudaKernels:
     def restrict_residual(self, level: Level, coarse: Level) -> None:
         """The residual written once, then restricted: fusing the two recomputes each fine residual for every
         coarse node whose weights reach it (27 times in 3D), which costs more time than the pass it saves
-        (benchmarks/results/multigrid_kernels_h100.txt)."""
+        (benchmarks/results/multigrid_kernels.txt)."""
         r = self._scratch(("r", id(level)), level.shape, level.f.dtype)
         self.residual(level, level.u, level.f, r)
         self.restrict(level, r, coarse)
