@@ -173,7 +173,21 @@ def _inverse(mat: np.ndarray, singular: bool) -> np.ndarray:
     return np.linalg.inv(mat)
 
 
-class ArrayKernels:
+class HostCalls:
+    """What kernels called from the host one by one share: the coarse solve as a matrix product, and
+    no recording of a cycle (there is no launch cost to save)."""
+
+    traffic: Traffic
+
+    def dense_solve(self, level: Level, inverse) -> None:
+        level.u[level.interior] = (inverse @ level.f.reshape(-1)).reshape(level.shape)
+        self.traffic.add(inverse, level.f, level.f)
+
+    def recorded(self, fn):
+        return fn
+
+
+class ArrayKernels(HostCalls):
     """Stencil passes and transfers as array-module statements (NumPy, or CuPy on a GPU)."""
 
     def __init__(self, xp, traffic: Traffic):
@@ -215,14 +229,6 @@ class ArrayKernels:
         """coarse.f from a residual array `r` that level.down indexes."""
         coarse.f[...] = op.transfer(self.xp, r, level.down)
         self.traffic.add(r, coarse.f)
-
-    def dense_solve(self, level: Level, inverse) -> None:
-        level.u[level.interior] = (inverse @ level.f.reshape(-1)).reshape(level.shape)
-        self.traffic.add(inverse, level.f, level.f)
-
-    def recorded(self, fn):
-        """fn itself: array code has no launch cost worth recording."""
-        return fn
 
     def prolong_add(self, level: Level, coarse: Level) -> None:
         interior = level.u[level.interior]

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from .multigrid import Level, Traffic
+from .multigrid import HostCalls, Level, Traffic
 
 JIT = numba.njit(parallel=True, cache=True, nogil=True)
 
@@ -268,7 +268,7 @@ def _identity(n: int, dtype):
     return np.arange(n, dtype=np.int64).reshape(n, 1), np.ones((n, 1), dtype=dtype)
 
 
-class NumbaKernels:
+class NumbaKernels(HostCalls):
     """Kernels bound per level to full-shape face views and per-axis tables (identity where not coarsened)."""
 
     xp = np
@@ -330,14 +330,6 @@ class NumbaKernels:
         """coarse.f from a residual array `r` that level.down indexes."""
         (restrict2 if len(level.shape) == 2 else restrict3)(r, *self.bound[id(level)][1], coarse.f)
         self.traffic.add(r, coarse.f)
-
-    def dense_solve(self, level: Level, inverse) -> None:
-        level.u[level.interior] = (inverse @ level.f.reshape(-1)).reshape(level.shape)
-        self.traffic.add(inverse, level.f, level.f)
-
-    def recorded(self, fn):
-        """fn itself: compiled loops have no launch cost worth recording."""
-        return fn
 
     def prolong_add(self, level: Level, coarse: Level) -> None:
         kernel = prolong_add2 if len(level.shape) == 2 else prolong_add3
