@@ -6,6 +6,7 @@ CuPy is imported only when a backend is constructed or probed, so this module
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 from typing import Callable, Mapping
@@ -20,6 +21,7 @@ from ...printers import cuda as printers_cuda
 from ..base import Launch
 from . import codegen
 from .compile import cached_cubin, options
+from .facts import DeviceFacts, device_facts
 from .tune import choose
 
 MAX_GRID_YZ = 65535
@@ -75,10 +77,15 @@ def _refused(arr, name: str, shape, dtype, layout: str, maker: str) -> Stencilfo
     )
 
 
-def resolve(plan, strategy: str, tile, shape, dtype, device_name: str | None = None) -> codegen.Kernel:
+@functools.lru_cache(maxsize=None)
+def _facts(device: int, name: str) -> DeviceFacts:
+    return device_facts(_cupy(), name)
+
+
+def resolve(plan, strategy: str, tile, shape, dtype, device_name: str | None = None, facts=None) -> codegen.Kernel:
     """The kernel for a plan: `auto` asks `choose`; an explicit tile overrides the chosen one."""
     if strategy == "auto":
-        strategy, chosen = choose(plan, shape, dtype, device_name)
+        strategy, chosen = choose(plan, shape, dtype, device_name, facts)
         tile = chosen if tile is None else tile
     if isinstance(plan, AxisOperator):
         return codegen.operator_kernel(plan, strategy, dtype, tile)
@@ -163,6 +170,10 @@ class CudaBackend:
         self._modules: dict[str, object] = {}  # compiled modules by source: a cache, whatever built them
         self._copy_kernels: dict = {}  # the wall-gather kernels by dtype and array count
         self._timer = _Unclocked()
+
+    def facts(self) -> DeviceFacts:
+        """The device's SM count and copy bandwidth, which some of `auto`'s rules read."""
+        return _facts(self._cp.cuda.Device().id, self.device_name)
 
     @property
     def xp(self):
@@ -266,7 +277,8 @@ class CudaBackend:
     # ------------------------------------------------------------ the interface
 
     def sweep(self, sweep: Sweep, grid: Grid) -> Launch:
-        kernel = resolve(sweep, self.requested, self.requested_tile, grid.shape, grid.dtype, self.device_name)
+        kernel = resolve(sweep, self.requested, self.requested_tile, grid.shape, grid.dtype, self.device_name,
+                         self.facts() if self.requested == "auto" else None)
         scalar = None
         if kernel.vector > 1:  # vector kernels need every row to start on a vector; scalar streaming otherwise
             scalar = codegen.sweep_kernel(sweep, "streaming", grid.dtype)
@@ -360,7 +372,8 @@ class CudaBackend:
     def axis_operator(self, op: AxisOperator, dtype, shape=None) -> Launch:
         """`shape` (the arrays' shape, when known) lets `auto` use the winner tuned for it."""
         dtype = np.dtype(dtype)
-        kernel = resolve(op, self.requested, self.requested_tile, None if shape is None else tuple(shape), dtype, self.device_name)
+        kernel = resolve(op, self.requested, self.requested_tile, None if shape is None else tuple(shape), dtype, self.device_name,
+                         self.facts() if self.requested == "auto" else None)
         ran = Launch(None, kernel.strategy, kernel.tile)
         pick = self._picker(kernel, codegen.operator_kernel(op, "rows", dtype) if kernel.vector > 1 or kernel.flat else None, dtype, ran)
         names = (op.inp,) + tuple(d.out for d in op.outputs)

@@ -1,8 +1,9 @@
 """The `auto` strategy: the winner `stencilforge tune` stored for this device, else a heuristic.
 
 `choose` never needs a GPU (without a device name it skips the tuning cache),
-so `show-kernel` and CI use it too. The heuristic follows H100 measurements
-(files under benchmarks/results, named in `choose`; summary in docs/performance.md).
+so `show-kernel` and CI use it too. The heuristic follows measurements on an H100
+and, where they differ, an H200, told apart by the device's facts (files under
+benchmarks/results, named in `choose`; summary in docs/performance.md).
 """
 
 from __future__ import annotations
@@ -14,20 +15,31 @@ import numpy as np
 from ...plan import AxisOperator, Sweep
 from ...tuning import cached_choice
 from .codegen import code_signature, default_tile, streaming_applicable, vector_width
+from .facts import DeviceFacts
 
 log = logging.getLogger(__name__)
 
 
-def choose(plan: Sweep | AxisOperator, grid_shape, dtype, device_name: str | None = None) -> tuple[str, tuple[int, ...]]:
+# Derivatives d1 + d2 along x: `rows_vec` (vectors of cells per thread, more bytes in flight) overtakes `flat`
+# between the H100's 22.8 and the H200's 32.0 GB/s of copy bandwidth per SM (2 GiB copies; `facts` measured
+# 30.6 on the H200 with its 256 MiB copy): flat 97.8% / rows_vec 96.3% of cudaMemcpy on the H100, 92.6% / 95.4%
+# on the H200 (benchmarks/results/derivatives-cuda-h{100,200}-552f1c6.json).
+FUSED_ROWS_VEC_GBPS_PER_SM = 27.0
+
+
+def choose(plan: Sweep | AxisOperator, grid_shape, dtype, device_name: str | None = None,
+           facts: DeviceFacts | None = None) -> tuple[str, tuple[int, ...]]:
     """(strategy, tile) for a plan on an interior of `grid_shape` (C order).
 
     A tuned winner for `device_name` comes first. Otherwise the heuristic:
 
     - Derivatives along x: `rows_vec` (a vector of cells per thread) for one
-      output, `flat` (one thread per cell over the flattened array) for the
-      fused d1+d2 (benchmarks/results/h100-derivatives-rows-vec.json,
-      h100-derivatives-flat.txt). Along y: one thread per cell (`naive`);
-      L2 already serves the neighbouring rows (h100-derivatives-flat.txt).
+      output (benchmarks/results/h100-derivatives-rows-vec.json); for the
+      fused d1+d2 `flat` (one thread per cell over the flattened array) unless
+      the device's copy bandwidth per SM (`facts`) needs the bytes in flight
+      of `rows_vec` (FUSED_ROWS_VEC_GBPS_PER_SM). Along y: one thread per
+      cell (`naive`); L2 already serves the neighbouring rows
+      (h100-derivatives-flat.txt).
     - 3D star sweeps: `rows` for radius <= 2, which leads or ties `streaming`
       in float32 and float64 at 256^3 and 512^3
       (h100-strategies-heat3d-{256,512}-42f63af.json); for longer stencils,
@@ -46,8 +58,14 @@ def choose(plan: Sweep | AxisOperator, grid_shape, dtype, device_name: str | Non
             log.info("strategy auto: %s for %s, the winner `stencilforge tune` stored for %s", strategy, what, device_name)
             return strategy, tile if tile is not None else default_tile(plan, strategy, dtype)
     if isinstance(plan, AxisOperator):
-        strategy = "naive" if plan.axis != plan.ndim - 1 else "rows_vec" if len(plan.outputs) == 1 else "flat"
-        why = "a strided axis" if strategy == "naive" else "one output along rows" if strategy == "rows_vec" else "outputs fused along rows"
+        if plan.axis != plan.ndim - 1:
+            strategy, why = "naive", "a strided axis"
+        elif len(plan.outputs) == 1:
+            strategy, why = "rows_vec", "one output along rows"
+        elif facts is not None and facts.gbps_per_sm >= FUSED_ROWS_VEC_GBPS_PER_SM:
+            strategy, why = "rows_vec", f"outputs fused along rows, {facts.gbps_per_sm:.1f} GB/s per SM to keep busy"
+        else:
+            strategy, why = "flat", "outputs fused along rows"
     elif (blocked := streaming_applicable(plan)) is None:
         one_field = not set(plan.inputs) - set(plan.stencil_inputs)
         if plan.ndim == 2:
