@@ -18,8 +18,8 @@ from stencilforge import problems
 from stencilforge.backends import Launch, get_backend
 from stencilforge.distributed import Decomposition, bind_device, fail_together, gather, run_decomposed, world
 from stencilforge.distributed.decomposition import _cut_area, _fits, factorizations
-from stencilforge.distributed.runner import minimum_extents
 from stencilforge.distributed.outputs import GlobalOutput
+from stencilforge.distributed.runner import minimum_extents
 from stencilforge.errors import OutputError, StencilforgeError
 from stencilforge.timeloop import LoopOptions, run
 

@@ -9,10 +9,19 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from stencilforge.backends.numpy_ref import NumpyBackend
 from stencilforge.bench.measure import MeasureOptions, wall_clock
 from stencilforge.bench.peers import PEERS, Peer, SlicingRunner, sweep_step
-from stencilforge.backends.numpy_ref import NumpyBackend
-from stencilforge.bench.suite import BackendRunner, BenchOptions, Impl, PairRunner, measure_impl, oracle_error, oracle_error_two_steps, run_bench
+from stencilforge.bench.suite import (
+    BackendRunner,
+    BenchOptions,
+    Impl,
+    PairRunner,
+    measure_impl,
+    oracle_error,
+    oracle_error_two_steps,
+    run_bench,
+)
 from stencilforge.bench.workloads import Workload, build_case
 from stencilforge.cli import app
 

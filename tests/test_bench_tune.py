@@ -8,14 +8,14 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from stencilforge.errors import StencilforgeError
-from stencilforge.backends import available, get_backend
 from stencilforge import tuning as cache
-from stencilforge.tuning import cached_choice, shape_class, store_choice
+from stencilforge.backends import available, get_backend
 from stencilforge.bench.measure import MeasureOptions
 from stencilforge.bench.tune import candidates, ranked, search
 from stencilforge.bench.workloads import Workload, build_case
 from stencilforge.cli import app
+from stencilforge.errors import StencilforgeError
+from stencilforge.tuning import cached_choice, shape_class, store_choice
 
 
 @pytest.fixture

@@ -17,8 +17,7 @@ from stencilforge.backends.cuda import choose, codegen, kernel_source
 from stencilforge.backends.cuda.compile import cache_key, cached_cubin, compile_cubin
 from stencilforge.errors import StencilforgeError
 from stencilforge.plan import AxisOperator, Sweep, Term
-from stencilforge.problems import derivatives as deriv
-from stencilforge.problems import poisson2d
+from stencilforge.problems import derivatives as deriv, poisson2d
 from stencilforge.stencil import Stencil
 
 ARCH = "sm_90"

@@ -23,9 +23,7 @@ pytestmark = [pytest.mark.mpi, pytest.mark.skipif(MPIEXEC is None, reason="no mp
 
 sys.path.insert(0, str(Path(__file__).parent))
 from mpi_driver import CASES  # noqa: E402
-from mpi_equation_driver import CASES as EQUATION_CASES  # noqa: E402
-from mpi_equation_driver import run as run_case  # noqa: E402
-
+from mpi_equation_driver import CASES as EQUATION_CASES, run as run_case  # noqa: E402
 from stencilforge import problems  # noqa: E402
 from stencilforge.backends import get_backend  # noqa: E402
 from stencilforge.timeloop import LoopOptions, run  # noqa: E402

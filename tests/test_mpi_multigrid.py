@@ -16,9 +16,8 @@ import pytest
 pytest.importorskip("mpi4py")
 sys.path.insert(0, str(Path(__file__).parent))
 from mpi_poisson_driver import CASES, solve  # noqa: E402
-from test_mpi import MPIEXEC, error_lines, mpiexec  # noqa: E402
-
 from stencilforge import StencilforgeError, poisson  # noqa: E402
+from test_mpi import MPIEXEC, error_lines, mpiexec  # noqa: E402
 
 pytestmark = [pytest.mark.mpi, pytest.mark.skipif(MPIEXEC is None, reason="no mpiexec on PATH")]
 DRIVER = Path(__file__).with_name("mpi_poisson_driver.py")

@@ -3,8 +3,7 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from stencilforge import Stencil, StencilforgeError, apply
 from stencilforge.stencil import central_weights, fornberg_weights
@@ -104,9 +103,8 @@ def test_apply_binds_its_kernel_once_per_stencil_and_shape(monkeypatch):
     import numpy as np
 
     import stencilforge as sf
-    from stencilforge.backends.numba_cpu import NumbaBackend
-
     from stencilforge import api
+    from stencilforge.backends.numba_cpu import NumbaBackend
 
     api._bound_sweep.cache_clear()
     built = []

@@ -87,13 +87,13 @@ def friendly(func: Callable) -> Callable:
             return func(*args, **kwargs)
         except StencilforgeError as exc:
             err.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
-            raise typer.Exit(2)
+            raise typer.Exit(2) from None
         except KeyboardInterrupt:
             err.print("interrupted", markup=False)
-            raise typer.Exit(130)
+            raise typer.Exit(130) from None
         except MemoryError:
             err.print("error: out of memory: the arrays of this run do not fit; use a smaller --shape", markup=False)
-            raise typer.Exit(2)
+            raise typer.Exit(2) from None
 
     return wrapper
 
@@ -111,7 +111,7 @@ def one_voice_under_mpi(func: Callable) -> Callable:
                 return func(*args, **kwargs)
         except StencilforgeError:
             if comm.rank != 0:
-                raise typer.Exit(2)
+                raise typer.Exit(2) from None
             raise
 
     return wrapper
@@ -623,8 +623,8 @@ def bench(
 ) -> None:
     """Our strategies against the peers and the copy bandwidth, measured in one run."""
     from .bench.options import bench_options
-    from .bench.suite import run_bench
     from .bench.report import heading, notes, results_tables, write_json
+    from .bench.suite import run_bench
 
     def progress(msg: str) -> None:
         err.print(f"[dim]{msg}[/]", highlight=False)

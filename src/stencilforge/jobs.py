@@ -20,12 +20,12 @@ import numpy as np
 
 from . import problems
 from .errors import StencilforgeError
-from .optional import require
 from .io.hdf5 import series_run_id
 from .io.meta import RunInfo, jsonable
 from .io.paths import SNAPSHOT_SUFFIXES, check_output, remove_stale_temps
 from .io.plots import IMAGE_SUFFIXES, View, plot_array
 from .io.snapshots import Ledger, OutputError, StreamingObserver, evolving_fields
+from .optional import require
 from .timeloop import LoopOptions, Result, close_observers, run as run_loop, run_stepper
 
 CHECKPOINT_SUFFIXES = (".h5", ".hdf5")

@@ -22,8 +22,7 @@ from .interop import backend_for
 from .problem import Problem
 from .problems.base import lowered, lowers
 from .simulation import PassStepper, Simulation
-from .timeloop import LoopOptions, run_stepper
-from .timeloop import run as run_loop
+from .timeloop import LoopOptions, run as run_loop, run_stepper
 
 
 @dataclass

@@ -19,8 +19,8 @@ from .errors import StencilforgeError
 from .grid import Grid as Lattice
 from .interop import to_module
 from .ir.analysis import slot_name
-from .metrics import throughput
 from .ir.nodes import Constant, Expr
+from .metrics import throughput
 from .printers.numpy import coordinates, evaluate, float64_coordinates, source_signal, wall_values
 from .problem import Problem
 

@@ -14,10 +14,10 @@ from typing import Callable, Protocol
 
 import numpy as np
 
+from .backends.base import Launch
 from .errors import StencilforgeError
 from .grid import row_pitch
 from .metrics import error_norms, throughput
-from .backends.base import Launch
 from .problems import Setup
 
 log = logging.getLogger(__name__)

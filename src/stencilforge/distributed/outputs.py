@@ -76,7 +76,7 @@ class Gathering:
         parts = [np.ascontiguousarray(backend.to_host(fields[n][self._mine])) for n in self.output.names]
         failure = None
         if cart.rank == 0:
-            for rank, (local, glob) in enumerate(self._blocks):
+            for rank, (_local, glob) in enumerate(self._blocks):
                 for name, mine in zip(self.output.names, parts):
                     target = self._global[name][glob]
                     if rank == 0:

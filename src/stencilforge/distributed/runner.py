@@ -32,6 +32,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from ..backends.base import Launch
+from ..backends.cuda.backend import EventClock
 from ..backends.numpy_ref import evaluate_sweep
 from ..boundary import Periodic
 from ..errors import StencilforgeError
@@ -40,10 +41,9 @@ from ..plan import AxisOperator
 from ..problems import Setup
 from ..timeloop import LoopOptions, Result, close_observers, run
 from .decomposition import Decomposition
-from ..backends.cuda.backend import EventClock
 from .device import DeviceStreams, HostClock, HostTransport, NoStreams, choose_transport, is_device_array
 from .halo import HaloExchange
-from .outputs import GlobalOutput, Gathering
+from .outputs import Gathering, GlobalOutput
 from .reductions import all_true, global_max, global_sum
 
 SIZE_VARIABLES = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "MV2_COMM_WORLD_SIZE")

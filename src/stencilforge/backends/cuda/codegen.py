@@ -41,7 +41,6 @@ For an `AxisOperator` (unpadded 2D arrays, one-sided closure rows at both ends):
 from __future__ import annotations
 
 import hashlib
-
 import math
 import re
 from dataclasses import dataclass
@@ -988,7 +987,7 @@ def streaming_vector_sweep(sweep: Sweep, dtype, tile: tuple[int, int, int], name
     for k in range(unroll):
         planes = {}
 
-        def access(f, o, c, k=k):
+        def access(f, o, c, k=k, planes=planes):
             if f not in radii:
                 return f"v_{f}_{k}.{lanes[c]}"
             if o[0] != 0 or not any(o[1:]):
@@ -1495,7 +1494,7 @@ def rows_vector_operator(op: AxisOperator, dtype, tile: tuple[int, ...], name: s
         for m, d in enumerate(op.outputs):
             for j in range(vector):
 
-                def lane(o, j=j):
+                def lane(o, j=j, k=k, chunks=chunks):
                     e = j + o
                     chunks.setdefault(e // vector, f"t{k}_{'m' if e < 0 else 'p'}{abs(e // vector)}")
                     return f"{chunks[e // vector]}.{_LANES[e % vector]}"
@@ -1508,7 +1507,7 @@ def rows_vector_operator(op: AxisOperator, dtype, tile: tuple[int, ...], name: s
         for m, d in enumerate(op.outputs):
             for j in range(vector):
 
-                def glob(o, j=j):
+                def glob(o, j=j, k=k):
                     return f"{u}[c{k} + {j} + ({o})]"
 
                 lines += _closure_chain(d, f"i1 + {j}", "n1", dtype, glob, _weighted(d.interior, dtype, glob), "            ", f"o{m}_{k}_{j}")
