@@ -215,7 +215,8 @@ def main() -> None:
     }
     with open(args.out, "w") as fh:
         json.dump(doc, fh, indent=1)
-    print(f"\ndevice {doc['device']}  copy bandwidth: memcpy {copy['memcpy_gbps']:.0f} GB/s, elementwise {copy['elementwise_gbps']:.0f} GB/s")
+    print(f"\ndevice {doc['device']}  copy bandwidth: memcpy {copy['memcpy_gbps']:.0f} GB/s, "
+          f"elementwise {copy['elementwise_gbps']:.0f} GB/s")
 
 
 if __name__ == "__main__":

@@ -222,7 +222,9 @@ def test_tile_validation(strategy, tile, match):
         codegen.sweep_kernel(sweep, strategy, np.float32, tile)
 
 
-@pytest.mark.parametrize("radius,dtype,width", [(8, "float32", 4), (6, "float32", 2), (4, "float64", 2), (2, "float32", 2), (3, "float32", 0)])
+@pytest.mark.parametrize(
+    "radius,dtype,width", [(8, "float32", 4), (6, "float32", 2), (4, "float64", 2), (2, "float32", 2), (3, "float32", 0)]
+)
 def test_vector_width_divides_the_x_radius(radius, dtype, width):
     """4 floats or 2 doubles (16 bytes) where the x radius allows, so halo chunks never straddle a vector."""
     wave = problems.build("wave3d", shape=(17, 17, 17), radius=radius).sweep

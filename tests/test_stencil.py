@@ -95,7 +95,9 @@ def test_apply_rejects_bad_arrays():
 def test_apply_copies_non_contiguous_input(rng):
     u = rng.standard_normal((20, 30))
     view = u[::2, ::3]
-    np.testing.assert_allclose(apply(Stencil.five_point(), view, backend="numba"), apply(Stencil.five_point(), view.copy(), backend="numpy"))
+    np.testing.assert_allclose(
+        apply(Stencil.five_point(), view, backend="numba"), apply(Stencil.five_point(), view.copy(), backend="numpy")
+    )
 
 
 def test_apply_binds_its_kernel_once_per_stencil_and_shape(monkeypatch):

@@ -192,9 +192,15 @@ def _human_summary(s: dict) -> None:
     if "error" in s:
         table.add_row("error vs exact", f"max {s['error']['max_abs']:.3e}, rel L2 {s['error']['rel_l2']:.3e}")
     if "procs" in s:
-        table.add_row("mpi", f"{s['ranks']} ranks as {'x'.join(map(str, s['procs']))}, halo {s['halo']}{', overlapped' if s['overlap'] else ''}, slowest rank: comm {s['comm_s']:.3f} s, compute {s['compute_s']:.3f} s")
+        table.add_row(
+            "mpi",
+            f"{s['ranks']} ranks as {'x'.join(map(str, s['procs']))}, halo {s['halo']}{', overlapped' if s['overlap'] else ''}, "
+            f"slowest rank: comm {s['comm_s']:.3f} s, compute {s['compute_s']:.3f} s",
+        )
     for kind, file in s.get("outputs", {}).items():
-        table.add_row(kind, file if isinstance(file, str) else f"{file['path']}  ({', '.join(f'{k} {v}' for k, v in file.items() if k != 'path')})")
+        table.add_row(
+            kind, file if isinstance(file, str) else f"{file['path']}  ({', '.join(f'{k} {v}' for k, v in file.items() if k != 'path')})"
+        )
     out.print(table)
 
 
@@ -212,8 +218,9 @@ def parse_settings(items: list[str] | None) -> dict[str, float]:
     return values
 
 
-def run_problem_file(path: str, shape, steps, tol, dtype, backend: str, settings: dict, check_every: int, as_json: bool,
-                     files: dict, procs=None) -> None:
+def run_problem_file(
+    path: str, shape, steps, tol, dtype, backend: str, settings: dict, check_every: int, as_json: bool, files: dict, procs=None
+) -> None:
     """Run a problem file's build(); its constants are the parameters --set may change; `files` are
     sf.run's output options (snapshots, checkpoints, overwrite). Under mpiexec (or with --procs) it
     runs decomposed and rank 0 alone prints. With --resume, --steps counts the steps after the checkpoint's."""
@@ -225,8 +232,18 @@ def run_problem_file(path: str, shape, steps, tol, dtype, backend: str, settings
     problem = module.build(shape=shape, dtype=dtype or "float64")
     bar = LazyProgress(problem.name) if not as_json and sys.stderr.isatty() and world_rank() == 0 else None
     try:
-        result = run_problem(problem, steps=steps, tol=tol, backend=backend, params=settings, check_every=check_every,
-                             progress=bar, comm=comm, procs=procs, **files)
+        result = run_problem(
+            problem,
+            steps=steps,
+            tol=tol,
+            backend=backend,
+            params=settings,
+            check_every=check_every,
+            progress=bar,
+            comm=comm,
+            procs=procs,
+            **files,
+        )
     finally:
         if bar is not None:
             bar.close()
@@ -237,7 +254,9 @@ def run_problem_file(path: str, shape, steps, tol, dtype, backend: str, settings
         print(json.dumps(s))
         return
     table = Table(title=f"{s['problem']} ({path})", show_header=False)
-    table.add_row("backend", f"{s['backend']}, {s['dtype']}, shape {'x'.join(map(str, s['shape']))}, {s['passes_per_step']} pass(es) per step")
+    table.add_row(
+        "backend", f"{s['backend']}, {s['dtype']}, shape {'x'.join(map(str, s['shape']))}, {s['passes_per_step']} pass(es) per step"
+    )
     table.add_row("parameters", ", ".join(f"{k}={v:g}" for k, v in s["params"].items()) or "none")
     if "procs" in s:
         table.add_row("mpi", f"{s['ranks']} ranks as {'x'.join(map(str, s['procs']))}")
@@ -250,7 +269,9 @@ def run_problem_file(path: str, shape, steps, tol, dtype, backend: str, settings
     for name, e in s["errors"].items():
         table.add_row(f"error of {name}", f"max {e:.3e} against the exact solution")
     for kind, file in s.get("outputs", {}).items():
-        table.add_row(kind, file if isinstance(file, str) else f"{file['path']}  ({', '.join(f'{k} {v}' for k, v in file.items() if k != 'path')})")
+        table.add_row(
+            kind, file if isinstance(file, str) else f"{file['path']}  ({', '.join(f'{k} {v}' for k, v in file.items() if k != 'path')})"
+        )
     out.print(table)
 
 
@@ -265,8 +286,9 @@ def _multigrid_method(problem: str | None, method: str | None, resume: str | Non
     return problem in problems.POISSON and resume is None and method != "jacobi"
 
 
-def _run_multigrid(problem: str, shape: str | None, dtype: str | None, backend: str, tol: float | None, steps: int | None, as_json: bool,
-                   procs: str | None) -> None:
+def _run_multigrid(
+    problem: str, shape: str | None, dtype: str | None, backend: str, tol: float | None, steps: int | None, as_json: bool, procs: str | None
+) -> None:
     """Under mpiexec (or with --procs) the fine levels are split over the ranks and rank 0 reports."""
     from .solvers import solve_setup
 
@@ -290,10 +312,16 @@ def _run_multigrid(problem: str, shape: str | None, dtype: str | None, backend: 
 def _multigrid_table(s: dict) -> None:
     table = Table(show_header=False, box=None, pad_edge=False)
     table.add_row("problem", f"{s['problem']}  {'x'.join(map(str, s['shape']))}  {s['dtype']}")
-    table.add_row("method", f"multigrid {s['cycle']}({s['pre']},{s['post']}) {s['smoother']}, FMG start, {len(s['levels'])} levels down to {'x'.join(map(str, s['levels'][-1]))}")
+    table.add_row(
+        "method",
+        f"multigrid {s['cycle']}({s['pre']},{s['post']}) {s['smoother']}, FMG start, "
+        f"{len(s['levels'])} levels down to {'x'.join(map(str, s['levels'][-1]))}",
+    )
     table.add_row("backend", s["backend"])
     if "ranks" in s:
-        table.add_row("mpi", f"{s['ranks']} ranks as {'x'.join(map(str, s['procs']))}, {s['split_levels']} of {len(s['levels'])} levels split")
+        table.add_row(
+            "mpi", f"{s['ranks']} ranks as {'x'.join(map(str, s['procs']))}, {s['split_levels']} of {len(s['levels'])} levels split"
+        )
     state = "converged" if s["converged"] else "not converged"
     table.add_row("cycles", f"{s['cycles']}  ({state}, tol {s['tol']:g})")
     table.add_row("residual", f"{s['residual']:.3e}  per cycle: {' '.join(f'{x:.3f}' for x in s['factors'])}")
@@ -376,10 +404,14 @@ def _ending(summary: dict) -> tuple[int, str | None]:
         name = signal.Signals(summary["signal"]).name
         return 128 + summary["signal"], f"stopped by {name} at step {step}; {_saved(summary)}"
     if summary.get("tol") is not None and not summary.get("converged"):
-        why = ("the residual stopped falling (no new minimum in the last checks)" if summary["stop"] == "stalled"
-               else f"the iteration limit of {summary['iterations']} was reached")
-        return NOT_CONVERGED, (f"not converged: residual {summary['residual']:.3e} above tol {summary['tol']:g} at iteration "
-                               f"{step}: {why}; {_saved(summary)}")
+        why = (
+            "the residual stopped falling (no new minimum in the last checks)"
+            if summary["stop"] == "stalled"
+            else f"the iteration limit of {summary['iterations']} was reached"
+        )
+        return NOT_CONVERGED, (
+            f"not converged: residual {summary['residual']:.3e} above tol {summary['tol']:g} at iteration {step}: {why}; {_saved(summary)}"
+        )
     return 0, None
 
 
@@ -387,8 +419,12 @@ def _ending(summary: dict) -> tuple[int, str | None]:
 @friendly
 @one_voice_under_mpi
 def run(
-    problem: Optional[str] = typer.Argument(None, help=f"one of: {', '.join(problems.NAMES)}, or a problem file NAME.py defining build() (may be omitted with --resume)"),
-    settings: Optional[list[str]] = typer.Option(None, "--set", help="problem files: change a parameter (an sf.Constant), NAME=VALUE; repeatable"),
+    problem: Optional[str] = typer.Argument(
+        None, help=f"one of: {', '.join(problems.NAMES)}, or a problem file NAME.py defining build() (may be omitted with --resume)"
+    ),
+    settings: Optional[list[str]] = typer.Option(
+        None, "--set", help="problem files: change a parameter (an sf.Constant), NAME=VALUE; repeatable"
+    ),
     shape: Optional[str] = typer.Option(None, "--shape", help="interior points per axis, slowest first: --shape 512 512"),
     steps: Optional[int] = typer.Option(None, help="number of time steps (iterations for poisson2d); with --resume, steps more"),
     tol: Optional[float] = typer.Option(None, help="poisson2d: stop when ||f - A u|| / ||f|| < tol"),
@@ -404,22 +440,41 @@ def run(
     frequency: Optional[float] = typer.Option(None, help="wave3d: Ricker peak frequency"),
     axis: Optional[int] = typer.Option(None, help="derivatives: 0 (y) or 1 (x)"),
     accuracy: Optional[int] = typer.Option(None, help="derivatives: interior order 2 or 4"),
-    method: Optional[str] = typer.Option(None, "--method", help="poisson2d, poisson3d: multigrid (default; --steps caps its cycles) or jacobi"),
+    method: Optional[str] = typer.Option(
+        None, "--method", help="poisson2d, poisson3d: multigrid (default; --steps caps its cycles) or jacobi"
+    ),
     check_every: int = typer.Option(100, help="steps between NaN checks and residual evaluations"),
-    fuse_steps: bool = typer.Option(True, "--fuse-steps/--single-steps", help="cuda (auto strategy; 2D and 3D) and numba (2D): two steps per pass where no wall reads the field and nothing looks in between (poisson2d, heat2d, heat3d)"),
+    fuse_steps: bool = typer.Option(
+        True,
+        "--fuse-steps/--single-steps",
+        help="cuda (auto strategy; 2D and 3D) and numba (2D): two steps per pass where no wall reads the field "
+        "and nothing looks in between (poisson2d, heat2d, heat3d)",
+    ),
     snapshot_every: Optional[int] = typer.Option(None, "--snapshot-every", help="save the field every K steps to --out"),
-    out_file: Optional[str] = typer.Option(None, "--out", help="snapshot file: .h5/.hdf5 (with an .xmf for ParaView) or .npz for small runs"),
+    out_file: Optional[str] = typer.Option(
+        None, "--out", help="snapshot file: .h5/.hdf5 (with an .xmf for ParaView) or .npz for small runs"
+    ),
     compression: str = typer.Option("none", help="HDF5 snapshot compression: none, gzip or lzf"),
     checkpoint_every: Optional[int] = typer.Option(None, "--checkpoint-every", help="write a restart checkpoint every K steps"),
     checkpoint: Optional[str] = typer.Option(None, help="checkpoint file (default: next to --out, else ./<problem>.ckpt.h5)"),
     resume: Optional[str] = typer.Option(None, help="continue from a checkpoint file, bit for bit"),
     png: Optional[str] = typer.Option(None, help="draw the final state to this .png"),
     procs: Optional[str] = typer.Option(None, "--procs", help="MPI process grid PX PY [PZ] (default under mpiexec: least halo surface)"),
-    halo: str = typer.Option("auto", "--halo", envvar="STENCILFORGE_HALO", help="MPI halo transport: auto, mpi (CUDA-aware), nccl, staged (pinned host) or host"),
-    overlap: Optional[bool] = typer.Option(None, "--overlap/--no-overlap", help="MPI on cuda: hide halo exchanges behind the interior (default: where the process grid allows)"),
-    overwrite: bool = typer.Option(False, "--overwrite", help="replace existing output files (default: refuse; a resumed series is appended to)"),
-    threads: Optional[int] = typer.Option(None, "--threads", help="numba: threads for this process (default: $NUMBA_NUM_THREADS, else its share of the cores it may run on)"),
-    stall_checks: int = typer.Option(20, "--stall-checks", help="--tol: stop when the residual reaches no new minimum in this many checks (0: never)"),
+    halo: str = typer.Option(
+        "auto", "--halo", envvar="STENCILFORGE_HALO", help="MPI halo transport: auto, mpi (CUDA-aware), nccl, staged (pinned host) or host"
+    ),
+    overlap: Optional[bool] = typer.Option(
+        None, "--overlap/--no-overlap", help="MPI on cuda: hide halo exchanges behind the interior (default: where the process grid allows)"
+    ),
+    overwrite: bool = typer.Option(
+        False, "--overwrite", help="replace existing output files (default: refuse; a resumed series is appended to)"
+    ),
+    threads: Optional[int] = typer.Option(
+        None, "--threads", help="numba: threads for this process (default: $NUMBA_NUM_THREADS, else its share of the cores it may run on)"
+    ),
+    stall_checks: int = typer.Option(
+        20, "--stall-checks", help="--tol: stop when the residual reaches no new minimum in this many checks (0: never)"
+    ),
     as_json: bool = typer.Option(False, "--json", help="print exactly one JSON object"),
 ) -> None:
     """Run a problem and report time, throughput and the error against its exact solution.
@@ -433,10 +488,27 @@ def run(
         given = [k for k, v in others.items() if v is not None]
         if given:
             raise StencilforgeError(f"--{given[0].replace('_', '-')} is not available for problem files yet: run them without it")
-        files = dict(out=out_file, snapshot_every=snapshot_every, checkpoint=checkpoint, checkpoint_every=checkpoint_every,
-                     resume=resume, overwrite=overwrite)
-        run_problem_file(problem, parse_ints(shape, "--shape"), steps, tol, dtype, backend, parse_settings(settings), check_every,
-                         as_json, files, parse_ints(procs, "--procs"))
+        files = dict(
+            out=out_file,
+            snapshot_every=snapshot_every,
+            checkpoint=checkpoint,
+            checkpoint_every=checkpoint_every,
+            resume=resume,
+            overwrite=overwrite,
+        )
+        run_problem_file(
+            problem,
+            parse_ints(shape, "--shape"),
+            steps,
+            tol,
+            dtype,
+            backend,
+            parse_settings(settings),
+            check_every,
+            as_json,
+            files,
+            parse_ints(procs, "--procs"),
+        )
         return
     if settings:
         raise StencilforgeError("--set applies to problem files (NAME.py); the named problems take their own options")
@@ -444,25 +516,44 @@ def run(
     mpi = procs is not None or launched()
     root = world_rank() == 0
     if _multigrid_method(problem, method, resume):
-        refused = [name for name, given in (("--snapshot-every", snapshot_every), ("--checkpoint-every", checkpoint_every),
-                   ("--png", png), ("--strategy", strategy)) if given]
+        refused = [
+            name
+            for name, given in (
+                ("--snapshot-every", snapshot_every),
+                ("--checkpoint-every", checkpoint_every),
+                ("--png", png),
+                ("--strategy", strategy),
+            )
+            if given
+        ]
         if refused:
             raise StencilforgeError(f"{', '.join(refused)} apply to --method jacobi, not multigrid")
         _run_multigrid(problem, shape, dtype, backend, tol, steps, as_json, procs)
         return
 
     outputs = Outputs(
-        snapshot_every=snapshot_every, out=out_file, compression=compression, checkpoint_every=checkpoint_every,
-        checkpoint=checkpoint, resume=resume, png=png, overwrite=overwrite,
+        snapshot_every=snapshot_every,
+        out=out_file,
+        compression=compression,
+        checkpoint_every=checkpoint_every,
+        checkpoint=checkpoint,
+        resume=resume,
+        png=png,
+        overwrite=overwrite,
     ).prepare(problem)
-    params = dict(alpha=alpha, dt=dt, radius=radius, velocity=velocity, c=c, source=source, frequency=frequency,
-                  axis=axis, accuracy=accuracy)
+    params = dict(
+        alpha=alpha, dt=dt, radius=radius, velocity=velocity, c=c, source=source, frequency=frequency, axis=axis, accuracy=accuracy
+    )
     peers = node_peers(world()) if mpi else None
     resumed = outputs.resumed
     check_host_memory(
-        problem or resumed.problem, parse_ints(shape, "--shape") or (resumed.shape if resumed else None),
-        dtype or (resumed.dtype if resumed else None), {**(resumed.params if resumed else {}), **params},
-        snapshots=snapshot_every is not None, checkpoints=outputs.checkpoint is not None, processes=len(peers) if peers else 1,
+        problem or resumed.problem,
+        parse_ints(shape, "--shape") or (resumed.shape if resumed else None),
+        dtype or (resumed.dtype if resumed else None),
+        {**(resumed.params if resumed else {}), **params},
+        snapshots=snapshot_every is not None,
+        checkpoints=outputs.checkpoint is not None,
+        processes=len(peers) if peers else 1,
     )
     if mpi and backend in ("auto", "cuda"):
         bind_device(world())
@@ -477,9 +568,17 @@ def run(
     bar = LazyProgress(setup.name) if interactive else None
     try:
         with stop_on_signals() as stop:
-            opts = LoopOptions(steps=steps, tol=tol, check_every=check_every, progress=bar, start_step=start_step,
-                               fuse_steps=fuse_steps, stop=stop, stall_checks=stall_checks,
-                               status=StatusLine() if interactive else None)
+            opts = LoopOptions(
+                steps=steps,
+                tol=tol,
+                check_every=check_every,
+                progress=bar,
+                start_step=start_step,
+                fuse_steps=fuse_steps,
+                stop=stop,
+                stall_checks=stall_checks,
+                status=StatusLine() if interactive else None,
+            )
             if mpi:
                 result = outputs.run_decomposed(setup, engine, opts, world(), parse_ints(procs, "--procs"), halo, overlap)
             else:
@@ -504,7 +603,9 @@ def run(
 @app.command()
 @friendly
 def verify(
-    files: Optional[list[str]] = typer.Argument(None, help="problem files (NAME.py with build, ORDER, SHAPES, T_END) to check instead of the built-in suite"),
+    files: Optional[list[str]] = typer.Argument(
+        None, help="problem files (NAME.py with build, ORDER, SHAPES, T_END) to check instead of the built-in suite"
+    ),
     backend: str = typer.Option("auto", help="backend to verify"),
     quick: bool = typer.Option(False, help="fewer, smaller grids"),
 ) -> None:
@@ -521,8 +622,11 @@ def verify(
     for check in checks:
         failed += not check.passed
         table.add_row(
-            check.name, f"{check.expected:g}", f"{check.observed:.3f}",
-            " ".join(f"{e:.2e}" for e in check.errors), "[green]pass" if check.passed else "[red]FAIL",
+            check.name,
+            f"{check.expected:g}",
+            f"{check.observed:.3f}",
+            " ".join(f"{e:.2e}" for e in check.errors),
+            "[green]pass" if check.passed else "[red]FAIL",
         )
     out.print(table)
     if failed:
@@ -555,7 +659,11 @@ def info() -> None:
         for i in range(cupy.cuda.runtime.getDeviceCount()):
             props = cupy.cuda.runtime.getDeviceProperties(i)
             name = device_name(props)
-            table.add_row(f"gpu {i}", f"{name}, {props['totalGlobalMem'] / 2**30:.1f} GiB, sm_{props['major']}{props['minor']}, {props['multiProcessorCount']} SMs")
+            table.add_row(
+                f"gpu {i}",
+                f"{name}, {props['totalGlobalMem'] / 2**30:.1f} GiB, sm_{props['major']}{props['minor']}, "
+                f"{props['multiProcessorCount']} SMs",
+            )
     except Exception as exc:  # any CuPy/driver failure just means "no GPU" here
         table.add_row("gpu", f"none ({type(exc).__name__})")
     out.print(table)
@@ -610,15 +718,27 @@ def animate(
 @app.command()
 @friendly
 def bench(
-    problems_: Optional[str] = typer.Option(None, "--problems", help="comma-separated workloads: poisson2d, jacobi2d, heat2d, heat3d, wave3d, derivatives, derivatives-fused, derivatives-y"),
-    size: Optional[list[str]] = typer.Option(None, "--size", help="NAME=SHAPE, or 2d=SHAPE / 3d=SHAPE for every workload of that dimension (repeatable)"),
+    problems_: Optional[str] = typer.Option(
+        None,
+        "--problems",
+        help="comma-separated workloads: poisson2d, jacobi2d, heat2d, heat3d, wave3d, derivatives, derivatives-fused, derivatives-y",
+    ),
+    size: Optional[list[str]] = typer.Option(
+        None, "--size", help="NAME=SHAPE, or 2d=SHAPE / 3d=SHAPE for every workload of that dimension (repeatable)"
+    ),
     dtypes: Optional[str] = typer.Option(None, help="comma-separated dtypes to run each workload in (default: its own)"),
     backend: str = typer.Option("auto", help="our backend: auto, numpy, numba or cuda"),
-    strategies: Optional[str] = typer.Option(None, help="cuda: comma-separated strategies, auto, and fused (two steps per pass: 2D and 3D star sweeps of one field) (default: all of them)"),
+    strategies: Optional[str] = typer.Option(
+        None,
+        help="cuda: comma-separated strategies, auto, and fused (two steps per pass: 2D and 3D star sweeps of one field) "
+        "(default: all of them)",
+    ),
     peers: Optional[str] = typer.Option(None, help="comma-separated peers, or none (default: every peer for the device)"),
     quick: bool = typer.Option(False, help="smaller matrix, fewer repeats and peers: under a minute"),
     repeats: Optional[int] = typer.Option(None, help="timed repeats per implementation (default 5, quick 3)"),
-    json_path: Optional[str] = typer.Option(None, "--json", help="write the full report (device, versions, commit, every measurement) to FILE"),
+    json_path: Optional[str] = typer.Option(
+        None, "--json", help="write the full report (device, versions, commit, every measurement) to FILE"
+    ),
     plot: Optional[str] = typer.Option(None, help="write a roofline PNG to FILE"),
 ) -> None:
     """Our strategies against the peers and the copy bandwidth, measured in one run."""
@@ -652,7 +772,9 @@ def bench(
 @app.command()
 @friendly
 def tune(
-    problem: str = typer.Argument(..., help="workload: poisson2d, jacobi2d, heat2d, heat3d, wave3d, derivatives, derivatives-fused, derivatives-y"),
+    problem: str = typer.Argument(
+        ..., help="workload: poisson2d, jacobi2d, heat2d, heat3d, wave3d, derivatives, derivatives-fused, derivatives-y"
+    ),
     shape: Optional[str] = typer.Option(None, "--shape", help="interior points per axis (default: the GPU bench size)"),
     dtype: Optional[str] = typer.Option(None, help="float32 or float64 (default: the workload's)"),
     budget: float = typer.Option(60.0, help="seconds to spend searching; the best so far wins"),
@@ -673,7 +795,9 @@ def tune(
     w = result.winner
     tile = "x".join(map(str, w["tile"])) if w.get("tile") else "default tile"
     action = "cached as" if store else "would be cached as"
-    out.print(f"winner: {w['resolved_strategy'] or w['strategy']} {tile}, {w['median_ms']:.3f} ms/step; {action} {result.key}", highlight=False)
+    out.print(
+        f"winner: {w['resolved_strategy'] or w['strategy']} {tile}, {w['median_ms']:.3f} ms/step; {action} {result.key}", highlight=False
+    )
 
 
 def main() -> None:

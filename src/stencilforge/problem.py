@@ -120,7 +120,9 @@ class Problem:
         self.initial: dict[tuple[str, int], object] = {}
         for key, value in (initial or {}).items():
             name_level = _key(fields, key, "initial value")
-            self.initial[name_level] = _value(value, f"initial value of {'.'.join([name_level[0]] + (['prev'] if name_level[1] < 0 else []))}", grid.shape)
+            self.initial[name_level] = _value(
+                value, f"initial value of {'.'.join([name_level[0]] + (['prev'] if name_level[1] < 0 else []))}", grid.shape
+            )
 
         self.boundary: dict[str, tuple[Boundary, ...]] = {}
         for key, cond in (boundary or {}).items():
@@ -155,7 +157,11 @@ class Problem:
             at = tuple(s.at) if isinstance(s.at, (tuple, list)) else (s.at,)
             if len(at) != grid.ndim or not all(isinstance(v, (int, float, np.integer, np.floating)) and math.isfinite(v) for v in at):
                 raise StencilforgeError(f"source on {s.field.name}: `at` needs {grid.ndim} finite coordinates, got {s.at!r}")
-            signal = s.signal if callable(s.signal) and not isinstance(s.signal, Expr) else _pure(s.signal, f"the signal of the source on {s.field.name}")
+            signal = (
+                s.signal
+                if callable(s.signal) and not isinstance(s.signal, Expr)
+                else _pure(s.signal, f"the signal of the source on {s.field.name}")
+            )
             checked.append(Source(s.field, at, signal))
         self.sources = tuple(checked)
         self.residual = None if residual is None else as_expr(residual)

@@ -114,7 +114,9 @@ class Simulation:
         g = lat.ghost
         for axis, cond in enumerate(conds):
             if g > lat.shape[axis]:
-                raise StencilforgeError(f"a {type(cond).__name__.lower()} wall along axis {axis} needs at least {g} points, the grid has {lat.shape[axis]}")
+                raise StencilforgeError(
+                    f"a {type(cond).__name__.lower()} wall along axis {axis} needs at least {g} points, the grid has {lat.shape[axis]}"
+                )
         idx = np.indices(lat.padded_shape).reshape(lat.ndim, -1)
         ghost = np.zeros(idx.shape[1], dtype=bool)
         src = idx.copy()
@@ -157,8 +159,11 @@ class Simulation:
         return levels[level + 1] if len(levels) == 3 else levels[level] if len(levels) == 2 else levels[0]
 
     def arrays(self) -> dict:
-        return {slot_name((name, lv)): self._slot((name, lv)) for name, levels in self.levels.items()
-                for lv in ((-1, 0, 1) if len(levels) == 3 else (0, 1) if len(levels) == 2 else (0,))}
+        return {
+            slot_name((name, lv)): self._slot((name, lv))
+            for name, levels in self.levels.items()
+            for lv in ((-1, 0, 1) if len(levels) == 3 else (0, 1) if len(levels) == 2 else (0,))
+        }
 
     def step(self, count: int = 1) -> None:
         for _ in range(count):

@@ -133,7 +133,12 @@ def _manufactured(case: str):
     if case == "neumann":  # zero flux through walls half a cell outside the first and last nodes
         return "neumann", lambda x, y: np.cos(pi * x) * np.cos(pi * y), lambda x, y: -2 * pi * pi * np.cos(pi * x) * np.cos(pi * y), None
     if case == "periodic":
-        return "periodic", lambda x, y: np.sin(2 * pi * x) * np.cos(2 * pi * y), lambda x, y: -8 * pi * pi * np.sin(2 * pi * x) * np.cos(2 * pi * y), None
+        return (
+            "periodic",
+            lambda x, y: np.sin(2 * pi * x) * np.cos(2 * pi * y),
+            lambda x, y: -8 * pi * pi * np.sin(2 * pi * x) * np.cos(2 * pi * y),
+            None,
+        )
 
     def k(x, y):
         return 1 + 0.5 * np.sin(2 * x + y)

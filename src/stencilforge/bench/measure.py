@@ -12,6 +12,7 @@ stream it runs on, CPU work with perf_counter.
 from __future__ import annotations
 
 import datetime
+import functools
 import importlib.metadata
 import importlib.util
 import os
@@ -187,7 +188,8 @@ def gpu_peak_gflops(dtype: str, opts: MeasureOptions) -> float:
     blocks, threads, iters = sms * 16, 256, 4096
     out = cupy.empty(blocks * threads, dtype=dtype)
     a, b = np.dtype(dtype).type(0.999), np.dtype(dtype).type(1e-3)
-    runner = _FnRunner(lambda: kernel((blocks,), (threads,), (out, np.int32(iters), a, b)), cupy.cuda.Device().synchronize, cupy_event_clock)
+    launch = functools.partial(kernel, (blocks,), (threads,), (out, np.int32(iters), a, b))
+    runner = _FnRunner(launch, cupy.cuda.Device().synchronize, cupy_event_clock)
     t = time_runner(runner, opts)
     return 2 * 8 * iters * blocks * threads / t.median / 1e9
 
@@ -233,7 +235,16 @@ def _version(name: str) -> str | None:
 
 def versions() -> dict:
     out = {"stencilforge": __version__, "python": platform.python_version()}
-    for dist, key in (("numpy", "numpy"), ("numba", "numba"), ("matplotlib", "matplotlib"), ("torch", "torch"), ("jax", "jax"), ("jaxlib", "jaxlib"), ("devito", "devito"), ("pystencils", "pystencils")):
+    for dist, key in (
+        ("numpy", "numpy"),
+        ("numba", "numba"),
+        ("matplotlib", "matplotlib"),
+        ("torch", "torch"),
+        ("jax", "jax"),
+        ("jaxlib", "jaxlib"),
+        ("devito", "devito"),
+        ("pystencils", "pystencils"),
+    ):
         out[key] = _version(dist)
     out["cupy"] = next((v for v in (_version(d) for d in ("cupy", "cupy-cuda13x", "cupy-cuda12x")) if v), None)
     return out
@@ -242,8 +253,12 @@ def versions() -> dict:
 def git_commit() -> dict:
     here = Path(__file__).resolve().parent
     try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, timeout=10, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=here, capture_output=True, text=True, timeout=10, check=True).stdout.strip()
+        commit = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, timeout=10, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"], cwd=here, capture_output=True, text=True, timeout=10, check=True
+        ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return {"commit": None, "dirty": None}
     return {"commit": commit, "dirty": bool(dirty)}

@@ -136,7 +136,12 @@ KINDS = {
     "heat3d": (lambda w, rng: _build_heat(w, rng, 3), 3, "float32", "FTCS heat step, 7-point"),
     "wave3d": (lambda w, rng: _build_wave(w, rng, 8), 3, "float32", "acoustic leapfrog, radius-8 star (ISO3DFD)"),
     "derivatives": (lambda w, rng: _build_derivatives(w, rng, (1,), 1), 2, "float64", "first derivative along x"),
-    "derivatives-fused": (lambda w, rng: _build_derivatives(w, rng, (1, 2), 1), 2, "float64", "first and second derivative along x, one pass"),
+    "derivatives-fused": (
+        lambda w, rng: _build_derivatives(w, rng, (1, 2), 1),
+        2,
+        "float64",
+        "first and second derivative along x, one pass",
+    ),
     "derivatives-y": (lambda w, rng: _build_derivatives(w, rng, (1, 2), 0), 2, "float64", "first and second derivative along y, one pass"),
 }
 
@@ -198,7 +203,9 @@ def select(
         shape = sizes.get(name) or sizes.get(f"{ndim}d")
         base = by_name.get(name)
         if shape is None and base is None:
-            raise StencilforgeError(f"workload {name} is not in this matrix: give its size, for example --size {name}=" + "x".join(["256"] * ndim))
+            raise StencilforgeError(
+                f"workload {name} is not in this matrix: give its size, for example --size {name}=" + "x".join(["256"] * ndim)
+            )
         if shape is not None and len(shape) != ndim:
             raise StencilforgeError(f"workload {name} needs a {ndim}D size, got {'x'.join(map(str, shape))}")
         w = base or Workload(name, tuple(shape), default_dtype)

@@ -102,7 +102,9 @@ def pass_source(p: Pass, ndim: int, dtype, constants: tuple[Constant, ...], name
     return "\n".join(lines) + "\n", arrays
 
 
-def launch_grid(shape: tuple[int, ...], block=BLOCK, rows: int | None = None, vector: int = 1) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+def launch_grid(
+    shape: tuple[int, ...], block=BLOCK, rows: int | None = None, vector: int = 1
+) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
     """(blocks, threads) covering the interior `shape` with the kernel's indexing."""
     bx, by = block
     rows = ROWS[len(shape)] if rows is None else rows

@@ -119,8 +119,9 @@ def lowered(problem: Problem, params: dict | None = None, default_tol: float | N
     """The Setup the time loop runs for a problem whose step is one linear equation (see `ir.lowering`).
 
     With `xp` (CuPy) fields, walls and the exact solution are evaluated on the device, so no
-    full-size array is built on the host. Fields keep the names checkpoints have always used (u, u_new; a leapfrog's u.next reuses u_prev's buffer when the
-    equation reads u.prev only at the cell); walls, sources and the exact solution carry over.
+    full-size array is built on the host. Fields keep the names checkpoints have always used (u, u_new;
+    a leapfrog's u.next reuses u_prev's buffer when the equation reads u.prev only at the cell); walls,
+    sources and the exact solution carry over.
     """
     values = problem.values(overrides)
     why = why_not_lowered(problem, values)
@@ -154,17 +155,40 @@ def lowered(problem: Problem, params: dict | None = None, default_tol: float | N
     if problem.residual is not None:
         residual = Sweep("r", sweep_terms(problem.residual, values))
         if problem.residual_scale is not None:
-            scale = evaluate(problem.residual_scale, dtype=grid.dtype, xp=xp, coordinate=coordinates(lattice, xp), params=values,
-                             access=lambda a: fields[a.field.name][lattice.interior])
+            scale = evaluate(
+                problem.residual_scale,
+                dtype=grid.dtype,
+                xp=xp,
+                coordinate=coordinates(lattice, xp),
+                params=values,
+                access=lambda a: fields[a.field.name][lattice.interior],
+            )
             scale = xp.broadcast_to(xp.asarray(scale, dtype=np.float64), grid.shape)
             rhs_norm = float(xp.sqrt(xp.sum(scale * scale)))
     exact_of = problem.exact.get(target.name)
-    exact = None
+    exact: Callable | None = None
     if exact_of is not None:
         coordinate = float64_coordinates(lattice, xp)
-        exact = lambda t: {target.name: xp.broadcast_to(evaluate(exact_of, dtype=np.float64, xp=xp, coordinate=coordinate, params=values, t=t), grid.shape)}  # noqa: E731
+
+        def exact_at(t):
+            at_t = evaluate(exact_of, dtype=np.float64, xp=xp, coordinate=coordinate, params=values, t=t)
+            return {target.name: xp.broadcast_to(at_t, grid.shape)}
+
+        exact = exact_at
     return Setup(
-        name=problem.name, grid=lattice, fields=fields, dt=dt, default_steps=problem.default_steps, solution=target.name,
-        sweep=sweep, swap=swap, boundaries=boundaries, exact=exact, residual=residual, rhs_norm=rhs_norm,
-        default_tol=default_tol, sources=tuple(sources), params=dict(values if params is None else params),
+        name=problem.name,
+        grid=lattice,
+        fields=fields,
+        dt=dt,
+        default_steps=problem.default_steps,
+        solution=target.name,
+        sweep=sweep,
+        swap=swap,
+        boundaries=boundaries,
+        exact=exact,
+        residual=residual,
+        rhs_norm=rhs_norm,
+        default_tol=default_tol,
+        sources=tuple(sources),
+        params=dict(values if params is None else params),
     )

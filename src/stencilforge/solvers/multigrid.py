@@ -261,7 +261,8 @@ class Multigrid:
             for name in ("down", "up"):
                 tables = getattr(level, name)
                 if tables is not None:
-                    setattr(level, name, [None if t is None else (xp.asarray(t.index), xp.asarray(t.weight, dtype=self.dtype)) for t in tables])
+                    bound = [None if t is None else (xp.asarray(t.index), xp.asarray(t.weight, dtype=self.dtype)) for t in tables]
+                    setattr(level, name, bound)
             kernels.bind(level)
         self.inverse = xp.asarray(coarse_inverse(self.levels[-1], self.singular, constant=k is None), dtype=self.dtype)
         self.omega = OMEGA[len(shape)] if smoother == "jacobi" else RB_OMEGA[len(shape)]
@@ -275,7 +276,7 @@ class Multigrid:
             if self.smoother == "jacobi":
                 self.kernels.jacobi(level, self.omega)
             else:
-                for colour in ((1, 0) if reverse and self.symmetric else (0, 1)):
+                for colour in (1, 0) if reverse and self.symmetric else (0, 1):
                     self.kernels.smooth_colour(level, colour, self.omega)
 
     def coarse_solve(self) -> None:

@@ -75,7 +75,9 @@ def _wall_values(value, shape, walls, spacing) -> np.ndarray | None:
     elif np.ndim(value):
         g = np.asarray(value, dtype=np.float64)
         if g.shape != padded:
-            raise StencilforgeError(f"wall values must be a number, a function or an array of the ghosted shape {padded}, got shape {g.shape}")
+            raise StencilforgeError(
+                f"wall values must be a number, a function or an array of the ghosted shape {padded}, got shape {g.shape}"
+            )
         g = g.copy()
     else:
         if float(value) == 0.0:
@@ -181,8 +183,25 @@ def poisson(
             )
     layout = _layout(comm, procs, engine, shape, walls)
     try:
-        return Solve(engine, arr, hs, walls, k, _wall_values(value, shape, walls, hs), dtype, tol, max_cycles, method,
-                     cycle, smoother, pre, post, fmg, mixed, layout).run()
+        return Solve(
+            engine,
+            arr,
+            hs,
+            walls,
+            k,
+            _wall_values(value, shape, walls, hs),
+            dtype,
+            tol,
+            max_cycles,
+            method,
+            cycle,
+            smoother,
+            pre,
+            post,
+            fmg,
+            mixed,
+            layout,
+        ).run()
     finally:
         layout.close()
 
@@ -205,8 +224,9 @@ def _layout(comm, procs, engine, shape, walls):
 class Solve:
     """One solve: the hierarchy (float32 for mixed precision), the float64 outer state, the loop."""
 
-    def __init__(self, engine, f, spacing, walls, k, walls_g, dtype, tol, max_cycles, method, cycle, smoother, pre, post, fmg, mixed,
-                 layout):
+    def __init__(
+        self, engine, f, spacing, walls, k, walls_g, dtype, tol, max_cycles, method, cycle, smoother, pre, post, fmg, mixed, layout
+    ):
         self.engine = engine
         self.layout = layout
         self.xp = xp = engine.xp
@@ -325,6 +345,7 @@ class Solve:
         rz = None
         residual = history[-1]
         while residual >= self.tol and len(times) < self.max_cycles:
+
             def iteration():
                 nonlocal rz, residual
                 z = precondition()
@@ -390,14 +411,25 @@ def solve_setup(setup, backend: str = "auto", tol: float | None = None, max_cycl
     """A registered Poisson problem (poisson2d, poisson3d) solved by multigrid, with its error against the exact solution."""
     grid = setup.grid
     result = poisson(
-        setup.fields["f"][grid.interior], grid.spacing, value=setup.fields["u"], dtype=grid.dtype, backend=backend,
-        tol=tol if tol is not None else setup.default_tol, max_cycles=max_cycles if max_cycles is not None else 50, **options,
+        setup.fields["f"][grid.interior],
+        grid.spacing,
+        value=setup.fields["u"],
+        dtype=grid.dtype,
+        backend=backend,
+        tol=tol if tol is not None else setup.default_tol,
+        max_cycles=max_cycles if max_cycles is not None else 50,
+        **options,
     )
     s = result.summary
     cells = grid.cells
     # the keys every `run --json` summary has: a cycle counts as a step
-    summary = {"problem": setup.name, **s, "steps": s["cycles"], "iterations": s["cycles"],
-               "gcells_per_s": cells / s["cycle_s"] / 1e9 if s["cycle_s"] else None}
+    summary = {
+        "problem": setup.name,
+        **s,
+        "steps": s["cycles"],
+        "iterations": s["cycles"],
+        "gcells_per_s": cells / s["cycle_s"] / 1e9 if s["cycle_s"] else None,
+    }
     if setup.exact is not None:
         summary["error"] = error_norms(get_backend(backend).to_host(result.u), setup.exact(0.0)["u"])
     return PoissonResult(result.u, summary)
