@@ -588,12 +588,17 @@ def run(
             bar.close()
     if thread_total is not None:
         result.summary["threads"] = thread_total
-    status, line = _ending(result.summary)
+    _report(result.summary, as_json, root)
+
+
+def _report(summary: dict, as_json: bool, root: bool) -> None:
+    """Rank 0 prints the summary (and why the run ended early, if it did); every rank exits with its status."""
+    status, line = _ending(summary)
     if root:
         if as_json:
-            print(json.dumps(result.summary))
+            print(json.dumps(summary))
         else:
-            _human_summary(result.summary)
+            _human_summary(summary)
         if line is not None:
             err.print(line, markup=False, highlight=False, soft_wrap=True)
     if status:

@@ -48,13 +48,8 @@ class Outputs:
     append: bool = False  # set by prepare: --out is the series being resumed
     resumed: RunInfo | None = None  # set by prepare: what the checkpoint resumed from records
 
-    def prepare(self, problem: str | None) -> "Outputs":
-        """Check option combinations and every output path; return the options with default paths filled in.
-
-        No existing file is replaced unless `overwrite`, except the series being
-        resumed: the checkpoint resumed from, and a snapshot file (with its .xmf)
-        written by the same run, which the resumed run appends to.
-        """
+    def _check_combinations(self, problem: str | None) -> None:
+        """Options that only make sense together, and counts that must be positive."""
         if problem is None and self.resume is None:
             raise StencilforgeError(f"give a problem ({', '.join(problems.NAMES)}) or --resume CHECKPOINT")
         for option, value in (("--snapshot-every", self.snapshot_every), ("--checkpoint-every", self.checkpoint_every)):
@@ -68,6 +63,15 @@ class Outputs:
             raise StencilforgeError("--checkpoint needs --checkpoint-every K (steps between checkpoints)")
         if self.buffers < 1:
             raise StencilforgeError(f"need at least one snapshot buffer, got {self.buffers}")
+
+    def prepare(self, problem: str | None) -> "Outputs":
+        """Check option combinations and every output path; return the options with default paths filled in.
+
+        No existing file is replaced unless `overwrite`, except the series being
+        resumed: the checkpoint resumed from, and a snapshot file (with its .xmf)
+        written by the same run, which the resumed run appends to.
+        """
+        self._check_combinations(problem)
         run_id, resume_step, resume, resumed = uuid.uuid4().hex, None, None, None
         if self.resume is not None:
             from .io.checkpoint import peek

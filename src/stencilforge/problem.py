@@ -60,6 +60,19 @@ def _pure(expr: Expr, what: str) -> Expr:
     return expr
 
 
+def _conditions(name: str, cond, ndim: int) -> tuple[Boundary, ...]:
+    """One boundary condition for every axis, or one per axis."""
+    conds = tuple(cond) if isinstance(cond, (tuple, list)) else (cond,) * ndim
+    if len(conds) != ndim:
+        raise StencilforgeError(f"boundary of {name}: give one condition, or one per axis ({ndim})")
+    for c in conds:
+        if not isinstance(c, (Dirichlet, Neumann, Periodic)):
+            raise StencilforgeError(f"boundary of {name}: {c!r} is not sf.Dirichlet, sf.Neumann or sf.Periodic")
+        if isinstance(c, Dirichlet) and isinstance(c.value, Expr):
+            _pure(c.value, f"the Dirichlet value of {name}")
+    return conds
+
+
 def _value(value, what: str, shape: tuple[int, ...]):
     if isinstance(value, (Expr, int, float, np.integer, np.floating)) and not isinstance(value, bool):
         return _pure(value, what)
@@ -126,16 +139,8 @@ class Problem:
 
         self.boundary: dict[str, tuple[Boundary, ...]] = {}
         for key, cond in (boundary or {}).items():
-            name, level = _key(fields, key, "boundary condition")
-            conds = tuple(cond) if isinstance(cond, (tuple, list)) else (cond,) * grid.ndim
-            if len(conds) != grid.ndim:
-                raise StencilforgeError(f"boundary of {name}: give one condition, or one per axis ({grid.ndim})")
-            for c in conds:
-                if not isinstance(c, (Dirichlet, Neumann, Periodic)):
-                    raise StencilforgeError(f"boundary of {name}: {c!r} is not sf.Dirichlet, sf.Neumann or sf.Periodic")
-                if isinstance(c, Dirichlet) and isinstance(c.value, Expr):
-                    _pure(c.value, f"the Dirichlet value of {name}")
-            self.boundary[name] = conds
+            name, _ = _key(fields, key, "boundary condition")
+            self.boundary[name] = _conditions(name, cond, grid.ndim)
         halo = {s[0] for p in self.analysis.passes for s in p.halo}
         written = set(self.analysis.written)
         for name in sorted(halo):

@@ -30,29 +30,39 @@ def _threads_ok(n: int) -> bool:
 def _tiles(plan: Sweep | AxisOperator, strategy: str) -> list[tuple[int, ...]]:
     """Tile shapes to try for one strategy (C order, x last and a multiple of 32), by the strategy's tile meaning."""
     if isinstance(plan, AxisOperator):
-        if strategy == "naive":
-            return [(1, 256), (4, 64), (8, 32), (2, 128), (4, 128)]
-        if strategy == "flat":  # threads per block
-            return [(64,), (128,), (256,), (512,)]
-        if strategy == "rows":  # rows per thread x threads along x
-            return [(r, x) for r in (1, 2, 4, 8) for x in (128, 256, 512)]
-        if strategy == "rows_vec":  # rows per thread x threads along x, each thread a vector of cells
-            return [(r, x) for r in (1, 2, 4) for x in (64, 128, 256, 512)]
-        if strategy == "pencil" and plan.axis == 1:  # rows x segment length, one thread per cell
-            return [(r, x) for r in (1, 2, 4, 8) for x in (64, 128, 256, 512) if _threads_ok(r * x)]
-        if strategy == "pencil":  # cells marched down the column x columns
-            return [(c, x) for c in (32, 64, 128, 256) for x in (64, 128, 256)]
-        return []
-    if plan.ndim == 2:
-        if strategy == "naive":
-            return [(y, x) for y in (1, 2, 4, 8, 16) for x in (32, 64, 128, 256) if _threads_ok(y * x)]
-        if strategy == "tiled":
-            return [(y, x) for y in (4, 8, 16, 32) for x in (32, 64, 128) if _threads_ok(y * x)]
-        if strategy == "rows":
-            return [(y, x) for y in (1, 2, 4, 8) for x in (256, 512, 1024)]
-        if strategy.startswith("streaming") or strategy == "pipelined":  # planes marched x row segment
-            return [(c, x) for c in (64, 256, 1024) for x in (128, 256, 512, 1024)]
-        return []
+        return _operator_tiles(plan, strategy)
+    return _sweep_tiles_2d(strategy) if plan.ndim == 2 else _sweep_tiles_3d(strategy)
+
+
+def _operator_tiles(op: AxisOperator, strategy: str) -> list[tuple[int, ...]]:
+    if strategy == "naive":
+        return [(1, 256), (4, 64), (8, 32), (2, 128), (4, 128)]
+    if strategy == "flat":  # threads per block
+        return [(64,), (128,), (256,), (512,)]
+    if strategy == "rows":  # rows per thread x threads along x
+        return [(r, x) for r in (1, 2, 4, 8) for x in (128, 256, 512)]
+    if strategy == "rows_vec":  # rows per thread x threads along x, each thread a vector of cells
+        return [(r, x) for r in (1, 2, 4) for x in (64, 128, 256, 512)]
+    if strategy == "pencil" and op.axis == 1:  # rows x segment length, one thread per cell
+        return [(r, x) for r in (1, 2, 4, 8) for x in (64, 128, 256, 512) if _threads_ok(r * x)]
+    if strategy == "pencil":  # cells marched down the column x columns
+        return [(c, x) for c in (32, 64, 128, 256) for x in (64, 128, 256)]
+    return []
+
+
+def _sweep_tiles_2d(strategy: str) -> list[tuple[int, ...]]:
+    if strategy == "naive":
+        return [(y, x) for y in (1, 2, 4, 8, 16) for x in (32, 64, 128, 256) if _threads_ok(y * x)]
+    if strategy == "tiled":
+        return [(y, x) for y in (4, 8, 16, 32) for x in (32, 64, 128) if _threads_ok(y * x)]
+    if strategy == "rows":
+        return [(y, x) for y in (1, 2, 4, 8) for x in (256, 512, 1024)]
+    if strategy.startswith("streaming") or strategy == "pipelined":  # planes marched x row segment
+        return [(c, x) for c in (64, 256, 1024) for x in (128, 256, 512, 1024)]
+    return []
+
+
+def _sweep_tiles_3d(strategy: str) -> list[tuple[int, ...]]:
     if strategy == "naive":
         return [(z, y, x) for z in (1, 2, 4) for y in (1, 4, 8) for x in (32, 64, 128) if 128 <= z * y * x <= 1024]
     if strategy == "tiled":

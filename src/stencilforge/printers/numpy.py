@@ -55,13 +55,7 @@ def evaluate(
         if isinstance(node, Negate):
             return -ev(node.arg)
         if isinstance(node, Power):
-            if node.n == 0:
-                return T(1)
-            base = ev(node.base)
-            value = base
-            for _ in range(abs(node.n) - 1):
-                value = value * base
-            return T(1) / value if node.n < 0 else value
+            return T(1) if node.n == 0 else _power(ev(node.base), node.n, T)
         if isinstance(node, Call):
             args = [ev(a) for a in node.args]
             if node.fn in UNARY:
@@ -74,6 +68,14 @@ def evaluate(
     with np.errstate(all="ignore"):
         value = ev(expr)
     return value
+
+
+def _power(base, n: int, T):
+    """base**n for n != 0, by repeated multiplication."""
+    value = base
+    for _ in range(abs(n) - 1):
+        value = value * base
+    return T(1) / value if n < 0 else value
 
 
 def coordinates(lattice, xp=np, ghosts: bool = False):

@@ -1053,7 +1053,8 @@ def _pipeline_depth(stage_bytes: int, smem, blocks: int, planes: int) -> int:
     return ahead
 
 
-def pipelined_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str, ahead: int | None = None) -> Kernel:
+# One kernel's source emitted top to bottom, a branch per optional part; split, its order would be harder to follow
+def pipelined_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str, ahead: int | None = None) -> Kernel:  # noqa: C901
     """2.5D march like `streaming`, but planes reach shared memory through a ring of cp.async stages.
 
     `streaming` stages the next plane group through registers and then waits
