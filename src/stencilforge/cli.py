@@ -22,7 +22,7 @@ from typing import Callable, Optional
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeRemainingColumn
+from rich.progress import BarColumn, Progress, TaskID, TaskProgressColumn, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
 from . import __version__, problems
@@ -125,7 +125,7 @@ class LazyProgress:
         self.delay_s = delay_s
         self.start = time.perf_counter()
         self.bar: Progress | None = None
-        self.task = None
+        self.task = TaskID(0)  # the bar's task, once the bar appears
 
     def __call__(self, done: int, total: int, residual: float | None) -> None:
         if done == 0:  # the loop starts stepping: set-up and compile time are not part of the rate
@@ -515,7 +515,7 @@ def run(
 
     mpi = procs is not None or launched()
     root = world_rank() == 0
-    if _multigrid_method(problem, method, resume):
+    if problem is not None and _multigrid_method(problem, method, resume):
         refused = [
             name
             for name, given in (
@@ -546,8 +546,10 @@ def run(
     )
     peers = node_peers(world()) if mpi else None
     resumed = outputs.resumed
+    name = problem or (resumed.problem if resumed else None)
+    assert name is not None, "prepare asks for a problem or --resume"
     check_host_memory(
-        problem or resumed.problem,
+        name,
         parse_ints(shape, "--shape") or (resumed.shape if resumed else None),
         dtype or (resumed.dtype if resumed else None),
         {**(resumed.params if resumed else {}), **params},

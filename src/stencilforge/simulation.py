@@ -10,7 +10,7 @@ the device and no full-size host array is built.
 from __future__ import annotations
 
 import math
-from typing import Callable, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
@@ -153,7 +153,7 @@ class Simulation:
             if not static:
                 fill(arr, t)
 
-    def _slot(self, slot) -> object:
+    def _slot(self, slot) -> Any:
         name, level = slot
         levels = self.levels[name]
         return levels[level + 1] if len(levels) == 3 else levels[level] if len(levels) == 2 else levels[0]
@@ -177,7 +177,7 @@ class Simulation:
             for key, group in together.items():
                 self.backend.copy_cells(group, *self._gathers[key])
             arrays = self.arrays()
-            done = set()
+            done: set[tuple[str, int]] = set()
             for p, run in self.passes:
                 for name, level in p.halo:
                     if (name, level) in done:
@@ -285,7 +285,8 @@ class PassStepper:
         problem = sim.problem
         self.sim, self.backend = sim, sim.backend
         self.name, self.first, self.decomposed = problem.name, sim.step_count, sim.decomposed
-        self.default_steps, self.default_tol = problem.default_steps, None
+        self.default_steps = problem.default_steps
+        self.default_tol: float | None = None
         self.has_residual = problem.residual is not None
 
     def compile(self) -> None:

@@ -60,13 +60,14 @@ def _star_error(backend, radius: int, n: int, field: str) -> float:
 
 
 def star_checks(backend, quick: bool):
-    grids = {"poly": (10, 12, 14), "trig": {1: (32, 64, 128), 2: (32, 48, 64), 4: (40, 48, 56)}}
+    poly = (10, 12, 14)
+    trig = {1: (32, 64, 128), 2: (32, 48, 64), 4: (40, 48, 56)}
     for r in (1, 2, 4, 8):
-        ns = grids["poly"]
+        ns = poly
         errs = [_star_error(backend, r, n, "poly") for n in ns]
         yield Check(f"star laplacian r={r}, polynomial", 2 * r, observed_order([1 / n for n in ns], errs), tuple(errs))
     for r in (1, 2) if quick else (1, 2, 4):
-        ns = grids["trig"][r]
+        ns = trig[r]
         errs = [_star_error(backend, r, n, "trig") for n in ns]
         yield Check(f"star laplacian r={r}, sin(4 pi x)", 2 * r, observed_order([1 / n for n in ns], errs), tuple(errs))
 

@@ -33,7 +33,8 @@ Clock = Callable[[Callable[[int], None], Callable[[], None], int], float]
 
 
 class Runner(Protocol):
-    clock: Clock
+    @property
+    def clock(self) -> Clock: ...
 
     def run(self, steps: int) -> None: ...
 
@@ -115,7 +116,7 @@ def time_runner(runner: Runner, opts: MeasureOptions) -> Timing:
 class _FnRunner:
     """Adapts a plain `fn()` doing one unit of work (a copy, an FMA loop) to the Runner protocol."""
 
-    fn: Callable[[], None]
+    fn: Callable[[], object]
     sync: Callable[[], None]
     clock: Clock
 
@@ -174,7 +175,7 @@ def gpu_copy_bandwidth(nbytes: int, opts: MeasureOptions) -> dict:
 
     rates, traffic = _gpu_copy_rates(nbytes, opts)
     cupy.get_default_memory_pool().free_all_blocks()
-    best = max(rates, key=rates.get)
+    best = max(rates, key=lambda method: rates[method])
     return {"gbps": rates[best], "method": best, "bytes": traffic, "all_gbps": rates}
 
 
@@ -234,7 +235,7 @@ def _version(name: str) -> str | None:
 
 
 def versions() -> dict:
-    out = {"stencilforge": __version__, "python": platform.python_version()}
+    out: dict[str, str | None] = {"stencilforge": __version__, "python": platform.python_version()}
     for dist, key in (
         ("numpy", "numpy"),
         ("numba", "numba"),

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Sequence
 
 from ..backends import get_backend
 from ..backends.cuda.codegen import code_signature
@@ -126,13 +126,14 @@ def search(
     clock=None,
     budget_s: float | None = None,
     progress: Callable[[str], None] | None = None,
-    then: Callable[[list[dict]], list[tuple[str, tuple[int, ...] | None]]] | None = None,
+    then: Callable[[list[dict]], Sequence[tuple[str, tuple[int, ...] | None]]] | None = None,
 ) -> tuple[list[dict], bool]:
     """Check and time each (strategy, tile), then each of `then(rows so far, sorted)`; rows sorted by median
     time. After the first, stops once the budget is spent."""
     opts = BenchOptions((case.workload,), backend=backend, measure=measure)
     say = progress or (lambda msg: None)
-    ref, rows, start = None, [], time.perf_counter()
+    ref, start = None, time.perf_counter()
+    rows: list[dict] = []
 
     def by_time() -> list[dict]:
         return sorted(rows, key=lambda r: (r["status"] != "ok", r.get("median_ms") or 0.0))

@@ -81,9 +81,10 @@ def fail_together(comm, collective: tuple[type[BaseException], ...] = ()):
     StencilforgeError (and the `collective` types, such as a CLI's exit) pass
     through: decomposed runs raise those on every rank at once.
     """
+    passing: tuple[type[BaseException], ...] = (StencilforgeError, KeyboardInterrupt, *collective)
     try:
         yield
-    except (StencilforgeError, KeyboardInterrupt, *collective):
+    except passing:
         raise
     except Exception as exc:  # any unexpected failure: the other ranks may be blocked on this one
         sys.stderr.write(f"error: rank {comm.rank}: {type(exc).__name__}: {exc}\n")  # one write: ranks share stderr
@@ -168,7 +169,7 @@ class MPIDomain:
         self.clock = HostClock() if clock is None else clock
         self._sync = sync
         self.reduce_seconds = 0.0
-        self.compute_seconds: Callable[[], float] | None = None
+        self.compute_seconds: Callable[[], float | None] | None = None
         self.overlap = False
 
     @property

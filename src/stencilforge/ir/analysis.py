@@ -150,7 +150,9 @@ def _check_in_place_reads(equations: Sequence[Eq], in_place: set[str]) -> None:
 
 def _split_passes(equations: Sequence[Eq]) -> tuple[Pass, ...]:
     """A new pass starts where an equation reads a neighbour of a value the current pass writes."""
-    passes, current, written_so_far = [], [], set()
+    passes: list[Pass] = []
+    current: list[Eq] = []
+    written_so_far: set[tuple[str, int]] = set()
     for eq in equations:
         reads = accesses(eq.expr)
         for a in reads:
@@ -184,7 +186,9 @@ def _reach(equations: Sequence[Eq], fields: dict[str, Field], grid: Grid) -> dic
 
 
 def _make_pass(equations: list[Eq]) -> Pass:
-    reads, halo, writes = {}, {}, {}
+    reads: dict[tuple[str, int], None] = {}
+    halo: dict[tuple[str, int], None] = {}
+    writes: dict[tuple[str, int], None] = {}
     reach = 0
     for eq in equations:
         for a in accesses(eq.expr):

@@ -6,6 +6,7 @@ integer powers are products, as in the other printers.
 
 from __future__ import annotations
 
+import functools
 import math
 import operator
 from typing import Callable, Mapping
@@ -160,11 +161,14 @@ def wall_values(expr: Expr, params: Mapping[str, float], xp=np):
             if not _reads_space(f) and not _reads_time(g):
                 factor = function(f, host=True)
                 start = float(factor(0.0))
-                if start == 1.0:
-                    return Dirichlet(function(expr), time_factor=lambda t, _f=factor: float(_f(t)))
                 if start != 0.0 and math.isfinite(start):
-                    return Dirichlet(function(expr), time_factor=lambda t, _f=factor, _s=start: float(_f(t)) / _s)
+                    return Dirichlet(function(expr), time_factor=functools.partial(_relative, factor, start))
     return Dirichlet(function(expr), time_dependent=True)
+
+
+def _relative(factor: Callable, start: float, t: float) -> float:
+    """f(t) / f(0) for a wall f(t) * g(x) evaluated once at t = 0 (exactly f(t) where f(0) is 1)."""
+    return float(factor(t)) / start
 
 
 def source_signal(signal, params: Mapping[str, float]) -> Callable[[float], float]:

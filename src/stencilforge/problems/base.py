@@ -53,13 +53,19 @@ class Setup:
     t0: float = 0.0
 
     @property
-    def bytes_per_cell(self) -> int:
+    def plan(self) -> Sweep | AxisOperator:
+        """What a step applies: the sweep, else the axis operator (a setup has one of them)."""
         plan = self.sweep or self.operator
-        return plan.bytes_per_cell(self.grid.dtype.itemsize)
+        assert plan is not None, "a setup has a sweep or an axis operator"
+        return plan
+
+    @property
+    def bytes_per_cell(self) -> int:
+        return self.plan.bytes_per_cell(self.grid.dtype.itemsize)
 
     @property
     def flops_per_cell(self) -> int:
-        return (self.sweep or self.operator).flops_per_cell()
+        return self.plan.flops_per_cell()
 
 
 def stable_dt(requested: float | None, limit: float, default_fraction: float, what: str) -> float:
@@ -153,7 +159,9 @@ def lowered(problem: Problem, params: dict | None = None, default_tol: float | N
         sources.append(PointSource(out, index, source_signal(s.signal, values), 1.0))
     residual, rhs_norm = None, math.sqrt(math.prod(grid.shape))  # without a scale the residual is an RMS
     if problem.residual is not None:
-        residual = Sweep("r", sweep_terms(problem.residual, values))
+        terms = sweep_terms(problem.residual, values)
+        assert terms is not None, "why_not_lowered checked that the residual is linear"
+        residual = Sweep("r", terms)
         if problem.residual_scale is not None:
             scale = evaluate(
                 problem.residual_scale,

@@ -47,7 +47,7 @@ def _walls(boundary, ndim: int) -> tuple[str, ...]:
 def _spacing(spacing, shape, walls) -> tuple[float, ...]:
     if spacing is None:
         return tuple(1.0 / (n + 1) if w == "dirichlet" else 1.0 / n for n, w in zip(shape, walls))
-    hs = (spacing,) * len(shape) if np.isscalar(spacing) else tuple(spacing)
+    hs: tuple = (spacing,) * len(shape) if np.isscalar(spacing) else tuple(spacing)
     if len(hs) != len(shape) or not all(np.isfinite(h) and h > 0 for h in hs):
         raise StencilforgeError(f"spacing must be one positive number or one per axis, got {spacing!r}")
     return tuple(float(h) for h in hs)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import math
-from typing import Callable, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
@@ -160,9 +160,9 @@ class CudaBackend:
         device = cp.cuda.Device()
         self.arch = f"sm_{device.compute_capability}"
         self.device_name = device_name(cp.cuda.runtime.getDeviceProperties(device.id))
-        self._modules: dict[str, object] = {}  # compiled modules by source: a cache, whatever built them
+        self._modules: dict[str, Any] = {}  # CuPy RawModules by source: a cache, whatever built them
         self._copy_kernels: dict = {}  # the wall-gather kernels by dtype and array count
-        self._timer = _Unclocked()
+        self._timer: _Unclocked | EventClock = _Unclocked()
 
     @property
     def xp(self):
@@ -311,7 +311,8 @@ class CudaBackend:
         if scalar is None:
             return lambda arrays, fits=True: (launch, kernel)
         align = kernel.vector * np.dtype(dtype).itemsize
-        fallback, told = [], set()
+        fallback: list[Callable] = []
+        told: set[str] = set()
 
         def pick(arrays, fits=True):
             k, go = kernel, launch
@@ -339,7 +340,7 @@ class CudaBackend:
     def _sweep_runner(self, kernel: codegen.Kernel, grid: Grid, scalar: codegen.Kernel | None = None) -> Launch:
         """Launch `kernel` (or `scalar`, see `_picker`) over the interior on fields checked against the
         grid, timed by CUDA events."""
-        ran = Launch(None, kernel.strategy, kernel.tile)
+        ran = Launch(None, kernel.strategy, kernel.tile)  # type: ignore[arg-type]  # run is set below: the picker records into `ran`
         pick = self._picker(kernel, scalar, grid.dtype, ran)
         blocks = {k.name: k.grid(grid.shape) for k in (kernel, scalar) if k is not None}
         scalars = tuple(np.int32(n) for n in grid.shape) + (np.int32(grid.ghost),)
@@ -378,7 +379,7 @@ class CudaBackend:
         """`shape` (the arrays' shape, when known) lets `auto` use the winner tuned for it."""
         dtype = np.dtype(dtype)
         kernel = resolve(op, self.requested, self.requested_tile, None if shape is None else tuple(shape), dtype, self.device_name)
-        ran = Launch(None, kernel.strategy, kernel.tile)
+        ran = Launch(None, kernel.strategy, kernel.tile)  # type: ignore[arg-type]  # run is set below: the picker records into `ran`
         pick = self._picker(kernel, codegen.operator_kernel(op, "rows", dtype) if kernel.vector > 1 or kernel.flat else None, dtype, ran)
         names = (op.inp,) + tuple(d.out for d in op.outputs)
 

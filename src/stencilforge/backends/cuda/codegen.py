@@ -44,6 +44,7 @@ import hashlib
 import math
 import re
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
@@ -105,8 +106,8 @@ class Kernel:
     def grid(self, shape: tuple[int, ...]) -> tuple[int, int, int]:
         if self.flat:
             return (max(1, math.ceil(math.prod(shape) / self.cover[0])), 1, 1)
-        dims = [max(1, math.ceil(n / c)) for n, c in zip(reversed(shape), reversed(self.cover))]
-        return tuple(dims + [1] * (3 - len(dims)))
+        dims = [max(1, math.ceil(n / c)) for n, c in zip(reversed(shape), reversed(self.cover))] + [1, 1]
+        return (dims[0], dims[1], dims[2])
 
 
 def ctype(dtype) -> str:
@@ -185,6 +186,7 @@ def _expression(sweep: Sweep, dtype, access) -> str:
         else:
             part = f"{mul}({chain(None, t)}, {access(t.factor, zero)})"
             total = part if total is None else f"{add}({total},\n        {part})"
+    assert total is not None, "a sweep has at least one term"
     return total
 
 
@@ -380,7 +382,7 @@ def _pair_operand(u: str, point, across, column):
     return access
 
 
-def _pair_rows(sweep: Sweep, dtype, tile: tuple[int, int], name: str) -> Kernel:
+def _pair_rows(sweep: Sweep, dtype, tile: tuple[int, ...], name: str) -> Kernel:
     """2D: tile = (R, T), T threads along x, each writing R rows of its column.
 
     A thread loads its column of u with 2r rows of halo and evaluates the
@@ -426,7 +428,7 @@ def _pair_rows(sweep: Sweep, dtype, tile: tuple[int, int], name: str) -> Kernel:
     return Kernel(name, "\n".join(lines) + "\n", "rows, two steps", tile, (threads, 1, 1), (rows, cover), _sweep_args(sweep, False))
 
 
-def _pair_march(sweep: Sweep, dtype, tile: tuple[int, int, int], name: str, ahead: int) -> Kernel:
+def _pair_march(sweep: Sweep, dtype, tile: tuple[int, ...], name: str, ahead: int) -> Kernel:
     """3D: tile = (Z, R, T); T threads are warps stacked along y, each thread writing R rows of its
     column in each of Z planes, which the block marches through along z.
 
@@ -507,8 +509,8 @@ def _pair_march(sweep: Sweep, dtype, tile: tuple[int, int, int], name: str, ahea
 
 
 def _block(tile: tuple[int, ...]) -> tuple[int, int, int]:
-    rev = list(reversed(tile))
-    return tuple(rev + [1] * (3 - len(rev)))
+    rev = list(reversed(tile)) + [1, 1]
+    return (rev[0], rev[1], rev[2])
 
 
 def tiled_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str) -> Kernel:
@@ -997,7 +999,7 @@ def streaming_vector_sweep(sweep: Sweep, dtype, tile: tuple[int, int, int], name
     centre = {f: f"(ty + {radii[f][1]}) * {width[f]} + tx + {radii[f][2] // vector}" for f in staged}
     lines += _march_head(lay, slots, unroll, vt, f"make_{vt}({', '.join(['0'] * vector)})", "v", "s0v", "z", centre)
     for k in range(unroll):
-        planes = {}
+        planes: dict[tuple[str, int, int], str] = {}
 
         def access(f, o, c, k=k, planes=planes):
             if f not in radii:
@@ -1520,7 +1522,7 @@ def rows_vector_operator(op: AxisOperator, dtype, tile: tuple[int, ...], name: s
             f"    if (y{k} < n0) {{",
             "        if (inner) {",
         ]
-        chunks = {}
+        chunks: dict[int, str] = {}
         values = []
         for m, d in enumerate(op.outputs):
             for j in range(vector):
@@ -1680,7 +1682,7 @@ def default_tile(plan: Sweep | AxisOperator, strategy: str, dtype="float32") -> 
     return (32, 8, 64)
 
 
-def _check_tile(tile, expected: int, strategy: str, threads: int) -> tuple[int, ...]:
+def _check_tile(tile, expected: int, strategy: str, threads: Callable[[tuple[int, ...]], int]) -> tuple[int, ...]:
     try:
         tile = tuple(int(t) for t in tile)
     except (TypeError, ValueError):
