@@ -219,6 +219,8 @@ BAD = {
     "wrong index rank": lambda g, u, v: u[1],
     "unknown parameter": lambda g, u, v: sf.run(sf.Problem([sf.Eq(u.next, u)]), backend="numpy", params={"nu": 1.0}),
     "time-levelled field never advanced": lambda g, u, v: sf.Problem([sf.Eq(v, u)]),
+    "dt an expression": lambda g, u, v: sf.Problem([sf.Eq(u.next, u)], dt=0.5 * sf.Constant("tau", 0.1)),
+    "dt not positive": lambda g, u, v: sf.Problem([sf.Eq(u.next, u)], dt=0.0),
 }
 
 
