@@ -107,23 +107,9 @@ def test_info_lists_backends():
 def test_console_entry_point_runs_a_job():
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
     done = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            "from stencilforge.cli import main; main()",
-            "run",
-            "heat2d",
-            "--shape",
-            "12",
-            "12",
-            "--steps",
-            "2",
-            "--json",
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
+        [sys.executable, "-c", "from stencilforge.cli import main; main()",
+         "run", "heat2d", "--shape", "12", "12", "--steps", "2", "--json"],
+        capture_output=True, text=True, env=env, timeout=120,
     )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["shape"] == [12, 12]
@@ -146,11 +132,8 @@ def test_compile_time_is_reported_apart_from_stepping():
 
     events = []
     setup = problems.build("heat2d", shape=(16, 16))
-    opts = LoopOptions(
-        steps=3,
-        status=lambda text: events.append(("status", text)),
-        progress=lambda done, total, residual: events.append(("progress", done)),
-    )
+    opts = LoopOptions(steps=3, status=lambda text: events.append(("status", text)),
+                       progress=lambda done, total, residual: events.append(("progress", done)))
     summary = run(setup, get_backend("numba"), opts).summary
     assert events[:3] == [("status", "compiling kernels (first run only)"), ("status", None), ("progress", 0)]
     assert summary["compile_s"] > 0 and "wall_s" in summary

@@ -51,23 +51,8 @@ def test_the_last_step_is_written_when_it_is_not_a_multiple_of_the_interval():
 
 
 def test_a_converged_run_checkpoints_its_final_state():
-    res = ok(
-        "run",
-        "poisson2d",
-        "--method",
-        "jacobi",
-        "--shape",
-        "16,16",
-        "--backend",
-        "numpy",
-        "--tol",
-        "1e-4",
-        "--checkpoint-every",
-        "100000",
-        "--checkpoint",
-        "p.h5",
-        "--json",
-    )
+    res = ok("run", "poisson2d", "--method", "jacobi", "--shape", "16,16", "--backend", "numpy", "--tol", "1e-4",
+             "--checkpoint-every", "100000", "--checkpoint", "p.h5", "--json")
     assert checkpoint_step("p.h5") == __import__("json").loads(res.stdout)["iterations"] > 0
 
 
@@ -94,21 +79,8 @@ def test_resume_from_an_older_checkpoint_drops_the_snapshots_it_recomputes(workd
     (workdir / "c60.h5").write_bytes((workdir / "run.ckpt.h5").read_bytes())
     ok("run", "--resume", "run.ckpt.h5", "--steps", "40", "--backend", "numpy", "--snapshot-every", "20", "--out", "run.h5")
     assert steps_in("run.h5") == [20, 40, 60, 80, 100]
-    ok(
-        "run",
-        "--resume",
-        "c60.h5",
-        "--steps",
-        "20",
-        "--backend",
-        "numpy",
-        "--snapshot-every",
-        "20",
-        "--out",
-        "run.h5",
-        "--checkpoint",
-        "c60.h5",
-    )
+    ok("run", "--resume", "c60.h5", "--steps", "20", "--backend", "numpy", "--snapshot-every", "20", "--out", "run.h5",
+       "--checkpoint", "c60.h5")
     assert steps_in("run.h5") == [20, 40, 60, 80]
     assert (workdir / "run.xmf").read_text().count("<Time ") == 4
 
@@ -139,17 +111,14 @@ def _user_npz(path):
     np.savez(path, precious=np.arange(10))
 
 
-@pytest.mark.parametrize(
-    "target,make,extra",
-    [
-        ("mine.h5", _user_hdf5, ["--snapshot-every", "5", "--out", "mine.h5"]),
-        ("mine.npz", _user_npz, ["--snapshot-every", "5", "--out", "mine.npz"]),
-        ("mine.h5", _user_hdf5, ["--checkpoint-every", "5", "--checkpoint", "mine.h5"]),
-        ("run.xmf", lambda p: p.write_text("<mine/>"), ["--snapshot-every", "5", "--out", "run.h5"]),
-        ("run.ckpt.h5", _user_hdf5, ["--snapshot-every", "5", "--out", "run.h5", "--checkpoint-every", "5"]),
-        ("final.png", lambda p: p.write_bytes(b"mine"), ["--png", "final.png"]),
-    ],
-)
+@pytest.mark.parametrize("target,make,extra", [
+    ("mine.h5", _user_hdf5, ["--snapshot-every", "5", "--out", "mine.h5"]),
+    ("mine.npz", _user_npz, ["--snapshot-every", "5", "--out", "mine.npz"]),
+    ("mine.h5", _user_hdf5, ["--checkpoint-every", "5", "--checkpoint", "mine.h5"]),
+    ("run.xmf", lambda p: p.write_text("<mine/>"), ["--snapshot-every", "5", "--out", "run.h5"]),
+    ("run.ckpt.h5", _user_hdf5, ["--snapshot-every", "5", "--out", "run.h5", "--checkpoint-every", "5"]),
+    ("final.png", lambda p: p.write_bytes(b"mine"), ["--png", "final.png"]),
+])
 def test_existing_files_are_never_replaced_without_overwrite(workdir, target, make, extra):
     make(workdir / target)
     before = (workdir / target).read_bytes()

@@ -192,15 +192,11 @@ def _human_summary(s: dict) -> None:
     if "error" in s:
         table.add_row("error vs exact", f"max {s['error']['max_abs']:.3e}, rel L2 {s['error']['rel_l2']:.3e}")
     if "procs" in s:
-        table.add_row(
-            "mpi",
-            f"{s['ranks']} ranks as {'x'.join(map(str, s['procs']))}, halo {s['halo']}{', overlapped' if s['overlap'] else ''}, "
-            f"slowest rank: comm {s['comm_s']:.3f} s, compute {s['compute_s']:.3f} s",
-        )
+        overlapped = ", overlapped" if s["overlap"] else ""
+        table.add_row("mpi", f"{s['ranks']} ranks as {'x'.join(map(str, s['procs']))}, halo {s['halo']}{overlapped}, "
+                             f"slowest rank: comm {s['comm_s']:.3f} s, compute {s['compute_s']:.3f} s")
     for kind, file in s.get("outputs", {}).items():
-        table.add_row(
-            kind, file if isinstance(file, str) else f"{file['path']}  ({', '.join(f'{k} {v}' for k, v in file.items() if k != 'path')})"
-        )
+        table.add_row(kind, _output_cell(file))
     out.print(table)
 
 
@@ -218,9 +214,15 @@ def parse_settings(items: list[str] | None) -> dict[str, float]:
     return values
 
 
-def run_problem_file(
-    path: str, shape, steps, tol, dtype, backend: str, settings: dict, check_every: int, as_json: bool, files: dict, procs=None
-) -> None:
+def _output_cell(file: str | dict) -> str:
+    """A written file in the summary table: its path, then what the run reports of it (count, step)."""
+    if isinstance(file, str):
+        return file
+    return f"{file['path']}  ({', '.join(f'{k} {v}' for k, v in file.items() if k != 'path')})"
+
+
+def run_problem_file(path: str, shape, steps, tol, dtype, backend: str, settings: dict, check_every: int, as_json: bool,
+                     files: dict, procs=None) -> None:
     """Run a problem file's build(); its constants are the parameters --set may change; `files` are
     sf.run's output options (snapshots, checkpoints, overwrite). Under mpiexec (or with --procs) it
     runs decomposed and rank 0 alone prints. With --resume, --steps counts the steps after the checkpoint's."""
@@ -232,18 +234,8 @@ def run_problem_file(
     problem = module.build(shape=shape, dtype=dtype or "float64")
     bar = LazyProgress(problem.name) if not as_json and sys.stderr.isatty() and world_rank() == 0 else None
     try:
-        result = run_problem(
-            problem,
-            steps=steps,
-            tol=tol,
-            backend=backend,
-            params=settings,
-            check_every=check_every,
-            progress=bar,
-            comm=comm,
-            procs=procs,
-            **files,
-        )
+        result = run_problem(problem, steps=steps, tol=tol, backend=backend, params=settings, check_every=check_every,
+                             progress=bar, comm=comm, procs=procs, **files)
     finally:
         if bar is not None:
             bar.close()
@@ -254,9 +246,8 @@ def run_problem_file(
         print(json.dumps(s))
         return
     table = Table(title=f"{s['problem']} ({path})", show_header=False)
-    table.add_row(
-        "backend", f"{s['backend']}, {s['dtype']}, shape {'x'.join(map(str, s['shape']))}, {s['passes_per_step']} pass(es) per step"
-    )
+    dims = "x".join(map(str, s["shape"]))
+    table.add_row("backend", f"{s['backend']}, {s['dtype']}, shape {dims}, {s['passes_per_step']} pass(es) per step")
     table.add_row("parameters", ", ".join(f"{k}={v:g}" for k, v in s["params"].items()) or "none")
     if "procs" in s:
         table.add_row("mpi", f"{s['ranks']} ranks as {'x'.join(map(str, s['procs']))}")
@@ -269,9 +260,7 @@ def run_problem_file(
     for name, e in s["errors"].items():
         table.add_row(f"error of {name}", f"max {e:.3e} against the exact solution")
     for kind, file in s.get("outputs", {}).items():
-        table.add_row(
-            kind, file if isinstance(file, str) else f"{file['path']}  ({', '.join(f'{k} {v}' for k, v in file.items() if k != 'path')})"
-        )
+        table.add_row(kind, _output_cell(file))
     out.print(table)
 
 
@@ -286,9 +275,8 @@ def _multigrid_method(problem: str | None, method: str | None, resume: str | Non
     return problem in problems.POISSON and resume is None and method != "jacobi"
 
 
-def _run_multigrid(
-    problem: str, shape: str | None, dtype: str | None, backend: str, tol: float | None, steps: int | None, as_json: bool, procs: str | None
-) -> None:
+def _run_multigrid(problem: str, shape: str | None, dtype: str | None, backend: str, tol: float | None, steps: int | None, as_json: bool,
+                   procs: str | None) -> None:
     """Under mpiexec (or with --procs) the fine levels are split over the ranks and rank 0 reports."""
     from .solvers import solve_setup
 
@@ -312,16 +300,13 @@ def _run_multigrid(
 def _multigrid_table(s: dict) -> None:
     table = Table(show_header=False, box=None, pad_edge=False)
     table.add_row("problem", f"{s['problem']}  {'x'.join(map(str, s['shape']))}  {s['dtype']}")
-    table.add_row(
-        "method",
-        f"multigrid {s['cycle']}({s['pre']},{s['post']}) {s['smoother']}, FMG start, "
-        f"{len(s['levels'])} levels down to {'x'.join(map(str, s['levels'][-1]))}",
-    )
+    coarsest = "x".join(map(str, s["levels"][-1]))
+    table.add_row("method", f"multigrid {s['cycle']}({s['pre']},{s['post']}) {s['smoother']}, FMG start, "
+                            f"{len(s['levels'])} levels down to {coarsest}")
     table.add_row("backend", s["backend"])
     if "ranks" in s:
-        table.add_row(
-            "mpi", f"{s['ranks']} ranks as {'x'.join(map(str, s['procs']))}, {s['split_levels']} of {len(s['levels'])} levels split"
-        )
+        procs = "x".join(map(str, s["procs"]))
+        table.add_row("mpi", f"{s['ranks']} ranks as {procs}, {s['split_levels']} of {len(s['levels'])} levels split")
     state = "converged" if s["converged"] else "not converged"
     table.add_row("cycles", f"{s['cycles']}  ({state}, tol {s['tol']:g})")
     table.add_row("residual", f"{s['residual']:.3e}  per cycle: {' '.join(f'{x:.3f}' for x in s['factors'])}")
@@ -404,14 +389,10 @@ def _ending(summary: dict) -> tuple[int, str | None]:
         name = signal.Signals(summary["signal"]).name
         return 128 + summary["signal"], f"stopped by {name} at step {step}; {_saved(summary)}"
     if summary.get("tol") is not None and not summary.get("converged"):
-        why = (
-            "the residual stopped falling (no new minimum in the last checks)"
-            if summary["stop"] == "stalled"
-            else f"the iteration limit of {summary['iterations']} was reached"
-        )
-        return NOT_CONVERGED, (
-            f"not converged: residual {summary['residual']:.3e} above tol {summary['tol']:g} at iteration {step}: {why}; {_saved(summary)}"
-        )
+        why = ("the residual stopped falling (no new minimum in the last checks)" if summary["stop"] == "stalled"
+               else f"the iteration limit of {summary['iterations']} was reached")
+        return NOT_CONVERGED, (f"not converged: residual {summary['residual']:.3e} above tol {summary['tol']:g} at iteration "
+                               f"{step}: {why}; {_saved(summary)}")
     return 0, None
 
 
@@ -445,10 +426,9 @@ def run(
     ),
     check_every: int = typer.Option(100, help="steps between NaN checks and residual evaluations"),
     fuse_steps: bool = typer.Option(
-        True,
-        "--fuse-steps/--single-steps",
-        help="cuda (auto strategy; 2D and 3D) and numba (2D): two steps per pass where no wall reads the field "
-        "and nothing looks in between (poisson2d, heat2d, heat3d)",
+        True, "--fuse-steps/--single-steps",
+        help="cuda (auto strategy; 2D and 3D) and numba (2D): two steps per pass where no wall reads the field and nothing looks in "
+        "between (poisson2d, heat2d, heat3d)",
     ),
     snapshot_every: Optional[int] = typer.Option(None, "--snapshot-every", help="save the field every K steps to --out"),
     out_file: Optional[str] = typer.Option(
@@ -488,27 +468,10 @@ def run(
         given = [k for k, v in others.items() if v is not None]
         if given:
             raise StencilforgeError(f"--{given[0].replace('_', '-')} is not available for problem files yet: run them without it")
-        files = dict(
-            out=out_file,
-            snapshot_every=snapshot_every,
-            checkpoint=checkpoint,
-            checkpoint_every=checkpoint_every,
-            resume=resume,
-            overwrite=overwrite,
-        )
-        run_problem_file(
-            problem,
-            parse_ints(shape, "--shape"),
-            steps,
-            tol,
-            dtype,
-            backend,
-            parse_settings(settings),
-            check_every,
-            as_json,
-            files,
-            parse_ints(procs, "--procs"),
-        )
+        files = dict(out=out_file, snapshot_every=snapshot_every, checkpoint=checkpoint, checkpoint_every=checkpoint_every,
+                     resume=resume, overwrite=overwrite)
+        run_problem_file(problem, parse_ints(shape, "--shape"), steps, tol, dtype, backend, parse_settings(settings), check_every,
+                         as_json, files, parse_ints(procs, "--procs"))
         return
     if settings:
         raise StencilforgeError("--set applies to problem files (NAME.py); the named problems take their own options")
@@ -516,46 +479,27 @@ def run(
     mpi = procs is not None or launched()
     root = world_rank() == 0
     if problem is not None and _multigrid_method(problem, method, resume):
-        refused = [
-            name
-            for name, given in (
-                ("--snapshot-every", snapshot_every),
-                ("--checkpoint-every", checkpoint_every),
-                ("--png", png),
-                ("--strategy", strategy),
-            )
-            if given
-        ]
+        refused = [name for name, given in (("--snapshot-every", snapshot_every), ("--checkpoint-every", checkpoint_every),
+                   ("--png", png), ("--strategy", strategy)) if given]
         if refused:
             raise StencilforgeError(f"{', '.join(refused)} apply to --method jacobi, not multigrid")
         _run_multigrid(problem, shape, dtype, backend, tol, steps, as_json, procs)
         return
 
     outputs = Outputs(
-        snapshot_every=snapshot_every,
-        out=out_file,
-        compression=compression,
-        checkpoint_every=checkpoint_every,
-        checkpoint=checkpoint,
-        resume=resume,
-        png=png,
-        overwrite=overwrite,
+        snapshot_every=snapshot_every, out=out_file, compression=compression, checkpoint_every=checkpoint_every,
+        checkpoint=checkpoint, resume=resume, png=png, overwrite=overwrite,
     ).prepare(problem)
-    params = dict(
-        alpha=alpha, dt=dt, radius=radius, velocity=velocity, c=c, source=source, frequency=frequency, axis=axis, accuracy=accuracy
-    )
+    params = dict(alpha=alpha, dt=dt, radius=radius, velocity=velocity, c=c, source=source, frequency=frequency,
+                  axis=axis, accuracy=accuracy)
     peers = node_peers(world()) if mpi else None
     resumed = outputs.resumed
     name = problem or (resumed.problem if resumed else None)
     assert name is not None, "prepare asks for a problem or --resume"
     check_host_memory(
-        name,
-        parse_ints(shape, "--shape") or (resumed.shape if resumed else None),
-        dtype or (resumed.dtype if resumed else None),
-        {**(resumed.params if resumed else {}), **params},
-        snapshots=snapshot_every is not None,
-        checkpoints=outputs.checkpoint is not None,
-        processes=len(peers) if peers else 1,
+        name, parse_ints(shape, "--shape") or (resumed.shape if resumed else None),
+        dtype or (resumed.dtype if resumed else None), {**(resumed.params if resumed else {}), **params},
+        snapshots=snapshot_every is not None, checkpoints=outputs.checkpoint is not None, processes=len(peers) if peers else 1,
     )
     if mpi and backend in ("auto", "cuda"):
         bind_device(world())
@@ -570,17 +514,9 @@ def run(
     bar = LazyProgress(setup.name) if interactive else None
     try:
         with stop_on_signals() as stop:
-            opts = LoopOptions(
-                steps=steps,
-                tol=tol,
-                check_every=check_every,
-                progress=bar,
-                start_step=start_step,
-                fuse_steps=fuse_steps,
-                stop=stop,
-                stall_checks=stall_checks,
-                status=StatusLine() if interactive else None,
-            )
+            opts = LoopOptions(steps=steps, tol=tol, check_every=check_every, progress=bar, start_step=start_step,
+                               fuse_steps=fuse_steps, stop=stop, stall_checks=stall_checks,
+                               status=StatusLine() if interactive else None)
             if mpi:
                 result = outputs.run_decomposed(setup, engine, opts, world(), parse_ints(procs, "--procs"), halo, overlap)
             else:
@@ -629,11 +565,8 @@ def verify(
     for check in checks:
         failed += not check.passed
         table.add_row(
-            check.name,
-            f"{check.expected:g}",
-            f"{check.observed:.3f}",
-            " ".join(f"{e:.2e}" for e in check.errors),
-            "[green]pass" if check.passed else "[red]FAIL",
+            check.name, f"{check.expected:g}", f"{check.observed:.3f}",
+            " ".join(f"{e:.2e}" for e in check.errors), "[green]pass" if check.passed else "[red]FAIL",
         )
     out.print(table)
     if failed:
@@ -666,11 +599,8 @@ def info() -> None:
         for i in range(cupy.cuda.runtime.getDeviceCount()):
             props = cupy.cuda.runtime.getDeviceProperties(i)
             name = device_name(props)
-            table.add_row(
-                f"gpu {i}",
-                f"{name}, {props['totalGlobalMem'] / 2**30:.1f} GiB, sm_{props['major']}{props['minor']}, "
-                f"{props['multiProcessorCount']} SMs",
-            )
+            memory = props["totalGlobalMem"] / 2**30
+            table.add_row(f"gpu {i}", f"{name}, {memory:.1f} GiB, sm_{props['major']}{props['minor']}, {props['multiProcessorCount']} SMs")
     except Exception as exc:  # any CuPy/driver failure just means "no GPU" here
         table.add_row("gpu", f"none ({type(exc).__name__})")
     out.print(table)
@@ -726,8 +656,7 @@ def animate(
 @friendly
 def bench(
     problems_: Optional[str] = typer.Option(
-        None,
-        "--problems",
+        None, "--problems",
         help="comma-separated workloads: poisson2d, jacobi2d, heat2d, heat3d, wave3d, derivatives, derivatives-fused, derivatives-y",
     ),
     size: Optional[list[str]] = typer.Option(
@@ -737,8 +666,8 @@ def bench(
     backend: str = typer.Option("auto", help="our backend: auto, numpy, numba or cuda"),
     strategies: Optional[str] = typer.Option(
         None,
-        help="cuda: comma-separated strategies, auto, and fused (two steps per pass: 2D and 3D star sweeps of one field) "
-        "(default: all of them)",
+        help="cuda: comma-separated strategies, auto, and fused (two steps per pass: 2D and 3D star sweeps of one field) (default: all of "
+        "them)",
     ),
     peers: Optional[str] = typer.Option(None, help="comma-separated peers, or none (default: every peer for the device)"),
     quick: bool = typer.Option(False, help="smaller matrix, fewer repeats and peers: under a minute"),
@@ -802,9 +731,8 @@ def tune(
     w = result.winner
     tile = "x".join(map(str, w["tile"])) if w.get("tile") else "default tile"
     action = "cached as" if store else "would be cached as"
-    out.print(
-        f"winner: {w['resolved_strategy'] or w['strategy']} {tile}, {w['median_ms']:.3f} ms/step; {action} {result.key}", highlight=False
-    )
+    strategy = w["resolved_strategy"] or w["strategy"]
+    out.print(f"winner: {strategy} {tile}, {w['median_ms']:.3f} ms/step; {action} {result.key}", highlight=False)
 
 
 def main() -> None:

@@ -172,16 +172,8 @@ def tune(
     case = build_case(workload)
     defaults, others = candidates(case.plan, workload.dtype)
     rows, exhausted = search(
-        case,
-        [("auto", None), *defaults],
-        lambda s, t: get_backend("cuda", strategy=s, tile=t),
-        measure,
-        "cuda",
-        copy["gbps"],
-        cupy_event_clock,
-        budget_s,
-        progress,
-        then=lambda done: ranked(others, done),
+        case, [("auto", None), *defaults], lambda s, t: get_backend("cuda", strategy=s, tile=t), measure, "cuda",
+        copy["gbps"], cupy_event_clock, budget_s, progress, then=lambda done: ranked(others, done),
     )
     winner = rows[0] if rows and rows[0]["status"] == "ok" else None
     key = None
@@ -189,21 +181,9 @@ def tune(
     if winner is not None and store:
         strategy = winner["resolved_strategy"] or winner["strategy"]
         key = store_choice(
-            device["name"],
-            case.plan,
-            workload.shape,
-            workload.dtype,
-            code,
-            strategy,
-            winner["tile"],
-            {
-                "workload": workload.label,
-                "median_ms": winner["median_ms"],
-                "teff_gbps": winner["teff_gbps"],
-                "pct_copy": winner["pct_copy"],
-                "copy_gbps": copy["gbps"],
-                "date": now_iso(),
-            },
+            device["name"], case.plan, workload.shape, workload.dtype, code, strategy, winner["tile"],
+            {"workload": workload.label, "median_ms": winner["median_ms"], "teff_gbps": winner["teff_gbps"],
+             "pct_copy": winner["pct_copy"], "copy_gbps": copy["gbps"], "date": now_iso()},
         )
     elif winner is not None:
         key = cache_key(device["name"], case.plan, workload.shape, workload.dtype, code)

@@ -163,14 +163,8 @@ def lowered(problem: Problem, params: dict | None = None, default_tol: float | N
         assert terms is not None, "why_not_lowered checked that the residual is linear"
         residual = Sweep("r", terms)
         if problem.residual_scale is not None:
-            scale = evaluate(
-                problem.residual_scale,
-                dtype=grid.dtype,
-                xp=xp,
-                coordinate=coordinates(lattice, xp),
-                params=values,
-                access=lambda a: fields[a.field.name][lattice.interior],
-            )
+            scale = evaluate(problem.residual_scale, dtype=grid.dtype, xp=xp, coordinate=coordinates(lattice, xp), params=values,
+                             access=lambda a: fields[a.field.name][lattice.interior])
             scale = xp.broadcast_to(xp.asarray(scale, dtype=np.float64), grid.shape)
             rhs_norm = float(xp.sqrt(xp.sum(scale * scale)))
     exact_of = problem.exact.get(target.name)
@@ -184,19 +178,7 @@ def lowered(problem: Problem, params: dict | None = None, default_tol: float | N
 
         exact = exact_at
     return Setup(
-        name=problem.name,
-        grid=lattice,
-        fields=fields,
-        dt=dt,
-        default_steps=problem.default_steps,
-        solution=target.name,
-        sweep=sweep,
-        swap=swap,
-        boundaries=boundaries,
-        exact=exact,
-        residual=residual,
-        rhs_norm=rhs_norm,
-        default_tol=default_tol,
-        sources=tuple(sources),
-        params=dict(values if params is None else params),
+        name=problem.name, grid=lattice, fields=fields, dt=dt, default_steps=problem.default_steps, solution=target.name,
+        sweep=sweep, swap=swap, boundaries=boundaries, exact=exact, residual=residual, rhs_norm=rhs_norm,
+        default_tol=default_tol, sources=tuple(sources), params=dict(values if params is None else params),
     )

@@ -183,25 +183,8 @@ def poisson(
             )
     layout = _layout(comm, procs, engine, shape, walls)
     try:
-        return Solve(
-            engine,
-            arr,
-            hs,
-            walls,
-            k,
-            _wall_values(value, shape, walls, hs),
-            dtype,
-            tol,
-            max_cycles,
-            method,
-            cycle,
-            smoother,
-            pre,
-            post,
-            fmg,
-            mixed,
-            layout,
-        ).run()
+        return Solve(engine, arr, hs, walls, k, _wall_values(value, shape, walls, hs), dtype, tol, max_cycles, method,
+                     cycle, smoother, pre, post, fmg, mixed, layout).run()
     finally:
         layout.close()
 
@@ -224,9 +207,8 @@ def _layout(comm, procs, engine, shape, walls):
 class Solve:
     """One solve: the hierarchy (float32 for mixed precision), the float64 outer state, the loop."""
 
-    def __init__(
-        self, engine, f, spacing, walls, k, walls_g, dtype, tol, max_cycles, method, cycle, smoother, pre, post, fmg, mixed, layout
-    ):
+    def __init__(self, engine, f, spacing, walls, k, walls_g, dtype, tol, max_cycles, method, cycle, smoother, pre, post, fmg, mixed,
+                 layout):
         self.engine = engine
         self.layout = layout
         self.xp = xp = engine.xp
@@ -345,7 +327,6 @@ class Solve:
         rz = None
         residual = history[-1]
         while residual >= self.tol and len(times) < self.max_cycles:
-
             def iteration():
                 nonlocal rz, residual
                 z = precondition()
@@ -411,14 +392,8 @@ def solve_setup(setup, backend: str = "auto", tol: float | None = None, max_cycl
     """A registered Poisson problem (poisson2d, poisson3d) solved by multigrid, with its error against the exact solution."""
     grid = setup.grid
     result = poisson(
-        setup.fields["f"][grid.interior],
-        grid.spacing,
-        value=setup.fields["u"],
-        dtype=grid.dtype,
-        backend=backend,
-        tol=tol if tol is not None else setup.default_tol,
-        max_cycles=max_cycles if max_cycles is not None else 50,
-        **options,
+        setup.fields["f"][grid.interior], grid.spacing, value=setup.fields["u"], dtype=grid.dtype, backend=backend,
+        tol=tol if tol is not None else setup.default_tol, max_cycles=max_cycles if max_cycles is not None else 50, **options,
     )
     s = result.summary
     cells = grid.cells

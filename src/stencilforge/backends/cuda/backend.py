@@ -272,14 +272,8 @@ class CudaBackend:
         if kernel.vector > 1:  # vector kernels need every row to start on a vector; scalar streaming otherwise
             scalar = codegen.sweep_kernel(sweep, "streaming", grid.dtype)
             if grid.ghost % kernel.vector or not kernel.fits(grid.shape):
-                log.info(
-                    "%s: scalar streaming instead of %s, whose vectors of %d cells do not fit rows of %d with ghost width %d",
-                    sweep.out,
-                    kernel.strategy,
-                    kernel.vector,
-                    grid.shape[-1],
-                    grid.ghost,
-                )
+                log.info("%s: scalar streaming instead of %s, whose vectors of %d cells do not fit rows of %d with ghost width %d",
+                         sweep.out, kernel.strategy, kernel.vector, grid.shape[-1], grid.ghost)
                 kernel, scalar = scalar, None
         if grid.ghost < sweep.radius:
             raise StencilforgeError(f"grid ghost width {grid.ghost} is smaller than the stencil radius {sweep.radius}")
@@ -288,18 +282,13 @@ class CudaBackend:
     def sweep_pair(self, sweep: Sweep, grid: Grid, tile=None) -> Launch | None:
         """Two steps of `sweep` in one pass (out = S(S(u)), the middle state's ghost cells taken from
         out's), or None where they cannot be fused or another strategy than `auto` was asked for."""
-        why = (
-            f"strategy {self.requested} was asked for"
-            if self.requested != "auto"
-            else codegen.pair_applicable(sweep)
-            or (f"ghost width {grid.ghost} is below the radius {sweep.radius}" if grid.ghost < sweep.radius else None)
-        )
+        why = (f"strategy {self.requested} was asked for" if self.requested != "auto" else codegen.pair_applicable(sweep)
+               or (f"ghost width {grid.ghost} is below the radius {sweep.radius}" if grid.ghost < sweep.radius else None))
         if why:
             log.info("%s: single steps, no two-step kernel: %s", sweep.out, why)
             return None
-        kernel = codegen.pair_sweep(
-            sweep, grid.dtype, codegen.PAIR_TILE[grid.ndim] if tile is None else tuple(tile), f"sf_pair_{sweep.out}"
-        )
+        tile = codegen.PAIR_TILE[grid.ndim] if tile is None else tuple(tile)
+        kernel = codegen.pair_sweep(sweep, grid.dtype, tile, f"sf_pair_{sweep.out}")
         return self._sweep_runner(kernel, grid)
 
     def _picker(self, kernel: codegen.Kernel, scalar: codegen.Kernel | None, dtype, ran: Launch) -> Callable:
@@ -323,12 +312,8 @@ class CudaBackend:
                 if misaligned not in told:  # each reason once per kernel
                     told.add(misaligned)
                     if misaligned:
-                        log.warning(
-                            "%s falls back to %s: an array does not start on the %d-byte boundary of its vectors",
-                            kernel.name,
-                            scalar.strategy,
-                            align,
-                        )
+                        log.warning("%s falls back to %s: an array does not start on the %d-byte boundary of its vectors",
+                                    kernel.name, scalar.strategy, align)
                     else:
                         log.info("%s falls back to %s for arrays of a shape it does not fit", kernel.name, scalar.strategy)
                 k, go = scalar, fallback[0]
@@ -402,21 +387,14 @@ class CudaBackend:
         ran.run = run
         return ran
 
-    def equation_pass(
-        self,
-        p,
-        lattice: Grid,
-        constants,
-        block=printers_cuda.BLOCK,
-        rows: int | None = None,
-        vector: int = 1,
-        wide_index: bool | None = None,
-    ) -> Callable:
+    def equation_pass(self, p, lattice: Grid, constants, block=printers_cuda.BLOCK, rows: int | None = None,
+                      vector: int = 1, wide_index: bool | None = None) -> Callable:
         """run(arrays, params, t) for one pass of a problem's equations: threads of `block` each computing
         `rows` rows of `vector` columns, arrays C-contiguous (`asarray`), launched on the current stream.
         Offsets are 32-bit unless the arrays reach 2^31 cells (or `wide_index` says otherwise)."""
         wide = math.prod(lattice.padded_shape) >= 2**31 if wide_index is None else wide_index
-        source, names = printers_cuda.pass_source(p, lattice.ndim, lattice.dtype, constants, rows=rows, vector=vector, wide_index=wide)
+        source, names = printers_cuda.pass_source(p, lattice.ndim, lattice.dtype, constants, rows=rows, vector=vector,
+                                                  wide_index=wide)
         what = f"the pass computing {', '.join(eq.label for eq in p.equations)}"
         cp = self._cp
         try:
@@ -450,7 +428,7 @@ class CudaBackend:
         """a.flat[dst] = a.flat[src] for each array (int64 indices), all in one launch that reads the
         indices once: the per-step wall fill of every periodic or Neumann field of a problem."""
         for first in range(0, len(arrays), 8):
-            group = arrays[first : first + 8]
+            group = arrays[first:first + 8]
             key = (group[0].dtype, len(group))
             kernel = self._copy_kernels.get(key)
             if kernel is None:

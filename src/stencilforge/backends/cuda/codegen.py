@@ -409,9 +409,8 @@ def _pair_rows(sweep: Sweep, dtype, tile: tuple[int, ...], name: str) -> Kernel:
     # y0 + j >= -g always holds in the wall's guard, but without it ptxas schedules poisson2d's pair
     # far slower on the H100 (measured at commit 1818c58), so it stays
     for j in range(-r, rows + r):
-        first = _pair_operand(
-            u, lambda f, j=j: f"f_{f}[c + {j} * s0]", lambda dx, j=j: f"f_{u}[c + {j} * s0 + {dx}]", lambda o, j=j: f"u_{_tag(j + o[0])}"
-        )
+        first = _pair_operand(u, lambda f, j=j: f"f_{f}[c + {j} * s0]", lambda dx, j=j: f"f_{u}[c + {j} * s0 + {dx}]",
+                              lambda o, j=j: f"u_{_tag(j + o[0])}")
         inside = f"col_in && y0 + {j} >= 0 && y0 + {j} < n0"
         wall = f"col_pad && y0 + {j} >= -g && y0 + {j} < n0 + g ? f_{sweep.out}[c + {j} * s0] : (real)0"
         lines.append(f"    const real w_{_tag(j)} = {inside} ? ({_expression(sweep, dtype, first)}) : ({wall});")
@@ -420,9 +419,8 @@ def _pair_rows(sweep: Sweep, dtype, tile: tuple[int, ...], name: str) -> Kernel:
             lines.append(f"    const real x_{j}_{_tag(d)} = __shfl_sync(0xffffffffu, w_{j}, lane + {d});")
     lines.append(f"    if (lane < {r} || lane >= {32 - r} || !col_in) return;")
     for j in range(rows):
-        second = _pair_operand(
-            u, lambda f, j=j: f"f_{f}[c + {j} * s0]", lambda dx, j=j: f"x_{j}_{_tag(dx)}", lambda o, j=j: f"w_{_tag(j + o[0])}"
-        )
+        second = _pair_operand(u, lambda f, j=j: f"f_{f}[c + {j} * s0]", lambda dx, j=j: f"x_{j}_{_tag(dx)}",
+                               lambda o, j=j: f"w_{_tag(j + o[0])}")
         lines.append(f"    if (y0 + {j} < n0) f_{sweep.out}[c + {j} * s0] = {_expression(sweep, dtype, second)};")
     lines.append("}")
     return Kernel(name, "\n".join(lines) + "\n", "rows, two steps", tile, (threads, 1, 1), (rows, cover), _sweep_args(sweep, False))
@@ -481,24 +479,18 @@ def _pair_march(sweep: Sweep, dtype, tile: tuple[int, ...], name: str, ahead: in
     ]
     lines += [f"        u{newest}_{_tag(j)} = pn && pad_{_tag(j)} ? f_{u}[c + {r + ahead} * s0 + {j} * s1] : (real)0;" for j in u_rows]
     for j in w_rows:
-        first = _pair_operand(
-            u,
-            lambda f, j=j: f"f_{f}[c + {j} * s1]",
-            lambda dx, j=j: f"f_{u}[c + {j} * s1 + {dx}]",
-            lambda o, j=j: f"u{r + o[0]}_{_tag(j + o[1])}",
-        )
+        first = _pair_operand(u, lambda f, j=j: f"f_{f}[c + {j} * s1]", lambda dx, j=j: f"f_{u}[c + {j} * s1 + {dx}]",
+                              lambda o, j=j: f"u{r + o[0]}_{_tag(j + o[1])}")
         wall = f"pad_{_tag(j)} ? {out}[c + {j} * s1] : (real)0"
         lines.append(f"        w{2 * r}_{_tag(j)} = pin && in_{_tag(j)} ? ({_expression(sweep, dtype, first)}) : ({wall});")
     lines.append(f"        if (q >= z0 + {r}) {{")
     for j in range(rows):
-        lines += [
-            f"            const real x_{j}_{_tag(d)} = __shfl_sync(0xffffffffu, w{r}_{j}, lane + {d});" for d in _lane_shifts(sweep, u)
-        ]
+        lines += [f"            const real x_{j}_{_tag(d)} = __shfl_sync(0xffffffffu, w{r}_{j}, lane + {d});"
+                  for d in _lane_shifts(sweep, u)]
     lines.append(f"            const long long o = c - {r} * s0;")
     for j in range(rows):
-        second = _pair_operand(
-            u, lambda f, j=j: f"f_{f}[o + {j} * s1]", lambda dx, j=j: f"x_{j}_{_tag(dx)}", lambda o, j=j: f"w{r + o[0]}_{_tag(j + o[1])}"
-        )
+        second = _pair_operand(u, lambda f, j=j: f"f_{f}[o + {j} * s1]", lambda dx, j=j: f"x_{j}_{_tag(dx)}",
+                               lambda o, j=j: f"w{r + o[0]}_{_tag(j + o[1])}")
         lines.append(f"            if (writer && y0 + {j} < n1) {out}[o + {j} * s1] = {_expression(sweep, dtype, second)};")
     lines.append("        }")
     lines += [f"        u{k}_{_tag(j)} = u{k + 1}_{_tag(j)};" for k in range(newest) for j in u_rows]
@@ -538,7 +530,9 @@ def tiled_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str) -> Kernel
     lines += [f"    const int b{a} = blockIdx.{axes[nd - 1 - a]} * {tile[a]};" for a in range(nd)]
     lines += [f"    const int i{a} = b{a} + t{a};" for a in range(nd)]
     lines += ["    " + s for s in _strides(nd)]
-    tid = " + ".join(f"t{a}" + "".join(f" * {tile[b]}" for b in range(a + 1, nd)) for a in range(nd))
+    tid = " + ".join(
+        f"t{a}" + "".join(f" * {tile[b]}" for b in range(a + 1, nd)) for a in range(nd)
+    )
     lines.append(f"    const int tid = {tid};")
     for f in staged:
         box, r = boxes[f], radii[f]
@@ -558,7 +552,9 @@ def tiled_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str) -> Kernel
         if star and nd > 1:
             outside = " + ".join(f"(a{a} < {r[a]} || a{a} >= {r[a] + tile[a]})" for a in range(nd))
             conds.append(f"({outside}) <= 1")
-        idx = " + ".join([f"((long long)j{a} + g) * s{a}" for a in range(nd - 1)] + [f"(j{nd - 1} + g)"])
+        idx = " + ".join(
+            [f"((long long)j{a} + g) * s{a}" for a in range(nd - 1)] + [f"(j{nd - 1} + g)"]
+        )
         lines.append(f"        if ({' && '.join(conds)}) s_{f}[t] = f_{f}[{idx}];")
         lines.append("    }")
     lines.append("    __syncthreads();")
@@ -599,6 +595,7 @@ def streaming_applicable(sweep: Sweep) -> str | None:
             if o[0] != 0 and any(o[1:]):
                 return f"streaming needs stencils whose axis-0 offsets lie on the column; offset {o} does not"
     return None
+
 
 
 @dataclass(frozen=True)
@@ -719,11 +716,8 @@ def _march_setup(nd: int, plane_tile, radii, boxes, star: bool) -> tuple[list[st
 def _halo_slot(f: str, m: int, threads: int, rects, place: list[str]) -> list[str]:
     """Halo slot m of field f: the cell (a, b) of the halo rectangles that thread tid copies, then
     `place`, which turns it into the slot's shared index, global offset and in-range flag."""
-    lines = [
-        f"    int sidx_{f}_{m} = 0; long long goff_{f}_{m} = 0; bool load_{f}_{m} = false;",
-        "    {",
-        f"        int h = tid + {m * threads}, a = 0, b = 0;",
-    ]
+    lines = [f"    int sidx_{f}_{m} = 0; long long goff_{f}_{m} = 0; bool load_{f}_{m} = false;", "    {",
+             f"        int h = tid + {m * threads}, a = 0, b = 0;"]
     kw, start = "if", 0
     for _, a0, al, bs, bl in rects:
         lines.append(f"        {kw} (h < {start + al * bl}) {{ const int k = h - {start}; a = {a0} + k / {bl}; b = {bs} + k % {bl}; }}")
@@ -816,9 +810,8 @@ def _prefetch(lay: _March, slots: dict, unroll: int, zs: str, ps: str, indent: s
         lines.append(f"{indent}if ({zs} + {k} < z1) {{")
         for f in lay.staged:
             lines.append(f"{indent}    if (lc_{f}) n_{f}_{k} = {ptr}_{f}[{ps} + col + {lay.radii[f][0] + k} * {s0}];")
-            lines += [
-                f"{indent}    if (load_{f}_{m}) h_{f}_{m}_{k} = {ptr}_{f}[{ps} + {k} * {s0} + goff_{f}_{m}];" for m in range(slots[f])
-            ]
+            lines += [f"{indent}    if (load_{f}_{m}) h_{f}_{m}_{k} = {ptr}_{f}[{ps} + {k} * {s0} + goff_{f}_{m}];"
+                      for m in range(slots[f])]
         lines += [f"{indent}    if (active) w_{f}_{k} = {ptr}_{f}[{ps} + col + {k} * {s0}];" for f in lay.points]
         lines.append(f"{indent}}}")
     return lines
@@ -895,7 +888,9 @@ def streaming_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str) -> Ke
     centre = {f: _in_box(radii[f][1:], boxes[f], (0,) * nd) for f in staged}
     lines += [f"    const bool lc_{f} = active || edge_{f};" for f in staged]
     lines += _march_head(lay, slots, unroll, "real", "0", "f", "s0", "z" if nd == 3 else "y", centre)
-    lines += _march_outputs(sweep, dtype, radii, unroll, "active", lambda f, o, k: f"s_{f}[st][{k}][{_in_box(radii[f][1:], boxes[f], o)}]")
+    lines += _march_outputs(
+        sweep, dtype, radii, unroll, "active", lambda f, o, k: f"s_{f}[st][{k}][{_in_box(radii[f][1:], boxes[f], o)}]"
+    )
     return _march_kernel(name, lines, "streaming", sweep, tile)
 
 
@@ -919,9 +914,8 @@ def code_signature(plan: Sweep | AxisOperator, dtype) -> str:
     """A digest of what every applicable strategy generates for the plan's structure (default
     tiles, every coefficient 1): a tuned winner is kept only while the code it was measured on is."""
     if isinstance(plan, Sweep):
-        unit = Sweep(
-            plan.out, tuple(Term(t.field, Stencil.from_dict({o: 1.0 for o, _ in t.stencil.entries}), t.factor) for t in plan.terms)
-        )
+        unit = Sweep(plan.out, tuple(Term(t.field, Stencil.from_dict({o: 1.0 for o, _ in t.stencil.entries}), t.factor)
+                                     for t in plan.terms))
         sources = [sweep_kernel(unit, s, dtype).source for s in applicable_strategies(unit, dtype)]
     else:
         sources = [operator_kernel(plan, s, dtype).source for s in applicable_strategies(plan, dtype)]
@@ -936,7 +930,8 @@ def applicable_strategies(plan: Sweep | AxisOperator, dtype) -> tuple[str, ...]:
         return tuple(s for s in OPERATOR_STRATEGIES if s != "rows_vec" or plan.axis == plan.ndim - 1)
     marching = streaming_applicable(plan) is None
     return tuple(
-        s for s in SWEEP_STRATEGIES if (s != "streaming_vec" or vector_width(plan, dtype)) and (marching or s not in MARCHING_STRATEGIES)
+        s for s in SWEEP_STRATEGIES
+        if (s != "streaming_vec" or vector_width(plan, dtype)) and (marching or s not in MARCHING_STRATEGIES)
     )
 
 
@@ -1018,9 +1013,8 @@ def streaming_vector_sweep(sweep: Sweep, dtype, tile: tuple[int, int, int], name
         for (f, row, cx), var in planes.items():
             lines.append(f"            const {vt} {var} = s_{f}[st][{k}][(ty + {row}) * {width[f]} + tx + {cx}];")
         lines += values
-        lines.append(
-            f"            if (active) v_{sweep.out}[p + col + {k} * s0v] = make_{vt}({', '.join(f'r{c}' for c in range(vector))});"
-        )
+        lanes_out = ", ".join(f"r{c}" for c in range(vector))
+        lines.append(f"            if (active) v_{sweep.out}[p + col + {k} * s0v] = make_{vt}({lanes_out});")
         lines.append("        }")
     lines += _queue_shift(radii, unroll) + ["    }", "}"]
     block = (tx, ty_cells, 1)
@@ -1085,15 +1079,7 @@ def pipelined_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str, ahead
     """
     lay = _march(sweep, tile)
     nd, chunk, plane_tile, radii, staged, points, star, threads, boxes = (
-        lay.nd,
-        lay.chunk,
-        lay.plane_tile,
-        lay.radii,
-        lay.staged,
-        lay.points,
-        lay.star,
-        lay.threads,
-        lay.boxes,
+        lay.nd, lay.chunk, lay.plane_tile, lay.radii, lay.staged, lay.points, lay.star, lay.threads, lay.boxes
     )
     itemsize = np.dtype(dtype).itemsize
     cells = {f: math.prod(boxes[f]) for f in staged}
@@ -1260,15 +1246,8 @@ def streaming_cached_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str
     docs/performance.md. Same tile convention as `streaming`.
     """
     lay = _march(sweep, tile)
-    nd, chunk, plane_tile, radii, staged, points, threads = (
-        lay.nd,
-        lay.chunk,
-        lay.plane_tile,
-        lay.radii,
-        lay.staged,
-        lay.points,
-        lay.threads,
-    )
+    nd, chunk, plane_tile, radii = lay.nd, lay.chunk, lay.plane_tile, lay.radii
+    staged, points, threads = lay.staged, lay.points, lay.threads
     unroll = lay.unroll
     min_blocks = max(1, 1024 // threads)  # at least 1024 resident threads: caps registers at 64
     lines = [
@@ -1382,7 +1361,9 @@ def _closure_chain(d: Derivative1D, pos: str, n: str, dtype, glob, fast: str, in
         lines.append(f"{indent}{kw} ({pos} == {k}) {out} = ({_weighted(row, dtype, glob)}) * {scale};")
         kw = "else if"
     for k, row in enumerate(d.right):
-        lines.append(f"{indent}{kw} ({pos} == {n} - {k + 1}) {out} = ({_weighted(row, dtype, glob)}) * {scale};")
+        lines.append(
+            f"{indent}{kw} ({pos} == {n} - {k + 1}) {out} = ({_weighted(row, dtype, glob)}) * {scale};"
+        )
         kw = "else if"
     lines.append(f"{indent}else {out} = ({fast}) * {scale};")
     return lines
@@ -1478,9 +1459,8 @@ def rows_operator(op: AxisOperator, dtype, tile: tuple[int, ...], name: str) -> 
             def glob(o, k=k):
                 return f"{u}[c{k} + ({o}){step}]"
 
-            lines += _closure_chain(
-                d, pos, "n1" if op.axis == 1 else "n0", dtype, glob, _weighted(d.interior, dtype, glob), "        ", f"o{m}_{k}"
-            )
+            n = "n1" if op.axis == 1 else "n0"
+            lines += _closure_chain(d, pos, n, dtype, glob, _weighted(d.interior, dtype, glob), "        ", f"o{m}_{k}")
         lines.append("    }")
     for k in range(rows):
         stores = " ".join(f"f_{d.out}[c{k}] = o{m}_{k};" for m, d in enumerate(op.outputs))
@@ -1543,9 +1523,8 @@ def rows_vector_operator(op: AxisOperator, dtype, tile: tuple[int, ...], name: s
                 def glob(o, j=j, k=k):
                     return f"{u}[c{k} + {j} + ({o})]"
 
-                lines += _closure_chain(
-                    d, f"i1 + {j}", "n1", dtype, glob, _weighted(d.interior, dtype, glob), "            ", f"o{m}_{k}_{j}"
-                )
+                fast = _weighted(d.interior, dtype, glob)
+                lines += _closure_chain(d, f"i1 + {j}", "n1", dtype, glob, fast, "            ", f"o{m}_{k}_{j}")
         lines += ["        }", "    }"]
     for k in range(rows):
         stores = " ".join(
