@@ -90,6 +90,12 @@ def print_interleaved(title: str, table: dict) -> None:
 
 def copy_bandwidth(nbytes: int = 2 << 30) -> dict:
     """Device-to-device memcpy and an elementwise copy; bytes read + written per second."""
+    out = _copy_rates(nbytes)  # its arrays are freed on return
+    cp.get_default_memory_pool().free_all_blocks()
+    return out
+
+
+def _copy_rates(nbytes: int) -> dict:
     src = cp.random.random(nbytes // 4, dtype=cp.float32)
     dst = cp.empty_like(src)
     stream = cp.cuda.get_current_stream()
@@ -100,10 +106,7 @@ def copy_bandwidth(nbytes: int = 2 << 30) -> dict:
     def elementwise():
         cp.copyto(dst, src)
 
-    out = {"memcpy_gbps": 2 * nbytes / timed(memcpy) / 1e9, "elementwise_gbps": 2 * nbytes / timed(elementwise) / 1e9}
-    del src, dst
-    cp.get_default_memory_pool().free_all_blocks()
-    return out
+    return {"memcpy_gbps": 2 * nbytes / timed(memcpy) / 1e9, "elementwise_gbps": 2 * nbytes / timed(elementwise) / 1e9}
 
 
 def sweep_case(name, small, shape, dtype, strategy, tile=None, **params) -> dict:
@@ -119,7 +122,7 @@ def sweep_case(name, small, shape, dtype, strategy, tile=None, **params) -> dict
         fields["vel"] *= 1e-4  # keeps repeated in-place wave updates finite
     seconds = timed(lambda: run(fields))
     ok = bool(cp.isfinite(fields[sweep.out]).all())
-    del fields
+    fields.clear()
     cp.get_default_memory_pool().free_all_blocks()
     bpc = sweep.bytes_per_cell(grid.dtype.itemsize)
     return record(name, shape, dtype, run, seconds, grid.cells, bpc, ok, params)
@@ -129,11 +132,11 @@ def operator_case(axis, orders, shape, dtype, strategy, tile=None) -> dict:
     op = deriv.operator(axis, 1.0 / (shape[axis] - 1), 2, orders)
     be = CudaBackend(strategy=strategy, tile=tile)
     run = be.axis_operator(op, np.dtype(dtype))
-    u = cp.random.uniform(-1, 1, shape, dtype=cp.float64).astype(dtype)
-    outs = [cp.empty_like(u) for _ in orders]
-    seconds = timed(lambda: run(u, *outs))
-    ok = all(bool(cp.isfinite(o).all()) for o in outs)
-    del u, outs
+    arrays = [cp.random.uniform(-1, 1, shape, dtype=cp.float64).astype(dtype)]
+    arrays += [cp.empty_like(arrays[0]) for _ in orders]
+    seconds = timed(lambda: run(*arrays))
+    ok = all(bool(cp.isfinite(o).all()) for o in arrays[1:])
+    arrays.clear()
     cp.get_default_memory_pool().free_all_blocks()
     cells = shape[0] * shape[1]
     name = f"derivatives axis={axis} d{''.join(map(str, orders))}"
@@ -212,7 +215,8 @@ def main() -> None:
     }
     with open(args.out, "w") as fh:
         json.dump(doc, fh, indent=1)
-    print(f"\ndevice {doc['device']}  copy bandwidth: memcpy {copy['memcpy_gbps']:.0f} GB/s, elementwise {copy['elementwise_gbps']:.0f} GB/s")
+    print(f"\ndevice {doc['device']}  copy bandwidth: memcpy {copy['memcpy_gbps']:.0f} GB/s, "
+          f"elementwise {copy['elementwise_gbps']:.0f} GB/s")
 
 
 if __name__ == "__main__":

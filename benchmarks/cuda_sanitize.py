@@ -17,8 +17,7 @@ import numpy as np
 from stencilforge import problems
 from stencilforge.backends.cuda import CudaBackend, codegen
 from stencilforge.grid import Grid
-from stencilforge.problems import derivatives as deriv
-from stencilforge.problems import poisson2d
+from stencilforge.problems import derivatives as deriv, poisson2d
 from stencilforge.stencil import Stencil
 
 

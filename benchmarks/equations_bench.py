@@ -9,6 +9,7 @@ problem (kernel compile, first step). Usage: python3 benchmarks/equations_bench.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import statistics
@@ -77,7 +78,9 @@ def peers(u, v):
     out = {}
 
     def cupy_step():
-        lap = lambda a: cp.roll(a, 1, 0) + cp.roll(a, -1, 0) + cp.roll(a, 1, 1) + cp.roll(a, -1, 1) - 4 * a
+        def lap(a):
+            return cp.roll(a, 1, 0) + cp.roll(a, -1, 0) + cp.roll(a, 1, 1) + cp.roll(a, -1, 1) - 4 * a
+
         uvv = u * v * v
         return u + P["dt"] * (P["Du"] * lap(u) - uvv + P["F"] * (1 - u)), v + P["dt"] * (P["Dv"] * lap(v) + uvv - (P["F"] + P["k"]) * v)
 
@@ -88,7 +91,9 @@ def peers(u, v):
         tu, tv = torch.as_tensor(u, device="cuda"), torch.as_tensor(v, device="cuda")
 
         def torch_step(a=tu, b=tv):
-            lap = lambda x: torch.roll(x, 1, 0) + torch.roll(x, -1, 0) + torch.roll(x, 1, 1) + torch.roll(x, -1, 1) - 4 * x
+            def lap(x):
+                return torch.roll(x, 1, 0) + torch.roll(x, -1, 0) + torch.roll(x, 1, 1) + torch.roll(x, -1, 1) - 4 * x
+
             uvv = a * b * b
             return a + P["dt"] * (P["Du"] * lap(a) - uvv + P["F"] * (1 - a)), b + P["dt"] * (P["Dv"] * lap(b) + uvv - (P["F"] + P["k"]) * b)
 
@@ -105,7 +110,9 @@ def peers(u, v):
 
         @jax.jit
         def jax_step(a, b):
-            lap = lambda x: jnp.roll(x, 1, 0) + jnp.roll(x, -1, 0) + jnp.roll(x, 1, 1) + jnp.roll(x, -1, 1) - 4 * x
+            def lap(x):
+                return jnp.roll(x, 1, 0) + jnp.roll(x, -1, 0) + jnp.roll(x, 1, 1) + jnp.roll(x, -1, 1) - 4 * x
+
             uvv = a * b * b
             return a + P["dt"] * (P["Du"] * lap(a) - uvv + P["F"] * (1 - a)), b + P["dt"] * (P["Dv"] * lap(b) + uvv - (P["F"] + P["k"]) * b)
 
@@ -181,11 +188,17 @@ def main():
                         level[sim.lattice.interior] = cp.nan
                     run(arrays, params, 0.0)
                     ok = bool(cp.isfinite(arrays["u_next"][sim.lattice.interior]).all())
-                    s = timed(lambda: run(arrays, params, 0.0))
+                    s = timed(functools.partial(run, arrays, params, 0.0))
                     key = f"block {block[0]}x{block[1]} rows {rows_per_thread} vector {vector} {'64' if wide else '32'}-bit"
                     variants[key] = {"ms": s * 1e3, "pct_copy": 100 * nbytes / s / 1e9 / ceiling, "all_written": ok}
     result["kernel_variants"] = variants
-    print("kernel variants (% of copy), best 8: " + ", ".join(f"{k}: {v['pct_copy']:.1f}{'' if v['all_written'] else ' UNWRITTEN'}" for k, v in sorted(variants.items(), key=lambda kv: -kv[1]["pct_copy"])[:8]))
+    print(
+        "kernel variants (% of copy), best 8: "
+        + ", ".join(
+            f"{k}: {v['pct_copy']:.1f}{'' if v['all_written'] else ' UNWRITTEN'}"
+            for k, v in sorted(variants.items(), key=lambda kv: -kv[1]["pct_copy"])[:8]
+        )
+    )
     heat = heat3d()
     hsim = sf.Simulation(heat, backend)
     hbytes = heat.analysis.bytes_per_cell() * 512**3
@@ -195,15 +208,18 @@ def main():
         for rows_per_thread in (2, 4):
             for vector in (1, 2):
                 for wide in (True, False):
-                    run = backend.equation_pass(hsim.passes[0][0], hsim.lattice, heat.constants, block=block,
-                                                rows=rows_per_thread, vector=vector, wide_index=wide)
-                    s = timed(lambda: run(harr, hsim.params, 0.0))
+                    run = backend.equation_pass(
+                        hsim.passes[0][0], hsim.lattice, heat.constants, block=block, rows=rows_per_thread, vector=vector, wide_index=wide
+                    )
+                    s = timed(functools.partial(run, harr, hsim.params, 0.0))
                     key = f"block {block[0]}x{block[1]} rows {rows_per_thread} vector {vector} {'64' if wide else '32'}-bit"
                     hvar[key] = {"ms": s * 1e3, "pct_copy": 100 * hbytes / s / 1e9 / ceiling}
     hstep = timed(lambda: hsim.step())
     result["heat3d_512_float32"] = {"kernel_variants": hvar, "step_pct_copy": 100 * hbytes / hstep / 1e9 / ceiling}
-    print("heat3d 512^3 float32 (IR, Dirichlet walls) step: %.1f%% of copy; kernel variants: " % result["heat3d_512_float32"]["step_pct_copy"]
-          + ", ".join(f"{k}: {v['pct_copy']:.1f}" for k, v in sorted(hvar.items(), key=lambda kv: -kv[1]["pct_copy"])[:6]))
+    print(
+        "heat3d 512^3 float32 (IR, Dirichlet walls) step: %.1f%% of copy; kernel variants: " % result["heat3d_512_float32"]["step_pct_copy"]
+        + ", ".join(f"{k}: {v['pct_copy']:.1f}" for k, v in sorted(hvar.items(), key=lambda kv: -kv[1]["pct_copy"])[:6])
+    )
     result.update(start_times())
     print(f"new problem, fresh process to first step: cold {result['cold_process_s']:.2f} s, warm {result['warm_process_s']:.2f} s")
     if args.out:

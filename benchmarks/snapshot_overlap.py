@@ -121,10 +121,10 @@ def main() -> None:
         step_s = base / args.steps
         report.update(baseline_s=base, step_ms=step_s * 1e3)
         for every in args.every:
-            def null_observer():
+            def null_observer(every=every):
                 return StreamingObserver(NullSink(), layout, regions, every, Ledger(), "snapshot", args.buffers)
 
-            def h5_observer():
+            def h5_observer(every=every):
                 sink = H5Sink(scratch / "overlap.h5", info, layout, every, setup.t0, setup.dt)
                 return StreamingObserver(sink, layout, regions, every, Ledger(), "snapshot", args.buffers)
 

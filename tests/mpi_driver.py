@@ -18,8 +18,8 @@ from stencilforge import problems
 from stencilforge.backends import Launch, get_backend
 from stencilforge.distributed import Decomposition, bind_device, fail_together, gather, run_decomposed, world
 from stencilforge.distributed.decomposition import _cut_area, _fits, factorizations
-from stencilforge.distributed.runner import minimum_extents
 from stencilforge.distributed.outputs import GlobalOutput
+from stencilforge.distributed.runner import minimum_extents
 from stencilforge.errors import OutputError, StencilforgeError
 from stencilforge.timeloop import LoopOptions, run
 
@@ -156,7 +156,8 @@ def fail_write(backend_name: str) -> None:
 
     output = GlobalOutput(FailingWriter() if comm.rank == 0 else None, 2, ("u",), False)
     try:
-        run_decomposed(problems.build("heat2d", shape=(16, 16)), get_backend(backend_name), LoopOptions(steps=50), comm=comm, outputs=[output])
+        setup = problems.build("heat2d", shape=(16, 16))
+        run_decomposed(setup, get_backend(backend_name), LoopOptions(steps=50), comm=comm, outputs=[output])
     except StencilforgeError as exc:
         say_error(f"error: rank {comm.rank}: {exc}")
         sys.exit(2)

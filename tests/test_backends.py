@@ -83,7 +83,8 @@ def test_seed_closures_are_the_seeds_formulas(rng):
 
 @pytest.mark.parametrize("name", problems.NAMES)
 def test_whole_runs_agree(name):
-    shape = {"poisson2d": (19, 23), "poisson3d": (9, 11, 7), "heat2d": (19, 23), "heat3d": (9, 11, 7), "wave3d": (17, 18, 19), "derivatives": (31, 37)}[name]
+    shape = {"poisson2d": (19, 23), "poisson3d": (9, 11, 7), "heat2d": (19, 23), "heat3d": (9, 11, 7), "wave3d": (17, 18, 19),
+             "derivatives": (31, 37)}[name]
     runs = [problems.build(name, shape=shape) for _ in range(2)]
     from stencilforge.timeloop import LoopOptions, run
 

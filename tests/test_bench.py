@@ -9,10 +9,19 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from stencilforge.backends.numpy_ref import NumpyBackend
 from stencilforge.bench.measure import MeasureOptions, wall_clock
 from stencilforge.bench.peers import PEERS, Peer, SlicingRunner, sweep_step
-from stencilforge.backends.numpy_ref import NumpyBackend
-from stencilforge.bench.suite import BackendRunner, BenchOptions, Impl, PairRunner, measure_impl, oracle_error, oracle_error_two_steps, run_bench
+from stencilforge.bench.suite import (
+    BackendRunner,
+    BenchOptions,
+    Impl,
+    PairRunner,
+    measure_impl,
+    oracle_error,
+    oracle_error_two_steps,
+    run_bench,
+)
 from stencilforge.bench.workloads import Workload, build_case
 from stencilforge.cli import app
 
@@ -130,7 +139,8 @@ def test_cli_rejects_bad_options_in_one_line():
 
 def test_quick_preset_runs_on_cpu(tmp_path):
     out = tmp_path / "quick.json"
-    result = CliRunner().invoke(app, ["bench", "--quick", "--backend", "numba", "--problems", "jacobi2d,derivatives-fused", "--json", str(out)])
+    args = ["bench", "--quick", "--backend", "numba", "--problems", "jacobi2d,derivatives-fused", "--json", str(out)]
+    result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     data = json.loads(out.read_text())
     assert {r["status"] for r in data["results"]} == {"ok"}
@@ -184,11 +194,13 @@ class TwoSweeps(NumpyBackend):
 def test_two_steps_per_pass_are_checked_against_the_oracle_twice_then_timed(name):
     case = build_case(Workload(name, (70, 90), "float64"))
     opts = BenchOptions((case.workload,), backend="numpy", measure=FAST)
-    ref_row, ref = measure_impl(case, Impl("stencilforge", "ours", "numpy", lambda c: BackendRunner(c, NumpyBackend())), None, opts, 1.0, "numpy")
+    ref_row, ref = measure_impl(case, Impl("stencilforge", "ours", "numpy", lambda c: BackendRunner(c, NumpyBackend())), None, opts, 1.0,
+                                "numpy")
     assert ref_row["status"] == "ok"
     good, _ = measure_impl(case, Impl("stencilforge", "ours", "fused", lambda c: PairRunner(c, TwoSweeps())), ref, opts, 1.0, "numpy")
     assert good["status"] == "ok" and good["check"]["reference_error"] == 0.0 and good["check"]["oracle_error"] < 1e-12
-    bad, _ = measure_impl(case, Impl("stencilforge", "ours", "fused", lambda c: PairRunner(c, TwoSweeps(broken=True))), ref, opts, 1.0, "numpy")
+    bad, _ = measure_impl(case, Impl("stencilforge", "ours", "fused", lambda c: PairRunner(c, TwoSweeps(broken=True))), ref, opts, 1.0,
+                          "numpy")
     assert bad["status"] == "wrong" and "median_ms" not in bad
 
 
@@ -204,7 +216,8 @@ def test_two_step_oracle_sees_a_single_bad_cell():
 
 def test_workloads_that_cannot_fuse_are_skipped():
     case = build_case(Workload("wave3d", (18, 19, 20), "float32"))
-    row, _ = measure_impl(case, Impl("stencilforge", "ours", "fused", lambda c: PairRunner(c, TwoSweeps())), None, BenchOptions((case.workload,), measure=FAST), 1.0, "numpy")
+    row, _ = measure_impl(case, Impl("stencilforge", "ours", "fused", lambda c: PairRunner(c, TwoSweeps())), None,
+                          BenchOptions((case.workload,), measure=FAST), 1.0, "numpy")
     assert row["status"] == "skipped" and "does not fuse two steps" in row["note"]
 
 
@@ -245,8 +258,9 @@ def test_bench_tables_fit_80_columns_without_wrapping_a_cell(report):
 
     from stencilforge.bench.report import heading, results_tables
 
-    widest = dict(report["results"][-1], impl="stencilforge", kind="ours", workload="derivatives-fused", label="derivatives-fused 10000x10000 float64",
-                  shape=[10000, 10000], dtype="float64", strategy="auto", resolved_strategy="streaming_vec", tile=[96, 8, 32],
+    widest = dict(report["results"][-1], impl="stencilforge", kind="ours", workload="derivatives-fused",
+                  label="derivatives-fused 10000x10000 float64", shape=[10000, 10000], dtype="float64", strategy="auto",
+                  resolved_strategy="streaming_vec", tile=[96, 8, 32],
                   median_ms=1234.567, teff_gbps=12345.6, pct_copy=174.3, time_vs_best_ours=123.45)
     skipped = dict(widest, status="skipped", note="this backend does not fuse two steps of this sweep")
     wide = dict(report, results=[*report["results"], widest, skipped])

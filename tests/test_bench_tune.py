@@ -8,14 +8,14 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from stencilforge.errors import StencilforgeError
-from stencilforge.backends import available, get_backend
 from stencilforge import tuning as cache
-from stencilforge.tuning import cached_choice, shape_class, store_choice
+from stencilforge.backends import available, get_backend
 from stencilforge.bench.measure import MeasureOptions
 from stencilforge.bench.tune import candidates, ranked, search
 from stencilforge.bench.workloads import Workload, build_case
 from stencilforge.cli import app
+from stencilforge.errors import StencilforgeError
+from stencilforge.tuning import cached_choice, shape_class, store_choice
 
 
 @pytest.fixture
@@ -91,14 +91,16 @@ def test_candidates_cover_every_strategy_with_legal_block_sizes(plans):
     from stencilforge.backends.cuda import codegen
 
     scalar = tuple(s for s in codegen.SWEEP_STRATEGIES if s != "streaming_vec")  # heat's x radius 1 takes no vector
-    cases = ((plans["heat2d"], scalar), (plans["heat3d"], scalar), (plans["wave3d"], codegen.SWEEP_STRATEGIES), (plans["fused"], codegen.OPERATOR_STRATEGIES))
+    cases = ((plans["heat2d"], scalar), (plans["heat3d"], scalar), (plans["wave3d"], codegen.SWEEP_STRATEGIES),
+             (plans["fused"], codegen.OPERATOR_STRATEGIES))
     for plan, expected in cases:
         defaults, others = candidates(plan)
         cands = defaults + others
         assert {s for s, _ in cands} == set(expected)
         for s, t in cands:  # the code generator accepts every candidate, or refuses a radius-8 pipelined ring too big
             try:
-                kernel = codegen.operator_kernel(plan, s, "float32", t) if s in codegen.OPERATOR_STRATEGIES and plan is plans["fused"] else codegen.sweep_kernel(plan, s, "float32", t)
+                build = codegen.operator_kernel if s in codegen.OPERATOR_STRATEGIES and plan is plans["fused"] else codegen.sweep_kernel
+                kernel = build(plan, s, "float32", t)
             except StencilforgeError as exc:
                 assert plan is plans["wave3d"] and s == "pipelined" and "shared memory" in str(exc), (s, t, exc)
                 continue
@@ -150,7 +152,8 @@ def test_candidates_put_every_default_first_then_the_tiles_of_one_strategy_after
 
 
 def test_ranked_puts_the_tiles_of_the_fastest_strategies_first():
-    rows = [{"status": "ok", "strategy": "auto", "resolved_strategy": "rows"}, {"status": "ok", "strategy": "naive", "resolved_strategy": None},
+    rows = [{"status": "ok", "strategy": "auto", "resolved_strategy": "rows"},
+            {"status": "ok", "strategy": "naive", "resolved_strategy": None},
             {"status": "wrong", "strategy": "tiled", "resolved_strategy": None}]
     trials = [("tiled", (1,)), ("naive", (1,)), ("pencil", (1,)), ("rows", (1,)), ("naive", (2,)), ("rows", (2,))]
     assert ranked(trials, rows) == [("rows", (1,)), ("rows", (2,)), ("naive", (1,)), ("naive", (2,)), ("tiled", (1,)), ("pencil", (1,))]
@@ -174,7 +177,8 @@ def test_search_asks_for_more_trials_once_the_first_have_run():
 
 def test_search_stops_when_the_budget_is_spent():
     case = build_case(Workload("heat2d", (24, 24), "float32"))
-    rows, exhausted = search(case, [("numpy", None)] * 3, lambda s, t: get_backend("numpy"), MeasureOptions(repeats=1, target_s=0.001, max_steps=1), "numpy", budget_s=0.0)
+    once = MeasureOptions(repeats=1, target_s=0.001, max_steps=1)
+    rows, exhausted = search(case, [("numpy", None)] * 3, lambda s, t: get_backend("numpy"), once, "numpy", budget_s=0.0)
     assert exhausted and len(rows) == 1
 
 

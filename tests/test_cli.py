@@ -107,7 +107,8 @@ def test_info_lists_backends():
 def test_console_entry_point_runs_a_job():
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
     done = subprocess.run(
-        [sys.executable, "-c", "from stencilforge.cli import main; main()", "run", "heat2d", "--shape", "12", "12", "--steps", "2", "--json"],
+        [sys.executable, "-c", "from stencilforge.cli import main; main()",
+         "run", "heat2d", "--shape", "12", "12", "--steps", "2", "--json"],
         capture_output=True, text=True, env=env, timeout=120,
     )
     assert done.returncode == 0, done.stderr

@@ -7,6 +7,7 @@ any problem x strategy x dtype x radius.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import numpy as np
@@ -17,8 +18,7 @@ from stencilforge.backends.cuda import choose, codegen, kernel_source
 from stencilforge.backends.cuda.compile import cache_key, cached_cubin, compile_cubin
 from stencilforge.errors import StencilforgeError
 from stencilforge.plan import AxisOperator, Sweep, Term
-from stencilforge.problems import derivatives as deriv
-from stencilforge.problems import poisson2d
+from stencilforge.problems import derivatives as deriv, poisson2d
 from stencilforge.stencil import Stencil
 
 ARCH = "sm_90"
@@ -143,32 +143,53 @@ def test_unknown_strategy_is_refused():
         kernel_source(problems.build("heat2d"), "warp")
 
 
-def test_auto_choice():
-    wave = problems.build("wave3d", shape=(17, 17, 17), radius=8)
-    assert choose(wave.sweep, (512, 512, 512), np.float32) == ("streaming_vec", (64, 8, 32))
-    r4 = problems.build("wave3d", shape=(17, 17, 17), radius=4)
-    assert choose(r4.sweep, (512, 512, 512), np.float32) == ("streaming_vec", (64, 4, 128))
-    assert choose(wave.sweep, (512, 512, 512), np.float64) == ("streaming_vec", (64, 16, 64))
-    odd = problems.build("wave3d", shape=(17, 17, 17), radius=3)
-    assert choose(odd.sweep, (512, 512, 512), np.float32)[0] == "streaming"
-    assert choose(problems.build("heat2d").sweep, (16384, 16384), np.float32) == ("pipelined", (64, 512))
-    assert choose(problems.build("heat2d").sweep, (16384, 16384), np.float64)[0] == "rows"
-    laplace = poisson2d.jacobi_sweep(Stencil.laplacian(2, 1, (0.1, 0.1)), with_rhs=False)  # no centre cell
-    assert choose(laplace, (16384, 16384), np.float32)[0] == "rows"
-    assert choose(problems.build("poisson2d").sweep, (16384, 16384), np.float32) == ("rows", (4, 512))
-    assert choose(problems.build("heat3d").sweep, (512, 512, 512), np.float32) == ("rows", (1, 4, 256))
-    d = problems.build("derivatives")
-    assert choose(d.operator, (10000, 10000), np.float64) == ("flat", (128,))
-    assert choose(problems.build("derivatives", axis=0).operator, (10000, 10000), np.float64)[0] == "naive"
+def _auto_choices():
+    """(id, dtype, plan, strategy, tile) that auto picks for every plan the CLI builds, a stencil without its
+    centre cell, a 3D radius-2 star and a 27-point box, on a small and a large interior in each dtype."""
     box = Stencil.from_dict({(i, j, k): 1.0 for i in (-1, 0, 1) for j in (-1, 0, 1) for k in (-1, 0, 1)})
-    assert choose(Sweep("o", (Term("u", box),)), (64, 64, 64), np.float32)[0] == "tiled"
+    plans = [(vid, setup.sweep) for vid, setup in _variants()] + _operators()
+    plans += [
+        ("laplace-no-centre", poisson2d.jacobi_sweep(Stencil.laplacian(2, 1, (0.1, 0.1)), with_rhs=False)),
+        ("heat3d-r2", heat3d_r2()),
+        ("box27", Sweep("o", (Term("u", box),))),
+    ]
+    shapes = {2: ((64, 96), (16384, 16384)), 3: ((24, 32, 40), (512, 512, 512))}
+    return [
+        (f"{vid}-{dt}-{'x'.join(map(str, shape))}", dt, plan, *choose(plan, shape, np.dtype(dt)))
+        for dt in DTYPES
+        for vid, plan in plans
+        for shape in shapes[plan.ndim]
+    ]
 
 
-def test_rows_vec_is_along_x_only_and_auto_takes_it_for_one_output():
+def _kernel(plan, strategy: str, dtype: str, tile):
+    build = codegen.operator_kernel if isinstance(plan, AxisOperator) else codegen.sweep_kernel
+    return build(plan, strategy, dtype, tile)
+
+
+def test_auto_picks_an_applicable_strategy_that_builds_with_its_tile():
+    for cid, dtype, plan, strategy, tile in _auto_choices():
+        assert strategy in codegen.applicable_strategies(plan, dtype), cid
+        assert _kernel(plan, strategy, dtype, tile).tile == tuple(tile), cid
+
+
+def test_auto_choices_compile_for_sm90(nvrtc):
+    for dtype in DTYPES:
+        kernels = {}
+        for _, dt, plan, strategy, tile in _auto_choices():
+            if dt == dtype:
+                k = _kernel(plan, strategy, dtype, tile)
+                name = f"sf_auto_{len(kernels)}"
+                kernels.setdefault(k.source, dataclasses.replace(k, name=name, source=k.source.replace(f" {k.name}(", f" {name}(")))
+        cubin = compile_cubin(codegen.module_source(list(kernels.values()), dtype, f"auto choices, {dtype}"), ARCH, "auto choices")
+        assert cubin[:4] == b"\x7fELF"
+
+
+def test_rows_vec_is_along_x_only():
     with pytest.raises(StencilforgeError, match="rows_vec applies to derivatives along x"):
         codegen.operator_kernel(deriv.operator(0, 0.01, 4, (1,)), "rows_vec", np.float64)
     d1 = deriv.operator(1, 0.01, 4, (1,))
-    assert choose(d1, (10000, 10000), np.float64) == ("rows_vec", (1, 256))
+    assert "rows_vec" in codegen.applicable_strategies(d1, np.float64)
     kernel = codegen.operator_kernel(d1, "rows_vec", np.float32)
     assert kernel.vector == 4 and kernel.cover == (1, 1024) and "make_float4(" in kernel.source
     assert codegen.operator_kernel(d1, "rows_vec", np.float64).vector == 2
@@ -223,7 +244,9 @@ def test_tile_validation(strategy, tile, match):
         codegen.sweep_kernel(sweep, strategy, np.float32, tile)
 
 
-@pytest.mark.parametrize("radius,dtype,width", [(8, "float32", 4), (6, "float32", 2), (4, "float64", 2), (2, "float32", 2), (3, "float32", 0)])
+@pytest.mark.parametrize(
+    "radius,dtype,width", [(8, "float32", 4), (6, "float32", 2), (4, "float64", 2), (2, "float32", 2), (3, "float32", 0)]
+)
 def test_vector_width_divides_the_x_radius(radius, dtype, width):
     """4 floats or 2 doubles (16 bytes) where the x radius allows, so halo chunks never straddle a vector."""
     wave = problems.build("wave3d", shape=(17, 17, 17), radius=radius).sweep

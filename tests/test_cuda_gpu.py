@@ -26,8 +26,7 @@ from stencilforge.backends.numpy_ref import NumpyBackend, evaluate_axis_operator
 from stencilforge.errors import StencilforgeError
 from stencilforge.grid import Grid, row_pitch
 from stencilforge.plan import AxisOperator, Derivative1D, Sweep, Term
-from stencilforge.problems import derivatives as deriv
-from stencilforge.problems import poisson2d
+from stencilforge.problems import derivatives as deriv, poisson2d
 from stencilforge.stencil import Stencil
 from stencilforge.timeloop import LoopOptions, run
 

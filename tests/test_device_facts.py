@@ -8,10 +8,10 @@ from types import SimpleNamespace
 import numpy as np
 
 from stencilforge import problems
-from stencilforge.problems import derivatives as deriv
 from stencilforge.backends.cuda import facts as facts_module
 from stencilforge.backends.cuda.facts import DeviceFacts, device_facts
 from stencilforge.backends.cuda.tune import FUSED_ROWS_VEC_GBPS_PER_SM, choose
+from stencilforge.problems import derivatives as deriv
 
 
 def fake_cupy(sms=132, driver=13000):

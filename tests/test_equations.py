@@ -6,14 +6,12 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 import stencilforge as sf
 from stencilforge.backends.numba_cpu import NumbaBackend
 from stencilforge.backends.numpy_ref import NumpyBackend
-from stencilforge.printers import cuda as cuda_printer
-from stencilforge.printers import numba as numba_printer
+from stencilforge.printers import cuda as cuda_printer, numba as numba_printer
 
 
 def gray_scott(shape=(64, 48), dtype="float64", F=0.04, k=0.06):
@@ -221,6 +219,8 @@ BAD = {
     "wrong index rank": lambda g, u, v: u[1],
     "unknown parameter": lambda g, u, v: sf.run(sf.Problem([sf.Eq(u.next, u)]), backend="numpy", params={"nu": 1.0}),
     "time-levelled field never advanced": lambda g, u, v: sf.Problem([sf.Eq(v, u)]),
+    "dt an expression": lambda g, u, v: sf.Problem([sf.Eq(u.next, u)], dt=0.5 * sf.Constant("tau", 0.1)),
+    "dt not positive": lambda g, u, v: sf.Problem([sf.Eq(u.next, u)], dt=0.0),
 }
 
 
@@ -522,8 +522,7 @@ def test_convergence_is_judged_on_refilled_walls():
 def test_a_setup_runs_twice_from_the_same_state():
     from stencilforge import problems
     from stencilforge.backends import get_backend
-    from stencilforge.timeloop import LoopOptions
-    from stencilforge.timeloop import run as run_loop
+    from stencilforge.timeloop import LoopOptions, run as run_loop
 
     setup = problems.build("heat2d", shape=(16, 16))
     for backend in ("numpy", "numba"):

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 import stencilforge as sf
 from stencilforge.backends.cuda import CudaBackend
@@ -26,7 +25,7 @@ CUDA = CudaBackend()
 def poisoned_run(problem, steps):
     """Steps on cuda with every not-yet-computed level NaN inside, so an unwritten cell shows."""
     sim = sf.Simulation(problem, CUDA)
-    for name, levels in sim.levels.items():
+    for levels in sim.levels.values():
         if len(levels) > 1:
             levels[-1][sim.lattice.interior] = cp.nan
     sim.step(steps)

@@ -72,7 +72,7 @@ def test_kill_9_at_random_moments_leaves_readable_files_and_resume_continues(tmp
     ckpt = tmp_path / "run.ckpt.h5"
     seen = []
     last = 0
-    for kill in range(3):
+    for _ in range(3):
         wait_for_progress(tmp_path / "run.h5", proc, last)
         time.sleep(rng.uniform(0.0, 0.3))
         assert steps_while_running(tmp_path / "run.h5")  # readable while the run goes on

@@ -89,7 +89,9 @@ def _fail_on_call(monkeypatch, targets, k, exc):
     """Make the function at every (module, name) of `targets` raise `exc` on their k-th call together (from 1)."""
     calls = []
     for module, name in targets:
-        def failing(*args, real=getattr(module, name), **kwargs):
+        real = getattr(module, name)
+
+        def failing(*args, real=real, **kwargs):
             calls.append(1)
             if len(calls) == k:
                 raise exc

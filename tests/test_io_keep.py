@@ -51,8 +51,8 @@ def test_the_last_step_is_written_when_it_is_not_a_multiple_of_the_interval():
 
 
 def test_a_converged_run_checkpoints_its_final_state():
-    res = ok("run", "poisson2d", "--method", "jacobi", "--shape", "16,16", "--backend", "numpy", "--tol", "1e-4", "--checkpoint-every", "100000",
-             "--checkpoint", "p.h5", "--json")
+    res = ok("run", "poisson2d", "--method", "jacobi", "--shape", "16,16", "--backend", "numpy", "--tol", "1e-4",
+             "--checkpoint-every", "100000", "--checkpoint", "p.h5", "--json")
     assert checkpoint_step("p.h5") == __import__("json").loads(res.stdout)["iterations"] > 0
 
 

@@ -19,7 +19,8 @@ CASES = {
 
 def _run(problem, shape, params, backend, steps, ckpt: Path, resume: Path | None = None):
     outputs = Outputs(checkpoint_every=50, checkpoint=ckpt, resume=resume).prepare(problem)
-    setup, start = outputs.setup(problem if resume is None else None, shape if resume is None else None, None, params if resume is None else {})
+    fresh = resume is None
+    setup, start = outputs.setup(problem if fresh else None, shape if fresh else None, None, params if fresh else {})
     result = outputs.run(setup, get_backend(backend), LoopOptions(steps=steps, start_step=start))
     return result
 

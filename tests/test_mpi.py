@@ -23,9 +23,7 @@ pytestmark = [pytest.mark.mpi, pytest.mark.skipif(MPIEXEC is None, reason="no mp
 
 sys.path.insert(0, str(Path(__file__).parent))
 from mpi_driver import CASES  # noqa: E402
-from mpi_equation_driver import CASES as EQUATION_CASES  # noqa: E402
-from mpi_equation_driver import run as run_case  # noqa: E402
-
+from mpi_equation_driver import CASES as EQUATION_CASES, run as run_case  # noqa: E402
 from stencilforge import problems  # noqa: E402
 from stencilforge.backends import get_backend  # noqa: E402
 from stencilforge.timeloop import LoopOptions, run  # noqa: E402
@@ -65,9 +63,9 @@ def reference():
         ("numpy", 3, "auto"),
         ("numpy", 4, "auto"),
         ("numpy", 4, "alt"),
-        ("numba", 1, "auto"),
-        ("numba", 2, "alt"),
-        ("numba", 4, "auto"),
+        pytest.param("numba", 1, "auto", marks=pytest.mark.slow),
+        pytest.param("numba", 2, "alt", marks=pytest.mark.slow),
+        pytest.param("numba", 4, "auto", marks=pytest.mark.slow),
         ("numba", 4, "alt"),
     ],
 )
@@ -244,8 +242,11 @@ def equation_reference():
     return get
 
 
-@pytest.mark.parametrize("backend,n", [("numpy", 1), ("numpy", 2), ("numpy", 3), ("numpy", 4), ("numba", 1), ("numba", 2),
-                                       ("numba", 3), ("numba", 4)])
+@pytest.mark.parametrize(
+    "backend,n",
+    [("numpy", 1), ("numpy", 2), ("numpy", 3), ("numpy", 4), ("numba", 2)]
+    + [pytest.param("numba", n, marks=pytest.mark.slow) for n in (1, 3, 4)],
+)
 def test_equation_problems_bitwise_equal_to_one_process(backend, n, equation_reference, tmp_path):
     """Gray-Scott (periodic), two passes with Dirichlet walls of x and t, a Neumann wall and a source, a lowered
     and a periodic lowered problem: every process grid of n ranks gives one process's fields, errors and residual

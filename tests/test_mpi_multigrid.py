@@ -16,9 +16,8 @@ import pytest
 pytest.importorskip("mpi4py")
 sys.path.insert(0, str(Path(__file__).parent))
 from mpi_poisson_driver import CASES, solve  # noqa: E402
-from test_mpi import MPIEXEC, error_lines, mpiexec  # noqa: E402
-
 from stencilforge import StencilforgeError, poisson  # noqa: E402
+from test_mpi import MPIEXEC, error_lines, mpiexec  # noqa: E402
 
 pytestmark = [pytest.mark.mpi, pytest.mark.skipif(MPIEXEC is None, reason="no mpiexec on PATH")]
 DRIVER = Path(__file__).with_name("mpi_poisson_driver.py")
@@ -33,7 +32,7 @@ def launch(backend: str, n: int, tmp_path) -> tuple[dict, dict]:
         return meta, {key: data[key] for key in meta}
 
 
-@pytest.mark.parametrize("backend", ["numpy", "numba"])
+@pytest.mark.parametrize("backend", ["numpy", pytest.param("numba", marks=pytest.mark.slow)])
 def test_solution_history_and_cycles_bitwise_equal_on_1_2_and_4_ranks(backend, tmp_path):
     one_meta, one_u = launch(backend, 1, tmp_path)
     assert sorted(key.split("@")[0] for key in one_meta) == sorted(label for label, *_ in CASES)

@@ -138,7 +138,7 @@ def test_one_fmg_cycle_reaches_the_discretisation_error(name, shape):
 
 def test_second_order_under_refinement_for_every_wall_and_variable_k():
     checks = list(multigrid_checks(get_backend("numba"), quick=False))
-    assert len(checks) == 4
+    assert {check.name.split(", ")[-1] for check in checks} == {"dirichlet", "neumann", "periodic", "variable k"}
     for check in checks:
         assert check.passed, (check.name, check.observed)
 

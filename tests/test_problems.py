@@ -10,6 +10,7 @@ from stencilforge.backends import get_backend
 from stencilforge.boundary import Dirichlet, Neumann, Periodic, all_faces, ghost_region
 from stencilforge.grid import Grid, pitched, row_pitch
 from stencilforge.plan import Sweep, Term
+from stencilforge.problems.wave3d import ricker
 from stencilforge.stencil import Stencil
 from stencilforge.timeloop import LoopOptions, run
 
@@ -193,9 +194,32 @@ def test_wave_velocity_models(tmp_path):
         problems.build("wave3d", shape=(17, 17, 17), velocity=str(tmp_path / "nan.npy"))
 
 
-def test_ricker_source_injects_energy():
-    result = solve("wave3d", shape=(20, 20, 20), radius=2, source=True, frequency=20.0, steps=30, backend="numba")
-    assert np.abs(result.fields["u"]).max() > 0
+def test_ricker_wavelet_is_the_second_derivative_of_a_gaussian_delayed_one_period():
+    """(1 - 2a) exp(-a) with a = (pi f (t - 1/f))^2: peak 1 at t = 1/f, symmetric about it, zero mean."""
+    f = 20.0
+    w = np.vectorize(ricker(f))
+    t = np.linspace(0.0, 2.0 / f, 4001)
+    a = (np.pi * f * (t - 1.0 / f)) ** 2
+    np.testing.assert_allclose(w(t), (1 - 2 * a) * np.exp(-a), rtol=1e-14, atol=1e-15)
+    assert w(1.0 / f) == 1.0 and np.all(w(t) <= 1.0)
+    np.testing.assert_allclose(w(t), w(t[::-1]), rtol=1e-9, atol=1e-12)
+    assert abs(w(t).sum()) < 1e-3 * np.abs(w(t)).sum()  # on a uniform grid: the integrals' ratio
+
+
+@pytest.mark.parametrize("backend", ["numpy", "numba"])
+def test_ricker_source_is_a_point_delta_of_the_wavelet_at_the_centre(backend):
+    """From rest, one leapfrog step leaves (c dt)^2 w(t0) / h^3 in the centre cell and nothing elsewhere:
+    the discrete u_tt = c^2 (laplacian u + w(t) delta(x - centre))."""
+    c, f = 1.5, 20.0
+    setup = problems.build("wave3d", shape=(20, 20, 20), radius=2, source=True, frequency=f, c=c, dtype="float64")
+    interior = setup.grid.interior
+    assert not setup.fields["u"][interior].any() and not setup.fields["u_prev"][interior].any()
+    result = run(setup, get_backend(backend), LoopOptions(steps=1))
+    u = np.asarray(result.fields["u"])
+    centre = tuple(n // 2 for n in setup.grid.shape)
+    assert [tuple(int(i) for i in cell) for cell in np.argwhere(u)] == [centre]
+    cell_volume = float(np.prod(setup.grid.spacing))
+    np.testing.assert_allclose(u[centre] * cell_volume, (c * setup.dt) ** 2 * ricker(f)(setup.t0), rtol=1e-12)
     assert "error" not in result.summary
 
 

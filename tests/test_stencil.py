@@ -3,8 +3,7 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from stencilforge import Stencil, StencilforgeError, apply
 from stencilforge.stencil import central_weights, fornberg_weights
@@ -72,16 +71,21 @@ stencils = st.integers(1, 3).flatmap(
 )
 
 
-@settings(max_examples=25, deadline=None)
-@given(weights=stencils, data=st.data())
-def test_apply_matches_explicit_loops(weights, data):
-    stencil = Stencil.from_dict(weights)
-    r = stencil.radius
-    shape = tuple(data.draw(st.integers(2 * r + 1, 2 * r + 7)) for _ in range(stencil.ndim))
-    u = np.random.default_rng(data.draw(st.integers(0, 2**31))).standard_normal(shape)
-    expected = naive_apply(stencil, u)
-    for backend in ("numpy", "numba"):
-        np.testing.assert_allclose(apply(stencil, u, backend=backend), expected, rtol=1e-12, atol=1e-12)
+# every numba example compiles a kernel for its stencil: a few by default, as many as numpy's with -m slow
+@pytest.mark.parametrize(
+    "backend,examples", [("numpy", 25), ("numba", 5), pytest.param("numba", 25, marks=pytest.mark.slow, id="numba-25")]
+)
+def test_apply_matches_explicit_loops(backend, examples):
+    @settings(max_examples=examples, deadline=None)
+    @given(weights=stencils, data=st.data())
+    def check(weights, data):
+        stencil = Stencil.from_dict(weights)
+        r = stencil.radius
+        shape = tuple(data.draw(st.integers(2 * r + 1, 2 * r + 7)) for _ in range(stencil.ndim))
+        u = np.random.default_rng(data.draw(st.integers(0, 2**31))).standard_normal(shape)
+        np.testing.assert_allclose(apply(stencil, u, backend=backend), naive_apply(stencil, u), rtol=1e-12, atol=1e-12)
+
+    check()
 
 
 def test_apply_rejects_bad_arrays():
@@ -96,7 +100,9 @@ def test_apply_rejects_bad_arrays():
 def test_apply_copies_non_contiguous_input(rng):
     u = rng.standard_normal((20, 30))
     view = u[::2, ::3]
-    np.testing.assert_allclose(apply(Stencil.five_point(), view, backend="numba"), apply(Stencil.five_point(), view.copy(), backend="numpy"))
+    np.testing.assert_allclose(
+        apply(Stencil.five_point(), view, backend="numba"), apply(Stencil.five_point(), view.copy(), backend="numpy")
+    )
 
 
 def test_apply_binds_its_kernel_once_per_stencil_and_shape(monkeypatch):
@@ -104,9 +110,8 @@ def test_apply_binds_its_kernel_once_per_stencil_and_shape(monkeypatch):
     import numpy as np
 
     import stencilforge as sf
-    from stencilforge.backends.numba_cpu import NumbaBackend
-
     from stencilforge import api
+    from stencilforge.backends.numba_cpu import NumbaBackend
 
     api._bound_sweep.cache_clear()
     built = []

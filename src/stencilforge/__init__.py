@@ -1,14 +1,14 @@
 """stencilforge: structured-grid finite-difference solvers at the memory-bandwidth limit."""
 
-from .api import PoissonResult, apply, derivatives, poisson, solve
+from .api import apply, derivatives, solve
 from .boundary import Dirichlet, Neumann, Periodic
 from .errors import StencilforgeError
 from .ir.nodes import Constant, Eq, Field, Grid, absolute, cos, exp, log, maximum, minimum, sin, sqrt, tanh, where
-from .ir.operators import apply_stencil as stencil
-from .ir.operators import d, div_grad, laplacian, laplacian9, upwind
+from .ir.operators import apply_stencil as stencil, d, div_grad, laplacian, laplacian9, upwind
 from .problem import Problem, Source
 from .runner import Result, run
 from .simulation import Simulation
+from .solvers import PoissonResult, poisson
 from .stencil import Stencil
 
 __version__ = "0.1.0"

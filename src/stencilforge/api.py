@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-
 from typing import Sequence
 
 import numpy as np
@@ -15,7 +14,6 @@ from .grid import Grid, parse_dtype
 from .interop import backend_for, like, native, to_module
 from .plan import Sweep, Term
 from .problems import derivatives as _derivatives
-from .solvers import PoissonResult, poisson
 from .stencil import Stencil
 from .timeloop import LoopOptions, Result, run
 

@@ -55,7 +55,8 @@ def _ghost_cells(grid: Grid, faces: Sequence[Face], pitch: int) -> tuple[np.ndar
     """
     g = grid.ghost
     done: set[Face] = set()
-    index, coords = [], [[] for _ in range(grid.ndim)]
+    index: list = []
+    coords: list[list] = [[] for _ in range(grid.ndim)]
     for axis, side in faces:
         ranges = []
         for b, n in enumerate(grid.shape):

@@ -22,7 +22,7 @@ from typing import Callable, Optional
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeRemainingColumn
+from rich.progress import BarColumn, Progress, TaskID, TaskProgressColumn, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
 from . import __version__, problems
@@ -87,13 +87,13 @@ def friendly(func: Callable) -> Callable:
             return func(*args, **kwargs)
         except StencilforgeError as exc:
             err.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
-            raise typer.Exit(2)
+            raise typer.Exit(2) from None
         except KeyboardInterrupt:
             err.print("interrupted", markup=False)
-            raise typer.Exit(130)
+            raise typer.Exit(130) from None
         except MemoryError:
             err.print("error: out of memory: the arrays of this run do not fit; use a smaller --shape", markup=False)
-            raise typer.Exit(2)
+            raise typer.Exit(2) from None
 
     return wrapper
 
@@ -111,7 +111,7 @@ def one_voice_under_mpi(func: Callable) -> Callable:
                 return func(*args, **kwargs)
         except StencilforgeError:
             if comm.rank != 0:
-                raise typer.Exit(2)
+                raise typer.Exit(2) from None
             raise
 
     return wrapper
@@ -125,7 +125,7 @@ class LazyProgress:
         self.delay_s = delay_s
         self.start = time.perf_counter()
         self.bar: Progress | None = None
-        self.task = None
+        self.task = TaskID(0)  # the bar's task, once the bar appears
 
     def __call__(self, done: int, total: int, residual: float | None) -> None:
         if done == 0:  # the loop starts stepping: set-up and compile time are not part of the rate
@@ -192,9 +192,11 @@ def _human_summary(s: dict) -> None:
     if "error" in s:
         table.add_row("error vs exact", f"max {s['error']['max_abs']:.3e}, rel L2 {s['error']['rel_l2']:.3e}")
     if "procs" in s:
-        table.add_row("mpi", f"{s['ranks']} ranks as {'x'.join(map(str, s['procs']))}, halo {s['halo']}{', overlapped' if s['overlap'] else ''}, slowest rank: comm {s['comm_s']:.3f} s, compute {s['compute_s']:.3f} s")
+        overlapped = ", overlapped" if s["overlap"] else ""
+        table.add_row("mpi", f"{s['ranks']} ranks as {'x'.join(map(str, s['procs']))}, halo {s['halo']}{overlapped}, "
+                             f"slowest rank: comm {s['comm_s']:.3f} s, compute {s['compute_s']:.3f} s")
     for kind, file in s.get("outputs", {}).items():
-        table.add_row(kind, file if isinstance(file, str) else f"{file['path']}  ({', '.join(f'{k} {v}' for k, v in file.items() if k != 'path')})")
+        table.add_row(kind, _output_cell(file))
     out.print(table)
 
 
@@ -210,6 +212,13 @@ def parse_settings(items: list[str] | None) -> dict[str, float]:
         if not sep or not name.strip():
             raise StencilforgeError(f"--set takes NAME=NUMBER, got {item!r}")
     return values
+
+
+def _output_cell(file: str | dict) -> str:
+    """A written file in the summary table: its path, then what the run reports of it (count, step)."""
+    if isinstance(file, str):
+        return file
+    return f"{file['path']}  ({', '.join(f'{k} {v}' for k, v in file.items() if k != 'path')})"
 
 
 def run_problem_file(path: str, shape, steps, tol, dtype, backend: str, settings: dict, check_every: int, as_json: bool,
@@ -237,7 +246,8 @@ def run_problem_file(path: str, shape, steps, tol, dtype, backend: str, settings
         print(json.dumps(s))
         return
     table = Table(title=f"{s['problem']} ({path})", show_header=False)
-    table.add_row("backend", f"{s['backend']}, {s['dtype']}, shape {'x'.join(map(str, s['shape']))}, {s['passes_per_step']} pass(es) per step")
+    dims = "x".join(map(str, s["shape"]))
+    table.add_row("backend", f"{s['backend']}, {s['dtype']}, shape {dims}, {s['passes_per_step']} pass(es) per step")
     table.add_row("parameters", ", ".join(f"{k}={v:g}" for k, v in s["params"].items()) or "none")
     if "procs" in s:
         table.add_row("mpi", f"{s['ranks']} ranks as {'x'.join(map(str, s['procs']))}")
@@ -250,7 +260,7 @@ def run_problem_file(path: str, shape, steps, tol, dtype, backend: str, settings
     for name, e in s["errors"].items():
         table.add_row(f"error of {name}", f"max {e:.3e} against the exact solution")
     for kind, file in s.get("outputs", {}).items():
-        table.add_row(kind, file if isinstance(file, str) else f"{file['path']}  ({', '.join(f'{k} {v}' for k, v in file.items() if k != 'path')})")
+        table.add_row(kind, _output_cell(file))
     out.print(table)
 
 
@@ -290,10 +300,13 @@ def _run_multigrid(problem: str, shape: str | None, dtype: str | None, backend: 
 def _multigrid_table(s: dict) -> None:
     table = Table(show_header=False, box=None, pad_edge=False)
     table.add_row("problem", f"{s['problem']}  {'x'.join(map(str, s['shape']))}  {s['dtype']}")
-    table.add_row("method", f"multigrid {s['cycle']}({s['pre']},{s['post']}) {s['smoother']}, FMG start, {len(s['levels'])} levels down to {'x'.join(map(str, s['levels'][-1]))}")
+    coarsest = "x".join(map(str, s["levels"][-1]))
+    table.add_row("method", f"multigrid {s['cycle']}({s['pre']},{s['post']}) {s['smoother']}, FMG start, "
+                            f"{len(s['levels'])} levels down to {coarsest}")
     table.add_row("backend", s["backend"])
     if "ranks" in s:
-        table.add_row("mpi", f"{s['ranks']} ranks as {'x'.join(map(str, s['procs']))}, {s['split_levels']} of {len(s['levels'])} levels split")
+        procs = "x".join(map(str, s["procs"]))
+        table.add_row("mpi", f"{s['ranks']} ranks as {procs}, {s['split_levels']} of {len(s['levels'])} levels split")
     state = "converged" if s["converged"] else "not converged"
     table.add_row("cycles", f"{s['cycles']}  ({state}, tol {s['tol']:g})")
     table.add_row("residual", f"{s['residual']:.3e}  per cycle: {' '.join(f'{x:.3f}' for x in s['factors'])}")
@@ -387,8 +400,12 @@ def _ending(summary: dict) -> tuple[int, str | None]:
 @friendly
 @one_voice_under_mpi
 def run(
-    problem: Optional[str] = typer.Argument(None, help=f"one of: {', '.join(problems.NAMES)}, or a problem file NAME.py defining build() (may be omitted with --resume)"),
-    settings: Optional[list[str]] = typer.Option(None, "--set", help="problem files: change a parameter (an sf.Constant), NAME=VALUE; repeatable"),
+    problem: Optional[str] = typer.Argument(
+        None, help=f"one of: {', '.join(problems.NAMES)}, or a problem file NAME.py defining build() (may be omitted with --resume)"
+    ),
+    settings: Optional[list[str]] = typer.Option(
+        None, "--set", help="problem files: change a parameter (an sf.Constant), NAME=VALUE; repeatable"
+    ),
     shape: Optional[str] = typer.Option(None, "--shape", help="interior points per axis, slowest first: --shape 512 512"),
     steps: Optional[int] = typer.Option(None, help="number of time steps (iterations for poisson2d); with --resume, steps more"),
     tol: Optional[float] = typer.Option(None, help="poisson2d: stop when ||f - A u|| / ||f|| < tol"),
@@ -404,22 +421,40 @@ def run(
     frequency: Optional[float] = typer.Option(None, help="wave3d: Ricker peak frequency"),
     axis: Optional[int] = typer.Option(None, help="derivatives: 0 (y) or 1 (x)"),
     accuracy: Optional[int] = typer.Option(None, help="derivatives: interior order 2 or 4"),
-    method: Optional[str] = typer.Option(None, "--method", help="poisson2d, poisson3d: multigrid (default; --steps caps its cycles) or jacobi"),
+    method: Optional[str] = typer.Option(
+        None, "--method", help="poisson2d, poisson3d: multigrid (default; --steps caps its cycles) or jacobi"
+    ),
     check_every: int = typer.Option(100, help="steps between NaN checks and residual evaluations"),
-    fuse_steps: bool = typer.Option(True, "--fuse-steps/--single-steps", help="cuda (auto strategy; 2D and 3D) and numba (2D): two steps per pass where no wall reads the field and nothing looks in between (poisson2d, heat2d, heat3d)"),
+    fuse_steps: bool = typer.Option(
+        True, "--fuse-steps/--single-steps",
+        help="cuda (auto strategy; 2D and 3D) and numba (2D): two steps per pass where no wall reads the field and nothing looks in "
+        "between (poisson2d, heat2d, heat3d)",
+    ),
     snapshot_every: Optional[int] = typer.Option(None, "--snapshot-every", help="save the field every K steps to --out"),
-    out_file: Optional[str] = typer.Option(None, "--out", help="snapshot file: .h5/.hdf5 (with an .xmf for ParaView) or .npz for small runs"),
+    out_file: Optional[str] = typer.Option(
+        None, "--out", help="snapshot file: .h5/.hdf5 (with an .xmf for ParaView) or .npz for small runs"
+    ),
     compression: str = typer.Option("none", help="HDF5 snapshot compression: none, gzip or lzf"),
     checkpoint_every: Optional[int] = typer.Option(None, "--checkpoint-every", help="write a restart checkpoint every K steps"),
     checkpoint: Optional[str] = typer.Option(None, help="checkpoint file (default: next to --out, else ./<problem>.ckpt.h5)"),
     resume: Optional[str] = typer.Option(None, help="continue from a checkpoint file, bit for bit"),
     png: Optional[str] = typer.Option(None, help="draw the final state to this .png"),
     procs: Optional[str] = typer.Option(None, "--procs", help="MPI process grid PX PY [PZ] (default under mpiexec: least halo surface)"),
-    halo: str = typer.Option("auto", "--halo", envvar="STENCILFORGE_HALO", help="MPI halo transport: auto, mpi (CUDA-aware), nccl, staged (pinned host) or host"),
-    overlap: Optional[bool] = typer.Option(None, "--overlap/--no-overlap", help="MPI on cuda: hide halo exchanges behind the interior (default: where the process grid allows)"),
-    overwrite: bool = typer.Option(False, "--overwrite", help="replace existing output files (default: refuse; a resumed series is appended to)"),
-    threads: Optional[int] = typer.Option(None, "--threads", help="numba: threads for this process (default: $NUMBA_NUM_THREADS, else its share of the cores it may run on)"),
-    stall_checks: int = typer.Option(20, "--stall-checks", help="--tol: stop when the residual reaches no new minimum in this many checks (0: never)"),
+    halo: str = typer.Option(
+        "auto", "--halo", envvar="STENCILFORGE_HALO", help="MPI halo transport: auto, mpi (CUDA-aware), nccl, staged (pinned host) or host"
+    ),
+    overlap: Optional[bool] = typer.Option(
+        None, "--overlap/--no-overlap", help="MPI on cuda: hide halo exchanges behind the interior (default: where the process grid allows)"
+    ),
+    overwrite: bool = typer.Option(
+        False, "--overwrite", help="replace existing output files (default: refuse; a resumed series is appended to)"
+    ),
+    threads: Optional[int] = typer.Option(
+        None, "--threads", help="numba: threads for this process (default: $NUMBA_NUM_THREADS, else its share of the cores it may run on)"
+    ),
+    stall_checks: int = typer.Option(
+        20, "--stall-checks", help="--tol: stop when the residual reaches no new minimum in this many checks (0: never)"
+    ),
     as_json: bool = typer.Option(False, "--json", help="print exactly one JSON object"),
 ) -> None:
     """Run a problem and report time, throughput and the error against its exact solution.
@@ -443,7 +478,7 @@ def run(
 
     mpi = procs is not None or launched()
     root = world_rank() == 0
-    if _multigrid_method(problem, method, resume):
+    if problem is not None and _multigrid_method(problem, method, resume):
         refused = [name for name, given in (("--snapshot-every", snapshot_every), ("--checkpoint-every", checkpoint_every),
                    ("--png", png), ("--strategy", strategy)) if given]
         if refused:
@@ -459,8 +494,10 @@ def run(
                   axis=axis, accuracy=accuracy)
     peers = node_peers(world()) if mpi else None
     resumed = outputs.resumed
+    name = problem or (resumed.problem if resumed else None)
+    assert name is not None, "prepare asks for a problem or --resume"
     check_host_memory(
-        problem or resumed.problem, parse_ints(shape, "--shape") or (resumed.shape if resumed else None),
+        name, parse_ints(shape, "--shape") or (resumed.shape if resumed else None),
         dtype or (resumed.dtype if resumed else None), {**(resumed.params if resumed else {}), **params},
         snapshots=snapshot_every is not None, checkpoints=outputs.checkpoint is not None, processes=len(peers) if peers else 1,
     )
@@ -489,12 +526,17 @@ def run(
             bar.close()
     if thread_total is not None:
         result.summary["threads"] = thread_total
-    status, line = _ending(result.summary)
+    _report(result.summary, as_json, root)
+
+
+def _report(summary: dict, as_json: bool, root: bool) -> None:
+    """Rank 0 prints the summary (and why the run ended early, if it did); every rank exits with its status."""
+    status, line = _ending(summary)
     if root:
         if as_json:
-            print(json.dumps(result.summary))
+            print(json.dumps(summary))
         else:
-            _human_summary(result.summary)
+            _human_summary(summary)
         if line is not None:
             err.print(line, markup=False, highlight=False, soft_wrap=True)
     if status:
@@ -504,7 +546,9 @@ def run(
 @app.command()
 @friendly
 def verify(
-    files: Optional[list[str]] = typer.Argument(None, help="problem files (NAME.py with build, ORDER, SHAPES, T_END) to check instead of the built-in suite"),
+    files: Optional[list[str]] = typer.Argument(
+        None, help="problem files (NAME.py with build, ORDER, SHAPES, T_END) to check instead of the built-in suite"
+    ),
     backend: str = typer.Option("auto", help="backend to verify"),
     quick: bool = typer.Option(False, help="fewer, smaller grids"),
 ) -> None:
@@ -555,7 +599,8 @@ def info() -> None:
         for i in range(cupy.cuda.runtime.getDeviceCount()):
             props = cupy.cuda.runtime.getDeviceProperties(i)
             name = device_name(props)
-            table.add_row(f"gpu {i}", f"{name}, {props['totalGlobalMem'] / 2**30:.1f} GiB, sm_{props['major']}{props['minor']}, {props['multiProcessorCount']} SMs")
+            memory = props["totalGlobalMem"] / 2**30
+            table.add_row(f"gpu {i}", f"{name}, {memory:.1f} GiB, sm_{props['major']}{props['minor']}, {props['multiProcessorCount']} SMs")
     except Exception as exc:  # any CuPy/driver failure just means "no GPU" here
         table.add_row("gpu", f"none ({type(exc).__name__})")
     out.print(table)
@@ -610,21 +655,32 @@ def animate(
 @app.command()
 @friendly
 def bench(
-    problems_: Optional[str] = typer.Option(None, "--problems", help="comma-separated workloads: poisson2d, jacobi2d, heat2d, heat3d, wave3d, derivatives, derivatives-fused, derivatives-y"),
-    size: Optional[list[str]] = typer.Option(None, "--size", help="NAME=SHAPE, or 2d=SHAPE / 3d=SHAPE for every workload of that dimension (repeatable)"),
+    problems_: Optional[str] = typer.Option(
+        None, "--problems",
+        help="comma-separated workloads: poisson2d, jacobi2d, heat2d, heat3d, wave3d, derivatives, derivatives-fused, derivatives-y",
+    ),
+    size: Optional[list[str]] = typer.Option(
+        None, "--size", help="NAME=SHAPE, or 2d=SHAPE / 3d=SHAPE for every workload of that dimension (repeatable)"
+    ),
     dtypes: Optional[str] = typer.Option(None, help="comma-separated dtypes to run each workload in (default: its own)"),
     backend: str = typer.Option("auto", help="our backend: auto, numpy, numba or cuda"),
-    strategies: Optional[str] = typer.Option(None, help="cuda: comma-separated strategies, auto, and fused (two steps per pass: 2D and 3D star sweeps of one field) (default: all of them)"),
+    strategies: Optional[str] = typer.Option(
+        None,
+        help="cuda: comma-separated strategies, auto, and fused (two steps per pass: 2D and 3D star sweeps of one field) (default: all of "
+        "them)",
+    ),
     peers: Optional[str] = typer.Option(None, help="comma-separated peers, or none (default: every peer for the device)"),
     quick: bool = typer.Option(False, help="smaller matrix, fewer repeats and peers: under a minute"),
     repeats: Optional[int] = typer.Option(None, help="timed repeats per implementation (default 5, quick 3)"),
-    json_path: Optional[str] = typer.Option(None, "--json", help="write the full report (device, versions, commit, every measurement) to FILE"),
+    json_path: Optional[str] = typer.Option(
+        None, "--json", help="write the full report (device, versions, commit, every measurement) to FILE"
+    ),
     plot: Optional[str] = typer.Option(None, help="write a roofline PNG to FILE"),
 ) -> None:
     """Our strategies against the peers and the copy bandwidth, measured in one run."""
     from .bench.options import bench_options
-    from .bench.suite import run_bench
     from .bench.report import heading, notes, results_tables, write_json
+    from .bench.suite import run_bench
 
     def progress(msg: str) -> None:
         err.print(f"[dim]{msg}[/]", highlight=False)
@@ -652,7 +708,9 @@ def bench(
 @app.command()
 @friendly
 def tune(
-    problem: str = typer.Argument(..., help="workload: poisson2d, jacobi2d, heat2d, heat3d, wave3d, derivatives, derivatives-fused, derivatives-y"),
+    problem: str = typer.Argument(
+        ..., help="workload: poisson2d, jacobi2d, heat2d, heat3d, wave3d, derivatives, derivatives-fused, derivatives-y"
+    ),
     shape: Optional[str] = typer.Option(None, "--shape", help="interior points per axis (default: the GPU bench size)"),
     dtype: Optional[str] = typer.Option(None, help="float32 or float64 (default: the workload's)"),
     budget: float = typer.Option(60.0, help="seconds to spend searching; the best so far wins"),
@@ -673,7 +731,8 @@ def tune(
     w = result.winner
     tile = "x".join(map(str, w["tile"])) if w.get("tile") else "default tile"
     action = "cached as" if store else "would be cached as"
-    out.print(f"winner: {w['resolved_strategy'] or w['strategy']} {tile}, {w['median_ms']:.3f} ms/step; {action} {result.key}", highlight=False)
+    strategy = w["resolved_strategy"] or w["strategy"]
+    out.print(f"winner: {strategy} {tile}, {w['median_ms']:.3f} ms/step; {action} {result.key}", highlight=False)
 
 
 def main() -> None:

@@ -16,8 +16,7 @@ from typing import Callable, Sequence
 from .errors import StencilforgeError
 from .problem import Problem
 from .runner import run
-from .verification import Check
-from .verification import observed_order as fit_slope
+from .verification import Check, observed_order as fit_slope
 
 
 def _steps(problem: Problem, t_end: float) -> int:

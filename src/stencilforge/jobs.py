@@ -20,12 +20,12 @@ import numpy as np
 
 from . import problems
 from .errors import StencilforgeError
-from .optional import require
 from .io.hdf5 import series_run_id
 from .io.meta import RunInfo, jsonable
 from .io.paths import SNAPSHOT_SUFFIXES, check_output, remove_stale_temps
 from .io.plots import IMAGE_SUFFIXES, View, plot_array
-from .io.snapshots import Ledger, OutputError, StreamingObserver, evolving_fields
+from .io.snapshots import Ledger, OutputError, Sink, StreamingObserver, evolving_fields
+from .optional import require
 from .timeloop import LoopOptions, Result, close_observers, run as run_loop, run_stepper
 
 CHECKPOINT_SUFFIXES = (".h5", ".hdf5")
@@ -33,13 +33,15 @@ CHECKPOINT_SUFFIXES = (".h5", ".hdf5")
 
 @dataclass(frozen=True)
 class Outputs:
+    """A run's file outputs: the paths as given (strings or Paths), which `prepare` checks and returns as Paths."""
+
     snapshot_every: int | None = None
-    out: Path | None = None
+    out: str | Path | None = None
     compression: str = "none"
     checkpoint_every: int | None = None
-    checkpoint: Path | None = None
-    resume: Path | None = None
-    png: Path | None = None
+    checkpoint: str | Path | None = None
+    resume: str | Path | None = None
+    png: str | Path | None = None
     buffers: int = 3
     command_line: str | None = None
     overwrite: bool = False
@@ -48,13 +50,8 @@ class Outputs:
     append: bool = False  # set by prepare: --out is the series being resumed
     resumed: RunInfo | None = None  # set by prepare: what the checkpoint resumed from records
 
-    def prepare(self, problem: str | None) -> "Outputs":
-        """Check option combinations and every output path; return the options with default paths filled in.
-
-        No existing file is replaced unless `overwrite`, except the series being
-        resumed: the checkpoint resumed from, and a snapshot file (with its .xmf)
-        written by the same run, which the resumed run appends to.
-        """
+    def _check_combinations(self, problem: str | None) -> None:
+        """Options that only make sense together, and counts that must be positive."""
         if problem is None and self.resume is None:
             raise StencilforgeError(f"give a problem ({', '.join(problems.NAMES)}) or --resume CHECKPOINT")
         for option, value in (("--snapshot-every", self.snapshot_every), ("--checkpoint-every", self.checkpoint_every)):
@@ -68,6 +65,15 @@ class Outputs:
             raise StencilforgeError("--checkpoint needs --checkpoint-every K (steps between checkpoints)")
         if self.buffers < 1:
             raise StencilforgeError(f"need at least one snapshot buffer, got {self.buffers}")
+
+    def prepare(self, problem: str | None) -> "Outputs":
+        """Check option combinations and every output path; return the options with default paths filled in.
+
+        No existing file is replaced unless `overwrite`, except the series being
+        resumed: the checkpoint resumed from, and a snapshot file (with its .xmf)
+        written by the same run, which the resumed run appends to.
+        """
+        self._check_combinations(problem)
         run_id, resume_step, resume, resumed = uuid.uuid4().hex, None, None, None
         if self.resume is not None:
             from .io.checkpoint import peek
@@ -112,6 +118,7 @@ class Outputs:
         """(setup, start_step): a fresh problem (its fields built with `xp` where it can), or the one
         stored in --resume with its state loaded."""
         if self.resume is None:
+            assert problem is not None, "prepare asks for a problem or --resume"
             return problems.build(problem, shape=shape, dtype=dtype, xp=xp, **params), 0
         setup, ckpt = resume_setup(self.resume, problem, shape, dtype, params)
         return setup, ckpt.step
@@ -120,7 +127,7 @@ class Outputs:
         """(kind, every, fields) of each output: snapshots hold the evolving fields' interiors (`evolving`,
         else the sweep's), checkpoints every field with its ghost layers. A resumed run without
         --checkpoint-every still checkpoints its final state (every None: the last step only)."""
-        reads = []
+        reads: list[tuple[str, int | None, tuple[str, ...]]] = []
         if self.snapshot_every is not None:
             reads.append(("snapshot", self.snapshot_every, evolving or evolving_fields(setup)))
         if self.checkpoint is not None:
@@ -130,7 +137,7 @@ class Outputs:
     def _observers(self, setup, backend_name: str, ledger: Ledger, evolving: tuple[str, ...] | None = None) -> list:
         """One observer per entry of `_reads`, in its order."""
         info = RunInfo.of(setup, backend_name, self.command_line, self.run_id)
-        observers = []
+        observers: list[StreamingObserver] = []
         try:
             for kind, every, names in self._reads(setup, evolving):
                 if kind == "checkpoint":
@@ -153,7 +160,7 @@ class Outputs:
         view = problems.Setup(name=problem.name, grid=sim.lattice, fields=sim.state(), dt=sim.dt,
                               default_steps=problem.default_steps, solution=problem.analysis.written[0],
                               params=dict(sim.params))
-        ledger = Ledger(checkpoint=(sim.step_count, self.resume) if self.resume is not None else None)
+        ledger = Ledger(checkpoint=(sim.step_count, Path(self.resume)) if self.resume is not None else None)
         observers = self._observers(view, sim.backend.name, ledger, problem.analysis.written)
         try:
             result = run_stepper(lambda: PassStepper(sim), sim.backend, replace(opts, observers=(*opts.observers, *observers)))
@@ -177,29 +184,33 @@ class Outputs:
         ckpt = checked_checkpoint(self.resume, setup.name, setup.grid.shape, setup.grid.dtype.name, dict(setup.params))
         return _with_state(setup, ckpt, self.resume), ckpt.step
 
-    def _snapshots(self, setup, info, names, every: int, ledger: Ledger) -> StreamingObserver:
+    def _snapshots(self, setup, info, names, every: int | None, ledger: Ledger) -> StreamingObserver:
         grid = setup.grid
         layout = {name: (grid.shape, grid.dtype) for name in names}
-        if self.out.suffix.lower() == ".npz":
+        assert self.out is not None, "prepare pairs --snapshot-every with --out"
+        out = Path(self.out)
+        sink: Sink
+        if out.suffix.lower() == ".npz":
             from .io.npz import NpzSink
 
-            sink = NpzSink(self.out, info, layout, every, setup.t0, setup.dt, self.resume_step if self.append else None)
+            sink = NpzSink(out, info, layout, every, setup.t0, setup.dt, self.resume_step if self.append else None)
         else:
             from .io.hdf5 import H5Sink
 
-            sink = H5Sink(self.out, info, layout, every, setup.t0, setup.dt, self.compression,
+            sink = H5Sink(out, info, layout, every, setup.t0, setup.dt, self.compression,
                           self.resume_step if self.append else None)
-        if sink.count:
+        if sink.count and sink.last_step is not None:
             ledger.record("snapshot", sink.last_step, sink)
         regions = {name: grid.interior for name in names}
         return StreamingObserver(sink, layout, regions, every, ledger, "snapshot", self.buffers)
 
-    def _checkpoints(self, setup, info, names, every: int, ledger: Ledger, snapshots=None) -> StreamingObserver:
+    def _checkpoints(self, setup, info, names, every: int | None, ledger: Ledger, snapshots=None) -> StreamingObserver:
         from .io.checkpoint import CheckpointSink
 
         layout = {name: (setup.fields[name].shape, setup.fields[name].dtype) for name in names}
         regions = {name: tuple(slice(None) for _ in setup.fields[name].shape) for name in names}
-        sink = CheckpointSink(self.checkpoint, info)
+        assert self.checkpoint is not None, "only a run with --checkpoint reads checkpoints"
+        sink = CheckpointSink(Path(self.checkpoint), info)
         return StreamingObserver(sink, layout, regions, every, ledger, "checkpoint", depth=1, after=snapshots)
 
     def run(self, setup, backend, opts: LoopOptions) -> Result:
@@ -240,16 +251,17 @@ class Outputs:
         return self._report(result, ledger) if root else result
 
     def _ledger(self, opts: LoopOptions) -> Ledger:
-        return Ledger(checkpoint=(opts.start_step, self.resume) if self.resume is not None else None)
+        return Ledger(checkpoint=(opts.start_step, Path(self.resume)) if self.resume is not None else None)
 
     def _report(self, result: Result, ledger: Ledger) -> Result:
         """The files written, in the run's summary."""
-        files = {}
+        files: dict[str, object] = {}
         if self.out is not None:
+            out = Path(self.out)
             count = ledger.snapshot[2] if ledger.snapshot else 0
-            files["snapshots"] = {"path": str(self.out), "count": count}
-            if count and self.out.suffix.lower() != ".npz":
-                files["xdmf"] = str(self.out.with_suffix(".xmf"))
+            files["snapshots"] = {"path": str(out), "count": count}
+            if count and out.suffix.lower() != ".npz":
+                files["xdmf"] = str(out.with_suffix(".xmf"))
         if ledger.checkpoint is not None:
             files["checkpoint"] = {"path": str(ledger.checkpoint[1]), "step": ledger.checkpoint[0]}
         if self.png is not None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -16,7 +16,7 @@ from .boundary import Dirichlet, Neumann, Periodic
 from .errors import StencilforgeError
 from .interop import module_of, native
 from .ir.analysis import Analysis, analyse, constants_of
-from .ir.nodes import Access, Constant, Expr, Field, as_expr, walk
+from .ir.nodes import Access, Constant, Expr, Field, Literal, as_expr, walk
 
 Boundary = Dirichlet | Neumann | Periodic
 
@@ -40,9 +40,10 @@ def _key(problem_fields: Mapping[str, Field], key, what: str) -> tuple[str, int]
         name, level = key.field.name, key.level
     elif isinstance(key, str):
         name, _, suffix = key.partition(".")
-        level = {"": 0, "prev": -1}.get(suffix)
-        if level is None:
+        named = {"": 0, "prev": -1}.get(suffix)
+        if named is None:
             raise StencilforgeError(f"{what} key {key!r}: use a field name or NAME.prev")
+        level = named
     else:
         raise StencilforgeError(f"{what} keys must be fields or field names, got {key!r}")
     if name not in problem_fields:
@@ -52,12 +53,26 @@ def _key(problem_fields: Mapping[str, Field], key, what: str) -> tuple[str, int]
     return name, level
 
 
-def _pure(expr: Expr, what: str) -> Expr:
+def _pure(expr: object, what: str) -> Expr:
+    """`expr` (an Expr or a number) as an Expr that reads no field."""
     expr = as_expr(expr)
     for n in walk(expr):
         if isinstance(n, Access):
             raise StencilforgeError(f"{what} may use coordinates, t and constants, not the field {n.label}")
     return expr
+
+
+def _conditions(name: str, cond, ndim: int) -> tuple[Boundary, ...]:
+    """One boundary condition for every axis, or one per axis."""
+    conds = tuple(cond) if isinstance(cond, (tuple, list)) else (cond,) * ndim
+    if len(conds) != ndim:
+        raise StencilforgeError(f"boundary of {name}: give one condition, or one per axis ({ndim})")
+    for c in conds:
+        if not isinstance(c, (Dirichlet, Neumann, Periodic)):
+            raise StencilforgeError(f"boundary of {name}: {c!r} is not sf.Dirichlet, sf.Neumann or sf.Periodic")
+        if isinstance(c, Dirichlet) and isinstance(c.value, Expr):
+            _pure(c.value, f"the Dirichlet value of {name}")
+    return conds
 
 
 def _value(value, what: str, shape: tuple[int, ...]):
@@ -113,27 +128,24 @@ class Problem:
         grid = self.analysis.grid
         fields = {f.name: f for f in self.analysis.fields}
         self.fields = fields
-        self.dt = dt if isinstance(dt, Constant) else as_expr(dt)
-        if not isinstance(self.dt, Constant) and not (self.dt.value > 0):
+        dt_expr = dt if isinstance(dt, Constant) else as_expr(dt)
+        if not isinstance(dt_expr, (Constant, Literal)):
+            raise StencilforgeError(f"dt must be a number or an sf.Constant, got {dt!r}")
+        self.dt: Constant | Literal = dt_expr
+        if isinstance(self.dt, Literal) and not (self.dt.value > 0):
             raise StencilforgeError(f"dt must be positive, got {self.dt.value}")
 
-        self.initial: dict[tuple[str, int], object] = {}
+        self.initial: dict[tuple[str, int], Any] = {}  # an Expr, or an array of initial values
         for key, value in (initial or {}).items():
             name_level = _key(fields, key, "initial value")
-            self.initial[name_level] = _value(value, f"initial value of {'.'.join([name_level[0]] + (['prev'] if name_level[1] < 0 else []))}", grid.shape)
+            self.initial[name_level] = _value(
+                value, f"initial value of {'.'.join([name_level[0]] + (['prev'] if name_level[1] < 0 else []))}", grid.shape
+            )
 
         self.boundary: dict[str, tuple[Boundary, ...]] = {}
         for key, cond in (boundary or {}).items():
-            name, level = _key(fields, key, "boundary condition")
-            conds = tuple(cond) if isinstance(cond, (tuple, list)) else (cond,) * grid.ndim
-            if len(conds) != grid.ndim:
-                raise StencilforgeError(f"boundary of {name}: give one condition, or one per axis ({grid.ndim})")
-            for c in conds:
-                if not isinstance(c, (Dirichlet, Neumann, Periodic)):
-                    raise StencilforgeError(f"boundary of {name}: {c!r} is not sf.Dirichlet, sf.Neumann or sf.Periodic")
-                if isinstance(c, Dirichlet) and isinstance(c.value, Expr):
-                    _pure(c.value, f"the Dirichlet value of {name}")
-            self.boundary[name] = conds
+            name, _ = _key(fields, key, "boundary condition")
+            self.boundary[name] = _conditions(name, cond, grid.ndim)
         halo = {s[0] for p in self.analysis.passes for s in p.halo}
         written = set(self.analysis.written)
         for name in sorted(halo):
@@ -155,7 +167,11 @@ class Problem:
             at = tuple(s.at) if isinstance(s.at, (tuple, list)) else (s.at,)
             if len(at) != grid.ndim or not all(isinstance(v, (int, float, np.integer, np.floating)) and math.isfinite(v) for v in at):
                 raise StencilforgeError(f"source on {s.field.name}: `at` needs {grid.ndim} finite coordinates, got {s.at!r}")
-            signal = s.signal if callable(s.signal) and not isinstance(s.signal, Expr) else _pure(s.signal, f"the signal of the source on {s.field.name}")
+            signal = (
+                s.signal
+                if callable(s.signal) and not isinstance(s.signal, Expr)
+                else _pure(s.signal, f"the signal of the source on {s.field.name}")
+            )
             checked.append(Source(s.field, at, signal))
         self.sources = tuple(checked)
         self.residual = None if residual is None else as_expr(residual)
@@ -163,7 +179,8 @@ class Problem:
 
         exprs = [eq.expr for eq in self.equations] + [v for v in self.initial.values() if isinstance(v, Expr)]
         exprs += list(self.exact.values()) + [s.signal for s in self.sources if isinstance(s.signal, Expr)]
-        exprs += [c.value for conds in self.boundary.values() for c in conds if isinstance(c, Dirichlet) and isinstance(c.value, Expr)]
+        walls = [c for conds in self.boundary.values() for c in conds if isinstance(c, Dirichlet)]
+        exprs += [c.value for c in walls if isinstance(c.value, Expr)]
         exprs += [self.dt] + [e for e in (self.residual, self.residual_scale) if e is not None]
         self.constants: tuple[Constant, ...] = constants_of(exprs)
 

@@ -108,9 +108,10 @@ def use_numba_threads(count: int) -> int:
     """Set Numba's thread count for this process; one line if it exceeds the pool Numba was started with."""
     import numba
 
-    if count > numba.config.NUMBA_NUM_THREADS:
+    pool = numba.config.NUMBA_NUM_THREADS
+    if count > pool:
         raise StencilforgeError(
-            f"--threads {count} is more than Numba's pool of {numba.config.NUMBA_NUM_THREADS} "
+            f"--threads {count} is more than Numba's pool of {pool} "
             "(set NUMBA_NUM_THREADS before starting to raise it)"
         )
     numba.set_num_threads(count)

@@ -22,8 +22,7 @@ from .interop import backend_for
 from .problem import Problem
 from .problems.base import lowered, lowers
 from .simulation import PassStepper, Simulation
-from .timeloop import LoopOptions, run_stepper
-from .timeloop import run as run_loop
+from .timeloop import LoopOptions, run as run_loop, run_stepper
 
 
 @dataclass
@@ -129,12 +128,13 @@ def _run_lowered(problem, engine, steps, tol, params, check_every, progress, out
 def _run_generated(problem, engine, total, tol, params, check_every, progress, outputs, comm, procs) -> Result:
     """The generated passes in the time loop: the same checks, observers and summary as a sweep."""
     start = time.perf_counter()
+    decomposed = None
     if comm is None:
         sim = Simulation(problem, engine, params)
     else:
         from .distributed.equations import DecomposedSimulation
 
-        sim = DecomposedSimulation(problem, engine, params, comm, procs)
+        sim = decomposed = DecomposedSimulation(problem, engine, params, comm, procs)
     setup_s = time.perf_counter() - start
     opts = LoopOptions(steps=total, tol=tol, check_every=check_every, progress=progress)
     if outputs is not None:
@@ -142,7 +142,7 @@ def _run_generated(problem, engine, total, tol, params, check_every, progress, o
     else:
         result = run_stepper(lambda: PassStepper(sim), engine, opts)
     result.summary["setup_s"] = setup_s
-    if comm is not None:
-        result.summary.update(procs=list(sim.decomp.dims), ranks=sim.decomp.nprocs)
-        return Result(sim.gathered(), result.summary)
+    if decomposed is not None:
+        result.summary.update(procs=list(decomposed.decomp.dims), ranks=decomposed.decomp.nprocs)
+        return Result(decomposed.gathered(), result.summary)
     return Result(result.fields, result.summary)

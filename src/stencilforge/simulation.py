@@ -10,7 +10,7 @@ the device and no full-size host array is built.
 from __future__ import annotations
 
 import math
-from typing import Callable, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
@@ -19,8 +19,8 @@ from .errors import StencilforgeError
 from .grid import Grid as Lattice
 from .interop import to_module
 from .ir.analysis import slot_name
-from .metrics import throughput
 from .ir.nodes import Constant, Expr
+from .metrics import throughput
 from .printers.numpy import coordinates, evaluate, float64_coordinates, source_signal, wall_values
 from .problem import Problem
 
@@ -114,7 +114,9 @@ class Simulation:
         g = lat.ghost
         for axis, cond in enumerate(conds):
             if g > lat.shape[axis]:
-                raise StencilforgeError(f"a {type(cond).__name__.lower()} wall along axis {axis} needs at least {g} points, the grid has {lat.shape[axis]}")
+                raise StencilforgeError(
+                    f"a {type(cond).__name__.lower()} wall along axis {axis} needs at least {g} points, the grid has {lat.shape[axis]}"
+                )
         idx = np.indices(lat.padded_shape).reshape(lat.ndim, -1)
         ghost = np.zeros(idx.shape[1], dtype=bool)
         src = idx.copy()
@@ -151,14 +153,17 @@ class Simulation:
             if not static:
                 fill(arr, t)
 
-    def _slot(self, slot) -> object:
+    def _slot(self, slot) -> Any:
         name, level = slot
         levels = self.levels[name]
         return levels[level + 1] if len(levels) == 3 else levels[level] if len(levels) == 2 else levels[0]
 
     def arrays(self) -> dict:
-        return {slot_name((name, lv)): self._slot((name, lv)) for name, levels in self.levels.items()
-                for lv in ((-1, 0, 1) if len(levels) == 3 else (0, 1) if len(levels) == 2 else (0,))}
+        return {
+            slot_name((name, lv)): self._slot((name, lv))
+            for name, levels in self.levels.items()
+            for lv in ((-1, 0, 1) if len(levels) == 3 else (0, 1) if len(levels) == 2 else (0,))
+        }
 
     def step(self, count: int = 1) -> None:
         for _ in range(count):
@@ -172,7 +177,7 @@ class Simulation:
             for key, group in together.items():
                 self.backend.copy_cells(group, *self._gathers[key])
             arrays = self.arrays()
-            done = set()
+            done: set[tuple[str, int]] = set()
             for p, run in self.passes:
                 for name, level in p.halo:
                     if (name, level) in done:
@@ -280,7 +285,8 @@ class PassStepper:
         problem = sim.problem
         self.sim, self.backend = sim, sim.backend
         self.name, self.first, self.decomposed = problem.name, sim.step_count, sim.decomposed
-        self.default_steps, self.default_tol = problem.default_steps, None
+        self.default_steps = problem.default_steps
+        self.default_tol: float | None = None
         self.has_residual = problem.residual is not None
 
     def compile(self) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from .errors import StencilforgeError
 
@@ -72,7 +72,8 @@ class Stencil:
                 raise StencilforgeError(f"stencil coefficient at {o} is not finite")
 
     @classmethod
-    def from_dict(cls, weights: Mapping[Sequence[int], Fraction | float]) -> "Stencil":
+    def from_dict(cls, weights: Mapping[Any, Fraction | float]) -> "Stencil":
+        """From {offset: weight}, an offset being any sequence of integers; repeated offsets add up."""
         merged: dict[Offset, Fraction | float] = {}
         for o, c in weights.items():
             key = tuple(int(i) for i in o)

@@ -14,10 +14,10 @@ from typing import Callable, Protocol
 
 import numpy as np
 
+from .backends.base import Launch
 from .errors import StencilforgeError
 from .grid import row_pitch
 from .metrics import error_norms, throughput
-from .backends.base import Launch
 from .problems import Setup
 
 log = logging.getLogger(__name__)
@@ -166,6 +166,8 @@ class SweepStepper:
     in the backend's layout: ghosted fields for sweeps, dense arrays for operators.
     """
 
+    step: Launch  # built by compile()
+
     def __init__(self, setup: Setup, backend, opts: LoopOptions):
         self.setup, self.backend, self.opts = setup, backend, opts
         self.name, self.first = setup.name, opts.start_step
@@ -193,7 +195,8 @@ class SweepStepper:
         self.partner = dict(zip(setup.swap, reversed(setup.swap))) if setup.swap is not None else {}
         self.after_pair = False
         self.fused = 0
-        self.step = self.pair = self.residual_fn = None
+        self.pair: Launch | None = None
+        self.residual_fn: Callable | None = None
 
     def time_at(self, n: int) -> float:
         return self.setup.t0 + n * self.setup.dt
@@ -203,8 +206,10 @@ class SweepStepper:
         if setup.sweep is not None:
             self.step = backend.sweep(setup.sweep, setup.grid)
         else:
-            apply = backend.axis_operator(setup.operator, setup.grid.dtype, setup.grid.shape)
-            names = [setup.operator.inp] + [d.out for d in setup.operator.outputs]
+            op = setup.operator
+            assert op is not None, "a setup has a sweep or an axis operator"
+            apply = backend.axis_operator(op, setup.grid.dtype, setup.grid.shape)
+            names = [op.inp] + [d.out for d in op.outputs]
             self.step = Launch(lambda f: apply(*(f[n] for n in names)), apply.strategy, apply.tile)
         self.pair = self._pair()
         self.residual_fn = backend.sum_squares(setup.residual, setup.grid) if setup.residual is not None else None
@@ -250,7 +255,8 @@ class SweepStepper:
 
     def advance(self, n: int, two: bool) -> int:
         fields, setup = self._fields, self.setup
-        fuse = self.pair is not None and two
+        pair = self.pair if two else None
+        fuse = pair is not None
         t = self.time_at(n)
         for name, fill in self.dynamic:
             fill(fields[name], t)
@@ -259,8 +265,8 @@ class SweepStepper:
             elif self.after_pair:  # the buffer this step writes: single steps would have left step n - 1's walls in it
                 fill(fields[self.partner[name]], self.time_at(n - 1))
         self.after_pair = fuse
-        if fuse:
-            self.pair(fields)
+        if pair is not None:
+            pair(fields)
             self.fused += 2
         else:
             self.step(fields)
@@ -288,6 +294,7 @@ class SweepStepper:
         ghosts hold the previous iterate's images until the next step fills them."""
         for name, fill in self.readers:
             fill(self._fields[name], self.time_at(n))
+        assert self.residual_fn is not None, "only a setup with a residual is asked for it"
         return math.sqrt(self.residual_fn(self._fields)) / self.setup.rhs_norm
 
     def fields(self) -> dict:
@@ -310,13 +317,13 @@ class SweepStepper:
         if self.pair is not None:
             out["fused_steps"] = self.fused
         if setup.exact is not None:
-            out["error"] = self._error(n)
+            out["error"] = self._error(n, setup.exact)
         return out
 
-    def _error(self, n: int) -> dict:
+    def _error(self, n: int, exact_at: Callable[[float], dict]) -> dict:
         backend, domain = self.backend, self.domain
         final = self.fields()
-        exact = self.setup.exact(self.time_at(n))
+        exact = exact_at(self.time_at(n))
         if domain is not None:
             per_field = {name: domain.error_norms(backend.to_host(final[name]), ref) for name, ref in exact.items()}
         else:  # reduced where the exact solution was evaluated: on the device for problems built there
@@ -381,7 +388,7 @@ class Monitor:
         for obs in opts.observers:
             if obs.every and n % obs.every == 0:
                 obs(n, stepper.time_at(n), stepper.state(), stepper.backend)
-        if self.residual_at == n and self.residual < opts.tol:
+        if self.residual_at == n and self.residual is not None and opts.tol is not None and self.residual < opts.tol:
             return "converged"
         if self.residual_at == n and self.recent and len(self.recent) == opts.stall_checks and not min(self.recent) < self.best_before:
             return "stalled"
@@ -403,7 +410,7 @@ class Monitor:
         if stepper.has_residual:
             if self.residual_at != n:
                 self.residual = stepper.residual(n)
-            converged = bool(opts.tol is not None and self.residual < opts.tol)
+            converged = bool(opts.tol is not None and self.residual is not None and self.residual < opts.tol)
         if opts.progress is not None:
             opts.progress(n - self.first, self.steps, self.residual)
         for obs in opts.observers:
@@ -428,7 +435,7 @@ def summarize(stepper: Stepper, backend, opts: LoopOptions, monitor: Monitor, n:
         "stop": stop,
     }
     if stop == "signal":
-        summary["signal"] = opts.stop.signum
+        summary["signal"] = opts.stop.signum if opts.stop is not None else None
     if kernel_s is not None:
         summary["kernel_s"] = kernel_s
     if stepper.has_residual:

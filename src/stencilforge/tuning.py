@@ -34,6 +34,7 @@ def shape_class(shape) -> str:
 
 def plan_signature(plan: Sweep | AxisOperator) -> str:
     """A readable prefix plus a hash of the plan's structure (no coefficient values)."""
+    structure: tuple
     if isinstance(plan, Sweep):
         structure = (plan.ndim, plan.out, tuple((t.field, t.factor, tuple(sorted(o for o, _ in t.stencil.entries))) for t in plan.terms))
         points = sum(len(t.stencil.entries) for t in plan.terms)

@@ -60,13 +60,14 @@ def _star_error(backend, radius: int, n: int, field: str) -> float:
 
 
 def star_checks(backend, quick: bool):
-    grids = {"poly": (10, 12, 14), "trig": {1: (32, 64, 128), 2: (32, 48, 64), 4: (40, 48, 56)}}
+    poly = (10, 12, 14)
+    trig = {1: (32, 64, 128), 2: (32, 48, 64), 4: (40, 48, 56)}
     for r in (1, 2, 4, 8):
-        ns = grids["poly"]
+        ns = poly
         errs = [_star_error(backend, r, n, "poly") for n in ns]
         yield Check(f"star laplacian r={r}, polynomial", 2 * r, observed_order([1 / n for n in ns], errs), tuple(errs))
     for r in (1, 2) if quick else (1, 2, 4):
-        ns = grids["trig"][r]
+        ns = trig[r]
         errs = [_star_error(backend, r, n, "trig") for n in ns]
         yield Check(f"star laplacian r={r}, sin(4 pi x)", 2 * r, observed_order([1 / n for n in ns], errs), tuple(errs))
 
@@ -133,7 +134,12 @@ def _manufactured(case: str):
     if case == "neumann":  # zero flux through walls half a cell outside the first and last nodes
         return "neumann", lambda x, y: np.cos(pi * x) * np.cos(pi * y), lambda x, y: -2 * pi * pi * np.cos(pi * x) * np.cos(pi * y), None
     if case == "periodic":
-        return "periodic", lambda x, y: np.sin(2 * pi * x) * np.cos(2 * pi * y), lambda x, y: -8 * pi * pi * np.sin(2 * pi * x) * np.cos(2 * pi * y), None
+        return (
+            "periodic",
+            lambda x, y: np.sin(2 * pi * x) * np.cos(2 * pi * y),
+            lambda x, y: -8 * pi * pi * np.sin(2 * pi * x) * np.cos(2 * pi * y),
+            None,
+        )
 
     def k(x, y):
         return 1 + 0.5 * np.sin(2 * x + y)

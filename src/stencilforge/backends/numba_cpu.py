@@ -96,7 +96,8 @@ def _row_loops(sweep: Sweep, cnames: list[str], views: dict) -> tuple[list[str],
     it = iter(cnames)
     centre = (0,) * sweep.ndim
     loops: list[str] = []
-    pending, pending_reads = None, set()
+    pending: str | None = None
+    pending_reads: set[str] = set()
     budget = FUSED_VIEW_LIMIT
 
     def store() -> None:
@@ -132,6 +133,7 @@ def _row_loops(sweep: Sweep, cnames: list[str], views: dict) -> tuple[list[str],
         if factor is not None:
             body, reads = f"({body}) * {factor}[j]", reads | {factor}
         add(f"({body})", reads)
+    assert pending is not None, "a sweep has at least one term"
     return loops, pending
 
 
@@ -375,6 +377,7 @@ def load_kernel(source: str) -> Callable:
     if module is None:
         log.info("numba kernel %s: %s", path.stem, "from the kernel cache" if cached else "new, compiled on first call")
         spec = importlib.util.spec_from_file_location(name, path)
+        assert spec is not None and spec.loader is not None, f"{path} is a Python source file"
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
         sys.modules[name] = module

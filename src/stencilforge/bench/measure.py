@@ -12,6 +12,7 @@ stream it runs on, CPU work with perf_counter.
 from __future__ import annotations
 
 import datetime
+import functools
 import importlib.metadata
 import importlib.util
 import os
@@ -32,7 +33,8 @@ Clock = Callable[[Callable[[int], None], Callable[[], None], int], float]
 
 
 class Runner(Protocol):
-    clock: Clock
+    @property
+    def clock(self) -> Clock: ...
 
     def run(self, steps: int) -> None: ...
 
@@ -114,7 +116,7 @@ def time_runner(runner: Runner, opts: MeasureOptions) -> Timing:
 class _FnRunner:
     """Adapts a plain `fn()` doing one unit of work (a copy, an FMA loop) to the Runner protocol."""
 
-    fn: Callable[[], None]
+    fn: Callable[[], object]
     sync: Callable[[], None]
     clock: Clock
 
@@ -173,7 +175,7 @@ def gpu_copy_bandwidth(nbytes: int, opts: MeasureOptions) -> dict:
 
     rates, traffic = _gpu_copy_rates(nbytes, opts)
     cupy.get_default_memory_pool().free_all_blocks()
-    best = max(rates, key=rates.get)
+    best = max(rates, key=lambda method: rates[method])
     return {"gbps": rates[best], "method": best, "bytes": traffic, "all_gbps": rates}
 
 
@@ -187,7 +189,8 @@ def gpu_peak_gflops(dtype: str, opts: MeasureOptions) -> float:
     blocks, threads, iters = sms * 16, 256, 4096
     out = cupy.empty(blocks * threads, dtype=dtype)
     a, b = np.dtype(dtype).type(0.999), np.dtype(dtype).type(1e-3)
-    runner = _FnRunner(lambda: kernel((blocks,), (threads,), (out, np.int32(iters), a, b)), cupy.cuda.Device().synchronize, cupy_event_clock)
+    launch = functools.partial(kernel, (blocks,), (threads,), (out, np.int32(iters), a, b))
+    runner = _FnRunner(launch, cupy.cuda.Device().synchronize, cupy_event_clock)
     t = time_runner(runner, opts)
     return 2 * 8 * iters * blocks * threads / t.median / 1e9
 
@@ -232,8 +235,17 @@ def _version(name: str) -> str | None:
 
 
 def versions() -> dict:
-    out = {"stencilforge": __version__, "python": platform.python_version()}
-    for dist, key in (("numpy", "numpy"), ("numba", "numba"), ("matplotlib", "matplotlib"), ("torch", "torch"), ("jax", "jax"), ("jaxlib", "jaxlib"), ("devito", "devito"), ("pystencils", "pystencils")):
+    out: dict[str, str | None] = {"stencilforge": __version__, "python": platform.python_version()}
+    for dist, key in (
+        ("numpy", "numpy"),
+        ("numba", "numba"),
+        ("matplotlib", "matplotlib"),
+        ("torch", "torch"),
+        ("jax", "jax"),
+        ("jaxlib", "jaxlib"),
+        ("devito", "devito"),
+        ("pystencils", "pystencils"),
+    ):
         out[key] = _version(dist)
     out["cupy"] = next((v for v in (_version(d) for d in ("cupy", "cupy-cuda13x", "cupy-cuda12x")) if v), None)
     return out
@@ -242,8 +254,12 @@ def versions() -> dict:
 def git_commit() -> dict:
     here = Path(__file__).resolve().parent
     try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, timeout=10, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=here, capture_output=True, text=True, timeout=10, check=True).stdout.strip()
+        commit = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, timeout=10, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"], cwd=here, capture_output=True, text=True, timeout=10, check=True
+        ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return {"commit": None, "dirty": None}
     return {"commit": commit, "dirty": bool(dirty)}

@@ -61,7 +61,7 @@ def bench_options(
     if strategies:
         from ..backends.cuda.codegen import STRATEGIES
 
-        unknown = [s for s in _names(strategies) if s not in (*STRATEGIES, "auto", "fused")]
+        unknown = [s for s in _names(strategies) or [] if s not in (*STRATEGIES, "auto", "fused")]
         if unknown:
             raise StencilforgeError(f"unknown CUDA strategy {unknown[0]!r}: choose from {', '.join(STRATEGIES)}, auto, fused")
     if peer_names is None and quick:
@@ -70,7 +70,7 @@ def bench_options(
         raise StencilforgeError(f"--repeats must be at least 1, got {repeats}")
     measure = MeasureOptions(repeats=repeats or 3, target_s=0.03) if quick else MeasureOptions(repeats=repeats or 5)
     return BenchOptions(
-        tuple(workloads), backend=backend, strategies=tuple(_names(strategies)) if strategies else None,
+        tuple(workloads), backend=backend, strategies=tuple(_names(strategies) or ()) if strategies else None,
         peers=tuple(peer_names) if peer_names is not None else None, measure=measure,
         copy_bytes=(2**29 if gpu else 2**27) if quick else None, progress=progress,
     )
@@ -84,7 +84,10 @@ def tune_workload(problem: str, shape: tuple[int, ...] | None, dtype: str | None
     ndim, default_dtype = KINDS[problem][1], KINDS[problem][2]
     if shape is None and base is None:
         raise StencilforgeError(f"give --shape for {problem}")
-    shape = tuple(shape) if shape is not None else base.shape
+    if shape is None:
+        assert base is not None, "refused above"
+        shape = base.shape
+    shape = tuple(shape)
     if len(shape) != ndim:
         raise StencilforgeError(f"{problem} needs a {ndim}D shape, got {'x'.join(map(str, shape))}")
     return Workload(problem, shape, parse_dtype(dtype or (base.dtype if base else default_dtype)).name)

@@ -485,7 +485,7 @@ def _devito(case: Case):
     expr = _update(plan, at)
     op = devito.Operator([devito.Eq(u.forward, expr)])
     with _keeping_fp_env():
-        op.cfunction  # compiles and loads the kernel now, not inside a timed call
+        _ = op.cfunction  # compiles and loads the kernel now, not inside a timed call
     nbuf = u.data_with_halo.shape[0]
     t0 = 1 if leapfrog else 0  # time t0 - 1 (the older level) is buffer 0
     if leapfrog:

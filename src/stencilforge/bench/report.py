@@ -57,7 +57,12 @@ def results_tables(report: dict) -> list[Table]:
         for r in rows:
             mark = f" [{footnote[id(r)]}]" if r.get("note") else ""
             if r["status"] == "ok":
-                cells = (f"{r['median_ms']:.3f}", _f(r.get("teff_gbps"), ".1f"), _f(r.get("pct_copy"), ".1f"), _f(r.get("time_vs_best_ours"), ".2f"))
+                cells = (
+                    f"{r['median_ms']:.3f}",
+                    _f(r.get("teff_gbps"), ".1f"),
+                    _f(r.get("pct_copy"), ".1f"),
+                    _f(r.get("time_vs_best_ours"), ".2f"),
+                )
             else:
                 cells = (_status(r, mark), "", "", "")
             table.add_row(_impl(r), *cells)
@@ -68,8 +73,10 @@ def results_tables(report: dict) -> list[Table]:
 def heading(report: dict) -> str:
     """The line above the tables: the device and the copy bandwidth every percentage is of."""
     copy = report["ceilings"]["copy"]
-    return (f"{report['device']['name']}: copy bandwidth {copy['gbps']:.1f} GB/s ({copy['method']})\n"
-            "sf = stencilforge; x best = time over our fastest in this run")
+    return (
+        f"{report['device']['name']}: copy bandwidth {copy['gbps']:.1f} GB/s ({copy['method']})\n"
+        "sf = stencilforge; x best = time over our fastest in this run"
+    )
 
 
 def notes(report: dict) -> list[str]:
@@ -83,10 +90,15 @@ def tune_table(result) -> Table:
         table.add_column(col, justify="right" if col in ("ms/step", "GB/s", "% copy") else "left", no_wrap=col != "status")
     for r in result.rows:
         ok = r["status"] == "ok"
-        strategy = r["strategy"] + (f"->{r['resolved_strategy']}" if r.get("resolved_strategy") and r["resolved_strategy"] != r["strategy"] else "")
+        strategy = r["strategy"] + (
+            f"->{r['resolved_strategy']}" if r.get("resolved_strategy") and r["resolved_strategy"] != r["strategy"] else ""
+        )
         table.add_row(
-            strategy, "x".join(map(str, r["tile"])) if r.get("tile") else "", _f(r.get("median_ms"), ".3f") if ok else "",
-            _f(r.get("teff_gbps"), ".1f"), _f(r.get("pct_copy"), ".1f"),
+            strategy,
+            "x".join(map(str, r["tile"])) if r.get("tile") else "",
+            _f(r.get("median_ms"), ".3f") if ok else "",
+            _f(r.get("teff_gbps"), ".1f"),
+            _f(r.get("pct_copy"), ".1f"),
             _status(r) + (f" {r['note']}" if r.get("note") else ""),
         )
     return table

@@ -44,7 +44,7 @@ def plot_roofline(report: dict, path: str | Path) -> None:
                     xytext=(0, -10), textcoords="offset points", fontsize=8, color="grey")
     labels = list(dict.fromkeys(r["label"] for r in rows))
     colours = {label: f"C{i % 10}" for i, label in enumerate(labels)}
-    best = {}
+    best: dict = {}
     for r in rows:
         if r["kind"] == "ours" and (r["label"] not in best or r["median_ms"] < best[r["label"]]["median_ms"]):
             best[r["label"]] = r

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Sequence
 
 from ..backends import get_backend
 from ..backends.cuda.codegen import code_signature
@@ -30,29 +30,39 @@ def _threads_ok(n: int) -> bool:
 def _tiles(plan: Sweep | AxisOperator, strategy: str) -> list[tuple[int, ...]]:
     """Tile shapes to try for one strategy (C order, x last and a multiple of 32), by the strategy's tile meaning."""
     if isinstance(plan, AxisOperator):
-        if strategy == "naive":
-            return [(1, 256), (4, 64), (8, 32), (2, 128), (4, 128)]
-        if strategy == "flat":  # threads per block
-            return [(64,), (128,), (256,), (512,)]
-        if strategy == "rows":  # rows per thread x threads along x
-            return [(r, x) for r in (1, 2, 4, 8) for x in (128, 256, 512)]
-        if strategy == "rows_vec":  # rows per thread x threads along x, each thread a vector of cells
-            return [(r, x) for r in (1, 2, 4) for x in (64, 128, 256, 512)]
-        if strategy == "pencil" and plan.axis == 1:  # rows x segment length, one thread per cell
-            return [(r, x) for r in (1, 2, 4, 8) for x in (64, 128, 256, 512) if _threads_ok(r * x)]
-        if strategy == "pencil":  # cells marched down the column x columns
-            return [(c, x) for c in (32, 64, 128, 256) for x in (64, 128, 256)]
-        return []
-    if plan.ndim == 2:
-        if strategy == "naive":
-            return [(y, x) for y in (1, 2, 4, 8, 16) for x in (32, 64, 128, 256) if _threads_ok(y * x)]
-        if strategy == "tiled":
-            return [(y, x) for y in (4, 8, 16, 32) for x in (32, 64, 128) if _threads_ok(y * x)]
-        if strategy == "rows":
-            return [(y, x) for y in (1, 2, 4, 8) for x in (256, 512, 1024)]
-        if strategy.startswith("streaming") or strategy == "pipelined":  # planes marched x row segment
-            return [(c, x) for c in (64, 256, 1024) for x in (128, 256, 512, 1024)]
-        return []
+        return _operator_tiles(plan, strategy)
+    return _sweep_tiles_2d(strategy) if plan.ndim == 2 else _sweep_tiles_3d(strategy)
+
+
+def _operator_tiles(op: AxisOperator, strategy: str) -> list[tuple[int, ...]]:
+    if strategy == "naive":
+        return [(1, 256), (4, 64), (8, 32), (2, 128), (4, 128)]
+    if strategy == "flat":  # threads per block
+        return [(64,), (128,), (256,), (512,)]
+    if strategy == "rows":  # rows per thread x threads along x
+        return [(r, x) for r in (1, 2, 4, 8) for x in (128, 256, 512)]
+    if strategy == "rows_vec":  # rows per thread x threads along x, each thread a vector of cells
+        return [(r, x) for r in (1, 2, 4) for x in (64, 128, 256, 512)]
+    if strategy == "pencil" and op.axis == 1:  # rows x segment length, one thread per cell
+        return [(r, x) for r in (1, 2, 4, 8) for x in (64, 128, 256, 512) if _threads_ok(r * x)]
+    if strategy == "pencil":  # cells marched down the column x columns
+        return [(c, x) for c in (32, 64, 128, 256) for x in (64, 128, 256)]
+    return []
+
+
+def _sweep_tiles_2d(strategy: str) -> list[tuple[int, ...]]:
+    if strategy == "naive":
+        return [(y, x) for y in (1, 2, 4, 8, 16) for x in (32, 64, 128, 256) if _threads_ok(y * x)]
+    if strategy == "tiled":
+        return [(y, x) for y in (4, 8, 16, 32) for x in (32, 64, 128) if _threads_ok(y * x)]
+    if strategy == "rows":
+        return [(y, x) for y in (1, 2, 4, 8) for x in (256, 512, 1024)]
+    if strategy.startswith("streaming") or strategy == "pipelined":  # planes marched x row segment
+        return [(c, x) for c in (64, 256, 1024) for x in (128, 256, 512, 1024)]
+    return []
+
+
+def _sweep_tiles_3d(strategy: str) -> list[tuple[int, ...]]:
     if strategy == "naive":
         return [(z, y, x) for z in (1, 2, 4) for y in (1, 4, 8) for x in (32, 64, 128) if 128 <= z * y * x <= 1024]
     if strategy == "tiled":
@@ -116,13 +126,14 @@ def search(
     clock=None,
     budget_s: float | None = None,
     progress: Callable[[str], None] | None = None,
-    then: Callable[[list[dict]], list[tuple[str, tuple[int, ...] | None]]] | None = None,
+    then: Callable[[list[dict]], Sequence[tuple[str, tuple[int, ...] | None]]] | None = None,
 ) -> tuple[list[dict], bool]:
     """Check and time each (strategy, tile), then each of `then(rows so far, sorted)`; rows sorted by median
     time. After the first, stops once the budget is spent."""
     opts = BenchOptions((case.workload,), backend=backend, measure=measure)
     say = progress or (lambda msg: None)
-    ref, rows, start = None, [], time.perf_counter()
+    ref, start = None, time.perf_counter()
+    rows: list[dict] = []
 
     def by_time() -> list[dict]:
         return sorted(rows, key=lambda r: (r["status"] != "ok", r.get("median_ms") or 0.0))
@@ -147,7 +158,9 @@ def search(
     return by_time(), False
 
 
-def tune(workload: Workload, budget_s: float = 60.0, measure: MeasureOptions | None = None, progress=None, store: bool = True) -> TuneResult:
+def tune(
+    workload: Workload, budget_s: float = 60.0, measure: MeasureOptions | None = None, progress=None, store: bool = True
+) -> TuneResult:
     """Search the cuda backend's strategies and tiles for one workload and cache the winner."""
     try:
         get_backend("cuda")

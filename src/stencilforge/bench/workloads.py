@@ -57,9 +57,10 @@ class Case:
     @property
     def outputs(self) -> tuple[str, ...]:
         """Fields holding the newest result after a step (compared between implementations)."""
-        if self.is_sweep:
-            return (self.swap[0],)
-        return tuple(d.out for d in self.plan.outputs)
+        if isinstance(self.plan, AxisOperator):
+            return tuple(d.out for d in self.plan.outputs)
+        assert self.swap is not None, "a sweep case swaps two buffers"
+        return (self.swap[0],)
 
     @property
     def cells(self) -> int:
@@ -109,11 +110,13 @@ def _build_jacobi(w: Workload, rng, with_rhs: bool) -> Case:
 
 def _build_heat(w: Workload, rng, ndim: int) -> Case:
     setup = problems.build(f"heat{ndim}d", shape=w.shape, dtype=w.dtype)
+    assert setup.sweep is not None, "heat lowers to a sweep"
     return _sweep_case(w, setup, setup.sweep, ("u", "u_new"), rng)
 
 
 def _build_wave(w: Workload, rng, radius: int) -> Case:
     setup = problems.build("wave3d", shape=w.shape, dtype=w.dtype, radius=radius)
+    assert setup.sweep is not None, "wave3d lowers to a sweep"
     vmax = float(setup.fields["vel"].max())
     # random speeds below the stable maximum keep the leapfrog bounded over many timed steps
     return _sweep_case(w, setup, setup.sweep, ("u", "u_prev", "vel"), rng, {"vel": (0.5 * vmax, vmax)})
@@ -136,7 +139,12 @@ KINDS = {
     "heat3d": (lambda w, rng: _build_heat(w, rng, 3), 3, "float32", "FTCS heat step, 7-point"),
     "wave3d": (lambda w, rng: _build_wave(w, rng, 8), 3, "float32", "acoustic leapfrog, radius-8 star (ISO3DFD)"),
     "derivatives": (lambda w, rng: _build_derivatives(w, rng, (1,), 1), 2, "float64", "first derivative along x"),
-    "derivatives-fused": (lambda w, rng: _build_derivatives(w, rng, (1, 2), 1), 2, "float64", "first and second derivative along x, one pass"),
+    "derivatives-fused": (
+        lambda w, rng: _build_derivatives(w, rng, (1, 2), 1),
+        2,
+        "float64",
+        "first and second derivative along x, one pass",
+    ),
     "derivatives-y": (lambda w, rng: _build_derivatives(w, rng, (1, 2), 0), 2, "float64", "first and second derivative along y, one pass"),
 }
 
@@ -198,10 +206,12 @@ def select(
         shape = sizes.get(name) or sizes.get(f"{ndim}d")
         base = by_name.get(name)
         if shape is None and base is None:
-            raise StencilforgeError(f"workload {name} is not in this matrix: give its size, for example --size {name}=" + "x".join(["256"] * ndim))
+            raise StencilforgeError(
+                f"workload {name} is not in this matrix: give its size, for example --size {name}=" + "x".join(["256"] * ndim)
+            )
         if shape is not None and len(shape) != ndim:
             raise StencilforgeError(f"workload {name} needs a {ndim}D size, got {'x'.join(map(str, shape))}")
-        w = base or Workload(name, tuple(shape), default_dtype)
+        w = base if base is not None else Workload(name, tuple(shape or ()), default_dtype)
         if shape is not None:
             w = replace(w, shape=tuple(shape))
         for dt in dtypes or [w.dtype]:

@@ -83,7 +83,7 @@ def mpi_cuda_aware() -> bool:
         return False
     for path in sorted(paths):
         try:
-            query = getattr(ctypes.CDLL(path), "MPIX_Query_cuda_support")
+            query = ctypes.CDLL(path).MPIX_Query_cuda_support
         except (OSError, AttributeError):
             continue
         query.restype = ctypes.c_int

@@ -21,6 +21,7 @@ from typing import Sequence
 import numpy as np
 
 from ..errors import OutputError, StencilforgeError
+from ..io.snapshots import StreamingObserver
 
 TAG = 7
 
@@ -29,8 +30,8 @@ TAG = 7
 class GlobalOutput:
     """An observer of the global padded fields (given on rank 0 only) and what it reads every `every` steps."""
 
-    observer: object | None
-    every: int
+    observer: StreamingObserver | None
+    every: int | None
     names: tuple[str, ...]
     walls: bool  # also the ghost layers on global walls (checkpoints), not only the interior
 
@@ -76,7 +77,7 @@ class Gathering:
         parts = [np.ascontiguousarray(backend.to_host(fields[n][self._mine])) for n in self.output.names]
         failure = None
         if cart.rank == 0:
-            for rank, (local, glob) in enumerate(self._blocks):
+            for rank, (_local, glob) in enumerate(self._blocks):
                 for name, mine in zip(self.output.names, parts):
                     target = self._global[name][glob]
                     if rank == 0:
@@ -85,6 +86,7 @@ class Gathering:
                         block = np.empty(target.shape, dtype=target.dtype)
                         cart.Recv(block, source=rank, tag=TAG)
                         target[...] = block
+            assert self.output.observer is not None, "rank 0 holds the observer"
             try:
                 self.output.observer(step, t, self._global, _HostArrays)
             except OutputError as exc:

@@ -32,6 +32,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from ..backends.base import Launch
+from ..backends.cuda.backend import EventClock
 from ..backends.numpy_ref import evaluate_sweep
 from ..boundary import Periodic
 from ..errors import StencilforgeError
@@ -40,10 +41,9 @@ from ..plan import AxisOperator
 from ..problems import Setup
 from ..timeloop import LoopOptions, Result, close_observers, run
 from .decomposition import Decomposition
-from ..backends.cuda.backend import EventClock
 from .device import DeviceStreams, HostClock, HostTransport, NoStreams, choose_transport, is_device_array
 from .halo import HaloExchange
-from .outputs import GlobalOutput, Gathering
+from .outputs import Gathering, GlobalOutput
 from .reductions import all_true, global_max, global_sum
 
 SIZE_VARIABLES = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "MV2_COMM_WORLD_SIZE")
@@ -81,9 +81,10 @@ def fail_together(comm, collective: tuple[type[BaseException], ...] = ()):
     StencilforgeError (and the `collective` types, such as a CLI's exit) pass
     through: decomposed runs raise those on every rank at once.
     """
+    passing: tuple[type[BaseException], ...] = (StencilforgeError, KeyboardInterrupt, *collective)
     try:
         yield
-    except (StencilforgeError, KeyboardInterrupt, *collective):
+    except passing:
         raise
     except Exception as exc:  # any unexpected failure: the other ranks may be blocked on this one
         sys.stderr.write(f"error: rank {comm.rank}: {type(exc).__name__}: {exc}\n")  # one write: ranks share stderr
@@ -168,7 +169,7 @@ class MPIDomain:
         self.clock = HostClock() if clock is None else clock
         self._sync = sync
         self.reduce_seconds = 0.0
-        self.compute_seconds: Callable[[], float] | None = None
+        self.compute_seconds: Callable[[], float | None] | None = None
         self.overlap = False
 
     @property

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -85,10 +86,13 @@ class NpzSink:
         arrays = {f"fields/{name}": np.stack(frames) for name, frames in self.frames.items()}
         with atomic_path(self.path) as tmp:
             with open(tmp, "wb") as fh:
-                np.savez(
-                    fh, step=np.asarray(self.steps, dtype=np.int64), time=np.asarray(self.times, dtype=np.float64),
-                    **{META_KEY: np.asarray(json.dumps(meta))}, **arrays,
-                )
+                payload: dict[str, Any] = {
+                    "step": np.asarray(self.steps, dtype=np.int64),
+                    "time": np.asarray(self.times, dtype=np.float64),
+                    META_KEY: np.asarray(json.dumps(meta)),
+                    **arrays,
+                }
+                np.savez(fh, **payload)
 
     def close(self) -> None:
         """The file is complete after every snapshot: nothing to finish."""

@@ -68,7 +68,7 @@ def remove_stale_temps(path: Path) -> list[Path]:
     """Delete the temporary files that a killed run left beside `path` (their writer's pid is gone)."""
     path = Path(path)
     pattern = re.compile(rf"^\.{re.escape(path.stem)}\.(\d+)-[0-9a-f]{{8}}\.tmp{re.escape(path.suffix)}$")
-    removed = []
+    removed: list[Path] = []
     try:
         entries = list(path.parent.iterdir()) if str(path.parent) else list(Path(".").iterdir())
     except OSError:

@@ -167,9 +167,8 @@ def animate_file(path: str | Path, out: str | Path, field: str | None = None, fp
             finite = frame[np.isfinite(frame)]
             if finite.size:
                 lo, hi = min(lo, float(finite.min())), max(hi, float(finite.max()))
-        if not lo <= hi:
-            lo = hi = None
-        fig = FieldFigure(_view(series, name), series.frame(name, 0), dpi, lo, hi)
+        limits = (lo, hi) if lo <= hi else (None, None)
+        fig = FieldFigure(_view(series, name), series.frame(name, 0), dpi, *limits)
 
         def draw(i: int):
             return fig.show(series.frame(name, i), float(series.times[i]), int(series.steps[i]))

@@ -150,7 +150,7 @@ class StreamingObserver:
         self.sink, self.layout, self.regions = sink, layout, regions
         self.every, self.ledger, self.kind, self.depth = every, ledger, kind, depth
         self.after = after  # a checkpoint waits for the snapshots before it: resuming must not leave a gap
-        self._copier = None
+        self._copier: _CudaCopier | _HostCopier | None = None
         self._free: queue.Queue = queue.Queue()
         self._work: queue.Queue = queue.Queue()
         self._error: str | None = None

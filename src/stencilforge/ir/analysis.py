@@ -99,6 +99,17 @@ def analyse(equations: Sequence[Eq]) -> Analysis:
         if not isinstance(eq, Eq):
             raise StencilforgeError(f"expected sf.Eq(target, expression), got {eq!r}")
     grid = equations[0].target.field.grid
+    fields = _fields_of(equations, grid)
+    targets = _targets_of(equations, fields)
+    _check_in_place_reads(equations, {name for name, eq in targets.items() if eq.target.level == 0})
+    passes = _split_passes(equations)
+    reach = _reach(equations, fields, grid)
+    consts = constants_of([eq.expr for eq in equations])
+    return Analysis(grid, tuple(fields.values()), consts, passes, reach)
+
+
+def _fields_of(equations: Sequence[Eq], grid: Grid) -> dict[str, Field]:
+    """Every field the equations write or read, by name: one grid, one field per name."""
     fields: dict[str, Field] = {}
     for eq in equations:
         for a in [eq.target] + accesses(eq.expr):
@@ -107,7 +118,11 @@ def analyse(equations: Sequence[Eq]) -> Analysis:
                 raise StencilforgeError(f"equation for {eq.label}: field {f.name} lives on a different grid")
             if fields.setdefault(f.name, f) is not f:
                 raise StencilforgeError(f"equation for {eq.label}: two different fields are named {f.name}")
+    return fields
 
+
+def _targets_of(equations: Sequence[Eq], fields: dict[str, Field]) -> dict[str, Eq]:
+    """The equation computing each field: one per field, and one for every field with time levels."""
     targets: dict[str, Eq] = {}
     for eq in equations:
         f, level = eq.target.field, eq.target.level
@@ -119,8 +134,11 @@ def analyse(equations: Sequence[Eq]) -> Analysis:
     for f in fields.values():
         if f.levels > 1 and f.name not in targets:
             raise StencilforgeError(f"field {f.name} has {f.levels} time levels but no equation computes {f.name}.next")
+    return targets
 
-    in_place = {name for name, eq in targets.items() if eq.target.level == 0}
+
+def _check_in_place_reads(equations: Sequence[Eq], in_place: set[str]) -> None:
+    """A field overwritten in place is read only at the cell being updated."""
     for eq in equations:
         for a in accesses(eq.expr):
             if a.field.name in in_place and any(a.offset):
@@ -129,7 +147,12 @@ def analyse(equations: Sequence[Eq]) -> Analysis:
                     f"in the same step: give {a.field.name} levels=2 and write {a.field.name}.next"
                 )
 
-    passes, current, written_so_far = [], [], set()
+
+def _split_passes(equations: Sequence[Eq]) -> tuple[Pass, ...]:
+    """A new pass starts where an equation reads a neighbour of a value the current pass writes."""
+    passes: list[Pass] = []
+    current: list[Eq] = []
+    written_so_far: set[tuple[str, int]] = set()
     for eq in equations:
         reads = accesses(eq.expr)
         for a in reads:
@@ -142,7 +165,11 @@ def analyse(equations: Sequence[Eq]) -> Analysis:
         current.append(eq)
         written_so_far.add((eq.target.field.name, eq.target.level))
     passes.append(_make_pass(current))
+    return tuple(passes)
 
+
+def _reach(equations: Sequence[Eq], fields: dict[str, Field], grid: Grid) -> dict[str, tuple[int, ...]]:
+    """How far each field is read along each axis; no farther than the grid is long."""
     reach = {name: [0] * grid.ndim for name in fields}
     for eq in equations:
         for a in accesses(eq.expr):
@@ -155,12 +182,13 @@ def analyse(equations: Sequence[Eq]) -> Analysis:
                     f"field {name} is read {w} cells away along {grid.axis_names[axis]}, "
                     f"but the grid has only {n} points on that axis"
                 )
-    consts = constants_of([eq.expr for eq in equations])
-    return Analysis(grid, tuple(fields.values()), consts, tuple(passes), {k: tuple(v) for k, v in reach.items()})
+    return {k: tuple(v) for k, v in reach.items()}
 
 
 def _make_pass(equations: list[Eq]) -> Pass:
-    reads, halo, writes = {}, {}, {}
+    reads: dict[tuple[str, int], None] = {}
+    halo: dict[tuple[str, int], None] = {}
+    writes: dict[tuple[str, int], None] = {}
     reach = 0
     for eq in equations:
         for a in accesses(eq.expr):

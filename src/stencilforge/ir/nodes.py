@@ -380,6 +380,10 @@ class Field(Access):
     u[dy, dx] (array-axis order, x last) or u.shift(x=1) reads a neighbour.
     """
 
+    name: str
+    grid: Grid
+    levels: int
+
     def __init__(self, name: str, grid: Grid, levels: int = 2):
         check_name(name, "field")
         if not isinstance(grid, Grid):

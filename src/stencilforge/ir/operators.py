@@ -43,10 +43,11 @@ def apply_stencil(stencil, expr) -> Expr:
             raise StencilforgeError(f"a stencil is a Stencil or a mapping of offsets to weights, got {stencil!r}")
         stencil = Stencil.from_dict(stencil)
     expr = as_expr(expr)
-    total = None
+    total: Expr | None = None
     for offset, c in stencil.entries:
         term = Literal(float(c)) * shift(expr, offset)
         total = term if total is None else total + term
+    assert total is not None, "a Stencil has at least one point"
     return total
 
 
@@ -132,7 +133,7 @@ def div_grad(k, u, average: str = "arithmetic", grid: Grid | None = None) -> Exp
     g = grid_of(u, grid)
     if average not in ("arithmetic", "harmonic"):
         raise StencilforgeError(f"div_grad average must be 'arithmetic' or 'harmonic', got {average!r}")
-    total = None
+    total: Expr | None = None
     for a in range(g.ndim):
         e = [0] * g.ndim
         e[a] = 1
@@ -146,5 +147,6 @@ def div_grad(k, u, average: str = "arithmetic", grid: Grid | None = None) -> Exp
         flux = k_hi * (shift(u, plus) - u) - k_lo * (u - shift(u, minus))
         term = flux * Literal(1.0 / g.spacing[a] ** 2)
         total = term if total is None else total + term
+    assert total is not None, "a grid has at least one axis"
     return total
 

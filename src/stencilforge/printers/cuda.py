@@ -66,7 +66,7 @@ def pass_source(p: Pass, ndim: int, dtype, constants: tuple[Constant, ...], name
     Launch with `launch_grid`.
     """
     rows = ROWS[ndim] if rows is None else rows
-    I = "long long" if wide_index else "int"
+    Int = "long long" if wide_index else "int"
     pr = _Printer(ndim, dtype)
     T = pr.T
     body = []
@@ -81,28 +81,30 @@ def pass_source(p: Pass, ndim: int, dtype, constants: tuple[Constant, ...], name
     args += [f"const {T} p_{c.name}" for c in constants] + [f"const {T} t"]
     args += [f"const double lo{a}, const double h{a}, const long long n{a}_" for a in range(ndim)] + ["const int g"]
     x = ndim - 1
-    head = [f"const {I} n{a} = ({I})n{a}_;" for a in range(ndim)]
-    head.append(f"const {I} column = ({I})blockIdx.x * blockDim.x * {vector} + threadIdx.x;")
+    head = [f"const {Int} n{a} = ({Int})n{a}_;" for a in range(ndim)]
+    head.append(f"const {Int} column = ({Int})blockIdx.x * blockDim.x * {vector} + threadIdx.x;")
     if ndim >= 2:
-        head.append(f"const {I} first = (({I})blockIdx.y * blockDim.y + threadIdx.y) * {rows};")
+        head.append(f"const {Int} first = (({Int})blockIdx.y * blockDim.y + threadIdx.y) * {rows};")
     if ndim == 3:
-        head.append(f"const {I} i0 = blockIdx.z;")
+        head.append(f"const {Int} i0 = blockIdx.z;")
         head.append("if (i0 >= n0) return;")
-    head.append(f"const {I} s{x} = 1;")
+    head.append(f"const {Int} s{x} = 1;")
     for a in range(x - 1, -1, -1):
-        head.append(f"const {I} s{a} = s{a + 1} * (n{a + 1} + 2 * g);")
+        head.append(f"const {Int} s{a} = s{a + 1} * (n{a + 1} + 2 * g);")
     centre = " + ".join(f"(i{a} + g) * s{a}" for a in range(ndim))
     cells = ["#pragma unroll", f"for (int v = 0; v < {vector}; ++v) {{",
-             f"    const {I} i{x} = column + v * ({I})blockDim.x;", f"    if (i{x} >= n{x}) break;",
-             f"    const {I} c = {centre};"] + ["    " + b for b in body] + ["}"]
+             f"    const {Int} i{x} = column + v * ({Int})blockDim.x;", f"    if (i{x} >= n{x}) break;",
+             f"    const {Int} c = {centre};"] + ["    " + b for b in body] + ["}"]
     if ndim >= 2:
-        cells = ["#pragma unroll", f"for ({I} i{x - 1} = first; i{x - 1} < first + {rows}; ++i{x - 1}) {{",
+        cells = ["#pragma unroll", f"for ({Int} i{x - 1} = first; i{x - 1} < first + {rows}; ++i{x - 1}) {{",
                  f"    if (i{x - 1} >= n{x - 1}) return;"] + ["    " + c for c in cells] + ["}"]
     lines = [f'extern "C" __global__ void {name}({", ".join(args)})', "{"] + ["    " + s for s in head + cells] + ["}"]
     return "\n".join(lines) + "\n", arrays
 
 
-def launch_grid(shape: tuple[int, ...], block=BLOCK, rows: int | None = None, vector: int = 1) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+def launch_grid(
+    shape: tuple[int, ...], block=BLOCK, rows: int | None = None, vector: int = 1
+) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
     """(blocks, threads) covering the interior `shape` with the kernel's indexing."""
     bx, by = block
     rows = ROWS[len(shape)] if rows is None else rows

@@ -6,6 +6,7 @@ integer powers are products, as in the other printers.
 
 from __future__ import annotations
 
+import functools
 import math
 import operator
 from typing import Callable, Mapping
@@ -55,13 +56,7 @@ def evaluate(
         if isinstance(node, Negate):
             return -ev(node.arg)
         if isinstance(node, Power):
-            if node.n == 0:
-                return T(1)
-            base = ev(node.base)
-            value = base
-            for _ in range(abs(node.n) - 1):
-                value = value * base
-            return T(1) / value if node.n < 0 else value
+            return T(1) if node.n == 0 else _power(ev(node.base), node.n, T)
         if isinstance(node, Call):
             args = [ev(a) for a in node.args]
             if node.fn in UNARY:
@@ -74,6 +69,14 @@ def evaluate(
     with np.errstate(all="ignore"):
         value = ev(expr)
     return value
+
+
+def _power(base, n: int, T):
+    """base**n for n != 0, by repeated multiplication."""
+    value = base
+    for _ in range(abs(n) - 1):
+        value = value * base
+    return T(1) / value if n < 0 else value
 
 
 def coordinates(lattice, xp=np, ghosts: bool = False):
@@ -158,11 +161,14 @@ def wall_values(expr: Expr, params: Mapping[str, float], xp=np):
             if not _reads_space(f) and not _reads_time(g):
                 factor = function(f, host=True)
                 start = float(factor(0.0))
-                if start == 1.0:
-                    return Dirichlet(function(expr), time_factor=lambda t, _f=factor: float(_f(t)))
                 if start != 0.0 and math.isfinite(start):
-                    return Dirichlet(function(expr), time_factor=lambda t, _f=factor, _s=start: float(_f(t)) / _s)
+                    return Dirichlet(function(expr), time_factor=functools.partial(_relative, factor, start))
     return Dirichlet(function(expr), time_dependent=True)
+
+
+def _relative(factor: Callable, start: float, t: float) -> float:
+    """f(t) / f(0) for a wall f(t) * g(x) evaluated once at t = 0 (exactly f(t) where f(0) is 1)."""
+    return float(factor(t)) / start
 
 
 def source_signal(signal, params: Mapping[str, float]) -> Callable[[float], float]:

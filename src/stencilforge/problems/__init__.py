@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from functools import partial
+from typing import Callable
 
 from ..errors import StencilforgeError
 from . import derivatives, heat, poisson2d, poisson3d, wave3d
 from .base import PointSource, Setup
 
-BUILDERS = {
+BUILDERS: dict[str, tuple[Callable[..., Setup], tuple[str, ...]]] = {
     "poisson2d": (poisson2d.build, poisson2d.PARAMS),
     "poisson3d": (poisson3d.build, poisson3d.PARAMS),
     "heat2d": (partial(heat.build, 2), heat.PARAMS),

@@ -53,13 +53,19 @@ class Setup:
     t0: float = 0.0
 
     @property
-    def bytes_per_cell(self) -> int:
+    def plan(self) -> Sweep | AxisOperator:
+        """What a step applies: the sweep, else the axis operator (a setup has one of them)."""
         plan = self.sweep or self.operator
-        return plan.bytes_per_cell(self.grid.dtype.itemsize)
+        assert plan is not None, "a setup has a sweep or an axis operator"
+        return plan
+
+    @property
+    def bytes_per_cell(self) -> int:
+        return self.plan.bytes_per_cell(self.grid.dtype.itemsize)
 
     @property
     def flops_per_cell(self) -> int:
-        return (self.sweep or self.operator).flops_per_cell()
+        return self.plan.flops_per_cell()
 
 
 def stable_dt(requested: float | None, limit: float, default_fraction: float, what: str) -> float:
@@ -119,8 +125,9 @@ def lowered(problem: Problem, params: dict | None = None, default_tol: float | N
     """The Setup the time loop runs for a problem whose step is one linear equation (see `ir.lowering`).
 
     With `xp` (CuPy) fields, walls and the exact solution are evaluated on the device, so no
-    full-size array is built on the host. Fields keep the names checkpoints have always used (u, u_new; a leapfrog's u.next reuses u_prev's buffer when the
-    equation reads u.prev only at the cell); walls, sources and the exact solution carry over.
+    full-size array is built on the host. Fields keep the names checkpoints have always used (u, u_new;
+    a leapfrog's u.next reuses u_prev's buffer when the equation reads u.prev only at the cell); walls,
+    sources and the exact solution carry over.
     """
     values = problem.values(overrides)
     why = why_not_lowered(problem, values)
@@ -152,17 +159,24 @@ def lowered(problem: Problem, params: dict | None = None, default_tol: float | N
         sources.append(PointSource(out, index, source_signal(s.signal, values), 1.0))
     residual, rhs_norm = None, math.sqrt(math.prod(grid.shape))  # without a scale the residual is an RMS
     if problem.residual is not None:
-        residual = Sweep("r", sweep_terms(problem.residual, values))
+        terms = sweep_terms(problem.residual, values)
+        assert terms is not None, "why_not_lowered checked that the residual is linear"
+        residual = Sweep("r", terms)
         if problem.residual_scale is not None:
             scale = evaluate(problem.residual_scale, dtype=grid.dtype, xp=xp, coordinate=coordinates(lattice, xp), params=values,
                              access=lambda a: fields[a.field.name][lattice.interior])
             scale = xp.broadcast_to(xp.asarray(scale, dtype=np.float64), grid.shape)
             rhs_norm = float(xp.sqrt(xp.sum(scale * scale)))
     exact_of = problem.exact.get(target.name)
-    exact = None
+    exact: Callable | None = None
     if exact_of is not None:
         coordinate = float64_coordinates(lattice, xp)
-        exact = lambda t: {target.name: xp.broadcast_to(evaluate(exact_of, dtype=np.float64, xp=xp, coordinate=coordinate, params=values, t=t), grid.shape)}  # noqa: E731
+
+        def exact_at(t):
+            at_t = evaluate(exact_of, dtype=np.float64, xp=xp, coordinate=coordinate, params=values, t=t)
+            return {target.name: xp.broadcast_to(at_t, grid.shape)}
+
+        exact = exact_at
     return Setup(
         name=problem.name, grid=lattice, fields=fields, dt=dt, default_steps=problem.default_steps, solution=target.name,
         sweep=sweep, swap=swap, boundaries=boundaries, exact=exact, residual=residual, rhs_norm=rhs_norm,

@@ -45,9 +45,10 @@ def derivative(order: int, accuracy: int, h: float, name: str) -> Derivative1D:
         raise StencilforgeError(f"accuracy must be one of {ACCURACIES}, got {accuracy}")
     radius = accuracy // 2
     interior = tuple(sorted(central_weights(order, radius).items()))
+    left: tuple
+    right: tuple
     if accuracy == 2:
-        left, right = SEED_CLOSURES[order]
-        left, right = (left,), (right,)
+        left, right = ((row,) for row in SEED_CLOSURES[order])
     else:
         left = one_sided_rows(order, accuracy, radius, "left")
         right = one_sided_rows(order, accuracy, radius, "right")

@@ -22,7 +22,7 @@ from .base import Setup, lowered
 
 NDIM = 2
 DEFAULT_SHAPE = (128, 128)
-PARAMS = ()
+PARAMS: tuple[str, ...] = ()
 
 
 def jacobi_sweep(laplacian: Stencil, with_rhs: bool) -> Sweep:

@@ -17,7 +17,7 @@ from .poisson2d import jacobi_sweep
 
 NDIM = 3
 DEFAULT_SHAPE = (64, 64, 64)
-PARAMS = ()
+PARAMS: tuple[str, ...] = ()
 
 
 def exact_u(x, y, z, t=0.0):

@@ -14,6 +14,7 @@ With a layered or file velocity model, or a Ricker source, the walls are fixed
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -106,7 +107,7 @@ def problem(
     vel_values = np.asarray((speed * step_dt) ** 2, dtype=dtype)
     update = sf.Eq(u.next, 2 * u - u.prev + vel * sf.laplacian(u, order=2 * int(radius)))
     params = {"radius": int(radius), "velocity": velocity, "c": c, "source": bool(source), "dt": step_dt}
-    common = dict(dt=step_dt, steps=200, name="wave3d")
+    common: dict[str, Any] = dict(dt=step_dt, steps=200, name="wave3d")
     if velocity == "constant" and not source:
         omega = standing_wave_frequency(c)
         s0, s1, s2 = (sf.sin(np.pi * x) for x in grid.coordinates)

@@ -95,12 +95,12 @@ class BlockLayout:
         self.coords = tuple(self.cart.Get_coords(self.cart.rank))
         self.neighbours = tuple(self.cart.Shift(a, 1) for a in range(nd))
         self.transport = HostTransport(self.cart)
-        self.gathered = None  # index of the first level held whole
+        self.gathered: int | None = None  # index of the first level held whole
 
     def _fill(self, padded, width: int):
         """A halo exchange of `width` layers for ghosted arrays of shape `padded`, whatever their dtype."""
         nd = len(padded)
-        exchanges = {}
+        exchanges: dict[np.dtype, HaloExchange] = {}
 
         def fill(arr):
             exchange = exchanges.get(arr.dtype)
@@ -114,6 +114,7 @@ class BlockLayout:
 
     def _transition(self, fine: Level, coarse: Level, ranges):
         """(coarse ranges per axis, down and up tables of this rank) when the coarse level can be split too, else None."""
+        assert fine.down is not None and fine.up is not None, "a level with a coarser one has transfer tables"
         coarse_ranges, down, up = [], [], []
         for a, (n, m, wall) in enumerate(zip(fine.shape, coarse.shape, fine.walls)):
             period = n if wall == "periodic" else 0
@@ -134,6 +135,7 @@ class BlockLayout:
                     return None
                 if c == self.coords[a]:
                     mine = (d, u)
+            assert mine is not None, "this rank's coordinate is one of the axis's blocks"
             coarse_ranges.append(axis)
             down.append(mine[0])
             up.append(mine[1])
@@ -170,7 +172,7 @@ class BlockLayout:
                 break
             plans.append(plan)
             ranges.append(plan[0])
-        self.gathered = len(ranges)
+        self.gathered = gathered = len(ranges)
         out = []
         for index, (level, plan) in enumerate(zip(levels, plans)):
             local_ranges = ranges[index]
@@ -178,11 +180,12 @@ class BlockLayout:
             halo = tuple(n + 2 * RESIDUAL_HALO for n in shape)
             own = tuple(slice(RESIDUAL_HALO, RESIDUAL_HALO + n) for n in shape)
             out.append(self._block(level, local_ranges, plan[1], plan[2], halo, own, self._fill(halo, RESIDUAL_HALO)))
-        out.append(self._gathering(levels[self.gathered - 1], ranges[-1]))
-        return out + Undivided().localize(levels[self.gathered:], dtype, xp)
+        out.append(self._gathering(levels[gathered - 1], ranges[-1]))
+        return out + Undivided().localize(levels[gathered:], dtype, xp)
 
     def _gathering(self, level: Level, ranges) -> Level:
         """The last split level: its residual is allgathered whole and restricted by the global tables."""
+        assert level.down is not None and level.up is not None, "a split level has a coarser one"
         down, up = [], []
         for a, n in enumerate(level.shape):
             s, size = ranges[a][self.coords[a]]

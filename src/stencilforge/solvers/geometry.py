@@ -114,8 +114,8 @@ def transfers(n: int, wall: str) -> tuple[int, Transfer, Transfer]:
     scale = small / big
     restrict: list[dict[int, float]] = [{} for _ in range(m)]
     for i, row in enumerate(interp):
-        for j, w in row.items():
-            restrict[j][i] = restrict[j].get(i, 0.0) + scale * w
+        for j, weight in row.items():
+            restrict[j][i] = restrict[j].get(i, 0.0) + scale * weight
     return m, _banded(interp), _banded(restrict)
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field
+from typing import Any, Callable
 
 import numpy as np
 
@@ -44,14 +45,14 @@ class Level:
     spacing: tuple[float, ...]
     host_faces: list  # float64 numpy, broadcastable
     faces: list = field(default_factory=list)  # on the device, in the level's dtype
-    u: object = None
-    spare: object = None  # Jacobi's second buffer
-    f: object = None
+    u: Any = None  # arrays of the level's backend (NumPy or CuPy)
+    spare: Any = None  # Jacobi's second buffer
+    f: Any = None
     down: list | None = None  # per axis (index, weight) fine residual -> coarse, or None (axis not coarsened)
     up: list | None = None  # per axis (index into the coarse ghosted array, weight) coarse -> fine
-    fill: object = None  # ghost refresh (periodic wrap, halo exchange) or None
+    fill: Callable | None = None  # ghost refresh (periodic wrap, halo exchange) or None
     parity: int = 0  # sum of the block's global start indices mod 2: colours are global
-    block: object = None  # a rank's block of a decomposed level (decomposed.Block), else None
+    block: Any = None  # a rank's block of a decomposed level (decomposed.Block), else None
 
     @property
     def interior(self) -> tuple[slice, ...]:
@@ -81,7 +82,10 @@ def build_levels(shape, walls, spacing, k) -> list[Level]:
         axes = coarsened_axes(fine.shape, fine.walls, fine.spacing)
         if not any(axes):
             break
-        shape_c, spacing_c, down, up = [], [], [], []
+        shape_c: list[int] = []
+        spacing_c: list[float] = []
+        down: list[Transfer | None] = []
+        up: list[Transfer | None] = []
         for a, (n, wall, h) in enumerate(zip(fine.shape, fine.walls, fine.spacing)):
             if not axes[a]:
                 shape_c.append(n)
@@ -267,7 +271,8 @@ class Multigrid:
             for name in ("down", "up"):
                 tables = getattr(level, name)
                 if tables is not None:
-                    setattr(level, name, [None if t is None else (xp.asarray(t.index), xp.asarray(t.weight, dtype=self.dtype)) for t in tables])
+                    bound = [None if t is None else (xp.asarray(t.index), xp.asarray(t.weight, dtype=self.dtype)) for t in tables]
+                    setattr(level, name, bound)
             kernels.bind(level)
         self.inverse = xp.asarray(coarse_inverse(self.levels[-1], self.singular, constant=k is None), dtype=self.dtype)
         self.omega = OMEGA[len(shape)] if smoother == "jacobi" else RB_OMEGA[len(shape)]
@@ -281,7 +286,7 @@ class Multigrid:
             if self.smoother == "jacobi":
                 self.kernels.jacobi(level, self.omega)
             else:
-                for colour in ((1, 0) if reverse and self.symmetric else (0, 1)):
+                for colour in (1, 0) if reverse and self.symmetric else (0, 1):
                     self.kernels.smooth_colour(level, colour, self.omega)
 
     def coarse_solve(self) -> None:

@@ -28,12 +28,12 @@ def _residual_point2(u, f, k0, k1, i, j):
 
 
 @numba.njit(cache=True, nogil=True)
-def _residual_point3(u, f, k0, k1, k2, i, j, l):
-    c = u[i + 1, j + 1, l + 1]
-    lap = k0[i + 1, j, l] * (u[i + 2, j + 1, l + 1] - c) - k0[i, j, l] * (c - u[i, j + 1, l + 1])
-    lap = lap + (k1[i, j + 1, l] * (u[i + 1, j + 2, l + 1] - c) - k1[i, j, l] * (c - u[i + 1, j, l + 1]))
-    lap = lap + (k2[i, j, l + 1] * (u[i + 1, j + 1, l + 2] - c) - k2[i, j, l] * (c - u[i + 1, j + 1, l]))
-    return f[i, j, l] - lap
+def _residual_point3(u, f, k0, k1, k2, i, j, k):
+    c = u[i + 1, j + 1, k + 1]
+    lap = k0[i + 1, j, k] * (u[i + 2, j + 1, k + 1] - c) - k0[i, j, k] * (c - u[i, j + 1, k + 1])
+    lap = lap + (k1[i, j + 1, k] * (u[i + 1, j + 2, k + 1] - c) - k1[i, j, k] * (c - u[i + 1, j, k + 1]))
+    lap = lap + (k2[i, j, k + 1] * (u[i + 1, j + 1, k + 2] - c) - k2[i, j, k] * (c - u[i + 1, j + 1, k]))
+    return f[i, j, k] - lap
 
 
 @JIT
@@ -49,8 +49,8 @@ def residual3(u, f, k0, k1, k2, r):
     n0, n1, n2 = f.shape
     for i in numba.prange(n0):
         for j in range(n1):
-            for l in range(n2):
-                r[i, j, l] = _residual_point3(u, f, k0, k1, k2, i, j, l)
+            for k in range(n2):
+                r[i, j, k] = _residual_point3(u, f, k0, k1, k2, i, j, k)
 
 
 @JIT
@@ -70,8 +70,8 @@ def sum_squares3(u, f, k0, k1, k2):
     total = 0.0
     for i in numba.prange(n0):
         for j in range(n1):
-            for l in range(n2):
-                v = np.float64(_residual_point3(u, f, k0, k1, k2, i, j, l))
+            for k in range(n2):
+                v = np.float64(_residual_point3(u, f, k0, k1, k2, i, j, k))
                 total += v * v
     return total
 
@@ -92,15 +92,15 @@ def colour3(u, f, k0, k1, k2, colour, omega):
     n0, n1, n2 = f.shape
     for i in numba.prange(n0):
         for j in range(n1):
-            for l in range((colour + i + j) % 2, n2, 2):
-                lo0, hi0 = k0[i, j, l], k0[i + 1, j, l]
-                lo1, hi1 = k1[i, j, l], k1[i, j + 1, l]
-                lo2, hi2 = k2[i, j, l], k2[i, j, l + 1]
-                num = -f[i, j, l] + lo0 * u[i, j + 1, l + 1] + hi0 * u[i + 2, j + 1, l + 1]
-                num = num + lo1 * u[i + 1, j, l + 1] + hi1 * u[i + 1, j + 2, l + 1]
-                num = num + lo2 * u[i + 1, j + 1, l] + hi2 * u[i + 1, j + 1, l + 2]
+            for k in range((colour + i + j) % 2, n2, 2):
+                lo0, hi0 = k0[i, j, k], k0[i + 1, j, k]
+                lo1, hi1 = k1[i, j, k], k1[i, j + 1, k]
+                lo2, hi2 = k2[i, j, k], k2[i, j, k + 1]
+                num = -f[i, j, k] + lo0 * u[i, j + 1, k + 1] + hi0 * u[i + 2, j + 1, k + 1]
+                num = num + lo1 * u[i + 1, j, k + 1] + hi1 * u[i + 1, j + 2, k + 1]
+                num = num + lo2 * u[i + 1, j + 1, k] + hi2 * u[i + 1, j + 1, k + 2]
                 den = ((lo0 + hi0) + (lo1 + hi1)) + (lo2 + hi2)
-                u[i + 1, j + 1, l + 1] = (1 - omega) * u[i + 1, j + 1, l + 1] + omega * (num / den)
+                u[i + 1, j + 1, k + 1] = (1 - omega) * u[i + 1, j + 1, k + 1] + omega * (num / den)
 
 
 @JIT
@@ -117,9 +117,9 @@ def jacobi3(u, f, k0, k1, k2, omega, out):
     n0, n1, n2 = f.shape
     for i in numba.prange(n0):
         for j in range(n1):
-            for l in range(n2):
-                den = ((k0[i, j, l] + k0[i + 1, j, l]) + (k1[i, j, l] + k1[i, j + 1, l])) + (k2[i, j, l] + k2[i, j, l + 1])
-                out[i + 1, j + 1, l + 1] = u[i + 1, j + 1, l + 1] - omega * _residual_point3(u, f, k0, k1, k2, i, j, l) / den
+            for k in range(n2):
+                den = ((k0[i, j, k] + k0[i + 1, j, k]) + (k1[i, j, k] + k1[i, j + 1, k])) + (k2[i, j, k] + k2[i, j, k + 1])
+                out[i + 1, j + 1, k + 1] = u[i + 1, j + 1, k + 1] - omega * _residual_point3(u, f, k0, k1, k2, i, j, k) / den
 
 
 @JIT
@@ -154,8 +154,8 @@ def restrict_residual3(u, f, k0, k1, k2, i0, w0, i1, w1, i2, w2, out):
                 continue
             i = i0[J, b]
             for j in range(n1):
-                for l in range(n2):
-                    acc[j, l] += w * _residual_point3(u, f, k0, k1, k2, i, j, l)
+                for k in range(n2):
+                    acc[j, k] += w * _residual_point3(u, f, k0, k1, k2, i, j, k)
         mid = np.zeros((m1, n2), dtype=out.dtype)
         for K in range(m1):
             for b in range(i1.shape[1]):
@@ -163,8 +163,8 @@ def restrict_residual3(u, f, k0, k1, k2, i0, w0, i1, w1, i2, w2, out):
                 if w == 0:
                     continue
                 row = i1[K, b]
-                for l in range(n2):
-                    mid[K, l] += w * acc[row, l]
+                for k in range(n2):
+                    mid[K, k] += w * acc[row, k]
         for K in range(m1):
             for L in range(m2):
                 s = w2[L, 0] * mid[K, i2[L, 0]]
@@ -207,8 +207,8 @@ def restrict3(r, i0, w0, i1, w1, i2, w2, out):
                 continue
             i = i0[J, b]
             for j in range(n1):
-                for l in range(n2):
-                    acc[j, l] += w * r[i, j, l]
+                for k in range(n2):
+                    acc[j, k] += w * r[i, j, k]
         mid = np.zeros((m1, n2), dtype=out.dtype)
         for K in range(m1):
             for b in range(i1.shape[1]):
@@ -216,8 +216,8 @@ def restrict3(r, i0, w0, i1, w1, i2, w2, out):
                 if w == 0:
                     continue
                 row = i1[K, b]
-                for l in range(n2):
-                    mid[K, l] += w * acc[row, l]
+                for k in range(n2):
+                    mid[K, k] += w * acc[row, k]
         for K in range(m1):
             for L in range(m2):
                 s = w2[L, 0] * mid[K, i2[L, 0]]
@@ -257,11 +257,11 @@ def prolong_add3(u, e, i0, w0, i1, w1, i2, w2):
                     if wb == 0:
                         continue
                     row = i1[j, c]
-                    for l in range(n2):
-                        s = w2[l, 0] * e[plane, row, i2[l, 0]]
+                    for k in range(n2):
+                        s = w2[k, 0] * e[plane, row, i2[k, 0]]
                         for b in range(1, i2.shape[1]):
-                            s += w2[l, b] * e[plane, row, i2[l, b]]
-                        u[i + 1, j + 1, l + 1] += wb * s
+                            s += w2[k, b] * e[plane, row, i2[k, b]]
+                        u[i + 1, j + 1, k + 1] += wb * s
 
 
 def _identity(n: int, dtype):

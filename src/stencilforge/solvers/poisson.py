@@ -47,7 +47,7 @@ def _walls(boundary, ndim: int) -> tuple[str, ...]:
 def _spacing(spacing, shape, walls) -> tuple[float, ...]:
     if spacing is None:
         return tuple(1.0 / (n + 1) if w == "dirichlet" else 1.0 / n for n, w in zip(shape, walls))
-    hs = (spacing,) * len(shape) if np.isscalar(spacing) else tuple(spacing)
+    hs: tuple = (spacing,) * len(shape) if np.isscalar(spacing) else tuple(spacing)
     if len(hs) != len(shape) or not all(np.isfinite(h) and h > 0 for h in hs):
         raise StencilforgeError(f"spacing must be one positive number or one per axis, got {spacing!r}")
     return tuple(float(h) for h in hs)
@@ -75,7 +75,9 @@ def _wall_values(value, shape, walls, spacing) -> np.ndarray | None:
     elif np.ndim(value):
         g = np.asarray(value, dtype=np.float64)
         if g.shape != padded:
-            raise StencilforgeError(f"wall values must be a number, a function or an array of the ghosted shape {padded}, got shape {g.shape}")
+            raise StencilforgeError(
+                f"wall values must be a number, a function or an array of the ghosted shape {padded}, got shape {g.shape}"
+            )
         g = g.copy()
     else:
         if float(value) == 0.0:
@@ -396,8 +398,13 @@ def solve_setup(setup, backend: str = "auto", tol: float | None = None, max_cycl
     s = result.summary
     cells = grid.cells
     # the keys every `run --json` summary has: a cycle counts as a step
-    summary = {"problem": setup.name, **s, "steps": s["cycles"], "iterations": s["cycles"],
-               "gcells_per_s": cells / s["cycle_s"] / 1e9 if s["cycle_s"] else None}
+    summary = {
+        "problem": setup.name,
+        **s,
+        "steps": s["cycles"],
+        "iterations": s["cycles"],
+        "gcells_per_s": cells / s["cycle_s"] / 1e9 if s["cycle_s"] else None,
+    }
     if setup.exact is not None:
         summary["error"] = error_norms(get_backend(backend).to_host(result.u), setup.exact(0.0)["u"])
     return PoissonResult(result.u, summary)

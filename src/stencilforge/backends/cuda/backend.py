@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import logging
 import math
-from typing import Callable, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
@@ -167,9 +167,9 @@ class CudaBackend:
         device = cp.cuda.Device()
         self.arch = f"sm_{device.compute_capability}"
         self.device_name = device_name(cp.cuda.runtime.getDeviceProperties(device.id))
-        self._modules: dict[str, object] = {}  # compiled modules by source: a cache, whatever built them
+        self._modules: dict[str, Any] = {}  # CuPy RawModules by source: a cache, whatever built them
         self._copy_kernels: dict = {}  # the wall-gather kernels by dtype and array count
-        self._timer = _Unclocked()
+        self._timer: _Unclocked | EventClock = _Unclocked()
 
     def facts(self) -> DeviceFacts:
         """The device's SM count and copy bandwidth, which some of `auto`'s rules read."""
@@ -271,7 +271,8 @@ class CudaBackend:
             view[...] = src
         else:
             rt = cp.cuda.runtime
-            rt.memcpy2D(view.data.ptr, pitch * src.itemsize, src.ctypes.data, n * src.itemsize, n * src.itemsize, rows, rt.memcpyHostToDevice)
+            width = n * src.itemsize
+            rt.memcpy2D(view.data.ptr, pitch * src.itemsize, src.ctypes.data, width, width, rows, rt.memcpyHostToDevice)
         return view
 
     # ------------------------------------------------------------ the interface
@@ -298,7 +299,8 @@ class CudaBackend:
         if why:
             log.info("%s: single steps, no two-step kernel: %s", sweep.out, why)
             return None
-        kernel = codegen.pair_sweep(sweep, grid.dtype, codegen.PAIR_TILE[grid.ndim] if tile is None else tuple(tile), f"sf_pair_{sweep.out}")
+        tile = codegen.PAIR_TILE[grid.ndim] if tile is None else tuple(tile)
+        kernel = codegen.pair_sweep(sweep, grid.dtype, tile, f"sf_pair_{sweep.out}")
         return self._sweep_runner(kernel, grid)
 
     def _picker(self, kernel: codegen.Kernel, scalar: codegen.Kernel | None, dtype, ran: Launch) -> Callable:
@@ -310,7 +312,8 @@ class CudaBackend:
         if scalar is None:
             return lambda arrays, fits=True: (launch, kernel)
         align = kernel.vector * np.dtype(dtype).itemsize
-        fallback, told = [], set()
+        fallback: list[Callable] = []
+        told: set[str] = set()
 
         def pick(arrays, fits=True):
             k, go = kernel, launch
@@ -334,7 +337,7 @@ class CudaBackend:
     def _sweep_runner(self, kernel: codegen.Kernel, grid: Grid, scalar: codegen.Kernel | None = None) -> Launch:
         """Launch `kernel` (or `scalar`, see `_picker`) over the interior on fields checked against the
         grid, timed by CUDA events."""
-        ran = Launch(None, kernel.strategy, kernel.tile)
+        ran = Launch(None, kernel.strategy, kernel.tile)  # type: ignore[arg-type]  # run is set below: the picker records into `ran`
         pick = self._picker(kernel, scalar, grid.dtype, ran)
         blocks = {k.name: k.grid(grid.shape) for k in (kernel, scalar) if k is not None}
         scalars = tuple(np.int32(n) for n in grid.shape) + (np.int32(grid.ghost),)
@@ -374,7 +377,7 @@ class CudaBackend:
         dtype = np.dtype(dtype)
         kernel = resolve(op, self.requested, self.requested_tile, None if shape is None else tuple(shape), dtype, self.device_name,
                          self.facts() if self.requested == "auto" else None)
-        ran = Launch(None, kernel.strategy, kernel.tile)
+        ran = Launch(None, kernel.strategy, kernel.tile)  # type: ignore[arg-type]  # run is set below: the picker records into `ran`
         pick = self._picker(kernel, codegen.operator_kernel(op, "rows", dtype) if kernel.vector > 1 or kernel.flat else None, dtype, ran)
         names = (op.inp,) + tuple(d.out for d in op.outputs)
 

@@ -41,10 +41,10 @@ For an `AxisOperator` (unpadded 2D arrays, one-sided closure rows at both ends):
 from __future__ import annotations
 
 import hashlib
-
 import math
 import re
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
@@ -106,8 +106,8 @@ class Kernel:
     def grid(self, shape: tuple[int, ...]) -> tuple[int, int, int]:
         if self.flat:
             return (max(1, math.ceil(math.prod(shape) / self.cover[0])), 1, 1)
-        dims = [max(1, math.ceil(n / c)) for n, c in zip(reversed(shape), reversed(self.cover))]
-        return tuple(dims + [1] * (3 - len(dims)))
+        dims = [max(1, math.ceil(n / c)) for n, c in zip(reversed(shape), reversed(self.cover))] + [1, 1]
+        return (dims[0], dims[1], dims[2])
 
 
 def ctype(dtype) -> str:
@@ -186,6 +186,7 @@ def _expression(sweep: Sweep, dtype, access) -> str:
         else:
             part = f"{mul}({chain(None, t)}, {access(t.factor, zero)})"
             total = part if total is None else f"{add}({total},\n        {part})"
+    assert total is not None, "a sweep has at least one term"
     return total
 
 
@@ -381,7 +382,7 @@ def _pair_operand(u: str, point, across, column):
     return access
 
 
-def _pair_rows(sweep: Sweep, dtype, tile: tuple[int, int], name: str) -> Kernel:
+def _pair_rows(sweep: Sweep, dtype, tile: tuple[int, ...], name: str) -> Kernel:
     """2D: tile = (R, T), T threads along x, each writing R rows of its column.
 
     A thread loads its column of u with 2r rows of halo and evaluates the
@@ -408,7 +409,8 @@ def _pair_rows(sweep: Sweep, dtype, tile: tuple[int, int], name: str) -> Kernel:
     # y0 + j >= -g always holds in the wall's guard, but without it ptxas schedules poisson2d's pair
     # far slower on the H100 (measured at commit 1818c58), so it stays
     for j in range(-r, rows + r):
-        first = _pair_operand(u, lambda f, j=j: f"f_{f}[c + {j} * s0]", lambda dx, j=j: f"f_{u}[c + {j} * s0 + {dx}]", lambda o, j=j: f"u_{_tag(j + o[0])}")
+        first = _pair_operand(u, lambda f, j=j: f"f_{f}[c + {j} * s0]", lambda dx, j=j: f"f_{u}[c + {j} * s0 + {dx}]",
+                              lambda o, j=j: f"u_{_tag(j + o[0])}")
         inside = f"col_in && y0 + {j} >= 0 && y0 + {j} < n0"
         wall = f"col_pad && y0 + {j} >= -g && y0 + {j} < n0 + g ? f_{sweep.out}[c + {j} * s0] : (real)0"
         lines.append(f"    const real w_{_tag(j)} = {inside} ? ({_expression(sweep, dtype, first)}) : ({wall});")
@@ -417,13 +419,14 @@ def _pair_rows(sweep: Sweep, dtype, tile: tuple[int, int], name: str) -> Kernel:
             lines.append(f"    const real x_{j}_{_tag(d)} = __shfl_sync(0xffffffffu, w_{j}, lane + {d});")
     lines.append(f"    if (lane < {r} || lane >= {32 - r} || !col_in) return;")
     for j in range(rows):
-        second = _pair_operand(u, lambda f, j=j: f"f_{f}[c + {j} * s0]", lambda dx, j=j: f"x_{j}_{_tag(dx)}", lambda o, j=j: f"w_{_tag(j + o[0])}")
+        second = _pair_operand(u, lambda f, j=j: f"f_{f}[c + {j} * s0]", lambda dx, j=j: f"x_{j}_{_tag(dx)}",
+                               lambda o, j=j: f"w_{_tag(j + o[0])}")
         lines.append(f"    if (y0 + {j} < n0) f_{sweep.out}[c + {j} * s0] = {_expression(sweep, dtype, second)};")
     lines.append("}")
     return Kernel(name, "\n".join(lines) + "\n", "rows, two steps", tile, (threads, 1, 1), (rows, cover), _sweep_args(sweep, False))
 
 
-def _pair_march(sweep: Sweep, dtype, tile: tuple[int, int, int], name: str, ahead: int) -> Kernel:
+def _pair_march(sweep: Sweep, dtype, tile: tuple[int, ...], name: str, ahead: int) -> Kernel:
     """3D: tile = (Z, R, T); T threads are warps stacked along y, each thread writing R rows of its
     column in each of Z planes, which the block marches through along z.
 
@@ -476,15 +479,18 @@ def _pair_march(sweep: Sweep, dtype, tile: tuple[int, int, int], name: str, ahea
     ]
     lines += [f"        u{newest}_{_tag(j)} = pn && pad_{_tag(j)} ? f_{u}[c + {r + ahead} * s0 + {j} * s1] : (real)0;" for j in u_rows]
     for j in w_rows:
-        first = _pair_operand(u, lambda f, j=j: f"f_{f}[c + {j} * s1]", lambda dx, j=j: f"f_{u}[c + {j} * s1 + {dx}]", lambda o, j=j: f"u{r + o[0]}_{_tag(j + o[1])}")
+        first = _pair_operand(u, lambda f, j=j: f"f_{f}[c + {j} * s1]", lambda dx, j=j: f"f_{u}[c + {j} * s1 + {dx}]",
+                              lambda o, j=j: f"u{r + o[0]}_{_tag(j + o[1])}")
         wall = f"pad_{_tag(j)} ? {out}[c + {j} * s1] : (real)0"
         lines.append(f"        w{2 * r}_{_tag(j)} = pin && in_{_tag(j)} ? ({_expression(sweep, dtype, first)}) : ({wall});")
     lines.append(f"        if (q >= z0 + {r}) {{")
     for j in range(rows):
-        lines += [f"            const real x_{j}_{_tag(d)} = __shfl_sync(0xffffffffu, w{r}_{j}, lane + {d});" for d in _lane_shifts(sweep, u)]
+        lines += [f"            const real x_{j}_{_tag(d)} = __shfl_sync(0xffffffffu, w{r}_{j}, lane + {d});"
+                  for d in _lane_shifts(sweep, u)]
     lines.append(f"            const long long o = c - {r} * s0;")
     for j in range(rows):
-        second = _pair_operand(u, lambda f, j=j: f"f_{f}[o + {j} * s1]", lambda dx, j=j: f"x_{j}_{_tag(dx)}", lambda o, j=j: f"w{r + o[0]}_{_tag(j + o[1])}")
+        second = _pair_operand(u, lambda f, j=j: f"f_{f}[o + {j} * s1]", lambda dx, j=j: f"x_{j}_{_tag(dx)}",
+                               lambda o, j=j: f"w{r + o[0]}_{_tag(j + o[1])}")
         lines.append(f"            if (writer && y0 + {j} < n1) {out}[o + {j} * s1] = {_expression(sweep, dtype, second)};")
     lines.append("        }")
     lines += [f"        u{k}_{_tag(j)} = u{k + 1}_{_tag(j)};" for k in range(newest) for j in u_rows]
@@ -495,8 +501,8 @@ def _pair_march(sweep: Sweep, dtype, tile: tuple[int, int, int], name: str, ahea
 
 
 def _block(tile: tuple[int, ...]) -> tuple[int, int, int]:
-    rev = list(reversed(tile))
-    return tuple(rev + [1] * (3 - len(rev)))
+    rev = list(reversed(tile)) + [1, 1]
+    return (rev[0], rev[1], rev[2])
 
 
 def tiled_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str) -> Kernel:
@@ -710,7 +716,8 @@ def _march_setup(nd: int, plane_tile, radii, boxes, star: bool) -> tuple[list[st
 def _halo_slot(f: str, m: int, threads: int, rects, place: list[str]) -> list[str]:
     """Halo slot m of field f: the cell (a, b) of the halo rectangles that thread tid copies, then
     `place`, which turns it into the slot's shared index, global offset and in-range flag."""
-    lines = [f"    int sidx_{f}_{m} = 0; long long goff_{f}_{m} = 0; bool load_{f}_{m} = false;", "    {", f"        int h = tid + {m * threads}, a = 0, b = 0;"]
+    lines = [f"    int sidx_{f}_{m} = 0; long long goff_{f}_{m} = 0; bool load_{f}_{m} = false;", "    {",
+             f"        int h = tid + {m * threads}, a = 0, b = 0;"]
     kw, start = "if", 0
     for _, a0, al, bs, bl in rects:
         lines.append(f"        {kw} (h < {start + al * bl}) {{ const int k = h - {start}; a = {a0} + k / {bl}; b = {bs} + k % {bl}; }}")
@@ -803,7 +810,8 @@ def _prefetch(lay: _March, slots: dict, unroll: int, zs: str, ps: str, indent: s
         lines.append(f"{indent}if ({zs} + {k} < z1) {{")
         for f in lay.staged:
             lines.append(f"{indent}    if (lc_{f}) n_{f}_{k} = {ptr}_{f}[{ps} + col + {lay.radii[f][0] + k} * {s0}];")
-            lines += [f"{indent}    if (load_{f}_{m}) h_{f}_{m}_{k} = {ptr}_{f}[{ps} + {k} * {s0} + goff_{f}_{m}];" for m in range(slots[f])]
+            lines += [f"{indent}    if (load_{f}_{m}) h_{f}_{m}_{k} = {ptr}_{f}[{ps} + {k} * {s0} + goff_{f}_{m}];"
+                      for m in range(slots[f])]
         lines += [f"{indent}    if (active) w_{f}_{k} = {ptr}_{f}[{ps} + col + {k} * {s0}];" for f in lay.points]
         lines.append(f"{indent}}}")
     return lines
@@ -833,7 +841,7 @@ def _march_head(lay: _March, slots: dict, unroll: int, typ: str, zero: str, ptr:
             lines += [f"        q_{f}_{j} = {ptr}_{f}[p + col + {j - rz} * {s0}];" for j in range(2 * rz)]
             lines.append("    }")
     for f in lay.points:
-        lines.append(f"    {typ} {', '.join(f'v_{f}_{k} = {zero}' for k in range(unroll))}, {', '.join(f'w_{f}_{k} = {zero}' for k in range(unroll))};")
+        lines.append(f"    {typ} {', '.join(f'{level}_{f}_{k} = {zero}' for level in 'vw' for k in range(unroll))};")
     lines += _prefetch(lay, slots, unroll, "z0", "p", "    ", ptr, s0)
     lines.append("    int st = 0;")
     lines.append(f"    for (int z = z0; z < z1; z += {unroll}, p += {unroll} * {s0}, st ^= 1) {{")
@@ -986,9 +994,9 @@ def streaming_vector_sweep(sweep: Sweep, dtype, tile: tuple[int, int, int], name
     centre = {f: f"(ty + {radii[f][1]}) * {width[f]} + tx + {radii[f][2] // vector}" for f in staged}
     lines += _march_head(lay, slots, unroll, vt, f"make_{vt}({', '.join(['0'] * vector)})", "v", "s0v", "z", centre)
     for k in range(unroll):
-        planes = {}
+        planes: dict[tuple[str, int, int], str] = {}
 
-        def access(f, o, c, k=k):
+        def access(f, o, c, k=k, planes=planes):
             if f not in radii:
                 return f"v_{f}_{k}.{lanes[c]}"
             if o[0] != 0 or not any(o[1:]):
@@ -1005,7 +1013,8 @@ def streaming_vector_sweep(sweep: Sweep, dtype, tile: tuple[int, int, int], name
         for (f, row, cx), var in planes.items():
             lines.append(f"            const {vt} {var} = s_{f}[st][{k}][(ty + {row}) * {width[f]} + tx + {cx}];")
         lines += values
-        lines.append(f"            if (active) v_{sweep.out}[p + col + {k} * s0v] = make_{vt}({', '.join(f'r{c}' for c in range(vector))});")
+        lanes_out = ", ".join(f"r{c}" for c in range(vector))
+        lines.append(f"            if (active) v_{sweep.out}[p + col + {k} * s0v] = make_{vt}({lanes_out});")
         lines.append("        }")
     lines += _queue_shift(radii, unroll) + ["    }", "}"]
     block = (tx, ty_cells, 1)
@@ -1040,7 +1049,8 @@ def _pipeline_depth(stage_bytes: int, smem, blocks: int, planes: int) -> int:
     return ahead
 
 
-def pipelined_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str, ahead: int | None = None) -> Kernel:
+# One kernel's source emitted top to bottom, a branch per optional part; split, its order would be harder to follow
+def pipelined_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str, ahead: int | None = None) -> Kernel:  # noqa: C901
     """2.5D march like `streaming`, but planes reach shared memory through a ring of cp.async stages.
 
     `streaming` stages the next plane group through registers and then waits
@@ -1236,7 +1246,8 @@ def streaming_cached_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str
     docs/performance.md. Same tile convention as `streaming`.
     """
     lay = _march(sweep, tile)
-    nd, chunk, plane_tile, radii, staged, points, threads = lay.nd, lay.chunk, lay.plane_tile, lay.radii, lay.staged, lay.points, lay.threads
+    nd, chunk, plane_tile, radii = lay.nd, lay.chunk, lay.plane_tile, lay.radii
+    staged, points, threads = lay.staged, lay.points, lay.threads
     unroll = lay.unroll
     min_blocks = max(1, 1024 // threads)  # at least 1024 resident threads: caps registers at 64
     lines = [
@@ -1448,7 +1459,8 @@ def rows_operator(op: AxisOperator, dtype, tile: tuple[int, ...], name: str) -> 
             def glob(o, k=k):
                 return f"{u}[c{k} + ({o}){step}]"
 
-            lines += _closure_chain(d, pos, "n1" if op.axis == 1 else "n0", dtype, glob, _weighted(d.interior, dtype, glob), "        ", f"o{m}_{k}")
+            n = "n1" if op.axis == 1 else "n0"
+            lines += _closure_chain(d, pos, n, dtype, glob, _weighted(d.interior, dtype, glob), "        ", f"o{m}_{k}")
         lines.append("    }")
     for k in range(rows):
         stores = " ".join(f"f_{d.out}[c{k}] = o{m}_{k};" for m, d in enumerate(op.outputs))
@@ -1490,12 +1502,12 @@ def rows_vector_operator(op: AxisOperator, dtype, tile: tuple[int, ...], name: s
             f"    if (y{k} < n0) {{",
             "        if (inner) {",
         ]
-        chunks = {}
+        chunks: dict[int, str] = {}
         values = []
         for m, d in enumerate(op.outputs):
             for j in range(vector):
 
-                def lane(o, j=j):
+                def lane(o, j=j, k=k, chunks=chunks):
                     e = j + o
                     chunks.setdefault(e // vector, f"t{k}_{'m' if e < 0 else 'p'}{abs(e // vector)}")
                     return f"{chunks[e // vector]}.{_LANES[e % vector]}"
@@ -1508,14 +1520,16 @@ def rows_vector_operator(op: AxisOperator, dtype, tile: tuple[int, ...], name: s
         for m, d in enumerate(op.outputs):
             for j in range(vector):
 
-                def glob(o, j=j):
+                def glob(o, j=j, k=k):
                     return f"{u}[c{k} + {j} + ({o})]"
 
-                lines += _closure_chain(d, f"i1 + {j}", "n1", dtype, glob, _weighted(d.interior, dtype, glob), "            ", f"o{m}_{k}_{j}")
+                fast = _weighted(d.interior, dtype, glob)
+                lines += _closure_chain(d, f"i1 + {j}", "n1", dtype, glob, fast, "            ", f"o{m}_{k}_{j}")
         lines += ["        }", "    }"]
     for k in range(rows):
         stores = " ".join(
-            f"v_{d.out}[c{k} / {vector}] = make_{vt}({', '.join(f'o{m}_{k}_{j}' for j in range(vector))});" for m, d in enumerate(op.outputs)
+            f"v_{d.out}[c{k} / {vector}] = make_{vt}({', '.join(f'o{m}_{k}_{j}' for j in range(vector))});"
+            for m, d in enumerate(op.outputs)
         )
         lines.append(f"    if (y{k} < n0) {{ {stores} }}")
     lines.append("}")
@@ -1647,7 +1661,7 @@ def default_tile(plan: Sweep | AxisOperator, strategy: str, dtype="float32") -> 
     return (32, 8, 64)
 
 
-def _check_tile(tile, expected: int, strategy: str, threads: int) -> tuple[int, ...]:
+def _check_tile(tile, expected: int, strategy: str, threads: Callable[[tuple[int, ...]], int]) -> tuple[int, ...]:
     try:
         tile = tuple(int(t) for t in tile)
     except (TypeError, ValueError):
