@@ -45,7 +45,7 @@ def _source_region(grid: Grid, axis: int, side: int, mirror: bool) -> tuple[slic
     return slab(grid.ndim, axis, sl)
 
 
-def _ghost_boxes(grid: Grid, faces: Sequence[Face]) -> list[tuple[slice, ...]]:
+def ghost_boxes(grid: Grid, faces: Sequence[Face]) -> list[tuple[slice, ...]]:
     """The faces' ghost slabs as boxes that cover each ghost cell once.
 
     A slab spans the other axes' ghosts too (edges and corners), so where two
@@ -68,13 +68,13 @@ def _ghost_boxes(grid: Grid, faces: Sequence[Face]) -> list[tuple[slice, ...]]:
 
 def _ghost_cells(grid: Grid, faces: Sequence[Face], pitch: int) -> tuple[np.ndarray, list[np.ndarray]]:
     """Flat indices of the cells the faces' ghost slabs cover, each once, box by box in C order
-    (`_ghost_boxes`), and their coordinates.
+    (`ghost_boxes`), and their coordinates.
 
     The indices count elements from the field's first cell in a layout whose rows lie `pitch` apart.
     """
     index, coords = [], [[] for _ in range(grid.ndim)]
     layout = grid.padded_shape[:-1] + (pitch,)
-    for box in _ghost_boxes(grid, faces):
+    for box in ghost_boxes(grid, faces):
         mesh = np.meshgrid(*[np.arange(s.start, s.stop) for s in box], indexing="ij")
         flat = np.ravel_multi_index(tuple(m.ravel() for m in mesh), layout)
         index.append(flat.astype(np.int32 if np.prod(layout) < 2**31 else np.int64))
@@ -149,7 +149,7 @@ def _scaled_boxes(grid: Grid, faces: Sequence[Face], spatial: np.ndarray, factor
     once, as the gather does. No index array, no temporary, and the boxes' rows stay contiguous, so a
     fill moves little more than the ghost cells' own bytes."""
     parts, start = [], 0
-    for box in _ghost_boxes(grid, faces):
+    for box in ghost_boxes(grid, faces):
         shape = tuple(s.stop - s.start for s in box)
         size = math.prod(shape)
         parts.append((box, spatial[start:start + size].reshape(shape)))

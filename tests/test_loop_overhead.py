@@ -1,4 +1,5 @@
-"""Time-loop and cold-start rows of the bench, and the host fill of scaled Dirichlet walls."""
+"""What the time loop adds to its kernels: the bench's time-loop and cold-start rows, the host fill of scaled
+Dirichlet walls, the gather of periodic and mirrored walls."""
 
 from __future__ import annotations
 
@@ -127,3 +128,27 @@ def test_scaled_walls_evaluate_their_spatial_part_once():
     walls = np.ones(grid.padded_shape, bool)
     walls[grid.interior] = False
     assert np.array_equal(arr[walls], expected[walls]) and not arr[grid.interior].any()
+
+
+@pytest.mark.parametrize("shape,walls", [((7, 9), ("periodic", "neumann")), ((5, 6, 7), ("neumann", "periodic", "periodic"))])
+def test_the_wall_gather_maps_every_ghost_cell_once_to_its_interior_image(shape, walls):
+    import stencilforge as sf
+    from stencilforge.backends.numpy_ref import NumpyBackend
+    from stencilforge.simulation import Simulation
+
+    grid = sf.Grid(shape, extent=1.0)
+    u = sf.Field("u", grid)
+    conds = [sf.Periodic() if w == "periodic" else sf.Neumann() for w in walls]
+    problem = sf.Problem([sf.Eq(u.next, u + 0.01 * sf.laplacian(u, order=4))], initial={u: 1.0}, boundary={u: conds}, dt=0.1)
+    sim = Simulation(problem, NumpyBackend())
+    dst, src = sim._ghost_images(conds)
+    lat = sim.lattice
+    ghost = np.ones(lat.padded_shape, bool)
+    ghost[lat.interior] = False
+    assert np.array_equal(dst, np.flatnonzero(ghost))  # each ghost cell once, in address order
+    g = lat.ghost
+    for axis, wall in enumerate(walls):
+        i, j = np.unravel_index(dst, lat.padded_shape)[axis] - g, np.unravel_index(src, lat.padded_shape)[axis] - g
+        n = lat.shape[axis]
+        expected = np.mod(i, n) if wall == "periodic" else np.where(i < 0, -1 - i, np.where(i >= n, 2 * n - 1 - i, i))
+        assert np.array_equal(j, expected) and ((0 <= j) & (j < n)).all()  # images lie inside
