@@ -20,7 +20,7 @@ from stencilforge.cli import app
 from stencilforge.grid import Grid
 
 LOOP_KEYS = {"problem", "label", "shape", "dtype", "backend", "status", "steps", "fused_steps", "loop_ms", "kernel_ms",
-             "overhead", "loop_samples_ms", "kernel_samples_ms", "repeats", "load_average"}
+             "overhead", "overhead_min", "loop_samples_ms", "kernel_samples_ms", "repeats", "load_average"}
 
 
 @pytest.fixture(scope="module")
@@ -45,12 +45,14 @@ def test_overhead_is_the_loop_median_over_the_kernel_median(rows):
         assert r["loop_ms"] == pytest.approx(statistics.median(r["loop_samples_ms"]))
         assert r["kernel_ms"] == pytest.approx(statistics.median(r["kernel_samples_ms"]))
         assert r["overhead"] == pytest.approx(r["loop_ms"] / r["kernel_ms"] - 1)
+        assert r["overhead_min"] == pytest.approx(min(r["loop_samples_ms"]) / min(r["kernel_samples_ms"]) - 1)
 
 
 def test_loop_row_takes_medians_of_its_own_samples():
     row = loop_row(LoopWorkload("heat2d", (8, 8)), "numba", 100, 98, [3e-3, 1e-3, 2e-3], [1e-3, 4e-3, 1.6e-3])
     assert (row["loop_ms"], row["kernel_ms"]) == pytest.approx((2.0, 1.6))
     assert row["overhead"] == pytest.approx(0.25)
+    assert row["overhead_min"] == pytest.approx(0.0)
 
 
 def test_the_kernel_baseline_takes_the_loops_mix_of_pairs_and_single_steps():
