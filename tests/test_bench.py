@@ -118,7 +118,7 @@ def test_cli_writes_json_and_roofline(tmp_path):
     out, png = tmp_path / "bench.json", tmp_path / "roofline.png"
     result = CliRunner().invoke(app, [
         "bench", "--backend", "numba", "--problems", "heat2d,heat3d", "--size", "2d=40x50", "--size", "3d=17x18x19",
-        "--peers", "numpy", "--repeats", "2", "--json", str(out), "--plot", str(png),
+        "--peers", "numpy", "--repeats", "2", "--no-cold-start", "--json", str(out), "--plot", str(png),
     ])
     assert result.exit_code == 0, result.output
     data = json.loads(out.read_text())

@@ -193,3 +193,19 @@ def test_numba_runs_poisson2d_two_steps_per_pass_with_the_same_bits():
     assert fused.summary["fused_steps"] > 250 and "fused_steps" not in single.summary
     assert all(np.array_equal(fused.fields[k], single.fields[k]) for k in single.fields)
     assert fused.summary["residual"] == single.summary["residual"]
+
+
+@pytest.mark.parametrize("opts", [LoopOptions(steps=2), LoopOptions(steps=50, check_every=2),
+                                  LoopOptions(steps=50, observers=(Recorder(1),))])
+def test_no_pair_kernel_is_built_for_a_run_that_would_never_take_one(opts):
+    built = []
+
+    class Counting(PairedNumpy):
+        def sweep_pair(self, sweep, grid):
+            built.append(sweep)
+            return super().sweep_pair(sweep, grid)
+
+    run(problems.build("heat2d", shape=(12, 13)), Counting(), opts)
+    assert built == []
+    run(problems.build("heat2d", shape=(12, 13)), Counting(), LoopOptions(steps=3))
+    assert len(built) == 1

@@ -657,7 +657,8 @@ def animate(
 def bench(
     problems_: Optional[str] = typer.Option(
         None, "--problems",
-        help="comma-separated workloads: poisson2d, jacobi2d, heat2d, heat3d, wave3d, derivatives, derivatives-fused, derivatives-y",
+        help="comma-separated workloads: poisson2d, jacobi2d, heat2d, heat3d, wave3d, derivatives, derivatives-fused, derivatives-y; "
+        "gray_scott (time loop only)",
     ),
     size: Optional[list[str]] = typer.Option(
         None, "--size", help="NAME=SHAPE, or 2d=SHAPE / 3d=SHAPE for every workload of that dimension (repeatable)"
@@ -676,16 +677,23 @@ def bench(
         None, "--json", help="write the full report (device, versions, commit, every measurement) to FILE"
     ),
     plot: Optional[str] = typer.Option(None, help="write a roofline PNG to FILE"),
+    time_loop: bool = typer.Option(
+        True, "--time-loop/--no-time-loop", help="time each time-stepped problem through the API next to its kernels alone"
+    ),
+    cold_start: Optional[bool] = typer.Option(
+        None, "--cold-start/--no-cold-start",
+        help="time a fresh process to its first step, on empty and on primed caches (default: on for the CPU without --quick)",
+    ),
 ) -> None:
     """Our strategies against the peers and the copy bandwidth, measured in one run."""
     from .bench.options import bench_options
-    from .bench.report import heading, notes, results_tables, write_json
+    from .bench.report import cold_start_table, heading, loop_table, notes, results_tables, write_json
     from .bench.suite import run_bench
 
     def progress(msg: str) -> None:
         err.print(f"[dim]{msg}[/]", highlight=False)
 
-    opts = bench_options(problems_, size, dtypes, backend, strategies, peers, quick, repeats, progress)
+    opts = bench_options(problems_, size, dtypes, backend, strategies, peers, quick, repeats, progress, time_loop, cold_start)
     if plot:
         require("matplotlib", f"--plot {plot}")
     report = run_bench(opts)
@@ -695,6 +703,9 @@ def bench(
         out.print(table)
     for line in notes(report):
         out.print(line, markup=False, highlight=False)
+    for extra in (loop_table(report), cold_start_table(report)):
+        if extra is not None:
+            out.print(extra)
     if json_path:
         write_json(report, json_path)
         err.print(f"wrote {json_path}", markup=False, highlight=False)

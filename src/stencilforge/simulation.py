@@ -14,7 +14,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from .boundary import Dirichlet, Neumann, Periodic
+from .boundary import Dirichlet, Neumann, Periodic, all_faces, ghost_boxes
 from .errors import StencilforgeError
 from .grid import Grid as Lattice
 from .interop import to_module
@@ -117,24 +117,31 @@ class Simulation:
                 raise StencilforgeError(
                     f"a {type(cond).__name__.lower()} wall along axis {axis} needs at least {g} points, the grid has {lat.shape[axis]}"
                 )
-        idx = np.indices(lat.padded_shape).reshape(lat.ndim, -1)
-        ghost = np.zeros(idx.shape[1], dtype=bool)
+        key = tuple(type(c).__name__ for c in conds)
+        if key not in self._gathers:
+            self._gathers[key] = tuple(xp.asarray(cells) for cells in self._ghost_images(conds))
+        dst, src = self._gathers[key]
+        copy = self.backend.copy_cells
+        return lambda arr, t: copy([arr], dst, src)
+
+    def _ghost_images(self, conds) -> tuple[np.ndarray, np.ndarray]:
+        """Flat indices of every ghost cell, ascending, and of its interior image under the walls `conds`;
+        built from the ghost boxes alone (the whole lattice's indices cost a large grid a second)."""
+        lat = self.lattice
+        g = lat.ghost
+        boxes = ghost_boxes(lat, all_faces(lat.ndim))
+        meshes = [np.meshgrid(*[np.arange(s.start, s.stop) for s in box], indexing="ij") for box in boxes]
+        idx = np.stack([np.concatenate([m[axis].ravel() for m in meshes]) for axis in range(lat.ndim)])
         src = idx.copy()
         for axis, cond in enumerate(conds):
             i, n = idx[axis] - g, lat.shape[axis]
-            ghost |= (i < 0) | (i >= n)
             if isinstance(cond, Periodic):
                 src[axis] = np.mod(i, n) + g
             else:  # mirror about a wall half a cell outside the first and last interior points
                 src[axis] = np.where(i < 0, -1 - i, np.where(i >= n, 2 * n - 1 - i, i)) + g
-        dst = np.ravel_multi_index(tuple(idx[:, ghost]), lat.padded_shape)
-        src = np.ravel_multi_index(tuple(src[:, ghost]), lat.padded_shape)
-        key = tuple(type(c).__name__ for c in conds)
-        if key not in self._gathers:
-            self._gathers[key] = xp.asarray(dst.astype(np.int64)), xp.asarray(src.astype(np.int64))
-        dst, src = self._gathers[key]
-        copy = self.backend.copy_cells
-        return lambda arr, t: copy([arr], dst, src)
+        dst = np.ravel_multi_index(tuple(idx), lat.padded_shape)
+        order = np.argsort(dst)
+        return dst[order].astype(np.int64), np.ravel_multi_index(tuple(src), lat.padded_shape)[order].astype(np.int64)
 
     def _bind_source(self, source):
         lat = self.lattice

@@ -229,6 +229,10 @@ class SweepStepper:
         """
         setup, backend = self.setup, self.backend
         sweep = setup.sweep
+        short = self._takes_no_pair()
+        if short:  # its compile (seconds on a cold cache) would buy nothing
+            log.info("%s: one step per pass: %s", setup.name, short)
+            return None
         if not self.opts.fuse_steps or self.domain is not None or setup.sources or not backend.fuses_steps:
             log.info("%s: one step per pass: %s", setup.name, "single steps were asked for" if not self.opts.fuse_steps else
                      "the run is decomposed" if self.domain is not None else "it has sources" if setup.sources else
@@ -244,6 +248,17 @@ class SweepStepper:
         if pair is not None:  # a backend that has no pair for this sweep says why
             log.info("%s: two steps per pass", setup.name)
         return pair
+
+    def _takes_no_pair(self) -> str | None:
+        """Why the loop would never take a pair (it pairs steps n + 1 and n + 2 only where nothing looks at
+        either and n + 2 is not the last), or None."""
+        opts = self.opts
+        steps = opts.steps if opts.steps is not None else self.setup.default_steps
+        if steps < 3:
+            return f"a run of {steps} step{'s' if steps != 1 else ''}"
+        if opts.check_every < 3 or any(obs.every and obs.every < 3 for obs in opts.observers):
+            return "the state is looked at every step or every other step"
+        return None
 
     def warm(self) -> None:
         # The first step's walls and the NaN test run once before the clock starts: both leave the fields

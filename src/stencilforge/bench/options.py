@@ -5,6 +5,7 @@ from __future__ import annotations
 from ..backends import get_backend
 from ..errors import StencilforgeError
 from ..grid import parse_dtype
+from .loop import loop_matrix
 from .measure import MeasureOptions
 from .peers import PEERS, QUICK_CPU, QUICK_GPU
 from .suite import BenchOptions
@@ -46,10 +47,18 @@ def bench_options(
     quick: bool = False,
     repeats: int | None = None,
     progress=None,
+    time_loop: bool = True,
+    cold_start: bool | None = None,
 ) -> BenchOptions:
-    """Options for `run_bench` from the CLI's strings; the default matrix follows the backend (GPU or CPU)."""
+    """Options for `run_bench` from the CLI's strings; the default matrix follows the backend (GPU or CPU).
+
+    Time-loop rows cover the selected workloads that are time-stepped seed problems (all of them and
+    gray_scott without --problems); cold starts the same problems, by default on the CPU without --quick."""
     gpu = get_backend(backend).name == "cuda"
-    workloads = select(default_matrix(gpu, quick), _names(problems), parse_sizes(sizes), _names(dtypes))
+    names = _names(problems)
+    loop_names = [n for n in names if n != "gray_scott"] if names is not None else None
+    workloads = select(default_matrix(gpu, quick), loop_names, parse_sizes(sizes), _names(dtypes)) if loop_names != [] else []
+    loops = loop_matrix(gpu, quick, names, parse_sizes(sizes)) if time_loop or cold_start else ()
     peer_names = _names(peers)
     if peer_names == ["none"]:
         peer_names = []
@@ -73,6 +82,7 @@ def bench_options(
         tuple(workloads), backend=backend, strategies=tuple(_names(strategies) or ()) if strategies else None,
         peers=tuple(peer_names) if peer_names is not None else None, measure=measure,
         copy_bytes=(2**29 if gpu else 2**27) if quick else None, progress=progress,
+        loops=loops if time_loop else (), cold_start=loops if (cold_start if cold_start is not None else not (gpu or quick)) else (),
     )
 
 

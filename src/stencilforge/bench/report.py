@@ -36,7 +36,7 @@ def _label(row: dict) -> str:
     """The workload's label, its shape as N² or N³ where the sides are equal: a table title that fits a terminal."""
     shape = row["shape"]
     dims = f"{shape[0]}{'²³'[len(shape) - 2]}" if len(set(shape)) == 1 and len(shape) in (2, 3) else "x".join(map(str, shape))
-    return f"{row['workload']} {dims} {row['dtype']}"
+    return f"{row.get('workload') or row['problem']} {dims} {row['dtype']}"
 
 
 def results_tables(report: dict) -> list[Table]:
@@ -82,6 +82,39 @@ def heading(report: dict) -> str:
 def notes(report: dict) -> list[str]:
     """The footnotes of `results_tables`: why a row was skipped, failed or is wrong."""
     return [f"[{n + 1}] {r['label']} {r['impl']}: {r['note']}" for n, r in enumerate(report["results"]) if r.get("note")]
+
+
+def loop_table(report: dict) -> Table | None:
+    """The time-loop rows: ms per step through the API, its kernels alone, and what the loop adds (from the
+    medians, and from the fastest repeat of each, which a shared machine disturbs least)."""
+    rows = report.get("time_loop") or []
+    if not rows:
+        return None
+    table = Table(title="time loop through the API against its kernels alone", title_justify="left")
+    for col in ("problem", "loop ms/step", "kernels", "overhead", "of mins"):
+        table.add_column(col, justify="left" if col == "problem" else "right")
+    for r in rows:
+        if r["status"] == "ok":
+            table.add_row(_label(r), f"{r['loop_ms']:.3f}", f"{r['kernel_ms']:.3f}", f"{100 * r['overhead']:+.1f}%",
+                          f"{100 * r['overhead_min']:+.1f}%")
+        else:
+            table.add_row(_label(r), f"[yellow]{r['status']}[/]", "", "", "")
+    return table
+
+
+def cold_start_table(report: dict) -> Table | None:
+    """Seconds from a fresh process to its first step: cold (empty caches) and warm, with the cold compile."""
+    rows = report.get("cold_start") or []
+    if not rows:
+        return None
+    table = Table(title="fresh process to its first step, s", title_justify="left")
+    for col in ("problem", "cold caches", "of it compile", "warm caches"):
+        table.add_column(col, justify="left" if col == "problem" else "right")
+    for r in rows:
+        cold, warm = r["cold"], r["warm"]
+        table.add_row(_label(r), _f(cold.get("to_first_step_s"), ".2f") or cold["status"], _f(cold.get("compile_s"), ".2f"),
+                      _f(warm.get("to_first_step_s"), ".2f") or warm["status"])
+    return table
 
 
 def tune_table(result) -> Table:

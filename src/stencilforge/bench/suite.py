@@ -23,6 +23,8 @@ from ..backends.numpy_ref import evaluate_axis_operator, evaluate_sweep
 from ..errors import StencilforgeError
 from ..grid import Grid
 from ..metrics import throughput
+from .coldstart import cold_start_rows
+from .loop import LoopWorkload, loop_rows
 from .measure import (
     MeasureOptions,
     cpu_copy_bandwidth,
@@ -55,6 +57,8 @@ class BenchOptions:
     copy_bytes: int | None = None
     seed: int = 0
     extra_peers: tuple[Peer, ...] = ()
+    loops: tuple[LoopWorkload, ...] = ()  # time-loop rows: the API's time per step next to its kernels
+    cold_start: tuple[LoopWorkload, ...] = ()  # a fresh process's time to its first step, on empty and on primed caches
     progress: Callable[[str], None] | None = field(default=None, compare=False)
 
 
@@ -388,6 +392,8 @@ def run_bench(opts: BenchOptions) -> dict:
         results.extend(rows)
         del case, ref
         _release()
+    loops = loop_rows(opts.loops, engine.name, opts.measure.repeats, opts.measure.target_s, say)
+    starts = cold_start_rows(opts.cold_start, engine.name, say)
     return {
         "schema": SCHEMA,
         "date": now_iso(),
@@ -410,4 +416,6 @@ def run_bench(opts: BenchOptions) -> dict:
         "ceilings": {"copy": copy, "peak_gflops": peak, "peak_method": "FMA-chain kernel" if gpu else "BLAS matmul 1024^3"},
         "workloads": workloads,
         "results": results,
+        "time_loop": loops,
+        "cold_start": starts,
     }
