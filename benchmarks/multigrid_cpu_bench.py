@@ -112,8 +112,8 @@ def ours(f, h, exact, a, tol, repeats, copy_gbps, threads):
     s = result.summary
     u = np.asarray(result.u).reshape(-1)
     return {
-        "method": f"stencilforge multigrid V(2,2) red-black, FMG first (numba, {threads} thread{'s' if threads > 1 else ''})",
-        "threads": threads, "tol": tol,
+        "method": f"stencilforge multigrid, numba {threads} thread{'s' if threads > 1 else ''}",
+        "scheme": "V(2,2) red-black Gauss-Seidel, FMG first", "threads": threads, "tol": tol,
         "converged": s["converged"], "cycles": s["cycles"], "residual": s["residual"],
         "residual_matrix": relative_residual(a, u, -f.reshape(-1)), "residual_history": s["residual_history"],
         "error_max": float(np.abs(u - exact.reshape(-1)).max()), "time_s": statistics.median(times), "times_s": times,
@@ -182,7 +182,7 @@ def superlu_child(mode: str, shape, path: str) -> None:
 
 def superlu(mode: str, shape):
     """One SuperLU solve in a child process: (row, solution or None)."""
-    label = "scipy.sparse.linalg.spsolve (SuperLU, COLAMD)" if mode == "spsolve" else "scipy.sparse.linalg.splu factor + solve (SuperLU, COLAMD)"
+    label = "SuperLU spsolve (COLAMD)" if mode == "spsolve" else "SuperLU splu factor + solve (COLAMD)"
     row = {"method": label, "shape": list(shape), "limit_s": CHILD_TIMEOUT_S, "memory_cap_bytes": CHILD_MEMORY_BYTES}
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "u.npy")
@@ -231,30 +231,29 @@ def machine() -> dict:
             "shared": "other work ran on this machine during the run; see load_average_start/end"}
 
 
-def table(report) -> str:
-    lines = [f"copy {report['copy']['gbps']:.1f} GB/s on {report['machine']['name']} ({report['machine']['cores']} cores), "
-             f"load {report['load_average_start'][0]:.2f} -> {report['load_average_end'][0]:.2f}"]
-    for case in report["cases"]:
-        lines.append(f"shape {'x'.join(map(str, case['shape']))}, target relative residual {case['target']:.0e}")
-        for r in case["rows"]:
-            if r.get("skipped"):
-                lines.append(f"  {r['method']:58s} skipped: {r['note']}")
-                continue
-            if not r.get("finished", True):
-                lines.append(f"  {r['method'][:58]:58s} {'x'.join(map(str, r['shape']))}: {r['note']}")
-                continue
-            size = f" at {'x'.join(map(str, r['shape']))}" if r.get("smaller_size") else ""
-            if "cycles" in r:
-                extra = (f"cycles {r['cycles']} res {r['residual_matrix']:.1e} err {r['error_max']:.1e} first {r['first_solve_s']:.2f} s "
-                         f"cycle {1e3 * r['cycle_s']:.0f} ms T_eff {r['teff_pct_copy']:.0f}% of copy")
-            elif "iterations" in r:
-                extra = (f"setup {r['setup_s']:.2f} s solve {r['solve_s']:.2f} s iters {r['iterations']} res {r['residual_matrix']:.1e} "
-                         f"diff {r['max_rel_diff_from_ours']:.0e}")
-            else:
-                split = f"factor {r['factor_s']:.2f} s solve {r['solve_s']:.2f} s " if "factor_s" in r else ""
-                diff = f"diff {r['max_rel_diff_from_ours']:.0e}" if "max_rel_diff_from_ours" in r else "(not compared)"
-                extra = f"{split}res {r['residual_matrix']:.1e} {diff}{size}"
-            lines.append(f"  {r['method'][:58]:58s} {r['time_s']:8.2f} s  {extra}")
+def case_table(case) -> str:
+    lines = [f"shape {'x'.join(map(str, case['shape']))}, target relative residual {case['target']:.0e}"]
+    for r in case["rows"]:
+        if r.get("skipped"):
+            lines.append(f"  {r['method']:44s} skipped: {r['note']}")
+            continue
+        if not r.get("finished", True):
+            lines.append(f"  {r['method'][:44]:44s} {'x'.join(map(str, r['shape']))}: {r['note']}")
+            continue
+        size = f" at {'x'.join(map(str, r['shape']))}" if r.get("smaller_size") else ""
+        if "cycles" in r:
+            extra = (f"cycles {r['cycles']} res {r['residual_matrix']:.1e} err {r['error_max']:.1e} first {r['first_solve_s']:.2f} s "
+                     f"cycle {1e3 * r['cycle_s']:.0f} ms T_eff {r['teff_pct_copy']:.0f}% of copy")
+        elif "iterations" in r:
+            extra = (f"setup {r['setup_s']:.2f} s solve {r['solve_s']:.2f} s iters {r['iterations']} res {r['residual_matrix']:.1e} "
+                     f"diff {r['max_rel_diff_from_ours']:.0e}")
+        else:
+            split = f"factor {r['factor_s']:.2f} s solve {r['solve_s']:.2f} s " if "factor_s" in r else ""
+            diff = f"diff {r['max_rel_diff_from_ours']:.0e}" if "max_rel_diff_from_ours" in r else "(not compared)"
+            extra = f"{split}res {r['residual_matrix']:.1e} {diff}{size}"
+        if r.get("agrees") is False:
+            extra += f" DISAGREES with ours (> {AGREE:.0e}): time not counted"
+        lines.append(f"  {r['method'][:44]:44s} {r['time_s']:8.2f} s  {extra}")
     return "\n".join(lines)
 
 
@@ -293,10 +292,12 @@ def main():
         target = tol if row["converged"] else row["residual"]
         rows = [row, serial, *pyamg_rows(a, b, reference, target, args.repeats), *superlu_rows(shape, reference)]
         report["cases"].append({"shape": list(shape), "target": target, "rows": rows})
+        print(case_table(report["cases"][-1]), flush=True)
     report["load_average_end"] = list(os.getloadavg())
     if args.out:
         Path(args.out).write_text(json.dumps(report, indent=1, default=float) + "\n")
-    print(table(report))
+    print(f"copy {report['copy']['gbps']:.1f} GB/s on {report['machine']['name']} ({report['machine']['cores']} cores), "
+          f"load average {report['load_average_start'][0]:.2f} at the start, {report['load_average_end'][0]:.2f} at the end")
 
 
 if __name__ == "__main__":
