@@ -32,11 +32,10 @@ import cupy as cp
 import cupyx.scipy.sparse as cps
 import cupyx.scipy.sparse.linalg as cpsl
 import numpy as np
+from poisson_problem import manufactured
 
 import stencilforge as sf
 from stencilforge.bench.measure import MeasureOptions, git_commit, gpu_copy_bandwidth, gpu_device, versions
-
-from poisson_problem import manufactured
 
 
 def gpu_seconds(fn, repeats: int) -> list[float]:

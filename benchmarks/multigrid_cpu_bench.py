@@ -44,11 +44,10 @@ import numpy as np
 import scipy
 import scipy.sparse as sp
 import scipy.sparse.linalg as spl
+from poisson_problem import manufactured
 
 import stencilforge as sf
 from stencilforge.bench.measure import MeasureOptions, cpu_copy_bandwidth, cpu_device, git_commit, versions
-
-from poisson_problem import manufactured
 
 try:
     import pyamg
@@ -102,7 +101,9 @@ def repeated(fn, repeats):
 
 def ours(f, h, exact, a, tol, repeats, copy_gbps, threads):
     """Our solve on `threads` of numba's threads (all of them, then one: the peers' sparse kernels are serial)."""
-    run = lambda: sf.poisson(f, h, tol=tol, dtype="float64", backend="numba", max_cycles=30)
+    def run():
+        return sf.poisson(f, h, tol=tol, dtype="float64", backend="numba", max_cycles=30)
+
     numba.set_num_threads(threads)
     try:
         first, _ = seconds(run)
@@ -139,7 +140,7 @@ def pyamg_rows(a, b, reference, target, repeats):
     rows = []
     builders = (("smoothed aggregation", pyamg.smoothed_aggregation_solver), ("Ruge-Stuben", pyamg.ruge_stuben_solver))
     for name, build in builders:
-        setups, ml = repeated(lambda: build(a), repeats)
+        setups, ml = repeated(lambda build=build: build(a), repeats)
         for accel in (None, "cg"):
             tol = target
             for _ in range(6):  # tighten until the true residual reaches the target
@@ -148,7 +149,7 @@ def pyamg_rows(a, b, reference, target, repeats):
                 if res <= target:
                     break
                 tol /= 4
-            times, (u, iters) = repeated(lambda: pyamg_solve(ml, b, tol, accel), repeats)
+            times, (u, iters) = repeated(lambda ml=ml, tol=tol, accel=accel: pyamg_solve(ml, b, tol, accel), repeats)
             res = relative_residual(a, u, b)
             diff = agreement(u, reference)
             rows.append({
@@ -215,7 +216,8 @@ def superlu_rows(shape, reference):
         smaller = tuple(n // 2 for n in smaller)
         for mode in ("spsolve", "splu"):
             row, _ = superlu(mode, smaller)
-            row["note"] = (row.get("note", "") + f" measured at {'x'.join(map(str, smaller))} because {'x'.join(map(str, shape))} did not finish; "
+            sizes = f"{'x'.join(map(str, smaller))} because {'x'.join(map(str, shape))}"
+            row["note"] = (row.get("note", "") + f" measured at {sizes} did not finish; "
                            "not compared with ours (other size), not extrapolated").strip()
             row["smaller_size"] = True
             rows.append(row)
