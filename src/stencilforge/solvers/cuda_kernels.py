@@ -442,7 +442,7 @@ class CudaKernels:
         b, c = self.bound[id(level)], self.bound[id(coarse)]
         nd = len(level.shape)
         self._function(f"restrict{nd}", level.f.dtype)(
-            c.grid, c.block, (r, *(np.int32(n) for n in r.shape), *b.down, *c.geometry[-nd:], coarse.f))
+            c.grid, c.block, (r, *b.geometry[-nd:], *b.down, *c.geometry[-nd:], coarse.f))
         self.traffic.add(r, coarse.f)
 
     def prolong_add(self, level: Level, coarse: Level) -> None:

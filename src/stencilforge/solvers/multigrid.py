@@ -226,8 +226,8 @@ class ArrayKernels(HostCalls):
     def restrict_residual(self, level: Level, coarse: Level) -> None:
         level.refresh(level.u)
         r = op.residual(self.xp, level.u, level.f, level.faces)
-        coarse.f[...] = op.transfer(self.xp, r, level.down)
-        self.traffic.add(level.u, level.f, r, r, coarse.f, *level.faces)
+        self.traffic.add(level.u, level.f, r, *level.faces)
+        self.restrict(level, r, coarse)
 
     def restrict(self, level: Level, r, coarse: Level) -> None:
         """coarse.f from a residual array `r` that level.down indexes."""

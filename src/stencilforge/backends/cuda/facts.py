@@ -2,7 +2,7 @@
 
 A schedule keeps a number of bytes in flight per SM; the bandwidth each SM must
 sustain (copy bandwidth / SMs) says how many it needs. An H200 has the H100's
-132 SMs and 40% more bandwidth, so a schedule that saturates one may not the
+SM count and more bandwidth, so a schedule that saturates one may not the
 other: rules in `tune.choose` that depend on this read `gbps_per_sm`.
 """
 

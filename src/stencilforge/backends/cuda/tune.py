@@ -21,9 +21,8 @@ log = logging.getLogger(__name__)
 
 
 # Derivatives d1 + d2 along x: `rows_vec` (vectors of cells per thread, more bytes in flight) overtakes `flat`
-# between the H100's 22.8 and the H200's 32.0 GB/s of copy bandwidth per SM (2 GiB copies; `facts` measured
-# 30.6 on the H200 with its 256 MiB copy): flat 97.8% / rows_vec 96.3% of cudaMemcpy on the H100, 92.6% / 95.4%
-# on the H200 (benchmarks/results/derivatives-cuda-h{100,200}-552f1c6.json).
+# on a device whose copy bandwidth per SM lies above this, between the H100 (where flat leads) and the H200
+# (where rows_vec leads); both measured in benchmarks/results/derivatives-cuda-h{100,200}-552f1c6.json.
 FUSED_ROWS_VEC_GBPS_PER_SM = 27.0
 
 
