@@ -15,6 +15,7 @@ import sys
 import numpy as np
 
 from stencilforge import problems
+from stencilforge.backends.base import fused_walls
 from stencilforge.backends.cuda import CudaBackend, codegen
 from stencilforge.grid import Grid
 from stencilforge.problems import derivatives as deriv, poisson2d
@@ -46,17 +47,18 @@ def main(only: list[str]) -> None:
             be.synchronize()
             print(f"{step.strategy:9s} {name} {shape} ok", flush=True)
     be = CudaBackend()
-    for shape, r in (((37, 45), 1), ((21, 70), 4)) if not only or "pair" in only else ():
+    for shape, r, steps in (((37, 45), 1, 2), ((21, 70), 4, 2), ((37, 45), 1, 4), ((21, 70), 2, 5)) if not only or "pair" in only else ():
         grid = Grid(shape, (0.01, 0.02), np.dtype(np.float32), r, (0.0, 0.0))
         sweep = poisson2d.jacobi_sweep(Stencil.laplacian(2, r, grid.spacing), with_rhs=True)
-        fields = {n: be.field(rng.uniform(-1, 1, grid.padded_shape).astype(np.float32), grid.ghost) for n in ("u", "f", "u_new")}
-        be.sweep_pair(sweep, grid)(fields)
+        names = ("u", "f", "u_new") + tuple(fused_walls(s, "u_new") for s in range(2, steps))
+        fields = {n: be.field(rng.uniform(-1, 1, grid.padded_shape).astype(np.float32), grid.ghost) for n in names}
+        be.sweep_fused(sweep, grid, steps=steps)(fields)
         be.synchronize()
-        print(f"pair      jacobi r={r} {shape} ok", flush=True)
+        print(f"fused {steps}   jacobi r={r} {shape} ok", flush=True)
     for tile in ((4, 3, 64), (64, 8, 128)) if not only or "pair" in only else ():
         setup = problems.build("heat3d", shape=(11, 13, 37), dtype="float32")
         fields = {n: be.field(rng.uniform(-1, 1, setup.grid.padded_shape).astype(np.float32), setup.grid.ghost) for n in setup.fields}
-        be.sweep_pair(setup.sweep, setup.grid, tile)(fields)
+        be.sweep_fused(setup.sweep, setup.grid, tile)(fields)
         be.synchronize()
         print(f"pair      heat3d {tile} ok", flush=True)
     for strategy in codegen.OPERATOR_STRATEGIES:

@@ -9,17 +9,18 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from stencilforge.backends.base import Launch, fused_walls
 from stencilforge.backends.numpy_ref import NumpyBackend
 from stencilforge.bench.measure import MeasureOptions, wall_clock
 from stencilforge.bench.peers import PEERS, Peer, SlicingRunner, sweep_step
 from stencilforge.bench.suite import (
     BackendRunner,
     BenchOptions,
+    FusedRunner,
     Impl,
-    PairRunner,
     measure_impl,
     oracle_error,
-    oracle_error_two_steps,
+    oracle_error_fused,
     run_bench,
 )
 from stencilforge.bench.workloads import Workload, build_case
@@ -167,58 +168,64 @@ def test_make_table_renders_ours_peers_and_copy_and_updates_in_place(report, tmp
     assert text.count("## Benchmarks") == 1 and text.count(make_table.START) == 1 and "kept" in text
 
 
-class TwoSweeps(NumpyBackend):
-    """A NumPy `sweep_pair` (two sweeps, the middle state keeping u's ghost cells), or a broken one (one sweep)."""
+class FusedSweeps(NumpyBackend):
+    """A NumPy `sweep_fused` of `steps` sweeps (the state after step s keeping the ghost cells of
+    fields[fused_walls(s)]), or a broken one (a middle step left out)."""
 
     fuses_steps = True
 
-    def __init__(self, broken=False):
+    def __init__(self, steps=2, broken=False):
         super().__init__()
-        self.broken = broken
+        self.steps, self.broken = steps, broken
 
-    def sweep_pair(self, sweep, grid):
+    def sweep_fused(self, sweep, grid):
         one = self.sweep(sweep, grid)
         (u,) = sweep.stencil_inputs
 
         def run(fields):
-            one(fields)
-            if not self.broken:
-                middle = fields[u].copy()
-                middle[grid.interior] = fields[sweep.out][grid.interior]
-                one({**fields, u: middle})
+            state = fields[u]
+            for s in range(1, self.steps - self.broken):
+                middle = fields[fused_walls(s, sweep.out)].copy()
+                one({**fields, u: state, sweep.out: middle})
+                state = middle
+            one({**fields, u: state})
 
-        return run
+        return Launch(run, steps=self.steps)
 
 
 @pytest.mark.parametrize("name", ["poisson2d", "jacobi2d"])
-def test_two_steps_per_pass_are_checked_against_the_oracle_twice_then_timed(name):
+@pytest.mark.parametrize("steps", [2, 4])
+def test_fused_passes_are_checked_against_the_oracle_over_a_pass_then_timed(name, steps):
     case = build_case(Workload(name, (70, 90), "float64"))
     opts = BenchOptions((case.workload,), backend="numpy", measure=FAST)
     ref_row, ref = measure_impl(case, Impl("stencilforge", "ours", "numpy", lambda c: BackendRunner(c, NumpyBackend())), None, opts, 1.0,
                                 "numpy")
     assert ref_row["status"] == "ok"
-    good, _ = measure_impl(case, Impl("stencilforge", "ours", "fused", lambda c: PairRunner(c, TwoSweeps())), ref, opts, 1.0, "numpy")
-    assert good["status"] == "ok" and good["check"]["reference_error"] == 0.0 and good["check"]["oracle_error"] < 1e-12
-    bad, _ = measure_impl(case, Impl("stencilforge", "ours", "fused", lambda c: PairRunner(c, TwoSweeps(broken=True))), ref, opts, 1.0,
-                          "numpy")
+    good, _ = measure_impl(case, Impl("stencilforge", "ours", "fused", lambda c: FusedRunner(c, FusedSweeps(steps))), ref, opts, 1.0,
+                           "numpy")
+    assert good["status"] == "ok" and good["check"]["oracle_error"] < 1e-12
+    assert good["check"]["reference_error"] == (0.0 if steps == 2 else None)  # the other rows hold two steps
+    bad, _ = measure_impl(case, Impl("stencilforge", "ours", "fused", lambda c: FusedRunner(c, FusedSweeps(steps, broken=True))), ref,
+                          opts, 1.0, "numpy")
     assert bad["status"] == "wrong" and "median_ms" not in bad
 
 
-def test_two_step_oracle_sees_a_single_bad_cell():
+@pytest.mark.parametrize("steps", [2, 3])
+def test_fused_oracle_sees_a_single_bad_cell(steps):
     case = build_case(Workload("poisson2d", (70, 90), "float64"))
-    runner = PairRunner(case, TwoSweeps())
-    runner.run(2)
+    runner = FusedRunner(case, FusedSweeps(steps))
+    runner.run(steps)
     result = runner.latest()
-    assert oracle_error_two_steps(case, result) < 1e-12
+    assert oracle_error_fused(case, result, steps) < 1e-12
     result["u"][70, 1] += 1.0  # the last interior row, second column: the bottom-left corner box
-    assert oracle_error_two_steps(case, result) > 1e-3
+    assert oracle_error_fused(case, result, steps) > 1e-3
 
 
 def test_workloads_that_cannot_fuse_are_skipped():
     case = build_case(Workload("wave3d", (18, 19, 20), "float32"))
-    row, _ = measure_impl(case, Impl("stencilforge", "ours", "fused", lambda c: PairRunner(c, TwoSweeps())), None,
+    row, _ = measure_impl(case, Impl("stencilforge", "ours", "fused", lambda c: FusedRunner(c, FusedSweeps())), None,
                           BenchOptions((case.workload,), measure=FAST), 1.0, "numpy")
-    assert row["status"] == "skipped" and "does not fuse two steps" in row["note"]
+    assert row["status"] == "skipped" and "does not fuse steps" in row["note"]
 
 
 def test_numba_bench_times_two_steps_per_pass_where_they_apply(report):

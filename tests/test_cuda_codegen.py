@@ -59,11 +59,14 @@ def _modules():
         pairs = []
         for r in range(1, 9):
             sweep = poisson2d.jacobi_sweep(Stencil.laplacian(2, r, (0.01, 0.02)), with_rhs=True)
-            pairs.append(codegen.pair_sweep(sweep, dt, codegen.PAIR_TILE[2], f"sf_pair_r{r}"))
-        pairs.append(codegen.pair_sweep(problems.build("heat2d").sweep, dt, (3, 64), "sf_pair_heat2d"))
-        pairs.append(codegen.pair_sweep(problems.build("heat3d").sweep, dt, codegen.PAIR_TILE[3], "sf_pair_heat3d"))
-        pairs.append(codegen.pair_sweep(heat3d_r2(), dt, (5, 3, 64), "sf_pair_3d_r2"))
-        mods.append((f"pair-r1..8-{dt}", codegen.module_source(pairs, dt, "fused pairs")))
+            pairs.append(codegen.fused_sweep(sweep, dt, codegen.PAIR_TILE[2], f"sf_pair_r{r}"))
+            for steps in sorted({3, 4, 1 + codegen.FUSED_REACH_2D // r} & set(range(3, 2 + codegen.FUSED_REACH_2D // r))):
+                pairs.append(codegen.fused_sweep(sweep, dt, codegen.PAIR_TILE[2], f"sf_fused{steps}_r{r}", steps))
+        pairs.append(codegen.fused_sweep(problems.build("heat2d").sweep, dt, (3, 64), "sf_pair_heat2d"))
+        pairs.append(codegen.fused_sweep(problems.build("heat2d").sweep, dt, (5, 96), "sf_fused4_heat2d", 4))
+        pairs.append(codegen.fused_sweep(problems.build("heat3d").sweep, dt, codegen.PAIR_TILE[3], "sf_pair_heat3d"))
+        pairs.append(codegen.fused_sweep(heat3d_r2(), dt, (5, 3, 64), "sf_pair_3d_r2"))
+        mods.append((f"fused-r1..8-{dt}", codegen.module_source(pairs, dt, "fused steps")))
     for vid, op in _operators():
         for dt in DTYPES:
             ks = [codegen.operator_kernel(op, s, dt) for s in codegen.applicable_strategies(op, dt)]
@@ -341,26 +344,41 @@ def test_fused_derivatives_are_one_kernel_writing_both_outputs(strategy, axis):
     assert "f_d1[c] =" in kernel.source and "f_d2[c] =" in kernel.source
 
 
-def test_pair_refuses_what_it_cannot_fuse():
-    assert codegen.pair_applicable(problems.build("poisson2d").sweep) is None
-    assert codegen.pair_applicable(problems.build("heat3d").sweep) is None
+def test_fusion_refuses_what_it_cannot_fuse():
+    assert codegen.fused_applicable(problems.build("poisson2d").sweep) is None
+    assert codegen.fused_applicable(problems.build("poisson2d").sweep, 9) is None
+    assert "reaches 9 lanes" in codegen.fused_applicable(problems.build("poisson2d").sweep, 10)
+    assert codegen.fused_applicable(problems.build("heat3d").sweep) is None
+    assert "two steps per pass, not 3" in codegen.fused_applicable(problems.build("heat3d").sweep, 3)
     wide3d = Sweep("o", (Term("u", Stencil.laplacian(3, 3)),))
-    assert "radius up to 2" in codegen.pair_applicable(wide3d)
+    assert "radius up to 2" in codegen.fused_applicable(wide3d)
     box = Stencil.from_dict({(1, 1): 1.0, (0, 0): 1.0})
-    assert "star" in codegen.pair_applicable(Sweep("o", (Term("u", box),)))
+    assert "star" in codegen.fused_applicable(Sweep("o", (Term("u", box),)))
     two = Sweep("o", (Term("u", Stencil.laplacian(2)), Term("v", Stencil.laplacian(2))))
-    assert "exactly one field" in codegen.pair_applicable(two)
+    assert "exactly one field" in codegen.fused_applicable(two)
     with pytest.raises(StencilforgeError, match="whole warps"):
-        codegen.pair_sweep(problems.build("poisson2d").sweep, np.float32, (4, 100), "k")
+        codegen.fused_sweep(problems.build("poisson2d").sweep, np.float32, (4, 100), "k")
     with pytest.raises(StencilforgeError, match="needs 3 positive sizes"):
-        codegen.pair_sweep(problems.build("heat3d").sweep, np.float32, (8, 256), "k")
+        codegen.fused_sweep(problems.build("heat3d").sweep, np.float32, (8, 256), "k")
 
 
-def test_pair_grid_counts_the_useful_lanes():
-    k = codegen.pair_sweep(problems.build("poisson2d").sweep, np.float32, (8, 256), "k")
+def test_fused_grid_counts_the_useful_lanes():
+    k = codegen.fused_sweep(problems.build("poisson2d").sweep, np.float32, (8, 256), "k")
     assert k.cover == (8, 8 * 30) and k.grid((1000, 1537)) == (7, 125, 1)
-    k3 = codegen.pair_sweep(problems.build("heat3d").sweep, np.float32, (64, 8, 128), "k")  # 4 warps along y
+    k4 = codegen.fused_sweep(problems.build("poisson2d").sweep, np.float32, (8, 256), "k", 4)
+    assert k4.cover == (8, 8 * 26) and k4.args[-2:] == ("_walls2", "_walls3") and k4.strategy == "rows, 4 steps"
+    k3 = codegen.fused_sweep(problems.build("heat3d").sweep, np.float32, (64, 8, 128), "k")  # 4 warps along y
     assert k3.block == (32, 4, 1) and k3.cover == (64, 32, 30) and k3.grid((129, 67, 255)) == (9, 3, 3)
+
+
+def test_fused_steps_follow_the_measured_rule():
+    from stencilforge.backends.cuda.tune import FUSED_STEPS_2D, fused_steps
+
+    heat2d, poisson = problems.build("heat2d").sweep, problems.build("poisson2d").sweep
+    assert fused_steps(heat2d) == FUSED_STEPS_2D and codegen.fused_applicable(heat2d, FUSED_STEPS_2D) is None
+    assert fused_steps(poisson) == 2  # reads its right-hand side at every step
+    assert fused_steps(Sweep("o", (Term("u", Stencil.laplacian(2, 2)),))) == 2
+    assert fused_steps(problems.build("heat3d").sweep) == 2
 
 
 @pytest.mark.parametrize("ndim", [2, 3])

@@ -21,7 +21,9 @@ import pytest
 
 from stencilforge import problems
 from stencilforge.backends import get_backend
+from stencilforge.backends.base import fused_walls
 from stencilforge.backends.cuda import CudaBackend, check_fits, codegen
+from stencilforge.backends.cuda.tune import fused_steps
 from stencilforge.backends.numpy_ref import NumpyBackend, evaluate_axis_operator, evaluate_sweep
 from stencilforge.errors import StencilforgeError
 from stencilforge.grid import Grid, row_pitch
@@ -211,46 +213,56 @@ def heat_grid_sweep(shape, dtype, radius):
     return grid, Sweep("u_new", (Term("u", Stencil.identity(3) + lap.scaled(1e-3)),))
 
 
-def check_pair(grid, sweep, where, tile=None):
-    """The fused pair against the float64 oracle applied twice, the middle state's ghost cells being
-    the output buffer's (its walls, here random and unlike u's), and bit for bit against two `rows` sweeps."""
+def check_fused(grid, sweep, where, tile=None, steps=2):
+    """The fused pass against the float64 oracle applied `steps` times, each middle state's ghost cells
+    being its own walls array's (random, unlike u's and each other's), and bit for bit against as many
+    `rows` sweeps; the output's interior NaN-poisoned first, its ghost cells left as they were."""
     rng, seed = rng_with_seed()
-    where = f"{where} seed={seed}"
+    where = f"{where} steps={steps} seed={seed}"
     (u,) = sweep.stencil_inputs
     host = {n: rng.uniform(-1.0, 1.0, grid.padded_shape).astype(grid.dtype) for n in sweep.inputs}
-    walls = rng.uniform(-1.0, 1.0, grid.padded_shape).astype(grid.dtype)
-    walls[grid.interior] = np.nan
+    walls = {}
+    for s in range(1, steps):
+        w = rng.uniform(-1.0, 1.0, grid.padded_shape).astype(grid.dtype)
+        w[grid.interior] = np.nan
+        walls[fused_walls(s, sweep.out)] = w
+    out_walls = walls[sweep.out] if steps > 1 else None
     be = backend("auto")
-    pair = be.sweep_pair(sweep, grid, tile)
-    dev = {n: be.asarray(a) for n, a in host.items()}
-    dev[sweep.out] = be.asarray(walls)
-    pair(dev)
+    fused = be.sweep_fused(sweep, grid, tile, steps)
+    assert fused is not None and fused.steps == steps
+    dev = {n: be.asarray(a) for n, a in {**host, **walls}.items()}
+    fused(dev)
     got = be.to_host(dev[sweep.out])
     h64 = {n: a.astype(np.float64) for n, a in host.items()}
     g64 = Grid(grid.shape, grid.spacing, np.dtype(np.float64), grid.ghost, grid.lower)
-    mid, bmid = walls.astype(np.float64), np.abs(walls.astype(np.float64))
-    mid[grid.interior] = evaluate_sweep(sweep, g64, h64)
-    bmid[grid.interior] = evaluate_sweep(abs_sweep(sweep), g64, {n: np.abs(a) for n, a in h64.items()})
-    ref = evaluate_sweep(sweep, g64, {**h64, u: mid})
-    bound = evaluate_sweep(abs_sweep(sweep), g64, {**{n: np.abs(a) for n, a in h64.items()}, u: bmid})
+    state, bstate = h64[u], np.abs(h64[u])
+    absolute = {n: np.abs(a) for n, a in h64.items()}
+    for s in range(1, steps):
+        mid, bmid = walls[fused_walls(s, sweep.out)].astype(np.float64), np.abs(walls[fused_walls(s, sweep.out)].astype(np.float64))
+        mid[grid.interior] = evaluate_sweep(sweep, g64, {**h64, u: state})
+        bmid[grid.interior] = evaluate_sweep(abs_sweep(sweep), g64, {**absolute, u: bstate})
+        state, bstate = mid, bmid
+    ref = evaluate_sweep(sweep, g64, {**h64, u: state})
+    bound = evaluate_sweep(abs_sweep(sweep), g64, {**absolute, u: bstate})
     points = sum(len(t.stencil.entries) for t in sweep.terms)
-    tol = 4 * (points + 2) * UNIT_ROUNDOFF[grid.dtype] * bound + 1e-300
+    tol = 2 * steps * (points + 2) * UNIT_ROUNDOFF[grid.dtype] * bound + 1e-300
     inner = got[grid.interior]
     assert np.isfinite(inner).all(), f"unwritten (NaN) interior cells: {where}"
     err = np.abs(inner - ref)
     assert (err <= tol).all(), f"max error {err.max():.3e} over bound: {where}"
     ghost = np.ones(grid.padded_shape, bool)
     ghost[grid.interior] = False
-    assert np.array_equal(got[ghost], walls[ghost]), f"a ghost cell of the output was written: {where}"
-    # and bit for bit what two single `rows` steps give, so fusing never changes a run's answer
+    assert np.array_equal(got[ghost], out_walls[ghost]), f"a ghost cell of the output was written: {where}"
+    # and bit for bit what single `rows` steps give, so fusing never changes a run's answer
     rows = backend("rows").sweep(sweep, grid)
-    one = {**{n: be.asarray(a) for n, a in host.items()}, sweep.out: cp.full(grid.padded_shape, np.nan, dtype=grid.dtype)}
-    rows(one)
-    middle = be.asarray(walls)
-    middle[grid.interior] = one[sweep.out][grid.interior]
-    two = {**one, u: middle, sweep.out: cp.full(grid.padded_shape, np.nan, dtype=grid.dtype)}
-    rows(two)
-    assert np.array_equal(be.to_host(two[sweep.out])[grid.interior], inner), f"fused pair differs from two rows sweeps: {where}"
+    state = be.asarray(host[u])
+    for s in range(1, steps + 1):
+        out = cp.full(grid.padded_shape, np.nan, dtype=grid.dtype)
+        rows({**{n: be.asarray(a) for n, a in host.items()}, u: state, sweep.out: out})
+        if s < steps:
+            state = be.asarray(walls[fused_walls(s, sweep.out)])
+            state[grid.interior] = out[grid.interior]
+    assert np.array_equal(be.to_host(out)[grid.interior], inner), f"fused pass differs from single rows sweeps: {where}"
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -258,7 +270,21 @@ def check_pair(grid, sweep, where, tile=None):
 @pytest.mark.parametrize("shape", [(1000, 1537), (37, 300), (5, 9), (3, 4), (1, 40)])
 def test_fused_pair_matches_two_oracle_sweeps_and_two_rows_sweeps(shape, radius, dtype):
     grid, sweep = jacobi_grid_sweep(shape, dtype, radius)
-    check_pair(grid, sweep, f"{shape} r={radius} {dtype}")
+    check_fused(grid, sweep, f"{shape} r={radius} {dtype}")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("radius,steps", [(1, 3), (1, 4), (1, 6), (1, 9), (2, 3), (2, 5), (4, 3)])
+@pytest.mark.parametrize("shape", [(1000, 1537), (37, 300), (5, 9), (1, 40), (70, 3)])
+def test_fused_steps_match_the_oracle_and_single_rows_sweeps(shape, radius, steps, dtype):
+    grid, sweep = jacobi_grid_sweep(shape, dtype, radius)
+    check_fused(grid, sweep, f"{shape} r={radius} {dtype}", steps=steps)
+
+
+@pytest.mark.parametrize("tile", [(1, 32), (3, 64), (16, 128), (7, 1024)])
+def test_fused_steps_odd_tiles(tile):
+    grid, sweep = jacobi_grid_sweep((517, 1001), "float32", 1)
+    check_fused(grid, sweep, f"tile {tile}", tile, steps=4)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -266,25 +292,39 @@ def test_fused_pair_matches_two_oracle_sweeps_and_two_rows_sweeps(shape, radius,
 @pytest.mark.parametrize("shape", [(129, 67, 255), (70, 3, 31), (5, 9, 40), (1, 1, 33), (2, 40, 7)])
 def test_fused_3d_pair_matches_two_oracle_sweeps_and_two_rows_sweeps(shape, radius, dtype):
     grid, sweep = heat_grid_sweep(shape, dtype, radius)
-    check_pair(grid, sweep, f"{shape} r={radius} {dtype}")
+    check_fused(grid, sweep, f"{shape} r={radius} {dtype}")
 
 
 @pytest.mark.parametrize("tile", [(1, 1, 32), (3, 5, 64), (200, 2, 1024), (7, 16, 96)])
 def test_fused_3d_pair_odd_tiles(tile):
     grid, sweep = heat_grid_sweep((129, 67, 255), "float32", 1)
-    check_pair(grid, sweep, f"tile {tile}", tile)
+    check_fused(grid, sweep, f"tile {tile}", tile)
 
 
-def test_pair_is_offered_only_where_it_applies():
+def test_fusion_is_offered_only_where_it_applies():
     grid, sweep = jacobi_grid_sweep((64, 64), "float32", 1)
-    assert backend("auto").sweep_pair(sweep, grid) is not None
-    assert backend("rows").sweep_pair(sweep, grid) is None  # an explicit strategy is honoured
+    assert backend("auto").sweep_fused(sweep, grid).steps == fused_steps(sweep) == 2  # reads f at every step
+    heat2d = problems.build("heat2d", shape=(64, 64))
+    assert backend("auto").sweep_fused(heat2d.sweep, heat2d.grid).steps == fused_steps(heat2d.sweep) == 3
+    assert backend("rows").sweep_fused(sweep, grid) is None  # an explicit strategy is honoured
     heat3d = problems.build("heat3d", shape=(8, 8, 8))
-    assert backend("auto").sweep_pair(heat3d.sweep, heat3d.grid) is not None
+    assert backend("auto").sweep_fused(heat3d.sweep, heat3d.grid).steps == 2
     wave3d = problems.build("wave3d", shape=(8, 8, 8), radius=2)
-    assert backend("auto").sweep_pair(wave3d.sweep, wave3d.grid) is None  # a leapfrog
+    assert backend("auto").sweep_fused(wave3d.sweep, wave3d.grid) is None  # a leapfrog
     thin = Grid((64, 64), (0.01, 0.01), np.dtype(np.float32), 1, (0.0, 0.0))
-    assert backend("auto").sweep_pair(jacobi_grid_sweep((64, 64), "float32", 2)[1], thin) is None  # ghost < radius
+    assert backend("auto").sweep_fused(jacobi_grid_sweep((64, 64), "float32", 2)[1], thin) is None  # ghost < radius
+
+
+@pytest.mark.parametrize("name,shape", [("heat2d", (333, 517)), ("poisson2d", (200, 301)), ("heat3d", (40, 33, 65))])
+def test_fused_runs_equal_single_step_runs_bit_for_bit(name, shape):
+    """Through the time loop, time-dependent walls (heat) included: the fused run's fields and error are the
+    single-step run's, with most steps taken in fused passes."""
+    opts = dict(steps=203, check_every=50)
+    single = run(problems.build(name, shape=shape), backend("auto"), LoopOptions(fuse_steps=False, **opts))
+    fused = run(problems.build(name, shape=shape), backend("auto"), LoopOptions(**opts))
+    assert fused.summary["fused_steps"] > 150 and "fused_steps" not in single.summary
+    assert all(cp.array_equal(fused.fields[k], single.fields[k]) for k in single.fields)
+    assert fused.summary.get("error") == single.summary.get("error")
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

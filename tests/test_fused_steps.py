@@ -1,6 +1,6 @@
-"""The time loop's two-steps-per-pass path, checked on the CPU with a backend whose pair is two NumPy sweeps.
+"""The time loop's several-steps-per-pass path, checked on the CPU with a backend whose fused pass is NumPy sweeps.
 
-The CUDA kernel that implements the pair is checked against the oracle in
+The CUDA kernels that fuse steps are checked against the oracle in
 tests/test_cuda_gpu.py; here the question is the loop's: which steps it fuses
 (none that a check or an observer must see, none where a wall reads the field), and that fused
 runs end with the same fields, residuals and iteration counts.
@@ -14,32 +14,36 @@ import numpy as np
 import pytest
 
 from stencilforge import problems
+from stencilforge.backends.base import Launch, fused_walls
 from stencilforge.backends.numpy_ref import NumpyBackend
 from stencilforge.boundary import Neumann, Periodic
 from stencilforge.timeloop import LoopOptions, run
 
 
-class PairedNumpy(NumpyBackend):
-    """NumPy with a `sweep_pair`: out = S(S(u)), the middle state kept in out, whose ghost cells hold its walls."""
+class FusedNumpy(NumpyBackend):
+    """NumPy with a `sweep_fused` of `steps` sweeps: the state after step s takes the ghost cells of
+    fields[fused_walls(s)] (step 1: out's), as the CUDA kernels do."""
 
     fuses_steps = True
 
-    def __init__(self):
+    def __init__(self, steps=2):
         super().__init__()
-        self.pairs = 0
+        self.steps, self.passes = steps, 0
 
-    def sweep_pair(self, sweep, grid):
+    def sweep_fused(self, sweep, grid):
         one = self.sweep(sweep, grid)
         (u,) = sweep.stencil_inputs
 
         def run(fields):
-            self.pairs += 1
-            one(fields)
-            scratch = fields[u].copy()
-            one({**fields, u: fields[sweep.out], sweep.out: scratch})
-            fields[sweep.out][...] = scratch
+            self.passes += 1
+            state = fields[u]
+            for s in range(1, self.steps):
+                middle = fields[fused_walls(s, sweep.out)].copy()
+                one({**fields, u: state, sweep.out: middle})
+                state = middle
+            one({**fields, u: state})
 
-        return run
+        return Launch(run, steps=self.steps)
 
 
 class Recorder:
@@ -70,33 +74,34 @@ def same_record(a: Recorder, b: Recorder) -> bool:
         ("heat3d", (9, 10, 11)),
     ],
 )
-def test_fused_run_equals_the_single_step_run_at_every_observed_step(name, shape):
-    opts = dict(steps=37, check_every=5)
-    plain_obs, fused_obs = Recorder(3), Recorder(3)
+@pytest.mark.parametrize("steps", [2, 3, 4])
+def test_fused_run_equals_the_single_step_run_at_every_observed_step(name, shape, steps):
+    opts = dict(steps=37, check_every=10)
+    plain_obs, fused_obs = Recorder(7), Recorder(7)
     plain = run(problems.build(name, shape=shape), NumpyBackend(), LoopOptions(observers=(plain_obs,), **opts))
-    be = PairedNumpy()
+    be = FusedNumpy(steps)
     fused = run(problems.build(name, shape=shape), be, LoopOptions(observers=(fused_obs,), **opts))
     assert plain_obs.seen and same_record(fused_obs, plain_obs)  # every buffer, its ghost cells too
     assert all(np.array_equal(fused.fields[k], plain.fields[k]) for k in plain.fields)
     assert fused.summary.get("residual") == plain.summary.get("residual")
     assert fused.summary.get("error") == plain.summary.get("error")
-    # steps 1..37, events at multiples of 3 and 5: a pair n -> n+2 only where neither n+1 nor n+2 is an event
-    # and n+2 is not the last step, so every observed state (and u_new in it) is a single step's
-    events = {m for m in range(1, 38) if m % 3 == 0 or m % 5 == 0}
+    # steps 1..37, events at multiples of 7 and 10: a pass n -> n+k only where none of n+1..n+k is an event
+    # and n+k is not the last step, so every observed state (and u_new in it) is a single step's
+    events = {m for m in range(1, 38) if m % 7 == 0 or m % 10 == 0}
     expected, n = 0, 0
     while n < 37:
-        if n + 2 < 37 and n + 1 not in events and n + 2 not in events:
-            expected, n = expected + 1, n + 2
+        if n + steps < 37 and not events & set(range(n + 1, n + steps + 1)):
+            expected, n = expected + 1, n + steps
         else:
             n += 1
-    assert be.pairs == expected > 0
-    assert fused.summary["fused_steps"] == 2 * expected
+    assert be.passes == expected > 0
+    assert fused.summary["fused_steps"] == steps * expected and fused.summary["steps_per_pass"] == steps
 
 
 def test_fused_run_converges_in_the_same_iterations():
     opts = LoopOptions(tol=1e-3, check_every=50)
     plain = run(problems.build("poisson2d", shape=(40, 50)), NumpyBackend(), opts).summary
-    fused = run(problems.build("poisson2d", shape=(40, 50)), PairedNumpy(), opts).summary
+    fused = run(problems.build("poisson2d", shape=(40, 50)), FusedNumpy(), opts).summary
     assert fused["fused_steps"] > 0
     assert (fused["iterations"], fused["residual"], fused["converged"]) == (plain["iterations"], plain["residual"], True)
 
@@ -110,20 +115,20 @@ def test_fused_run_converges_in_the_same_iterations():
     ],
 )
 def test_no_pairs_where_a_step_must_be_seen(name, opts):
-    be = PairedNumpy()
+    be = FusedNumpy()
     params = {"radius": 2} if name == "wave3d" else {}
     shape = (12, 13, 14) if name == "wave3d" else (20, 21)
     result = run(problems.build(name, shape=shape, **params), be, opts)
-    assert be.pairs == 0
+    assert be.passes == 0
     assert result.summary.get("fused_steps", 0) == 0
 
 
 @pytest.mark.parametrize("bc", [Neumann(), Periodic()])
 def test_no_pairs_where_the_walls_read_the_field(bc):
-    be = PairedNumpy()
+    be = FusedNumpy()
     setup = dataclasses.replace(problems.build("poisson2d", shape=(20, 21)), boundaries={"u": bc})
     result = run(setup, be, LoopOptions(steps=10))
-    assert be.pairs == 0 and "fused_steps" not in result.summary
+    assert be.passes == 0 and "fused_steps" not in result.summary
 
 
 def test_which_sweeps_compose_with_their_swap():
@@ -157,7 +162,7 @@ def test_numba_pair_is_two_numba_sweeps_bit_for_bit(shape, radius, dtype):
     rng = np.random.default_rng(7)
     fields = {n: rng.uniform(-1, 1, grid.padded_shape).astype(dtype) for n in ("u", "f")}
     be = NumbaBackend()
-    pair = be.sweep_pair(sweep, grid)
+    pair = be.sweep_fused(sweep, grid)
     walls = rng.uniform(-1, 1, grid.padded_shape).astype(dtype)  # the middle step's walls, not u's
     walls[grid.interior] = np.nan
     out = walls.copy()
@@ -179,9 +184,9 @@ def test_numba_pair_declines_what_it_cannot_vectorise():
     from stencilforge.backends.numba_cpu import NumbaBackend
 
     grid, wide = jacobi((40, 40), 4)
-    assert NumbaBackend().sweep_pair(wide, grid) is None  # 17 row views: beyond one vectorised loop
+    assert NumbaBackend().sweep_fused(wide, grid) is None  # 17 row views: beyond one vectorised loop
     heat3d = problems.build("heat3d", shape=(8, 9, 10))
-    assert NumbaBackend().sweep_pair(heat3d.sweep, heat3d.grid) is None
+    assert NumbaBackend().sweep_fused(heat3d.sweep, heat3d.grid) is None
 
 
 def test_numba_runs_poisson2d_two_steps_per_pass_with_the_same_bits():
@@ -200,10 +205,10 @@ def test_numba_runs_poisson2d_two_steps_per_pass_with_the_same_bits():
 def test_no_pair_kernel_is_built_for_a_run_that_would_never_take_one(opts):
     built = []
 
-    class Counting(PairedNumpy):
-        def sweep_pair(self, sweep, grid):
+    class Counting(FusedNumpy):
+        def sweep_fused(self, sweep, grid):
             built.append(sweep)
-            return super().sweep_pair(sweep, grid)
+            return super().sweep_fused(sweep, grid)
 
     run(problems.build("heat2d", shape=(12, 13)), Counting(), opts)
     assert built == []

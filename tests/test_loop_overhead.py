@@ -11,6 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from stencilforge import problems
+from stencilforge.backends.base import Launch
 from stencilforge.bench import loop
 from stencilforge.bench.coldstart import cold_start
 from stencilforge.bench.loop import LoopWorkload, loop_matrix, loop_row, loop_rows
@@ -57,7 +58,8 @@ def test_loop_row_takes_medians_of_its_own_samples():
 def test_the_kernel_baseline_takes_the_loops_mix_of_pairs_and_single_steps():
     subject = loop._Seed(LoopWorkload("heat2d", (20, 24)), "numba")
     calls = []
-    subject.stepper.pair, subject.stepper.step = (lambda f: calls.append(2)), (lambda f: calls.append(1))
+    subject.stepper.fused, subject.stepper.step = Launch(lambda f: calls.append(2), steps=2), (lambda f: calls.append(1))
+    subject.stepper.per_pass = 2
     subject.kernels(100, 98)
     assert sorted(calls) == [1, 1] + [2] * 49
 

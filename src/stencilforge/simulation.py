@@ -295,6 +295,7 @@ class PassStepper:
         self.default_steps = problem.default_steps
         self.default_tol: float | None = None
         self.has_residual = problem.residual is not None
+        self.per_pass = 1  # one pass per step: the generated passes do not fuse
 
     def compile(self) -> None:
         """The passes compiled when the Simulation was built."""
@@ -302,7 +303,7 @@ class PassStepper:
     def warm(self) -> None:
         """Nothing to warm: a step fills its own walls."""
 
-    def advance(self, n: int, two: bool) -> int:
+    def advance(self, n: int, fuse: bool) -> int:
         self.sim.step(1)
         return 1
 

@@ -14,7 +14,7 @@ from typing import Callable, Protocol
 
 import numpy as np
 
-from .backends.base import Launch
+from .backends.base import Launch, fused_walls
 from .errors import StencilforgeError
 from .grid import row_pitch
 from .metrics import error_norms, throughput
@@ -76,7 +76,7 @@ class LoopOptions:
     observers: tuple = ()
     start_step: int = 0
     domain: Domain | None = None
-    fuse_steps: bool = True  # two steps per pass where the backend offers it (cuda with auto, numba) and nothing looks between
+    fuse_steps: bool = True  # several steps per pass where the backend offers it (cuda with auto, numba) and nothing looks between
     stop: StopRequest | None = None
     status: Callable[[str | None], None] | None = None  # a phase before stepping starts (JIT compile); None when it ends
     stall_checks: int = 20  # with tol: stop when the residual has not reached a new minimum in this many checks (0: never)
@@ -113,6 +113,7 @@ class Stepper(Protocol):
     default_steps: int
     default_tol: float | None
     has_residual: bool
+    per_pass: int  # steps one fused pass advances (1: the stepper never fuses); set by compile()
 
     def compile(self) -> None:
         """Build the kernels (JIT backends compile here, before the clock starts)."""
@@ -120,8 +121,9 @@ class Stepper(Protocol):
     def warm(self) -> None:
         """Run once what the first step's set-up runs (walls, the finite test) without changing the fields."""
 
-    def advance(self, n: int, two: bool) -> int:
-        """Step from global step n; where `two` (nothing looks at n + 1) it may take two steps. Returns the count."""
+    def advance(self, n: int, fuse: bool) -> int:
+        """Step from global step n; where `fuse` (nothing looks at n + 1 .. n + per_pass) it takes a fused
+        pass. Returns the count."""
 
     def state(self) -> dict:
         """The arrays observers copy from (ghost layers included)."""
@@ -193,9 +195,11 @@ class SweepStepper:
                 self.dynamic.append((name, fill))
         self.readers = [(name, fill) for name, fill in self.dynamic if setup.boundaries[name].reads_interior]
         self.partner = dict(zip(setup.swap, reversed(setup.swap))) if setup.swap is not None else {}
-        self.after_pair = False
-        self.fused = 0
-        self.pair: Launch | None = None
+        self.after_fused = False
+        self.fused_steps = 0
+        self.fused: Launch | None = None
+        self.per_pass = 1
+        self.carriers: list = []  # the middle states' wall arrays past the first (time-dependent walls only)
         self.residual_fn: Callable | None = None
 
     def time_at(self, n: int) -> float:
@@ -211,32 +215,39 @@ class SweepStepper:
             apply = backend.axis_operator(op, setup.grid.dtype, setup.grid.shape)
             names = [op.inp] + [d.out for d in op.outputs]
             self.step = Launch(lambda f: apply(*(f[n] for n in names)), apply.strategy, apply.tile)
-        self.pair = self._pair()
+        self.fused = self._fused()
+        if self.fused is not None:
+            self.per_pass = self.fused.steps
+            assert setup.sweep is not None  # only a sweep fuses
+            (u,) = setup.sweep.stencil_inputs
+            if any(name == u for name, _ in self.dynamic):
+                # copies (a host backend's `field` may hand back the array it was given), in the fields' layout
+                self.carriers = [self.backend.field(self._fields[u].copy(), setup.grid.ghost) for _ in range(self.per_pass - 2)]
         self.residual_fn = backend.sum_squares(setup.residual, setup.grid) if setup.residual is not None else None
 
-    def _pair(self):
-        """The backend's two-steps-in-one-pass sweep, where it gives the same fields as two steps.
+    def _fused(self):
+        """The backend's several-steps-in-one-pass sweep, where it gives the same fields as single steps.
 
-        The pair takes the middle state's ghost cells from the output buffer's,
-        so the walls must be known ahead: static, or Dirichlet values that do not
-        read the field (`advance` fills the output's ghosts with the next step's
-        walls first). It also needs no sources, one process, and a sweep that
-        composes with its swap (Sweep.composes_with). After a pair the
-        swapped-out buffer holds the state two steps back, not one; so the loop
-        lands on every checked or observed step, and on the last, with a single
-        step, and whatever a check, an observer, a checkpoint or the result sees
-        is what single steps give.
+        The fused pass takes each middle state's ghost cells from an array of
+        its own (the first from the output buffer's), so the walls must be known
+        ahead: static, or Dirichlet values that do not read the field (`advance`
+        fills those arrays with the walls of the steps in between first). It also
+        needs no sources, one process, and a sweep that composes with its swap
+        (Sweep.composes_with). After a fused pass the swapped-out buffer holds a
+        state several steps back, not one; so the loop lands on every checked or
+        observed step, and on the last, with a single step, and whatever a
+        check, an observer, a checkpoint or the result sees is what single steps give.
         """
         setup, backend = self.setup, self.backend
         sweep = setup.sweep
-        short = self._takes_no_pair()
+        short = self._never_fuses()
         if short:  # its compile (seconds on a cold cache) would buy nothing
             log.info("%s: one step per pass: %s", setup.name, short)
             return None
         if not self.opts.fuse_steps or self.domain is not None or setup.sources or not backend.fuses_steps:
             log.info("%s: one step per pass: %s", setup.name, "single steps were asked for" if not self.opts.fuse_steps else
                      "the run is decomposed" if self.domain is not None else "it has sources" if setup.sources else
-                     f"the {backend.name} backend has no two-step kernels")
+                     f"the {backend.name} backend has no fused kernels")
             return None
         if sweep is None or not sweep.composes_with(setup.swap):
             log.info("%s: one step per pass: its step is not one sweep between the two levels of one field", setup.name)
@@ -244,14 +255,14 @@ class SweepStepper:
         if any(name not in setup.swap or setup.boundaries[name].reads_interior for name, _ in self.dynamic):
             log.info("%s: one step per pass: a wall that changes in time reads the field", setup.name)
             return None
-        pair = backend.sweep_pair(sweep, setup.grid)
-        if pair is not None:  # a backend that has no pair for this sweep says why
-            log.info("%s: two steps per pass", setup.name)
-        return pair
+        fused = backend.sweep_fused(sweep, setup.grid)
+        if fused is not None:  # a backend that has no fused kernel for this sweep says why
+            log.info("%s: %d steps per pass", setup.name, fused.steps)
+        return fused
 
-    def _takes_no_pair(self) -> str | None:
-        """Why the loop would never take a pair (it pairs steps n + 1 and n + 2 only where nothing looks at
-        either and n + 2 is not the last), or None."""
+    def _never_fuses(self) -> str | None:
+        """Why the loop would never take a fused pass (it fuses steps n + 1 and n + 2 at least, only where
+        nothing looks at either and n + 2 is not the last), or None."""
         opts = self.opts
         steps = opts.steps if opts.steps is not None else self.setup.default_steps
         if steps < 3:
@@ -268,21 +279,22 @@ class SweepStepper:
             fill(self._fields[name], self.time_at(self.first))
         self._locally_finite()
 
-    def advance(self, n: int, two: bool) -> int:
+    def advance(self, n: int, fuse: bool) -> int:
         fields, setup = self._fields, self.setup
-        pair = self.pair if two else None
-        fuse = pair is not None
+        fused = self.fused if fuse else None
         t = self.time_at(n)
         for name, fill in self.dynamic:
             fill(fields[name], t)
-            if fuse:  # the middle state's walls, read from the output buffer's ghost cells
+            if fused is not None:  # the middle states' walls: the output buffer's ghost cells, then the carriers'
                 fill(fields[self.partner[name]], self.time_at(n + 1))
-            elif self.after_pair:  # the buffer this step writes: single steps would have left step n - 1's walls in it
+                for s, carrier in enumerate(self.carriers, start=2):
+                    fill(carrier, self.time_at(n + s))
+            elif self.after_fused:  # the buffer this step writes: single steps would have left step n - 1's walls in it
                 fill(fields[self.partner[name]], self.time_at(n - 1))
-        self.after_pair = fuse
-        if pair is not None:
-            pair(fields)
-            self.fused += 2
+        self.after_fused = fused is not None
+        if fused is not None:
+            fused(self.with_walls(fields))
+            self.fused_steps += fused.steps
         else:
             self.step(fields)
             for src in setup.sources:
@@ -290,7 +302,17 @@ class SweepStepper:
         if setup.swap is not None:
             a, b = setup.swap
             fields[a], fields[b] = fields[b], fields[a]
-        return 2 if fuse else 1
+        return fused.steps if fused is not None else 1
+
+    def with_walls(self, fields: dict) -> dict:
+        """The fields and the middle states' wall arrays past the first: the carriers where walls change
+        in time, else the input itself (static walls are its ghost cells)."""
+        if self.per_pass <= 2:
+            return fields
+        sweep = self.setup.sweep
+        assert sweep is not None  # only a sweep fuses
+        walls = self.carriers or [fields[sweep.stencil_inputs[0]]] * (self.per_pass - 2)
+        return {**fields, **{fused_walls(s, sweep.out): w for s, w in enumerate(walls, start=2)}}
 
     def state(self) -> dict:
         return self._fields
@@ -329,8 +351,9 @@ class SweepStepper:
             out.update(domain.summary(wall))
         if self.step.strategy is not None:
             out["strategy"] = self.step.strategy
-        if self.pair is not None:
-            out["fused_steps"] = self.fused
+        if self.fused is not None:
+            out["fused_steps"] = self.fused_steps
+            out["steps_per_pass"] = self.per_pass
         if setup.exact is not None:
             out["error"] = self._error(n, setup.exact)
         return out
@@ -494,8 +517,9 @@ def _advance(stepper: Stepper, backend, opts: LoopOptions) -> Result:
         opts.progress(0, steps, None)  # stepping starts now: rates count from here
     n, stop = first, "steps"
     while n < end:
-        two = n + 2 < end and not (monitor.eventful(n + 1) or monitor.eventful(n + 2))
-        n += stepper.advance(n, two)
+        k = stepper.per_pass
+        fuse = k > 1 and n + k < end and not any(monitor.eventful(n + j) for j in range(1, k + 1))
+        n += stepper.advance(n, fuse)
         reason = monitor.after(n)
         if reason is not None:
             stop = reason

@@ -15,12 +15,12 @@ from ..plan import AxisOperator, Sweep
 
 class Launch:
     """A built kernel: call it as the backend documents; `strategy` and `tile` name what its last
-    call ran (None where a backend has one way to run it)."""
+    call ran (None where a backend has one way to run it); `steps` is how many time steps one call advances."""
 
-    __slots__ = ("run", "strategy", "tile")
+    __slots__ = ("run", "strategy", "tile", "steps")
 
-    def __init__(self, run: Callable, strategy: str | None = None, tile: tuple | None = None):
-        self.run, self.strategy, self.tile = run, strategy, tile
+    def __init__(self, run: Callable, strategy: str | None = None, tile: tuple | None = None, steps: int = 1):
+        self.run, self.strategy, self.tile, self.steps = run, strategy, tile, steps
 
     def __call__(self, *args):
         return self.run(*args)
@@ -29,7 +29,7 @@ class Launch:
 class Backend(Protocol):
     """A place where fields live and kernels run (numpy, numba, cuda, or a decomposed wrapper of one).
 
-    `fuses_steps`: whether `sweep_pair` can ever return a kernel (two steps in one pass).
+    `fuses_steps`: whether `sweep_fused` can ever return a kernel (several steps in one pass).
     `device`: whether arrays live in device memory (`check_fits` guards its allocations).
     """
 
@@ -55,8 +55,10 @@ class Backend(Protocol):
     def sweep(self, sweep: Sweep, grid: Grid) -> Launch:
         """run(fields): the sweep's output written over the interior."""
 
-    def sweep_pair(self, sweep: Sweep, grid: Grid) -> Launch | None:
-        """run(fields): two steps in one pass (out = S(S(u))), or None where this sweep cannot pair."""
+    def sweep_fused(self, sweep: Sweep, grid: Grid) -> Launch | None:
+        """run(fields): `steps` steps in one pass (out = S(...S(u))), or None where this sweep cannot fuse.
+
+        The state after step s < steps takes its ghost cells from fields[`fused_walls(s)`] (step 1: the output's)."""
 
     def sum_squares(self, sweep: Sweep, grid: Grid) -> Callable[[Mapping], float]: ...
 
@@ -68,6 +70,11 @@ class Backend(Protocol):
 
     def copy_cells(self, arrays, dst, src) -> None:
         """a.flat[dst] = a.flat[src] for each array: ghost cells from their interior images."""
+
+
+def fused_walls(s: int, out: str) -> str:
+    """The name under which a fused pass reads the walls of its middle state after step s."""
+    return out if s == 1 else f"_walls{s}"
 
 
 class HostMemory:

@@ -420,14 +420,14 @@ class NumbaBackend(HostMemory):
     def sweep(self, sweep: Sweep, grid: Grid) -> Launch:
         return Launch(self._bound(sweep_source(sweep, reduce=False), sweep, grid, sweep.out))
 
-    def sweep_pair(self, sweep: Sweep, grid: Grid) -> Launch | None:
+    def sweep_fused(self, sweep: Sweep, grid: Grid) -> Launch | None:
         """Two steps in one pass (the middle state's ghost cells taken from out's) for 2D sweeps whose row
         views fit one vectorised loop; None otherwise."""
         if grid.ndim != 2 or not sweep.iterates_one_field or len(_views(sweep)) > FUSED_VIEW_LIMIT:
             log.info("%s: single steps: numba has two-step kernels for 2D sweeps of one field that read at most %d rows",
                      sweep.out, FUSED_VIEW_LIMIT)
             return None
-        return Launch(self._bound(pair_source(sweep), sweep, grid, sweep.out))
+        return Launch(self._bound(pair_source(sweep), sweep, grid, sweep.out), steps=2)
 
     def sum_squares(self, sweep: Sweep, grid: Grid) -> Callable[[Mapping[str, np.ndarray]], float]:
         run = self._bound(sweep_source(sweep, reduce=True), sweep, grid, sweep.inputs[0])

@@ -74,7 +74,7 @@ class NumpyBackend(HostMemory):
 
         return Launch(run)
 
-    def sweep_pair(self, sweep: Sweep, grid: Grid) -> None:
+    def sweep_fused(self, sweep: Sweep, grid: Grid) -> None:
         """The oracle steps one at a time."""
         return None
 

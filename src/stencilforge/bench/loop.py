@@ -111,9 +111,9 @@ class _Seed:
         self.engine.synchronize()
         start = time.perf_counter()
         if fused:
-            assert st.pair is not None  # the loop took two-step passes, so the stepper has its kernel
-            for _ in range(fused // 2):
-                st.pair(f)
+            assert st.fused is not None  # the loop took fused passes, so the stepper has their kernel
+            for _ in range(fused // st.per_pass):
+                st.fused(st.with_walls(f))
                 f[a], f[b] = f[b], f[a]
         for _ in range(steps - fused):
             st.step(f)

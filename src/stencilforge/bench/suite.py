@@ -19,6 +19,7 @@ from typing import Callable
 import numpy as np
 
 from ..backends import get_backend
+from ..backends.base import fused_walls
 from ..backends.numpy_ref import evaluate_axis_operator, evaluate_sweep
 from ..errors import StencilforgeError
 from ..grid import Grid
@@ -110,27 +111,30 @@ def oracle_error(case: Case, after_one_step: dict[str, np.ndarray], box: int = 3
     return worst
 
 
-def oracle_error_two_steps(case: Case, after_two: dict[str, np.ndarray], box: int = 32) -> float:
-    """The oracle applied twice on sampled boxes, for implementations that advance two steps per pass.
+def oracle_error_fused(case: Case, after: dict[str, np.ndarray], steps: int, box: int = 32) -> float:
+    """The oracle applied `steps` times on sampled boxes, for implementations that advance several steps per pass.
 
-    The middle state is evaluated on the box grown by the ghost width (where the
-    grid allows) and keeps the ghost cells' values beyond the interior: the bench
-    never refills ghost cells, so they are static walls for every implementation.
+    The middle states are evaluated on the box grown by steps - 1 ghost widths
+    (where the grid allows) and keep the ghost cells' values beyond the interior:
+    the bench never refills ghost cells, so they are static walls for every implementation.
     """
     plan, grid = case.plan, case.grid
-    g = grid.ghost
+    g, margin = grid.ghost, (steps - 1) * grid.ghost
     (u,) = plan.stencil_inputs
-    got = after_two[case.outputs[0]]
+    got = after[case.outputs[0]]
     worst = 0.0
     for start, lengths in _boxes(grid.shape, box):
-        lo = [max(0, s - g) for s in start]
-        hi = [min(n, s + b + g) for s, b, n in zip(start, lengths, grid.shape)]
+        lo = [max(0, s - margin) for s in start]
+        hi = [min(n, s + b + margin) for s, b, n in zip(start, lengths, grid.shape)]
         sub = Grid(tuple(h - a for a, h in zip(lo, hi)), grid.spacing, grid.dtype, g, grid.lower)
         local = {n: case.fields[n][tuple(slice(a, h + 2 * g) for a, h in zip(lo, hi))] for n in plan.inputs}
-        middle = local[u].copy()
-        middle[sub.interior] = evaluate_sweep(plan, sub, local)
-        second = evaluate_sweep(plan, sub, {**local, u: middle})
-        expected = second[tuple(slice(s - a, s - a + b) for s, a, b in zip(start, lo, lengths))]
+        state = local[u]
+        for _ in range(steps - 1):
+            middle = state.copy()
+            middle[sub.interior] = evaluate_sweep(plan, sub, {**local, u: state})
+            state = middle
+        last = evaluate_sweep(plan, sub, {**local, u: state})
+        expected = last[tuple(slice(s - a, s - a + b) for s, a, b in zip(start, lo, lengths))]
         worst = max(worst, relative_error(got[tuple(slice(s + g, s + g + b) for s, b in zip(start, lengths))], expected))
     return worst
 
@@ -181,33 +185,32 @@ class BackendRunner:
         return {n: np.array(self.engine.to_host(self.fields[n]), copy=True) for n in self.case.outputs}
 
 
-class PairRunner(BackendRunner):
-    """Ours advancing two steps per pass (the time loop's path where walls are static): an odd step left
-    over is a single sweep. Raises Unsupported where the backend cannot fuse the workload's sweep."""
-
-    steps_per_pass = 2
+class FusedRunner(BackendRunner):
+    """Ours advancing several steps per pass (the time loop's path where walls are static): steps left
+    over are single sweeps. Raises Unsupported where the backend cannot fuse the workload's sweep."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
         case = self.case
         fusable = self.engine.fuses_steps and case.is_sweep and case.plan.composes_with(case.swap)
-        self._pair = self.engine.sweep_pair(case.plan, case.grid) if fusable else None
-        if self._pair is None:
-            raise Unsupported("this backend does not fuse two steps of this sweep (one star-stencil field swapped with the output)")
+        fused = self.engine.sweep_fused(case.plan, case.grid) if fusable else None
+        if fused is None:
+            raise Unsupported("this backend does not fuse steps of this sweep (one star-stencil field swapped with the output)")
+        self._fused, self.steps_per_pass = fused, fused.steps
+        (u,) = case.plan.stencil_inputs
+        self._walls = {fused_walls(s, case.plan.out): u for s in range(2, fused.steps)}  # static walls: u's ghost cells
         if self.engine.name == "cuda":
-            from ..backends.cuda.codegen import PAIR_TILE
-
-            self.resolved = ("fused pair", PAIR_TILE[case.grid.ndim])
+            self.resolved = (fused.strategy, fused.tile)
 
     def run(self, steps: int) -> None:
-        pairs, single = divmod(steps, 2)
+        passes, single = divmod(steps, self.steps_per_pass)
         f = self.fields
         a, b = self.case.swap
-        for _ in range(pairs):
-            self._pair(f)
+        for _ in range(passes):
+            self._fused({**f, **{w: f[u] for w, u in self._walls.items()}})
             f[a], f[b] = f[b], f[a]
         if single:
-            super().run(1)
+            super().run(single)
 
 
 @dataclass(frozen=True)
@@ -235,13 +238,13 @@ def _ours(case: Case, opts: BenchOptions, backend_name: str) -> list[Impl]:
     if backend_name != "cuda":
         impls = [Impl("stencilforge", "ours", backend_name, lambda c: BackendRunner(c, get_backend(backend_name)))]
         if case.is_sweep and case.plan.composes_with(case.swap) and get_backend(backend_name).fuses_steps:
-            impls.append(Impl("stencilforge", "ours", "fused", lambda c: PairRunner(c, get_backend(backend_name))))
+            impls.append(Impl("stencilforge", "ours", "fused", lambda c: FusedRunner(c, get_backend(backend_name))))
         return impls
     impls = []
     for s in _cuda_strategies(case, opts.strategies):
         impls.append(Impl("stencilforge", "ours", s, lambda c, s=s: BackendRunner(c, get_backend("cuda", strategy=s), cupy_event_clock)))
     if case.is_sweep and (opts.strategies is None or "fused" in opts.strategies):
-        impls.append(Impl("stencilforge", "ours", "fused", lambda c: PairRunner(c, get_backend("cuda"), cupy_event_clock)))
+        impls.append(Impl("stencilforge", "ours", "fused", lambda c: FusedRunner(c, get_backend("cuda"), cupy_event_clock)))
     return impls
 
 
@@ -306,7 +309,8 @@ def _metrics(case: Case, timing, copy_gbps: float) -> dict:
 def measure_impl(
     case: Case, impl: Impl, ref: dict | None, opts: BenchOptions, copy_gbps: float, backend: str
 ) -> tuple[dict, dict | None]:
-    """One row: build, check, time. Returns the row and the implementation's state after two steps."""
+    """One row: build, check, time. Returns the row and the implementation's state after two steps
+    (None where it was not taken: a failure, or a pass of more than two steps)."""
     row = _row(case, impl)
     tol = TOLERANCE[case.workload.dtype]
     try:
@@ -320,16 +324,19 @@ def measure_impl(
         row.update(status="failed", note=f"{type(exc).__name__}: {_first_line(exc)}")
         return row, None
     try:
-        if getattr(runner, "steps_per_pass", 1) == 2:
-            runner.run(2)
-            after_two = runner.latest()
-            oracle = oracle_error_two_steps(case, after_two)
+        per_pass = getattr(runner, "steps_per_pass", 1)
+        after_two: dict | None
+        if per_pass > 1:  # checked against the oracle over one pass; against the other rows (two steps) where a pass is two
+            runner.run(per_pass)
+            after = runner.latest()
+            oracle = oracle_error_fused(case, after, per_pass)
+            after_two = after if per_pass == 2 else None
         else:
             runner.run(1)
             oracle = oracle_error(case, runner.latest())
             runner.run(1)
             after_two = runner.latest()
-        versus = reference_error(ref, after_two)
+        versus = reference_error(ref, after_two) if after_two is not None else None
         row["check"] = {"oracle_error": oracle, "reference_error": versus, "tolerance": tol}
         if oracle > tol or (versus is not None and versus > tol):
             what = "the NumPy oracle" if oracle > tol else "stencilforge's result"

@@ -252,7 +252,7 @@ class DecomposedBackend:
             return None
         return sum(b.kernel_seconds() for b in self._timed_backends) - self._kernel_base
 
-    def sweep_pair(self, sweep, grid) -> None:
+    def sweep_fused(self, sweep, grid) -> None:
         return None
 
     def synchronize(self) -> None:

@@ -22,7 +22,7 @@ from ..base import Launch
 from . import codegen
 from .compile import cached_cubin, options
 from .facts import DeviceFacts, device_facts
-from .tune import choose
+from .tune import choose, fused_steps
 
 MAX_GRID_YZ = 65535
 LINE_BYTES = 128  # an L2 cache line: a warp's 32 floats
@@ -291,17 +291,21 @@ class CudaBackend:
             raise StencilforgeError(f"grid ghost width {grid.ghost} is smaller than the stencil radius {sweep.radius}")
         return self._sweep_runner(kernel, grid, scalar)
 
-    def sweep_pair(self, sweep: Sweep, grid: Grid, tile=None) -> Launch | None:
-        """Two steps of `sweep` in one pass (out = S(S(u)), the middle state's ghost cells taken from
-        out's), or None where they cannot be fused or another strategy than `auto` was asked for."""
-        why = (f"strategy {self.requested} was asked for" if self.requested != "auto" else codegen.pair_applicable(sweep)
+    def sweep_fused(self, sweep: Sweep, grid: Grid, tile=None, steps: int | None = None) -> Launch | None:
+        """`steps` steps of `sweep` in one pass (default: `fused_steps`), the middle states' ghost
+        cells taken from out's and the `_walls{s}` fields', or None where they cannot be fused or another
+        strategy than `auto` was asked for."""
+        steps = fused_steps(sweep) if steps is None else steps
+        why = (f"strategy {self.requested} was asked for" if self.requested != "auto" else codegen.fused_applicable(sweep, steps)
                or (f"ghost width {grid.ghost} is below the radius {sweep.radius}" if grid.ghost < sweep.radius else None))
         if why:
-            log.info("%s: single steps, no two-step kernel: %s", sweep.out, why)
+            log.info("%s: single steps, no fused kernel: %s", sweep.out, why)
             return None
         tile = codegen.PAIR_TILE[grid.ndim] if tile is None else tuple(tile)
-        kernel = codegen.pair_sweep(sweep, grid.dtype, tile, f"sf_pair_{sweep.out}")
-        return self._sweep_runner(kernel, grid)
+        kernel = codegen.fused_sweep(sweep, grid.dtype, tile, f"sf_fused{steps}_{sweep.out}", steps)
+        launch = self._sweep_runner(kernel, grid)
+        launch.steps = steps
+        return launch
 
     def _picker(self, kernel: codegen.Kernel, scalar: codegen.Kernel | None, dtype, ran: Launch) -> Callable:
         """pick(arrays, fits) -> (launch, kernel) for one call: `kernel`, or `scalar` where the call

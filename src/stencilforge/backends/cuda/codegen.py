@@ -73,7 +73,8 @@ PAIR_RESIDENT_2D = 1280  # threads per SM the 2D pair's __launch_bounds__ asks f
 # occupancy that is best or near it for poisson2d, jacobi2d and heat2d (benchmarks/results/h100-pair-occupancy.txt);
 # larger radii and float64 need more registers than that and would spill, so they keep the compiler's choice
 PAIR_AHEAD = 1  # planes of u the 3D pair loads ahead of use (measured against 0 and 2 on the H100 at commit 483c3e5)
-PAIR_RADIUS = {2: 8, 3: 2}  # 2D: a warp keeps 32 - 2r useful lanes; 3D: (2r + 1)(R + 4r) values of u per thread
+FUSED_REACH_2D = 8  # (steps - 1) * radius: a warp keeps 32 - 2 (steps - 1) r useful lanes, at least half of them
+PAIR_RADIUS_3D = 2  # (2r + 1)(R + 4r) values of u per thread
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -197,8 +198,8 @@ def _sweep_args(sweep: Sweep, reduce: bool) -> tuple[str, ...]:
     return (sweep.out,) + tuple(n for n in inputs if n != sweep.out)
 
 
-def _params(sweep: Sweep, reduce: bool) -> str:
-    names = _sweep_args(sweep, reduce)
+def _params(sweep: Sweep, reduce: bool, carriers: tuple[str, ...] = ()) -> str:
+    names = _sweep_args(sweep, reduce) + carriers
     ps = []
     for n in names:
         writable = not reduce and n == sweep.out
@@ -321,34 +322,37 @@ def rows_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str) -> Kernel:
     return Kernel(name, "\n".join(lines) + "\n", "rows", tile, (tx, 1, 1), tile, _sweep_args(sweep, False))
 
 
-def pair_applicable(sweep: Sweep) -> str | None:
-    """Why two sweeps cannot be fused into one `pair_sweep` pass (None when they can)."""
+def fused_applicable(sweep: Sweep, steps: int = 2) -> str | None:
+    """Why `steps` sweeps cannot be fused into one `fused_sweep` pass (None when they can)."""
     if sweep.ndim not in (2, 3):
         return "fused steps are generated for 2D and 3D sweeps only"
     if not sweep.iterates_one_field:
         return "fused steps need exactly one field read at neighbouring cells, written out of place"
     if not _is_star(sweep, sweep.stencil_inputs):
         return "fused steps need a star stencil (no diagonal offsets)"
-    limit = PAIR_RADIUS[sweep.ndim]
-    if sweep.radius > limit:
-        return f"{sweep.ndim}D fused steps support radius up to {limit}, not {sweep.radius}"
+    if sweep.ndim == 3 and steps != 2:
+        return f"3D sweeps fuse two steps per pass, not {steps}"
+    if sweep.ndim == 2 and (steps - 1) * sweep.radius > FUSED_REACH_2D:
+        return f"2D fusion of {steps} steps reaches {(steps - 1) * sweep.radius} lanes into a warp's neighbours; at most {FUSED_REACH_2D}"
+    if sweep.ndim == 3 and sweep.radius > PAIR_RADIUS_3D:
+        return f"3D fused steps support radius up to {PAIR_RADIUS_3D}, not {sweep.radius}"
     return None
 
 
-def pair_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str, ahead: int = PAIR_AHEAD) -> Kernel:
-    """Two sweeps in one pass: out = S(S(u)), u the one stencil field.
+def fused_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str, steps: int = 2, ahead: int = PAIR_AHEAD) -> Kernel:
+    """`steps` sweeps in one pass: out = S(...S(u)), u the one stencil field (3D: two steps).
 
-    The middle state's ghost cells are read from the output buffer's, which
-    the caller fills with the walls of the step in between (for static walls
-    they are u's). A warp's lanes hold 32 consecutive columns: each evaluates
-    the first sweep on its column (x neighbours of u through L1), and the
-    second takes the middle state's x neighbours from the lanes beside it by
-    warp shuffles, so a warp writes 32 - 2r columns and u is read from DRAM
-    once for two steps. The first sweep's expression is the single sweep's,
-    term for term, so each middle value is what `rows` would have stored.
+    Each middle state's ghost cells are read from an array the caller fills
+    with the walls of that step (the first from the output buffer's; for
+    static walls they are u's). A warp's lanes hold 32 consecutive columns:
+    each evaluates the first sweep on its column (x neighbours of u through
+    L1), and each later one takes the state before it's x neighbours from the
+    lanes beside it by warp shuffles, so u is read from DRAM once for all the
+    steps. Every step's expression is the single sweep's, term for term, so
+    each middle value is what `rows` would have stored.
     `ahead` (3D) is how many planes of u a thread's loads run ahead of their use.
     """
-    reason = pair_applicable(sweep)
+    reason = fused_applicable(sweep, steps)
     if reason:
         raise StencilforgeError(reason)
     if len(tile) != sweep.ndim or min(tile) < 1:
@@ -356,7 +360,7 @@ def pair_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str, ahead: int
     if tile[-1] % 32 or tile[-1] > MAX_THREADS:
         raise StencilforgeError(f"fused steps need whole warps, at most {MAX_THREADS} threads: tile {tuple(tile)} has {tile[-1]}")
     if sweep.ndim == 2:
-        return _pair_rows(sweep, dtype, tuple(tile), name)
+        return _fused_rows(sweep, dtype, tuple(tile), name, steps)
     return _pair_march(sweep, dtype, tuple(tile), name, ahead)
 
 
@@ -382,48 +386,67 @@ def _pair_operand(u: str, point, across, column):
     return access
 
 
-def _pair_rows(sweep: Sweep, dtype, tile: tuple[int, ...], name: str) -> Kernel:
-    """2D: tile = (R, T), T threads along x, each writing R rows of its column.
+def _fused_rows(sweep: Sweep, dtype, tile: tuple[int, ...], name: str, steps: int) -> Kernel:
+    """2D: tile = (R, T), T threads along x, each writing R rows of its column after `steps` steps.
 
-    A thread loads its column of u with 2r rows of halo and evaluates the
-    first sweep on R + 2r rows, the second on its R rows.
+    A thread loads its column of u with k r rows of halo (k = steps) and
+    evaluates step s on R + 2(k - s)r rows: the first from u (x neighbours
+    through L1), each later one from the step before it (x neighbours by warp
+    shuffles), so a warp writes 32 - 2(k - 1)r columns. The state after step
+    s < k takes its ghost cells from the array `_walls{s}` (step 1: the output
+    buffer's), which the caller fills with the walls of time n + s.
     """
     rows, threads = tile
     (u,) = sweep.stencil_inputs
-    r = sweep.radius
-    useful = 32 - 2 * r
+    r, k = sweep.radius, steps
+    useful = 32 - 2 * (k - 1) * r
     cover = threads // 32 * useful
-    bounds = f"{threads}, {max(1, PAIR_RESIDENT_2D // threads)}" if r == 1 and np.dtype(dtype).itemsize == 4 else f"{threads}"
+    resident = PAIR_RESIDENT_2D if k == 2 and r == 1 and np.dtype(dtype).itemsize == 4 else None
+    bounds = f"{threads}, {max(1, resident // threads)}" if resident else f"{threads}"
+    carriers = tuple(f"_walls{s}" for s in range(2, k))
     lines = [
-        f'extern "C" __global__ void __launch_bounds__({bounds}) {name}({_params(sweep, False)})',
+        f'extern "C" __global__ void __launch_bounds__({bounds}) {name}({_params(sweep, False, carriers)})',
         "{",
         "    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;",
-        f"    const int i1 = blockIdx.x * {cover} + warp * {useful} + lane - {r};",
+        f"    const int i1 = blockIdx.x * {cover} + warp * {useful} + lane - {(k - 1) * r};",
         f"    const int y0 = blockIdx.y * {rows};",
         *("    " + s for s in _strides(2)),
         "    const bool col_in = i1 >= 0 && i1 < n1, col_pad = i1 >= -g && i1 < n1 + g;",
         "    const long long c = ((long long)y0 + g) * s0 + (i1 + g);",
     ]
-    for j in range(-2 * r, rows + 2 * r):
+    for j in range(-k * r, rows + k * r):
         lines.append(f"    const real u_{_tag(j)} = col_pad && y0 + {j} >= -g && y0 + {j} < n0 + g ? f_{u}[c + {j} * s0] : (real)0;")
     # y0 + j >= -g always holds in the wall's guard, but without it ptxas schedules poisson2d's pair
     # far slower on the H100 (measured at commit 1818c58), so it stays
-    for j in range(-r, rows + r):
-        first = _pair_operand(u, lambda f, j=j: f"f_{f}[c + {j} * s0]", lambda dx, j=j: f"f_{u}[c + {j} * s0 + {dx}]",
-                              lambda o, j=j: f"u_{_tag(j + o[0])}")
-        inside = f"col_in && y0 + {j} >= 0 && y0 + {j} < n0"
-        wall = f"col_pad && y0 + {j} >= -g && y0 + {j} < n0 + g ? f_{sweep.out}[c + {j} * s0] : (real)0"
-        lines.append(f"    const real w_{_tag(j)} = {inside} ? ({_expression(sweep, dtype, first)}) : ({wall});")
+    previous = "u"
+    for s in range(1, k):
+        state = "w" if k == 2 else f"w{s}"
+        walls = f"f_{sweep.out}" if s == 1 else f"f_{carriers[s - 2]}"
+        for j in range(-(k - s) * r, rows + (k - s) * r):
+            if s > 1:
+                lines += [f"    const real {previous}x_{_tag(j)}_{_tag(d)} = __shfl_sync(0xffffffffu, {previous}_{_tag(j)}, lane + {d});"
+                          for d in _lane_shifts(sweep, u)]
+            loaded = f"f_{u}[c + {j} * s0 + {{}}]"  # step 1: x neighbours of u through L1; later: shuffled values
+            across = loaded if s == 1 else f"{previous}x_{_tag(j)}_{{}}"
+            operand = _pair_operand(u, lambda f, j=j: f"f_{f}[c + {j} * s0]",
+                                    lambda dx, a=across, s=s: a.format(dx if s == 1 else _tag(dx)),
+                                    lambda o, j=j, p=previous: f"{p}_{_tag(j + o[0])}")
+            inside = f"col_in && y0 + {j} >= 0 && y0 + {j} < n0"
+            wall = f"col_pad && y0 + {j} >= -g && y0 + {j} < n0 + g ? {walls}[c + {j} * s0] : (real)0"
+            lines.append(f"    const real {state}_{_tag(j)} = {inside} ? ({_expression(sweep, dtype, operand)}) : ({wall});")
+        previous = state
+    shuffled = "x" if k == 2 else f"{previous}x"
     for j in range(rows):
         for d in _lane_shifts(sweep, u):
-            lines.append(f"    const real x_{j}_{_tag(d)} = __shfl_sync(0xffffffffu, w_{j}, lane + {d});")
-    lines.append(f"    if (lane < {r} || lane >= {32 - r} || !col_in) return;")
+            lines.append(f"    const real {shuffled}_{j}_{_tag(d)} = __shfl_sync(0xffffffffu, {previous}_{j}, lane + {d});")
+    lines.append(f"    if (lane < {(k - 1) * r} || lane >= {32 - (k - 1) * r} || !col_in) return;")
     for j in range(rows):
-        second = _pair_operand(u, lambda f, j=j: f"f_{f}[c + {j} * s0]", lambda dx, j=j: f"x_{j}_{_tag(dx)}",
-                               lambda o, j=j: f"w_{_tag(j + o[0])}")
-        lines.append(f"    if (y0 + {j} < n0) f_{sweep.out}[c + {j} * s0] = {_expression(sweep, dtype, second)};")
+        last = _pair_operand(u, lambda f, j=j: f"f_{f}[c + {j} * s0]", lambda dx, j=j: f"{shuffled}_{j}_{_tag(dx)}",
+                             lambda o, j=j: f"{previous}_{_tag(j + o[0])}")
+        lines.append(f"    if (y0 + {j} < n0) f_{sweep.out}[c + {j} * s0] = {_expression(sweep, dtype, last)};")
     lines.append("}")
-    return Kernel(name, "\n".join(lines) + "\n", "rows, two steps", tile, (threads, 1, 1), (rows, cover), _sweep_args(sweep, False))
+    label = "rows, two steps" if k == 2 else f"rows, {k} steps"
+    return Kernel(name, "\n".join(lines) + "\n", label, tile, (threads, 1, 1), (rows, cover), _sweep_args(sweep, False) + carriers)
 
 
 def _pair_march(sweep: Sweep, dtype, tile: tuple[int, ...], name: str, ahead: int) -> Kernel:

@@ -25,6 +25,19 @@ log = logging.getLogger(__name__)
 # (where rows_vec leads); both measured in benchmarks/results/derivatives-cuda-h{100,200}-552f1c6.json.
 FUSED_ROWS_VEC_GBPS_PER_SM = 27.0
 
+# 2D star sweeps of radius 1 that read no field but the one they iterate take three steps per pass; the rest
+# two. Measured on an H100 over 2..8 steps and five tiles (benchmarks/results/fused-steps-h100-2026-11-24.json): three
+# led for jacobi2d and heat2d in both dtypes, and every further step cost more in warp shuffles and recomputed
+# halo than the bytes it saved; poisson2d, which reads its right-hand side in every step, was fastest with two.
+FUSED_STEPS_2D = 3
+
+
+def fused_steps(sweep: Sweep) -> int:
+    """Steps per fused pass (see FUSED_STEPS_2D)."""
+    if sweep.ndim == 2 and sweep.radius == 1 and tuple(sweep.inputs) == tuple(sweep.stencil_inputs):
+        return FUSED_STEPS_2D
+    return 2
+
 
 def choose(plan: Sweep | AxisOperator, grid_shape, dtype, device_name: str | None = None,
            facts: DeviceFacts | None = None) -> tuple[str, tuple[int, ...]]:
