@@ -372,13 +372,15 @@ def test_fused_grid_counts_the_useful_lanes():
 
 
 def test_fused_steps_follow_the_measured_rule():
-    from stencilforge.backends.cuda.tune import FUSED_STEPS_2D, fused_steps
+    from stencilforge.backends.cuda.tune import FUSED_2D_R1, fused_choice
 
-    heat2d, poisson = problems.build("heat2d").sweep, problems.build("poisson2d").sweep
-    assert fused_steps(heat2d) == FUSED_STEPS_2D and codegen.fused_applicable(heat2d, FUSED_STEPS_2D) is None
-    assert fused_steps(poisson) == 2  # reads its right-hand side at every step
-    assert fused_steps(Sweep("o", (Term("u", Stencil.laplacian(2, 2)),))) == 2
-    assert fused_steps(problems.build("heat3d").sweep) == 2
+    for name in ("heat2d", "poisson2d"):
+        sweep = problems.build(name).sweep
+        steps, tile = fused_choice(sweep)
+        assert (steps, tile) == FUSED_2D_R1 and codegen.fused_applicable(sweep, steps) is None
+        assert codegen.fused_sweep(sweep, np.float32, tile, "k", steps).strategy == f"rows, {steps} steps"
+    assert fused_choice(Sweep("o", (Term("u", Stencil.laplacian(2, 2)),))) == (2, codegen.PAIR_TILE[2])
+    assert fused_choice(problems.build("heat3d").sweep) == (2, codegen.PAIR_TILE[3])
 
 
 @pytest.mark.parametrize("ndim", [2, 3])

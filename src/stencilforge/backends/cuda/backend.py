@@ -22,7 +22,7 @@ from ..base import Launch
 from . import codegen
 from .compile import cached_cubin, options
 from .facts import DeviceFacts, device_facts
-from .tune import choose, fused_steps
+from .tune import choose, fused_choice
 
 MAX_GRID_YZ = 65535
 LINE_BYTES = 128  # an L2 cache line: a warp's 32 floats
@@ -292,16 +292,17 @@ class CudaBackend:
         return self._sweep_runner(kernel, grid, scalar)
 
     def sweep_fused(self, sweep: Sweep, grid: Grid, tile=None, steps: int | None = None) -> Launch | None:
-        """`steps` steps of `sweep` in one pass (default: `fused_steps`), the middle states' ghost
+        """`steps` steps of `sweep` in one pass (default and tile: `fused_choice`), the middle states' ghost
         cells taken from out's and the `_walls{s}` fields', or None where they cannot be fused or another
         strategy than `auto` was asked for."""
-        steps = fused_steps(sweep) if steps is None else steps
+        chosen_steps, chosen_tile = fused_choice(sweep)
+        steps = chosen_steps if steps is None else steps
         why = (f"strategy {self.requested} was asked for" if self.requested != "auto" else codegen.fused_applicable(sweep, steps)
                or (f"ghost width {grid.ghost} is below the radius {sweep.radius}" if grid.ghost < sweep.radius else None))
         if why:
             log.info("%s: single steps, no fused kernel: %s", sweep.out, why)
             return None
-        tile = codegen.PAIR_TILE[grid.ndim] if tile is None else tuple(tile)
+        tile = (chosen_tile if steps == chosen_steps else codegen.PAIR_TILE[grid.ndim]) if tile is None else tuple(tile)
         kernel = codegen.fused_sweep(sweep, grid.dtype, tile, f"sf_fused{steps}_{sweep.out}", steps)
         launch = self._sweep_runner(kernel, grid)
         launch.steps = steps

@@ -14,7 +14,7 @@ import numpy as np
 
 from ...plan import AxisOperator, Sweep
 from ...tuning import cached_choice
-from .codegen import code_signature, default_tile, streaming_applicable, vector_width
+from .codegen import PAIR_TILE, code_signature, default_tile, streaming_applicable, vector_width
 from .facts import DeviceFacts
 
 log = logging.getLogger(__name__)
@@ -25,18 +25,18 @@ log = logging.getLogger(__name__)
 # (where rows_vec leads); both measured in benchmarks/results/derivatives-cuda-h{100,200}-552f1c6.json.
 FUSED_ROWS_VEC_GBPS_PER_SM = 27.0
 
-# 2D star sweeps of radius 1 that read no field but the one they iterate take three steps per pass; the rest
-# two. Measured on an H100 over 2..8 steps and five tiles (benchmarks/results/fused-steps-h100-2026-11-24.json): three
-# led for jacobi2d and heat2d in both dtypes, and every further step cost more in warp shuffles and recomputed
-# halo than the bytes it saved; poisson2d, which reads its right-hand side in every step, was fastest with two.
-FUSED_STEPS_2D = 3
+# 2D star sweeps of radius 1 take five steps per pass, in tiles of 16 rows x 128 threads; the rest two, in
+# PAIR_TILE. Measured on an H100 over 2..8 steps, four tiles and jacobi2d, heat2d (both dtypes) and poisson2d
+# (benchmarks/results/fused-steps-h100-2026-11-24.json): five steps in that tile were best or within a few
+# points of the best for each; past five, the recomputed halo and the shuffles cost more than the bytes saved.
+FUSED_2D_R1 = (5, (16, 128))
 
 
-def fused_steps(sweep: Sweep) -> int:
-    """Steps per fused pass (see FUSED_STEPS_2D)."""
-    if sweep.ndim == 2 and sweep.radius == 1 and tuple(sweep.inputs) == tuple(sweep.stencil_inputs):
-        return FUSED_STEPS_2D
-    return 2
+def fused_choice(sweep: Sweep) -> tuple[int, tuple[int, ...]]:
+    """(steps per fused pass, tile) for a sweep that fuses (see FUSED_2D_R1)."""
+    if sweep.ndim == 2 and sweep.radius == 1:
+        return FUSED_2D_R1
+    return 2, PAIR_TILE[sweep.ndim]
 
 
 def choose(plan: Sweep | AxisOperator, grid_shape, dtype, device_name: str | None = None,
