@@ -62,6 +62,7 @@ def sweep_coefficients(sweep: Sweep, dtype) -> np.ndarray:
 
 
 FUSED_VIEW_LIMIT = 16
+WIDE_LOOP_VIEWS = 30  # row views per loop of `_wide_source`: fastest of 16 to 60 (cpu-wave3d-loop-views-2026-11-24.txt)
 Y_TILE = 32  # rows along axis 1 per task of `_wide_source`: its planes' rows around the tile stay in L2
 ROWS = 2  # rows per flat range of `_wide_source`
 
@@ -84,9 +85,9 @@ def _chunks(items: list, size: int) -> list[list]:
     return [items[k : k + size] for k in range(0, len(items), size)]
 
 
-def _row_loops(sweep: Sweep, cnames: list[str], views: dict) -> tuple[list[str], str]:
+def _row_loops(sweep: Sweep, cnames: list[str], views: dict, budget: int = FUSED_VIEW_LIMIT) -> tuple[list[str], str]:
     """The statements of loops over j, and the right-hand side left for a last loop, each loop reading
-    at most FUSED_VIEW_LIMIT row views so that LLVM vectorises it.
+    at most `budget` row views (the buffers and the store included).
 
     A term wider than the limit is summed in the row buffer `part`, left to right in
     chunks; the terms' running total is carried as an expression into the next loop
@@ -98,7 +99,6 @@ def _row_loops(sweep: Sweep, cnames: list[str], views: dict) -> tuple[list[str],
     loops: list[str] = []
     pending: str | None = None
     pending_reads: set[str] = set()
-    budget = FUSED_VIEW_LIMIT
 
     def store() -> None:
         nonlocal pending, pending_reads
@@ -140,8 +140,15 @@ def _row_loops(sweep: Sweep, cnames: list[str], views: dict) -> tuple[list[str],
 def _wide_source(sweep: Sweep, reduce: bool, lines: list[str], cnames: list[str], views: dict) -> str:
     """3D sweeps too wide for one loop: each task takes a tile of rows along axis 1 and walks axis 0;
     the loops of `_row_loops` run over a flat range spanning several rows (their ghost columns included
-    and discarded), so the per-loop cost is paid once per several rows."""
-    stmts, value = _row_loops(sweep, cnames, views)
+    and discarded), so the per-loop cost is paid once per several rows.
+
+    The result goes through `acc`, not straight to `out`: the output may be an input read at the
+    cell (wave3d's u.prev), and a loop whose store overlaps one of its loads fails LLVM's runtime
+    alias check and runs scalar.
+    Loops of WIDE_LOOP_VIEWS views measured fastest: one loop of all 51 of wave3d's views vectorises
+    too, but its chain of 49 dependent additions per cell outruns the out-of-order window.
+    """
+    stmts, value = _row_loops(sweep, cnames, views, WIDE_LOOP_VIEWS)
     lines[0] = lines[0].replace(", g):", ", g, nt):")
     lines += [
         "    w = out.shape[2]",
@@ -193,9 +200,8 @@ def sweep_source(sweep: Sweep, reduce: bool) -> str:
     The innermost loops read 1D row views that all share the index j: with no
     offset arithmetic inside the loop LLVM vectorises it (see docs/performance.md).
     Up to FUSED_VIEW_LIMIT views, one loop evaluates the whole expression. Wider
-    stencils exceed LLVM's budget of runtime alias checks and would not
-    vectorise, so `_row_loops` splits them into loops that each stay within it,
-    over per-thread row buffers held in L1, in the same order of operations.
+    stencils are split by `_row_loops` into loops over per-thread row buffers held
+    in L1, in the same order of operations (3D: `_wide_source`).
     """
     nd = sweep.ndim
     lines, cnames, views = _prologue(sweep)
