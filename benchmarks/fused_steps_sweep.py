@@ -1,4 +1,4 @@
-"""How a 2D fused pass should be shaped: time fused kernels for steps k, tiles and cells per thread on one GPU.
+"""How many steps a 2D fused pass should take: time `sweep_fused` for steps k and tiles on one GPU.
 
 Prints ms per step and % of the copy bandwidth measured in the same run for
 each (workload, dtype, k, tile); writes the rows as JSON to the path given.
@@ -56,16 +56,17 @@ def main() -> None:
         base = {"workload": name, "dtype": dtype, "shape": [size, size]}
         rows.append({**base, "steps": 1, "tile": list(single.tile), "strategy": single.strategy, "ms_per_step": t1 * 1e3,
                      "pct_copy": 100 * nbytes / t1 / 1e9 / copy["gbps"]})
-        configs = [(5, (16, 128), 1)] + [(k, tile, cells) for cells in (2, 4) for k in (4, 5, 6, 8)
-                                          for tile in ((16, 128), (8, 128), (4, 128))]
-        for k, tile, cells in configs:
-            kernel = codegen.fused_sweep(case.plan, case.grid.dtype, tile, f"sf_k{k}", k, cells)
-            launch = be._sweep_runner(kernel, case.grid)
-            f = {**fields, **{fused_walls(s, case.plan.out): fields[u] for s in range(2, k)}}
-            t = time_pass(launch, f) / k
-            rows.append({**base, "steps": k, "tile": list(tile), "cells": cells, "ms_per_step": t * 1e3,
-                         "pct_copy": 100 * nbytes / t / 1e9 / copy["gbps"]})
-            print(f"{name:9s} {dtype} k={k} tile={tile} cells={cells}: {t * 1e3:.4f} ms/step  {rows[-1]['pct_copy']:.1f}%", flush=True)
+        for k in (2, 3, 4, 5, 6, 8):
+            for tile in ((8, 256), (16, 256), (8, 128), (16, 128)):
+                for interior in (True, False) if k <= 3 else (True,):
+                    kernel = codegen._fused_rows(case.plan, case.grid.dtype, tile, f"sf_k{k}", k, interior)
+                    launch = be._sweep_runner(kernel, case.grid)
+                    f = {**fields, **{fused_walls(s, case.plan.out): fields[u] for s in range(2, k)}}
+                    t = time_pass(launch, f) / k
+                    rows.append({**base, "steps": k, "tile": list(tile), "interior_path": interior, "ms_per_step": t * 1e3,
+                                 "pct_copy": 100 * nbytes / t / 1e9 / copy["gbps"]})
+                    print(f"{name:9s} {dtype} k={k} tile={tile} interior={interior}: {t * 1e3:.4f} ms/step  {rows[-1]['pct_copy']:.1f}%",
+                          flush=True)
         del fields
         cp.get_default_memory_pool().free_all_blocks()
     with open(out, "w") as fh:
@@ -73,11 +74,11 @@ def main() -> None:
     print(f"copy {copy['gbps']:.0f} GB/s ({copy['method']})")
     best = {}
     for r in rows:
-        key = (r["workload"], r["dtype"], r["steps"], r.get("cells"))
+        key = (r["workload"], r["dtype"], r["steps"], r.get("interior_path"))
         if key not in best or r["pct_copy"] > best[key]["pct_copy"]:
             best[key] = r
-    for (w, d, k, cells), r in sorted(best.items(), key=lambda kv: str(kv[0])):
-        print(f"| {w} {d} | {k} | {cells} | {tuple(r['tile'])} | {r['ms_per_step']:.4f} | {r['pct_copy']:.1f}% |")
+    for (w, d, k, interior), r in sorted(best.items(), key=lambda kv: str(kv[0])):
+        print(f"| {w} {d} | {k} | {interior} | {tuple(r['tile'])} | {r['ms_per_step']:.4f} | {r['pct_copy']:.1f}% |")
 
 
 if __name__ == "__main__":

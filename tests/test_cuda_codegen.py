@@ -64,9 +64,6 @@ def _modules():
                 pairs.append(codegen.fused_sweep(sweep, dt, codegen.PAIR_TILE[2], f"sf_fused{steps}_r{r}", steps))
         pairs.append(codegen.fused_sweep(problems.build("heat2d").sweep, dt, (3, 64), "sf_pair_heat2d"))
         pairs.append(codegen.fused_sweep(problems.build("heat2d").sweep, dt, (5, 96), "sf_fused4_heat2d", 4))
-        for cells in (2, 3, 4):
-            pairs.append(codegen.fused_sweep(sweep, dt, (4, 64), f"sf_fused3_r8_c{cells}", 2, cells))  # r = 8, from the loop above
-            pairs.append(codegen.fused_sweep(problems.build("poisson2d").sweep, dt, (8, 128), f"sf_fused5_c{cells}", 5, cells))
         pairs.append(codegen.fused_sweep(problems.build("heat3d").sweep, dt, codegen.PAIR_TILE[3], "sf_pair_heat3d"))
         pairs.append(codegen.fused_sweep(heat3d_r2(), dt, (5, 3, 64), "sf_pair_3d_r2"))
         mods.append((f"fused-r1..8-{dt}", codegen.module_source(pairs, dt, "fused steps")))
@@ -370,8 +367,6 @@ def test_fused_grid_counts_the_useful_lanes():
     assert k.cover == (8, 8 * 30) and k.grid((1000, 1537)) == (7, 125, 1)
     k4 = codegen.fused_sweep(problems.build("poisson2d").sweep, np.float32, (8, 256), "k", 4)
     assert k4.cover == (8, 8 * 26) and k4.args[-2:] == ("_walls2", "_walls3") and k4.strategy == "rows, 4 steps"
-    k4v = codegen.fused_sweep(problems.build("poisson2d").sweep, np.float32, (8, 256), "k", 4, cells=4)
-    assert k4v.cover == (8, 8 * (128 - 6)) and k4v.strategy == "rows, 4 steps, 4 cells per thread"
     k3 = codegen.fused_sweep(problems.build("heat3d").sweep, np.float32, (64, 8, 128), "k")  # 4 warps along y
     assert k3.block == (32, 4, 1) and k3.cover == (64, 32, 30) and k3.grid((129, 67, 255)) == (9, 3, 3)
 
@@ -381,11 +376,11 @@ def test_fused_steps_follow_the_measured_rule():
 
     for name in ("heat2d", "poisson2d"):
         sweep = problems.build(name).sweep
-        steps, tile, cells = fused_choice(sweep)
-        assert (steps, tile, cells) == FUSED_2D_R1 and codegen.fused_applicable(sweep, steps) is None
-        assert codegen.fused_sweep(sweep, np.float32, tile, "k", steps, cells).strategy.startswith(f"rows, {steps} steps")
-    assert fused_choice(Sweep("o", (Term("u", Stencil.laplacian(2, 2)),))) == (2, codegen.PAIR_TILE[2], 1)
-    assert fused_choice(problems.build("heat3d").sweep) == (2, codegen.PAIR_TILE[3], 1)
+        steps, tile = fused_choice(sweep)
+        assert (steps, tile) == FUSED_2D_R1 and codegen.fused_applicable(sweep, steps) is None
+        assert codegen.fused_sweep(sweep, np.float32, tile, "k", steps).strategy == f"rows, {steps} steps"
+    assert fused_choice(Sweep("o", (Term("u", Stencil.laplacian(2, 2)),))) == (2, codegen.PAIR_TILE[2])
+    assert fused_choice(problems.build("heat3d").sweep) == (2, codegen.PAIR_TILE[3])
 
 
 @pytest.mark.parametrize("ndim", [2, 3])

@@ -291,22 +291,19 @@ class CudaBackend:
             raise StencilforgeError(f"grid ghost width {grid.ghost} is smaller than the stencil radius {sweep.radius}")
         return self._sweep_runner(kernel, grid, scalar)
 
-    def sweep_fused(self, sweep: Sweep, grid: Grid, tile=None, steps: int | None = None, cells: int | None = None) -> Launch | None:
-        """`steps` steps of `sweep` in one pass, the middle states' ghost cells taken from out's and the
-        `_walls{s}` fields', or None where they cannot be fused or another strategy than `auto` was asked
-        for. Steps, tile and cells per thread default to `fused_choice`'s (for other steps: PAIR_TILE, one cell)."""
-        chosen_steps, chosen_tile, chosen_cells = fused_choice(sweep)
-        if steps is not None and steps != chosen_steps:
-            chosen_tile, chosen_cells = codegen.PAIR_TILE[grid.ndim], 1
+    def sweep_fused(self, sweep: Sweep, grid: Grid, tile=None, steps: int | None = None) -> Launch | None:
+        """`steps` steps of `sweep` in one pass (default and tile: `fused_choice`), the middle states' ghost
+        cells taken from out's and the `_walls{s}` fields', or None where they cannot be fused or another
+        strategy than `auto` was asked for."""
+        chosen_steps, chosen_tile = fused_choice(sweep)
         steps = chosen_steps if steps is None else steps
         why = (f"strategy {self.requested} was asked for" if self.requested != "auto" else codegen.fused_applicable(sweep, steps)
                or (f"ghost width {grid.ghost} is below the radius {sweep.radius}" if grid.ghost < sweep.radius else None))
         if why:
             log.info("%s: single steps, no fused kernel: %s", sweep.out, why)
             return None
-        tile = chosen_tile if tile is None else tuple(tile)
-        cells = chosen_cells if cells is None else cells
-        kernel = codegen.fused_sweep(sweep, grid.dtype, tile, f"sf_fused{steps}_{sweep.out}", steps, cells)
+        tile = (chosen_tile if steps == chosen_steps else codegen.PAIR_TILE[grid.ndim]) if tile is None else tuple(tile)
+        kernel = codegen.fused_sweep(sweep, grid.dtype, tile, f"sf_fused{steps}_{sweep.out}", steps)
         launch = self._sweep_runner(kernel, grid)
         launch.steps = steps
         return launch

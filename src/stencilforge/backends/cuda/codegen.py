@@ -339,8 +339,7 @@ def fused_applicable(sweep: Sweep, steps: int = 2) -> str | None:
     return None
 
 
-def fused_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str, steps: int = 2, cells: int = 1,
-                ahead: int = PAIR_AHEAD) -> Kernel:
+def fused_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str, steps: int = 2, ahead: int = PAIR_AHEAD) -> Kernel:
     """`steps` sweeps in one pass: out = S(...S(u)), u the one stencil field (3D: two steps).
 
     Each middle state's ghost cells are read from an array the caller fills
@@ -351,8 +350,7 @@ def fused_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str, steps: in
     lanes beside it by warp shuffles, so u is read from DRAM once for all the
     steps. Every step's expression is the single sweep's, term for term, so
     each middle value is what `rows` would have stored.
-    `cells` (2D) is how many consecutive columns a thread evaluates (`_fused_rows`);
-    `ahead` (3D) how many planes of u a thread's loads run ahead of their use.
+    `ahead` (3D) is how many planes of u a thread's loads run ahead of their use.
     """
     reason = fused_applicable(sweep, steps)
     if reason:
@@ -362,9 +360,7 @@ def fused_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str, steps: in
     if tile[-1] % 32 or tile[-1] > MAX_THREADS:
         raise StencilforgeError(f"fused steps need whole warps, at most {MAX_THREADS} threads: tile {tuple(tile)} has {tile[-1]}")
     if sweep.ndim == 2:
-        return _fused_rows(sweep, dtype, tuple(tile), name, steps, cells)
-    if cells != 1:
-        raise StencilforgeError("the 3D fused pair writes one column per thread")
+        return _fused_rows(sweep, dtype, tuple(tile), name, steps)
     return _pair_march(sweep, dtype, tuple(tile), name, ahead)
 
 
@@ -390,122 +386,98 @@ def _pair_operand(u: str, point, across, column):
     return access
 
 
-def _fused_rows(sweep: Sweep, dtype, tile: tuple[int, ...], name: str, steps: int, cells: int = 1,
-                interior_path: bool = True) -> Kernel:
-    """2D: tile = (R, T), T threads along x, each writing R rows of `cells` consecutive columns after `steps` steps.
+def _fused_rows(sweep: Sweep, dtype, tile: tuple[int, ...], name: str, steps: int, interior_path: bool = True) -> Kernel:
+    """2D: tile = (R, T), T threads along x, each writing R rows of its column after `steps` steps.
 
-    A thread loads its columns of u with k r rows of halo (k = steps) and
+    A thread loads its column of u with k r rows of halo (k = steps) and
     evaluates step s on R + 2(k - s)r rows: the first from u (x neighbours
-    beyond its own columns through L1), each later one from the step before
-    it (x neighbours beyond its own columns by warp shuffles), so a warp
-    writes 32 `cells` - 2(k - 1)r columns. More cells per thread means fewer
-    shuffles and less recomputed halo per cell, for more registers. The state
-    after step s < k takes its ghost cells from the array `_walls{s}` (step 1:
-    the output buffer's), which the caller fills with the walls of time n + s.
+    through L1), each later one from the step before it (x neighbours by warp
+    shuffles), so a warp writes 32 - 2(k - 1)r columns. The state after step
+    s < k takes its ghost cells from the array `_walls{s}` (step 1: the output
+    buffer's), which the caller fills with the walls of time n + s.
     With `interior_path`, a block whose cells of every step lie inside the
     grid runs a copy of the body without bounds tests or wall reads: the
-    same arithmetic in far fewer instructions per cell.
+    same arithmetic with far fewer instructions per cell.
     """
     rows, threads = tile
-    r, k, V = sweep.radius, steps, cells
+    (u,) = sweep.stencil_inputs
+    r, k = sweep.radius, steps
     reach = (k - 1) * r
-    useful = 32 * V - 2 * reach
+    useful = 32 - 2 * reach
     cover = threads // 32 * useful
-    resident = PAIR_RESIDENT_2D if k == 2 and r == 1 and V == 1 and np.dtype(dtype).itemsize == 4 else None
+    resident = PAIR_RESIDENT_2D if k == 2 and r == 1 and np.dtype(dtype).itemsize == 4 else None
     bounds = f"{threads}, {max(1, resident // threads)}" if resident else f"{threads}"
     carriers = tuple(f"_walls{s}" for s in range(2, k))
     lines = [
         f'extern "C" __global__ void __launch_bounds__({bounds}) {name}({_params(sweep, False, carriers)})',
         "{",
         "    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;",
-        f"    const int i1 = blockIdx.x * {cover} + warp * {useful} + lane * {V} - {reach};  // the thread's first column",
+        f"    const int i1 = blockIdx.x * {cover} + warp * {useful} + lane - {reach};",
         f"    const int y0 = blockIdx.y * {rows};",
         *("    " + s for s in _strides(2)),
-        *(f"    const bool in{v} = i1 + {v} >= 0 && i1 + {v} < n1, pad{v} = i1 + {v} >= -g && i1 + {v} < n1 + g;" for v in range(V)),
+        "    const bool col_in = i1 >= 0 && i1 < n1, col_pad = i1 >= -g && i1 < n1 + g;",
         "    const long long c = ((long long)y0 + g) * s0 + (i1 + g);",
     ]
-    general = _fused_body(sweep, dtype, rows, k, V, carriers, guarded=True)
+    general = _fused_body(sweep, dtype, rows, k, carriers, guarded=True)
     if not interior_path:
         lines += ["    " + x for x in general]
     else:
-        lines += [  # every lane's columns and every row of step 1 inside: uniform over the block, so shuffles stay whole
+        lines += [  # every lane's column and every row of step 1 inside: uniform over the block, so shuffles stay whole
             f"    const int x0 = blockIdx.x * {cover};",
             f"    const bool interior = x0 >= {reach} && x0 + {cover + reach} <= n1 && y0 >= {reach} && y0 + {rows + reach} <= n0;",
             "    if (interior) {",
-            *("        " + x for x in _fused_body(sweep, dtype, rows, k, V, carriers, guarded=False)),
+            *("        " + x for x in _fused_body(sweep, dtype, rows, k, carriers, guarded=False)),
             "        return;",
             "    }",
             *("    " + x for x in general),
         ]
     lines.append("}")
-    label = ("rows, two steps" if k == 2 else f"rows, {k} steps") + (f", {V} cells per thread" if V > 1 else "")
+    label = "rows, two steps" if k == 2 else f"rows, {k} steps"
     return Kernel(name, "\n".join(lines) + "\n", label, tile, (threads, 1, 1), (rows, cover), _sweep_args(sweep, False) + carriers)
 
 
-def _fused_loads(u: str, rows: range, V: int, guarded: bool) -> list[str]:
-    """u's rows `rows` at the thread's V columns; guarded, zero outside the padded grid."""
-    lines = []
-    for j in rows:
-        for v in range(V):
-            load = f"f_{u}[c + {j} * s0 + {v}]"
-            guard = f"pad{v} && y0 + {j} >= -g && y0 + {j} < n0 + g"
-            lines.append(f"const real u_{_tag(j)}_{v} = {f'{guard} ? {load} : (real)0' if guarded else load};")
-    # y0 + j >= -g always holds in the wall's guard, but without it ptxas schedules poisson2d's pair
-    # far slower on the H100 (measured at commit 1818c58), so it stays
-    return lines
-
-
-def _fused_body(sweep: Sweep, dtype, rows: int, k: int, V: int, carriers: tuple[str, ...], guarded: bool) -> list[str]:
+def _fused_body(sweep: Sweep, dtype, rows: int, k: int, carriers: tuple[str, ...], guarded: bool) -> list[str]:
     """The statements of `_fused_rows` after its index set-up: loads, the k - 1 middle steps, the stores.
-    Unguarded, every load, cell and store is taken to lie inside the grid (the interior path).
-    Values are named {state}_{row}_{cell}; a neighbour's, fetched by a shuffle, {state}x_{row}_{lane offset}_{cell}."""
+    Unguarded, every load, cell and store is taken to lie inside the grid (the interior path)."""
     (u,) = sweep.stencil_inputs
     r = sweep.radius
-    shifts = _lane_shifts(sweep, u)
-    lines = _fused_loads(u, range(-k * r, rows + k * r), V, guarded)
-
-    def at(j, v, dx=0):
-        return f"c + {j} * s0 + {v + dx}"
-
-    def neighbours(state: str, j: int, first: bool) -> list[str]:
-        """Shuffles bringing row j's values of `state` from the lanes beside this one (none for step 1: L1 loads)."""
-        if first:
-            return []
-        wanted = sorted({((v + d) // V, (v + d) % V) for v in range(V) for d in shifts if not 0 <= v + d < V})
-        return [f"const real {state}x_{_tag(j)}_{_tag(q)}_{m} = __shfl_sync(0xffffffffu, {state}_{_tag(j)}_{m}, lane + {q});"
-                for q, m in wanted]
-
-    def value(state: str, j: int, v: int, first: bool) -> str:
-        def across(dx):
-            m = v + dx
-            if 0 <= m < V:
-                return f"{state}_{_tag(j)}_{m}"
-            return f"f_{u}[{at(j, v, dx)}]" if first else f"{state}x_{_tag(j)}_{_tag(m // V)}_{m % V}"
-
-        operand = _pair_operand(u, lambda f: f"f_{f}[{at(j, v)}]", across, lambda o: f"{state}_{_tag(j + o[0])}_{v}")
-        return _expression(sweep, dtype, operand)
-
+    lines = []
+    for j in range(-k * r, rows + k * r):
+        load = f"f_{u}[c + {j} * s0]"
+        guard = f"col_pad && y0 + {j} >= -g && y0 + {j} < n0 + g"
+        lines.append(f"const real u_{_tag(j)} = {f'{guard} ? {load} : (real)0' if guarded else load};")
+    # y0 + j >= -g always holds in the wall's guard, but without it ptxas schedules poisson2d's pair
+    # far slower on the H100 (measured at commit 1818c58), so it stays
     previous = "u"
     for s in range(1, k):
         state = "w" if k == 2 else f"w{s}"
         walls = f"f_{sweep.out}" if s == 1 else f"f_{carriers[s - 2]}"
         for j in range(-(k - s) * r, rows + (k - s) * r):
-            lines += neighbours(previous, j, s == 1)
-            for v in range(V):
-                new = value(previous, j, v, s == 1)
-                if guarded:
-                    inside = f"in{v} && y0 + {j} >= 0 && y0 + {j} < n0"
-                    wall = f"pad{v} && y0 + {j} >= -g && y0 + {j} < n0 + g ? {walls}[{at(j, v)}] : (real)0"
-                    new = f"{inside} ? ({new}) : ({wall})"
-                lines.append(f"const real {state}_{_tag(j)}_{v} = {new};")
+            if s > 1:
+                lines += [f"const real {previous}x_{_tag(j)}_{_tag(d)} = __shfl_sync(0xffffffffu, {previous}_{_tag(j)}, lane + {d});"
+                          for d in _lane_shifts(sweep, u)]
+            loaded = f"f_{u}[c + {j} * s0 + {{}}]"  # step 1: x neighbours of u through L1; later: shuffled values
+            across = loaded if s == 1 else f"{previous}x_{_tag(j)}_{{}}"
+            operand = _pair_operand(u, lambda f, j=j: f"f_{f}[c + {j} * s0]",
+                                    lambda dx, a=across, s=s: a.format(dx if s == 1 else _tag(dx)),
+                                    lambda o, j=j, p=previous: f"{p}_{_tag(j + o[0])}")
+            value = _expression(sweep, dtype, operand)
+            if guarded:
+                inside = f"col_in && y0 + {j} >= 0 && y0 + {j} < n0"
+                wall = f"col_pad && y0 + {j} >= -g && y0 + {j} < n0 + g ? {walls}[c + {j} * s0] : (real)0"
+                value = f"{inside} ? ({value}) : ({wall})"
+            lines.append(f"const real {state}_{_tag(j)} = {value};")
         previous = state
+    shuffled = "x" if k == 2 else f"{previous}x"
     for j in range(rows):
-        lines += neighbours(previous, j, k == 1)
+        for d in _lane_shifts(sweep, u):
+            lines.append(f"const real {shuffled}_{j}_{_tag(d)} = __shfl_sync(0xffffffffu, {previous}_{j}, lane + {d});")
+    lines.append(f"if (lane < {(k - 1) * r} || lane >= {32 - (k - 1) * r}{' || !col_in' if guarded else ''}) return;")
     for j in range(rows):
-        for v in range(V):
-            p = f"lane * {V} + {v}" if V > 1 else "lane"
-            writes = [f"{p} >= {(k - 1) * r}", f"{p} < {32 * V - (k - 1) * r}"] + ([f"in{v}", f"y0 + {j} < n0"] if guarded else [])
-            lines.append(f"if ({' && '.join(writes)}) f_{sweep.out}[{at(j, v)}] = {value(previous, j, v, False)};")
+        last = _pair_operand(u, lambda f, j=j: f"f_{f}[c + {j} * s0]", lambda dx, j=j: f"{shuffled}_{j}_{_tag(dx)}",
+                             lambda o, j=j: f"{previous}_{_tag(j + o[0])}")
+        store = f"f_{sweep.out}[c + {j} * s0] = {_expression(sweep, dtype, last)};"
+        lines.append(f"if (y0 + {j} < n0) {store}" if guarded else store)
     return lines
 
 

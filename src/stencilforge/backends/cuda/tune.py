@@ -29,14 +29,14 @@ FUSED_ROWS_VEC_GBPS_PER_SM = 27.0
 # PAIR_TILE. Measured on an H100 over 2..8 steps, four tiles and jacobi2d, heat2d (both dtypes) and poisson2d
 # (benchmarks/results/fused-steps-h100-2026-11-24.json): five steps in that tile were best or within a few
 # points of the best for each; past five, the recomputed halo and the shuffles cost more than the bytes saved.
-FUSED_2D_R1 = (5, (16, 128), 1)
+FUSED_2D_R1 = (5, (16, 128))
 
 
-def fused_choice(sweep: Sweep) -> tuple[int, tuple[int, ...], int]:
-    """(steps per fused pass, tile, cells per thread) for a sweep that fuses (see FUSED_2D_R1)."""
+def fused_choice(sweep: Sweep) -> tuple[int, tuple[int, ...]]:
+    """(steps per fused pass, tile) for a sweep that fuses (see FUSED_2D_R1)."""
     if sweep.ndim == 2 and sweep.radius == 1:
         return FUSED_2D_R1
-    return 2, PAIR_TILE[sweep.ndim], 1
+    return 2, PAIR_TILE[sweep.ndim]
 
 
 def choose(plan: Sweep | AxisOperator, grid_shape, dtype, device_name: str | None = None,
