@@ -481,7 +481,7 @@ def _fused_body(sweep: Sweep, dtype, rows: int, k: int, carriers: tuple[str, ...
     return lines
 
 
-def _pair_march(sweep: Sweep, dtype, tile: tuple[int, ...], name: str, ahead: int) -> Kernel:
+def _pair_march(sweep: Sweep, dtype, tile: tuple[int, ...], name: str, ahead: int, interior_path: bool = True) -> Kernel:
     """3D: tile = (Z, R, T); T threads are warps stacked along y, each thread writing R rows of its
     column in each of Z planes, which the block marches through along z.
 
@@ -490,14 +490,14 @@ def _pair_march(sweep: Sweep, dtype, tile: tuple[int, ...], name: str, ahead: in
     it uses (R + 2r rows, z neighbours from a queue of 2r + 1 planes of u),
     and the output r planes further behind from a queue of 2r + 1 middle
     planes. The queues live in registers and shift by one plane per step;
-    only the plane chunk's 2r-plane margins are read twice.
+    only the plane chunk's 2r-plane margins are read twice. A block whose
+    middle cells all lie inside the grid runs a copy of the march without
+    bounds tests or wall reads (as `_fused_rows` does).
     """
     planes, rows, threads = tile
-    (u,) = sweep.stencil_inputs
     r = sweep.radius
     useful = 32 - 2 * r
     warps = threads // 32
-    out = f"f_{sweep.out}"
     lines = [
         f'extern "C" __global__ void __launch_bounds__({threads}) {name}({_params(sweep, False)})',
         "{",
@@ -511,48 +511,80 @@ def _pair_march(sweep: Sweep, dtype, tile: tuple[int, ...], name: str, ahead: in
         "    const bool col_in = i2 >= 0 && i2 < n2, col_pad = i2 >= -g && i2 < n2 + g;",
         f"    const bool writer = col_in && lane >= {r} && lane < {32 - r};",
     ]
+    if interior_path:
+        lines += [
+            f"    const int x0 = blockIdx.x * {useful} - {r}, y00 = blockIdx.y * {warps * rows};",
+            f"    const bool interior = x0 >= 0 && x0 + 32 <= n2 && y00 >= {r} && y00 + {warps * rows + r} <= n1"
+            f" && z0 >= {r} && z0 + {planes + r} <= n0;",
+            "    if (interior) {",
+            *("        " + x for x in _march_body(sweep, dtype, rows, ahead, guarded=False)),
+            "        return;",
+            "    }",
+        ]
+    lines += ["    " + x for x in _march_body(sweep, dtype, rows, ahead, guarded=True)] + ["}"]
+    cover = (planes, rows * warps, useful)
+    return Kernel(name, "\n".join(lines) + "\n", "march, two steps", tile, (32, warps, 1), cover, _sweep_args(sweep, False))
+
+
+def _march_body(sweep: Sweep, dtype, rows: int, ahead: int, guarded: bool) -> list[str]:
+    """The statements of `_pair_march` after its index set-up. Unguarded, every row and column of u, of
+    the middle state and of the output is taken to lie inside the grid (the interior path); the plane
+    guards of the loads stay."""
+    (u,) = sweep.stencil_inputs
+    r = sweep.radius
+    out = f"f_{sweep.out}"
     u_rows = range(-2 * r, rows + 2 * r)
     w_rows = range(-r, rows + r)
-    lines += [f"    const bool pad_{_tag(j)} = col_pad && y0 + {j} >= -g && y0 + {j} < n1 + g;" for j in u_rows]
-    lines += [f"    const bool in_{_tag(j)} = col_in && y0 + {j} >= 0 && y0 + {j} < n1;" for j in w_rows]
+    lines = []
+    if guarded:
+        lines += [f"const bool pad_{_tag(j)} = col_pad && y0 + {j} >= -g && y0 + {j} < n1 + g;" for j in u_rows]
+        lines += [f"const bool in_{_tag(j)} = col_in && y0 + {j} >= 0 && y0 + {j} < n1;" for j in w_rows]
+
+    def pad(j):
+        return f" && pad_{_tag(j)}" if guarded else ""
+
     newest = 2 * r + ahead
-    lines += [f"    real {', '.join(f'u{k}_{_tag(j)}' for j in u_rows)};" for k in range(newest + 1)]
+    lines += [f"real {', '.join(f'u{k}_{_tag(j)}' for j in u_rows)};" for k in range(newest + 1)]
     # The middle queue is shifted before it fills (u's is filled first): copying an uninitialised value
     # is undefined, and NVRTC miscompiled this kernel when it was (float64 r=2 at 255 registers on an
     # H100: rows 2.. of each thread wrong). The other marching kernels zero their queues for the same reason.
-    lines += [f"    real {', '.join(f'w{k}_{_tag(j)} = 0' for j in w_rows)};" for k in range(2 * r + 1)]
-    lines.append("    const long long base = (long long)g * s0 + ((long long)y0 + g) * s1 + (i2 + g);")
+    lines += [f"real {', '.join(f'w{k}_{_tag(j)} = 0' for j in w_rows)};" for k in range(2 * r + 1)]
+    lines.append("const long long base = (long long)g * s0 + ((long long)y0 + g) * s1 + (i2 + g);")
     for k in range(newest):  # u planes z0 - 2r .. z0 + ahead - 1
         z = f"z0 + {k - 2 * r}"
-        lines.append(f"    {{ const bool p = {z} >= -g && {z} < n0 + g; const long long c = base + (long long)({z}) * s0;")
-        lines += [f"      u{k}_{_tag(j)} = p && pad_{_tag(j)} ? f_{u}[c + {j} * s1] : (real)0;" for j in u_rows]
-        lines.append("    }")
+        lines.append(f"{{ const bool p = {z} >= -g && {z} < n0 + g; const long long c = base + (long long)({z}) * s0;")
+        lines += [f"  u{k}_{_tag(j)} = p{pad(j)} ? f_{u}[c + {j} * s1] : (real)0;" for j in u_rows]
+        lines.append("}")
     lines += [
-        f"    for (int q = z0 - {r}; q < zend + {r}; ++q) {{  // middle plane q, output plane q - {r}",
-        "        const long long c = base + (long long)q * s0;",
-        f"        const bool pn = q + {r + ahead} < n0 + g, pin = q >= 0 && q < n0;  // -g <= q < n0 + g always",
+        f"for (int q = z0 - {r}; q < zend + {r}; ++q) {{  // middle plane q, output plane q - {r}",
+        "    const long long c = base + (long long)q * s0;",
+        f"    const bool pn = q + {r + ahead} < n0 + g;",
     ]
-    lines += [f"        u{newest}_{_tag(j)} = pn && pad_{_tag(j)} ? f_{u}[c + {r + ahead} * s0 + {j} * s1] : (real)0;" for j in u_rows]
+    if guarded:
+        lines.append("    const bool pin = q >= 0 && q < n0;  // -g <= q < n0 + g always")
+    lines += [f"    u{newest}_{_tag(j)} = pn{pad(j)} ? f_{u}[c + {r + ahead} * s0 + {j} * s1] : (real)0;" for j in u_rows]
     for j in w_rows:
         first = _pair_operand(u, lambda f, j=j: f"f_{f}[c + {j} * s1]", lambda dx, j=j: f"f_{u}[c + {j} * s1 + {dx}]",
                               lambda o, j=j: f"u{r + o[0]}_{_tag(j + o[1])}")
-        wall = f"pad_{_tag(j)} ? {out}[c + {j} * s1] : (real)0"
-        lines.append(f"        w{2 * r}_{_tag(j)} = pin && in_{_tag(j)} ? ({_expression(sweep, dtype, first)}) : ({wall});")
-    lines.append(f"        if (q >= z0 + {r}) {{")
+        value = _expression(sweep, dtype, first)
+        if guarded:
+            value = f"pin && in_{_tag(j)} ? ({value}) : (pad_{_tag(j)} ? {out}[c + {j} * s1] : (real)0)"
+        lines.append(f"    w{2 * r}_{_tag(j)} = {value};")
+    lines.append(f"    if (q >= z0 + {r}) {{")
     for j in range(rows):
-        lines += [f"            const real x_{j}_{_tag(d)} = __shfl_sync(0xffffffffu, w{r}_{j}, lane + {d});"
+        lines += [f"        const real x_{j}_{_tag(d)} = __shfl_sync(0xffffffffu, w{r}_{j}, lane + {d});"
                   for d in _lane_shifts(sweep, u)]
-    lines.append(f"            const long long o = c - {r} * s0;")
+    lines.append(f"        const long long o = c - {r} * s0;")
     for j in range(rows):
         second = _pair_operand(u, lambda f, j=j: f"f_{f}[o + {j} * s1]", lambda dx, j=j: f"x_{j}_{_tag(dx)}",
                                lambda o, j=j: f"w{r + o[0]}_{_tag(j + o[1])}")
-        lines.append(f"            if (writer && y0 + {j} < n1) {out}[o + {j} * s1] = {_expression(sweep, dtype, second)};")
-    lines.append("        }")
-    lines += [f"        u{k}_{_tag(j)} = u{k + 1}_{_tag(j)};" for k in range(newest) for j in u_rows]
-    lines += [f"        w{k}_{_tag(j)} = w{k + 1}_{_tag(j)};" for k in range(2 * r) for j in w_rows]
-    lines += ["    }", "}"]
-    cover = (planes, rows * warps, useful)
-    return Kernel(name, "\n".join(lines) + "\n", "march, two steps", tile, (32, warps, 1), cover, _sweep_args(sweep, False))
+        write = f"writer && y0 + {j} < n1" if guarded else f"lane >= {r} && lane < {32 - r}"
+        lines.append(f"        if ({write}) {out}[o + {j} * s1] = {_expression(sweep, dtype, second)};")
+    lines.append("    }")
+    lines += [f"    u{k}_{_tag(j)} = u{k + 1}_{_tag(j)};" for k in range(newest) for j in u_rows]
+    lines += [f"    w{k}_{_tag(j)} = w{k + 1}_{_tag(j)};" for k in range(2 * r) for j in w_rows]
+    lines.append("}")
+    return lines
 
 
 def _block(tile: tuple[int, ...]) -> tuple[int, int, int]:
