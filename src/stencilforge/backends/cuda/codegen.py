@@ -69,9 +69,6 @@ PAIR_TILE = {
     2: (8, 256),  # rows per thread x threads
     3: (32, 2, 128),  # planes per block x rows per thread x threads, warps stacked along y
 }
-PAIR_RESIDENT_2D = 1280  # threads per SM the 2D pair's __launch_bounds__ asks for at radius 1 in float32: the one
-# occupancy that is best or near it for poisson2d, jacobi2d and heat2d (benchmarks/results/h100-pair-occupancy.txt);
-# larger radii and float64 need more registers than that and would spill, so they keep the compiler's choice
 PAIR_AHEAD = 1  # planes of u the 3D pair loads ahead of use (measured against 0 and 2 on the H100 at commit 483c3e5)
 FUSED_REACH_2D = 8  # (steps - 1) * radius: a warp keeps 32 - 2 (steps - 1) r useful lanes, at least half of them
 PAIR_RADIUS_3D = 2  # (2r + 1)(R + 4r) values of u per thread
@@ -405,11 +402,9 @@ def _fused_rows(sweep: Sweep, dtype, tile: tuple[int, ...], name: str, steps: in
     reach = (k - 1) * r
     useful = 32 - 2 * reach
     cover = threads // 32 * useful
-    resident = PAIR_RESIDENT_2D if k == 2 and r == 1 and np.dtype(dtype).itemsize == 4 else None
-    bounds = f"{threads}, {max(1, resident // threads)}" if resident else f"{threads}"
     carriers = tuple(f"_walls{s}" for s in range(2, k))
     lines = [
-        f'extern "C" __global__ void __launch_bounds__({bounds}) {name}({_params(sweep, False, carriers)})',
+        f'extern "C" __global__ void __launch_bounds__({threads}) {name}({_params(sweep, False, carriers)})',
         "{",
         "    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;",
         f"    const int i1 = blockIdx.x * {cover} + warp * {useful} + lane - {reach};",
