@@ -21,14 +21,13 @@ from __future__ import annotations
 from typing import Sequence
 
 from ..boundary import Dirichlet, Periodic
-from ..errors import StencilforgeError
 from ..ir.analysis import accesses
 from ..ir.nodes import Expr
 from ..printers.numpy import wall_values
 from ..problem import Problem
 from ..simulation import Simulation
 from .decomposition import Decomposition
-from .device import HostTransport, is_device_array
+from .device import choose_transport
 from .halo import HaloExchange
 from .reductions import global_max, global_sum
 from .runner import agree, gather
@@ -47,14 +46,14 @@ class DecomposedSimulation(Simulation):
     """This rank's block of `problem`; `fields` are the block's, `gathered()` the whole grid's on rank 0.
 
     `procs` fixes the process grid (default: the least cut area); every rank of
-    `comm` must build it with the same problem, parameters and backend.
+    `comm` must build it with the same problem, parameters and backend. On GPUs
+    halos move by `halo` (device.choose_transport), and each rank's device must
+    be bound (`bind_device`) before its backend is made.
     """
 
     decomposed = True
 
-    def __init__(self, problem: Problem, backend, params, comm, procs: Sequence[int] | None = None):
-        if is_device_array(backend.xp):
-            raise StencilforgeError(f"decomposed runs of equation problems run on the numpy and numba backends, not {backend.name}")
+    def __init__(self, problem: Problem, backend, params, comm, procs: Sequence[int] | None = None, halo: str = "auto"):
         grid = problem.grid
         ghost = problem.analysis.ghost
         self.decomp = agree(comm, lambda: Decomposition.create(comm.size, grid.shape, (ghost,) * grid.ndim, procs))
@@ -62,7 +61,7 @@ class DecomposedSimulation(Simulation):
                  for a in range(grid.ndim)]
         self.cart = comm.Create_cart(self.decomp.dims, periods=wraps, reorder=False)
         self.coords = tuple(self.cart.Get_coords(self.cart.rank))
-        self._transport = HostTransport(self.cart)
+        self._transport = agree(self.cart, lambda: choose_transport(self.cart, backend.xp, halo))
         self._widths = halo_widths(problem)
         agree(self.cart, lambda: Simulation.__init__(self, problem, backend, params))
 
@@ -107,4 +106,4 @@ class DecomposedSimulation(Simulation):
 
     def gathered(self) -> dict:
         """Each field's current level over the whole grid on rank 0 (None on the other ranks)."""
-        return {name: gather(self.cart, self.decomp, local) for name, local in self.fields.items()}
+        return {name: gather(self.cart, self.decomp, self.backend.to_host(local)) for name, local in self.fields.items()}
