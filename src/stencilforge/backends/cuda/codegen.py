@@ -383,7 +383,7 @@ def _pair_operand(u: str, point, across, column):
     return access
 
 
-def _fused_rows(sweep: Sweep, dtype, tile: tuple[int, ...], name: str, steps: int, interior_path: bool = True) -> Kernel:
+def _fused_rows(sweep: Sweep, dtype, tile: tuple[int, ...], name: str, steps: int) -> Kernel:
     """2D: tile = (R, T), T threads along x, each writing R rows of its column after `steps` steps.
 
     A thread loads its column of u with k r rows of halo (k = steps) and
@@ -392,9 +392,9 @@ def _fused_rows(sweep: Sweep, dtype, tile: tuple[int, ...], name: str, steps: in
     shuffles), so a warp writes 32 - 2(k - 1)r columns. The state after step
     s < k takes its ghost cells from the array `_walls{s}` (step 1: the output
     buffer's), which the caller fills with the walls of time n + s.
-    With `interior_path`, a block whose cells of every step lie inside the
-    grid runs a copy of the body without bounds tests or wall reads: the
-    same arithmetic with far fewer instructions per cell.
+    A block whose cells of every step lie inside the grid runs a copy of the
+    body without bounds tests or wall reads: the same arithmetic with far
+    fewer instructions per cell.
     """
     rows, threads = tile
     (u,) = sweep.stencil_inputs
@@ -413,19 +413,15 @@ def _fused_rows(sweep: Sweep, dtype, tile: tuple[int, ...], name: str, steps: in
         "    const bool col_in = i1 >= 0 && i1 < n1, col_pad = i1 >= -g && i1 < n1 + g;",
         "    const long long c = ((long long)y0 + g) * s0 + (i1 + g);",
     ]
-    general = _fused_body(sweep, dtype, rows, k, carriers, guarded=True)
-    if not interior_path:
-        lines += ["    " + x for x in general]
-    else:
-        lines += [  # every lane's column and every row of step 1 inside: uniform over the block, so shuffles stay whole
-            f"    const int x0 = blockIdx.x * {cover};",
-            f"    const bool interior = x0 >= {reach} && x0 + {cover + reach} <= n1 && y0 >= {reach} && y0 + {rows + reach} <= n0;",
-            "    if (interior) {",
-            *("        " + x for x in _fused_body(sweep, dtype, rows, k, carriers, guarded=False)),
-            "        return;",
-            "    }",
-            *("    " + x for x in general),
-        ]
+    lines += [  # every lane's column and every row of step 1 inside: uniform over the block, so shuffles stay whole
+        f"    const int x0 = blockIdx.x * {cover};",
+        f"    const bool interior = x0 >= {reach} && x0 + {cover + reach} <= n1 && y0 >= {reach} && y0 + {rows + reach} <= n0;",
+        "    if (interior) {",
+        *("        " + x for x in _fused_body(sweep, dtype, rows, k, carriers, guarded=False)),
+        "        return;",
+        "    }",
+        *("    " + x for x in _fused_body(sweep, dtype, rows, k, carriers, guarded=True)),
+    ]
     lines.append("}")
     label = "rows, two steps" if k == 2 else f"rows, {k} steps"
     return Kernel(name, "\n".join(lines) + "\n", label, tile, (threads, 1, 1), (rows, cover), _sweep_args(sweep, False) + carriers)
@@ -476,7 +472,7 @@ def _fused_body(sweep: Sweep, dtype, rows: int, k: int, carriers: tuple[str, ...
     return lines
 
 
-def _pair_march(sweep: Sweep, dtype, tile: tuple[int, ...], name: str, ahead: int, interior_path: bool = True) -> Kernel:
+def _pair_march(sweep: Sweep, dtype, tile: tuple[int, ...], name: str, ahead: int) -> Kernel:
     """3D: tile = (Z, R, T); T threads are warps stacked along y, each thread writing R rows of its
     column in each of Z planes, which the block marches through along z.
 
@@ -505,18 +501,16 @@ def _pair_march(sweep: Sweep, dtype, tile: tuple[int, ...], name: str, ahead: in
         *("    " + x for x in _strides(3)),
         "    const bool col_in = i2 >= 0 && i2 < n2, col_pad = i2 >= -g && i2 < n2 + g;",
         f"    const bool writer = col_in && lane >= {r} && lane < {32 - r};",
+        f"    const int x0 = blockIdx.x * {useful} - {r}, y00 = blockIdx.y * {warps * rows};",
+        f"    const bool interior = x0 >= 0 && x0 + 32 <= n2 && y00 >= {r} && y00 + {warps * rows + r} <= n1"
+        f" && z0 >= {r} && z0 + {planes + r} <= n0;",
+        "    if (interior) {",
+        *("        " + x for x in _march_body(sweep, dtype, rows, ahead, guarded=False)),
+        "        return;",
+        "    }",
+        *("    " + x for x in _march_body(sweep, dtype, rows, ahead, guarded=True)),
+        "}",
     ]
-    if interior_path:
-        lines += [
-            f"    const int x0 = blockIdx.x * {useful} - {r}, y00 = blockIdx.y * {warps * rows};",
-            f"    const bool interior = x0 >= 0 && x0 + 32 <= n2 && y00 >= {r} && y00 + {warps * rows + r} <= n1"
-            f" && z0 >= {r} && z0 + {planes + r} <= n0;",
-            "    if (interior) {",
-            *("        " + x for x in _march_body(sweep, dtype, rows, ahead, guarded=False)),
-            "        return;",
-            "    }",
-        ]
-    lines += ["    " + x for x in _march_body(sweep, dtype, rows, ahead, guarded=True)] + ["}"]
     cover = (planes, rows * warps, useful)
     return Kernel(name, "\n".join(lines) + "\n", "march, two steps", tile, (32, warps, 1), cover, _sweep_args(sweep, False))
 
