@@ -316,8 +316,10 @@ def _pair_planes_source(sweep: Sweep) -> str:
     evaluating middle plane q into a ring of 2r + 1 planes, then output plane q - r from the ring.
 
     A middle plane outside the interior is out's wall plane; an interior one
-    takes its ghost rows and columns from out's plane. Only the 2r middle
-    planes at each end of a task's range are evaluated twice. The march is a
+    is evaluated in one loop over its interior rows as a flat range (the ghost
+    columns it passes are scratch), then takes its ghost rows and columns
+    from out's plane. Only the 2r middle planes at each end of a task's range
+    are evaluated twice. The march is a
     serial function that the parallel loop only calls: Numba compiles it in
     a fraction of the time it takes over the same code inside the parallel loop.
     """
@@ -332,13 +334,18 @@ def _pair_planes_source(sweep: Sweep) -> str:
         lo = _shift("g", o)
         return f"{lo}:{lo} + m"
 
-    def at(z: str):
-        return lambda field, o: f"f_{field}[{_shift(z, o[0])}, {_shift('i', o[1])}, {cols(o[2])}]"
+    def at(field: str, o) -> str:
+        return f"f_{field}[{_shift('z', o[0])}, {_shift('i', o[1])}, {cols(o[2])}]"
 
     def slot(k: int) -> str:
         return f"({_shift('z', k)}) % {ring}" if k else f"z % {ring}"
 
+    def flat(field: str, o) -> str:
+        start = "base" + "".join(f" {'+' if v > 0 else '-'} {abs(v)}{unit}" for v, unit in ((o[1], " * wd"), (o[2], "")) if v)
+        return f"x_{field}_{_tag(o[0])}[{start}:{start} + n]"
+
     planes = sorted({o[0] for (field, o) in views if field == u})
+    flat_planes = sorted({(field, o[0]) for field, o in views})
     march = [
         f"@SERIAL\ndef march({args}, z0, z1):",
         *lines[1:],
@@ -346,28 +353,31 @@ def _pair_planes_source(sweep: Sweep) -> str:
         "    n1 = out.shape[1] - 2 * g",
         "    m = out.shape[2] - 2 * g",
         f"    mid = np.empty(({ring}, out.shape[1], out.shape[2]), dtype=out.dtype)",
+        "    wd = out.shape[2]",
+        "    base = g * wd + g",
+        "    n = (n1 - 1) * wd + m",
         f"    for q in range(z0 - {r}, z1 + {r}):",
         f"        w = mid[q % {ring}]",
         "        wall = q < g or q >= g + n0",
+        "        if not wall:",
+        *[f"            x_{field}_{_tag(k)} = f_{field}[{_shift('q', k)}].reshape(-1)" for field, k in flat_planes],
+        *_pair_views(sweep, "            ", flat, lambda o: flat(u, o)),
+        "            o = w.reshape(-1)[base:base + n]",
+        "            for j in range(n):",
+        f"                o[j] = {value}",
         "        for i in range(out.shape[1]):",
         "            if wall or i < g or i >= g + n1:",
-        "                for j in range(out.shape[2]):",
+        "                for j in range(wd):",
         "                    w[i, j] = out[q, i, j]",
         "            else:",
         "                for j in range(g):",
         "                    w[i, j] = out[q, i, j]",
         "                    w[i, g + m + j] = out[q, i, g + m + j]",
-        "        if not wall:",
-        "            for i in range(g, g + n1):",
-        *_pair_views(sweep, "                ", at("q"), lambda o: f"f_{u}[{_shift('q', o[0])}, {_shift('i', o[1])}, {cols(o[2])}]"),
-        "                o = w[i, g:g + m]",
-        "                for j in range(m):",
-        f"                    o[j] = {value}",
         f"        if q >= z0 + {r}:",
         f"            z = q - {r}",
         *[f"            w_{_tag(k)} = mid[{slot(k)}]" for k in planes],
         "            for i in range(g, g + n1):",
-        *_pair_views(sweep, "                ", at("z"), lambda o: f"w_{_tag(o[0])}[{_shift('i', o[1])}, {cols(o[2])}]"),
+        *_pair_views(sweep, "                ", at, lambda o: f"w_{_tag(o[0])}[{_shift('i', o[1])}, {cols(o[2])}]"),
         "                o = out[z, i, g:g + m]",
         "                for j in range(m):",
         f"                    o[j] = {value}",
