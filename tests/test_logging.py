@@ -8,10 +8,12 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+import stencilforge as sf
 from stencilforge import problems
 from stencilforge.backends import get_backend
 from stencilforge.backends.cuda.tune import choose
 from stencilforge.cli import app, join_multi_values
+from stencilforge.problems.base import lowered
 from stencilforge.timeloop import LoopOptions, run
 
 
@@ -63,11 +65,16 @@ def test_two_steps_per_pass_used_or_not_and_why(info):
 
 
 def test_a_fused_run_falling_back_to_single_steps_is_logged(info):
-    setup = problems.build("heat3d", shape=(8, 8, 8), dtype="float64")
+    grid = sf.Grid((8, 8, 8), spacing=(0.1, 0.1, 0.1), origin=(0.1, 0.1, 0.1), dtype="float64")
+    u = sf.Field("u", grid)
+    x, y, z = grid.coordinates
+    wide = sf.Problem([sf.Eq(u.next, u + 1e-4 * sf.laplacian(u, order=6))], initial={u: sf.sin(x + y + z)},
+                      boundary={u: sf.Dirichlet(0.0)}, dt=1e-4, steps=4, name="heat3d-r3")
+    setup = lowered(wide)  # 19 row views: beyond the one vectorised loop a numba pair runs
     result = run(setup, get_backend("numba"), LoopOptions(steps=4))
     assert not result.summary.get("fused_steps")
     (line,) = messages(info, "stencilforge.backends.numba_cpu")[-1:]
-    assert line.startswith(f"{setup.sweep.out}: single steps: numba has two-step kernels for 2D sweeps")
+    assert line.startswith(f"{setup.sweep.out}: single steps: numba has two-step kernels for 2D and 3D sweeps")
 
 
 def test_kernel_compiled_then_taken_from_the_cache(info, tmp_path, monkeypatch):
