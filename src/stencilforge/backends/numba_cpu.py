@@ -319,9 +319,9 @@ def _pair_planes_source(sweep: Sweep) -> str:
     is evaluated in one loop over its interior rows as a flat range (the ghost
     columns it passes are scratch), then takes its ghost rows and columns
     from out's plane. Only the 2r middle planes at each end of a task's range
-    are evaluated twice. The march is a
-    serial function that the parallel loop only calls: Numba compiles it in
-    a fraction of the time it takes over the same code inside the parallel loop.
+    are evaluated twice. The march is a serial function that the parallel
+    loop only calls: Numba compiles it in a fraction of the time it takes
+    over the same code inside the parallel loop.
     """
     (u,) = sweep.stencil_inputs
     r = sweep.radius
