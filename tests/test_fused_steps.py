@@ -185,8 +185,6 @@ def test_numba_pair_declines_what_it_cannot_vectorise():
 
     grid, wide = jacobi((40, 40), 4)
     assert NumbaBackend().sweep_fused(wide, grid) is None  # 17 row views: beyond one vectorised loop
-    heat3d = problems.build("heat3d", shape=(8, 9, 10))
-    assert NumbaBackend().sweep_fused(heat3d.sweep, heat3d.grid) is None
 
 
 def test_numba_runs_poisson2d_two_steps_per_pass_with_the_same_bits():

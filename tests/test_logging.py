@@ -8,10 +8,12 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+import stencilforge as sf
 from stencilforge import problems
 from stencilforge.backends import get_backend
 from stencilforge.backends.cuda.tune import choose
 from stencilforge.cli import app, join_multi_values
+from stencilforge.problems.base import lowered
 from stencilforge.timeloop import LoopOptions, run
 
 
@@ -51,11 +53,11 @@ def test_auto_logs_the_strategy_it_picks_and_why(info, problem, radius, strategy
         f"strategy auto: {strategy} for the 3D sweep of {setup.sweep.out} ({reason}; no tuned winner)"]
 
 
-def test_two_steps_per_pass_used_or_not_and_why(info):
+def test_steps_per_pass_used_or_not_and_why(info):
     setup = problems.build("heat2d", shape=(16, 16), dtype="float64")
     numba = get_backend("numba")
     fused = run(setup, numba, LoopOptions(steps=6))
-    assert messages(info, "stencilforge.timeloop") == ["heat2d: two steps per pass"]
+    assert messages(info, "stencilforge.timeloop") == ["heat2d: 2 steps per pass"]
     info.clear()
     single = run(setup, numba, LoopOptions(steps=6, fuse_steps=False))
     assert messages(info, "stencilforge.timeloop") == ["heat2d: one step per pass: single steps were asked for"]
@@ -63,11 +65,16 @@ def test_two_steps_per_pass_used_or_not_and_why(info):
 
 
 def test_a_fused_run_falling_back_to_single_steps_is_logged(info):
-    setup = problems.build("heat3d", shape=(8, 8, 8), dtype="float64")
+    grid = sf.Grid((8, 8, 8), spacing=(0.1, 0.1, 0.1), origin=(0.1, 0.1, 0.1), dtype="float64")
+    u = sf.Field("u", grid)
+    x, y, z = grid.coordinates
+    wide = sf.Problem([sf.Eq(u.next, u + 1e-4 * sf.laplacian(u, order=6))], initial={u: sf.sin(x + y + z)},
+                      boundary={u: sf.Dirichlet(0.0)}, dt=1e-4, steps=4, name="heat3d-r3")
+    setup = lowered(wide)  # 19 row views: beyond the one vectorised loop a numba pair runs
     result = run(setup, get_backend("numba"), LoopOptions(steps=4))
     assert not result.summary.get("fused_steps")
     (line,) = messages(info, "stencilforge.backends.numba_cpu")[-1:]
-    assert line.startswith(f"{setup.sweep.out}: single steps: numba has two-step kernels for 2D sweeps")
+    assert line.startswith(f"{setup.sweep.out}: single steps: numba has two-step kernels for 2D and 3D sweeps")
 
 
 def test_kernel_compiled_then_taken_from_the_cache(info, tmp_path, monkeypatch):
@@ -98,7 +105,7 @@ def test_cli_verbose_shows_the_choices_on_stderr_and_quiet_does_not(cli_logging)
     quiet = invoke(*args)
     assert quiet.exit_code == 0 and "steps per pass" not in quiet.stderr
     loud = invoke("-v", *args)
-    assert loud.exit_code == 0 and "heat2d: two steps per pass" in loud.stderr
+    assert loud.exit_code == 0 and "heat2d: 2 steps per pass" in loud.stderr
     assert "steps per pass" not in loud.stdout
     single = invoke("--verbose", *args, "--single-steps")
     assert "heat2d: one step per pass: single steps were asked for" in single.stderr

@@ -28,8 +28,13 @@ log = logging.getLogger(__name__)
 HEADER = "import numba\nimport numpy as np\n\nJIT = numba.njit(parallel=True, cache=True, nogil=True)\n\n"
 
 
+def _tag(o: int) -> str:
+    """A signed offset as part of an identifier (-2 -> m2)."""
+    return f"m{-o}" if o < 0 else f"p{o}"
+
+
 def _view_name(field: str, offset: tuple[int, ...]) -> str:
-    return f"v_{field}_" + "_".join(f"m{-o}" if o < 0 else f"p{o}" for o in offset)
+    return f"v_{field}_" + "_".join(_tag(o) for o in offset)
 
 
 def _views(sweep: Sweep) -> dict[tuple[str, tuple[int, ...]], str]:
@@ -247,20 +252,30 @@ def sweep_source(sweep: Sweep, reduce: bool) -> str:
     return HEADER + "\n".join(lines) + "\n"
 
 
-PAIR_BLOCK = 8  # output rows per task of `pair_source`: its rows of u, f and the middle state stay in the core's cache
+PAIR_BLOCK = 8  # output rows per task of `_pair_rows_source`: its rows of u, f and the middle state stay in the core's cache
 
 
 def pair_source(sweep: Sweep) -> str:
-    """Source of a 2D kernel writing two steps of the sweep in one pass over memory (out = S(S(u))).
+    """Source of a kernel writing two steps of the sweep in one pass over memory (out = S(S(u))).
 
-    Each parallel task takes a block of output rows, evaluates the middle state
-    on those rows plus the stencil's reach into a private buffer whose ghost
-    cells are out's (the walls of the step in between, filled by the caller),
-    then the second step from it. Only out's ghost cells are read, so the
-    tasks' writes to its interior never race with a read.
-    Both steps use the single-step kernel's row views and expression, so the
-    result has the same bits as two calls of `sweep_source`'s kernel.
+    The middle state's ghost cells are out's (the walls of the step in between,
+    filled by the caller); the kernel reads only those of out, so its tasks'
+    writes to out's interior never race with a read. Both steps use the
+    single-step kernel's row views and expression, so the result has the same
+    bits as two calls of `sweep_source`'s kernel.
     """
+    return _pair_planes_source(sweep) if sweep.ndim == 3 else _pair_rows_source(sweep)
+
+
+def _pair_views(sweep: Sweep, indent: str, at, u_at) -> list[str]:
+    """Row view lines of one step of a pair: u's view at offset o is u_at(o), any other field's at(field, o)."""
+    (u,) = sweep.stencil_inputs
+    return [f"{indent}{name} = {u_at(offset) if field == u else at(field, offset)}" for (field, offset), name in _views(sweep).items()]
+
+
+def _pair_rows_source(sweep: Sweep) -> str:
+    """2D: each parallel task takes a block of output rows, evaluates the middle state on those rows
+    plus the stencil's reach into a private buffer, then the second step from it."""
     (u,) = sweep.stencil_inputs
     r = sweep.radius
     lines, cnames, views = _prologue(sweep)
@@ -269,11 +284,8 @@ def pair_source(sweep: Sweep) -> str:
         lo = _shift("g", ox)
         return f"{_shift(i, oy)}, {lo}:{lo} + m"
 
-    def view_lines(indent: str, i: str, u_array: str, i_u: str) -> list[str]:
-        return [
-            f"{indent}{name} = {u_array if field == u else 'f_' + field}[{row(i_u if field == u else i, *offset)}]"
-            for (field, offset), name in views.items()
-        ]
+    def at(field: str, offset) -> str:
+        return f"f_{field}[{row('i', *offset)}]"
 
     value = sweep_expression(sweep, cnames, views)
     lines += [
@@ -292,17 +304,100 @@ def pair_source(sweep: Sweep) -> str:
         "        if hi == n0:",
         "            mid[hi - lo + g:] = out[n0 + g:]",
         "        for i in range(g + lo, g + hi):",
-        *view_lines("            ", "i", f"f_{u}", "i"),
+        *_pair_views(sweep, "            ", at, lambda o: f"f_{u}[{row('i', *o)}]"),
         "            o = mid[i - lo, g:g + m]",
         "            for j in range(m):",
         f"                o[j] = {value}",
         "        for i in range(g + y0, g + y1):",
-        *view_lines("            ", "i", "mid", "i - lo"),
+        *_pair_views(sweep, "            ", at, lambda o: f"mid[{row('i - lo', *o)}]"),
         "            o = out[i, g:g + m]",
         "            for j in range(m):",
         f"                o[j] = {value}",
     ]
     return HEADER + "\n".join(lines) + "\n"
+
+
+def _pair_planes_source(sweep: Sweep) -> str:
+    """3D: each parallel task takes a range of output planes along axis 0 and marches through it,
+    evaluating middle plane q into a ring of 2r + 1 planes, then output plane q - r from the ring.
+
+    A middle plane outside the interior is out's wall plane; an interior one
+    is evaluated in one loop over its interior rows as a flat range (the ghost
+    columns it passes are scratch), then takes its ghost rows and columns
+    from out's plane. Only the 2r middle planes at each end of a task's range
+    are evaluated twice. The march is a serial function that the parallel
+    loop only calls: Numba compiles it in a fraction of the time it takes
+    over the same code inside the parallel loop.
+    """
+    (u,) = sweep.stencil_inputs
+    r = sweep.radius
+    ring = 2 * r + 1
+    lines, cnames, views = _prologue(sweep)
+    args = lines[0][len("@JIT\ndef kernel("):-len("):")]
+    value = sweep_expression(sweep, cnames, views)
+
+    def cols(o: int) -> str:
+        lo = _shift("g", o)
+        return f"{lo}:{lo} + m"
+
+    def at(field: str, o) -> str:
+        return f"f_{field}[{_shift('z', o[0])}, {_shift('i', o[1])}, {cols(o[2])}]"
+
+    def slot(k: int) -> str:
+        return f"({_shift('z', k)}) % {ring}" if k else f"z % {ring}"
+
+    def flat(field: str, o) -> str:
+        start = "base" + "".join(f" {'+' if v > 0 else '-'} {abs(v)}{unit}" for v, unit in ((o[1], " * wd"), (o[2], "")) if v)
+        return f"x_{field}_{_tag(o[0])}[{start}:{start} + n]"
+
+    planes = sorted({o[0] for (field, o) in views if field == u})
+    flat_planes = sorted({(field, o[0]) for field, o in views})
+    march = [
+        f"@SERIAL\ndef march({args}, z0, z1):",
+        *lines[1:],
+        "    n0 = out.shape[0] - 2 * g",
+        "    n1 = out.shape[1] - 2 * g",
+        "    m = out.shape[2] - 2 * g",
+        f"    mid = np.empty(({ring}, out.shape[1], out.shape[2]), dtype=out.dtype)",
+        "    wd = out.shape[2]",
+        "    base = g * wd + g",
+        "    n = (n1 - 1) * wd + m",
+        f"    for q in range(z0 - {r}, z1 + {r}):",
+        f"        w = mid[q % {ring}]",
+        "        wall = q < g or q >= g + n0",
+        "        if not wall:",
+        *[f"            x_{field}_{_tag(k)} = f_{field}[{_shift('q', k)}].reshape(-1)" for field, k in flat_planes],
+        *_pair_views(sweep, "            ", flat, lambda o: flat(u, o)),
+        "            o = w.reshape(-1)[base:base + n]",
+        "            for j in range(n):",
+        f"                o[j] = {value}",
+        "        for i in range(out.shape[1]):",
+        "            if wall or i < g or i >= g + n1:",
+        "                for j in range(wd):",
+        "                    w[i, j] = out[q, i, j]",
+        "            else:",
+        "                for j in range(g):",
+        "                    w[i, j] = out[q, i, j]",
+        "                    w[i, g + m + j] = out[q, i, g + m + j]",
+        f"        if q >= z0 + {r}:",
+        f"            z = q - {r}",
+        *[f"            w_{_tag(k)} = mid[{slot(k)}]" for k in planes],
+        "            for i in range(g, g + n1):",
+        *_pair_views(sweep, "                ", at, lambda o: f"w_{_tag(o[0])}[{_shift('i', o[1])}, {cols(o[2])}]"),
+        "                o = out[z, i, g:g + m]",
+        "                for j in range(m):",
+        f"                    o[j] = {value}",
+    ]
+    kernel = [
+        f"@JIT\ndef kernel({args}, nt):",
+        "    n0 = out.shape[0] - 2 * g",
+        "    span = (n0 + nt - 1) // nt",
+        "    for t in numba.prange((n0 + span - 1) // span):",
+        "        z0 = g + t * span",
+        f"        march({args}, z0, min(g + n0, z0 + span))",
+    ]
+    serial = "SERIAL = numba.njit(cache=True, nogil=True)\n\n"
+    return HEADER + serial + "\n".join(march) + "\n\n\n" + "\n".join(kernel) + "\n"
 
 
 def _row_expr(weights, start: int, row: str, col: str, axis: int) -> tuple[str, list[float]]:
@@ -393,7 +488,7 @@ def load_kernel(source: str) -> Callable:
 class NumbaBackend(HostMemory):
     name = "numba"
     xp = np
-    fuses_steps = True  # 2D sweeps whose row views fit one vectorised loop
+    fuses_steps = True  # 2D and 3D sweeps of one field whose row views fit one vectorised loop
 
     @staticmethod
     def available() -> bool:
@@ -427,11 +522,12 @@ class NumbaBackend(HostMemory):
         return Launch(self._bound(sweep_source(sweep, reduce=False), sweep, grid, sweep.out))
 
     def sweep_fused(self, sweep: Sweep, grid: Grid) -> Launch | None:
-        """Two steps in one pass (the middle state's ghost cells taken from out's) for 2D sweeps whose row
-        views fit one vectorised loop; None otherwise."""
-        if grid.ndim != 2 or not sweep.iterates_one_field or len(_views(sweep)) > FUSED_VIEW_LIMIT:
-            log.info("%s: single steps: numba has two-step kernels for 2D sweeps of one field that read at most %d rows",
-                     sweep.out, FUSED_VIEW_LIMIT)
+        """Two steps in one pass (the middle state's ghost cells taken from out's) for 2D and 3D sweeps of
+        one field whose row views fit one vectorised loop and whose reach fits the ghost layer; None otherwise."""
+        if (grid.ndim not in (2, 3) or not sweep.iterates_one_field or len(_views(sweep)) > FUSED_VIEW_LIMIT
+                or grid.ghost < sweep.radius):
+            log.info("%s: single steps: numba has two-step kernels for 2D and 3D sweeps of one field that read at most "
+                     "%d rows within the ghost layer", sweep.out, FUSED_VIEW_LIMIT)
             return None
         return Launch(self._bound(pair_source(sweep), sweep, grid, sweep.out), steps=2)
 

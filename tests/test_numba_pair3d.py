@@ -1,0 +1,131 @@
+"""Numba's two-steps-per-pass kernel for 3D sweeps (out = S(S(u)), marching planes through a ring of middle
+planes), bit for bit against two single Numba steps and the NumPy oracle on shapes that no split of the
+planes among threads divides evenly, and through the time loop with static and time-dependent walls."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import stencilforge as sf
+from stencilforge import problems
+from stencilforge.backends.numba_cpu import NumbaBackend, load_kernel, pair_source, sweep_coefficients
+from stencilforge.backends.numpy_ref import NumpyBackend, evaluate_sweep
+from stencilforge.grid import Grid
+from stencilforge.problems.poisson2d import jacobi_sweep
+from stencilforge.stencil import Stencil
+from stencilforge.timeloop import LoopOptions, run
+from test_fused_steps import Recorder, same_record
+
+
+def jacobi3d(shape, radius, dtype, ghost=None):
+    """A 3D Jacobi sweep with a right-hand side: u read around the cell, f at it."""
+    grid = Grid(tuple(shape), (0.01, 0.013, 0.017), np.dtype(dtype), radius if ghost is None else ghost, (0.0,) * 3)
+    return grid, jacobi_sweep(Stencil.laplacian(3, radius, grid.spacing), with_rhs=True)
+
+
+def ghost_mask(grid):
+    ghost = np.ones(grid.padded_shape, bool)
+    ghost[grid.interior] = False
+    return ghost
+
+
+def pair_inputs(grid, seed=5):
+    """u and f, and out holding the middle step's walls (not u's) with NaN in the interior it must write."""
+    rng = np.random.default_rng(seed)
+    fields = {n: rng.uniform(-1, 1, grid.padded_shape).astype(grid.dtype) for n in ("u", "f")}
+    walls = rng.uniform(-1, 1, grid.padded_shape).astype(grid.dtype)
+    walls[grid.interior] = np.nan
+    return fields, walls
+
+
+def two_single_steps(one, fields, walls, grid):
+    """Two single sweeps, the middle state's ghost cells the walls of the step in between."""
+    first = np.full(grid.padded_shape, np.nan, dtype=grid.dtype)
+    one({**fields, "u_new": first})
+    middle = walls.copy()
+    middle[grid.interior] = first[grid.interior]
+    second = np.full(grid.padded_shape, np.nan, dtype=grid.dtype)
+    one({"u": middle, "f": fields["f"], "u_new": second})
+    return middle, second[grid.interior]
+
+
+@pytest.mark.parametrize("radius,dtype", [(1, "float64"), (2, "float32")])  # poisson3d below reuses the first
+@pytest.mark.parametrize("shape", [(13, 17, 19), (2, 9, 4), (5, 1, 3)])
+def test_pair_is_two_numba_sweeps_and_two_oracle_sweeps_bit_for_bit(shape, radius, dtype):
+    grid, sweep = jacobi3d(shape, radius, dtype)
+    fields, walls = pair_inputs(grid)
+    be = NumbaBackend()
+    out = walls.copy()
+    be.sweep_fused(sweep, grid)({**fields, "u_new": out})
+    middle, second = two_single_steps(be.sweep(sweep, grid), fields, walls, grid)
+    assert np.array_equal(out[grid.interior], second)
+    assert np.array_equal(out[ghost_mask(grid)], walls[ghost_mask(grid)])  # only the interior is written
+    oracle_middle = walls.copy()
+    oracle_middle[grid.interior] = evaluate_sweep(sweep, grid, fields)
+    assert np.array_equal(oracle_middle, middle, equal_nan=True)
+    assert np.array_equal(evaluate_sweep(sweep, grid, {"u": oracle_middle, "f": fields["f"]}), second)
+
+
+def test_pair_gives_the_same_bits_on_any_split_of_the_planes():
+    """Each task marches its own range of planes, evaluating the middle planes at its ends again."""
+    grid, sweep = jacobi3d((13, 6, 7), 2, "float32")
+    fields, walls = pair_inputs(grid)
+    kernel = load_kernel(pair_source(sweep))
+    coef = sweep_coefficients(sweep, grid.dtype)
+    _, expected = two_single_steps(NumbaBackend().sweep(sweep, grid), fields, walls, grid)
+    for tasks in (1, 2, 3, 4, 6, 13, 20):
+        out = walls.copy()
+        kernel(out, fields["u"], fields["f"], coef, grid.ghost, tasks)
+        assert np.array_equal(out[grid.interior], expected), f"{tasks} tasks"
+
+
+def test_pair_declines_sweeps_it_cannot_vectorise_or_whose_reach_passes_the_ghosts():
+    be = NumbaBackend()
+    grid, wide = jacobi3d((8, 9, 10), 3, "float32")
+    assert be.sweep_fused(wide, grid) is None  # 19 row views and f's: beyond one vectorised loop
+    grid, sweep = jacobi3d((8, 9, 10), 2, "float32", ghost=1)
+    assert be.sweep_fused(sweep, grid) is None
+    wave = problems.build("wave3d", shape=(8, 9, 10), radius=1)
+    assert be.sweep_fused(wave.sweep, wave.grid) is None  # a leapfrog reads the level it overwrites
+
+
+@pytest.mark.parametrize("name,shape", [("heat3d", (13, 17, 19)), ("poisson3d", (11, 9, 14))])
+def test_fused_run_lands_on_every_observed_step_with_the_single_steps_bits(name, shape):
+    """heat3d's walls change in time (the loop fills the middle step's ahead); poisson3d's are static."""
+    opts = dict(steps=37, check_every=5)
+    records = {key: Recorder(3) for key in ("numpy", "single", "fused")}
+    results = {
+        "numpy": run(problems.build(name, shape=shape), NumpyBackend(), LoopOptions(observers=(records["numpy"],), **opts)),
+        "single": run(problems.build(name, shape=shape), NumbaBackend(),
+                      LoopOptions(observers=(records["single"],), fuse_steps=False, **opts)),
+        "fused": run(problems.build(name, shape=shape), NumbaBackend(), LoopOptions(observers=(records["fused"],), **opts)),
+    }
+    assert records["fused"].seen and same_record(records["fused"], records["single"])
+    assert same_record(records["fused"], records["numpy"])
+    for key in ("numpy", "single"):
+        assert all(np.array_equal(results["fused"].fields[k], results[key].fields[k]) for k in results[key].fields)
+    assert results["fused"].summary.get("residual") == results["single"].summary.get("residual")  # summed as numba sums
+    # a pair n -> n + 2 only where neither n + 1 nor n + 2 is observed or checked and n + 2 is not the last step
+    events = {m for m in range(1, 38) if m % 3 == 0 or m % 5 == 0}
+    pairs, n = 0, 0
+    while n < 37:
+        fuse = n + 2 < 37 and n + 1 not in events and n + 2 not in events
+        pairs, n = pairs + fuse, n + 1 + fuse
+    assert results["fused"].summary["fused_steps"] == 2 * pairs > 0
+    assert "fused_steps" not in results["single"].summary
+
+
+def test_a_users_radius_two_problem_runs_two_steps_per_pass_with_the_oracles_bits():
+    """Through sf.run: a fourth-order heat equation with walls that change in time, in float64."""
+    grid = sf.Grid((12, 15, 10), spacing=(0.07, 0.06, 0.09), origin=(0.07, 0.06, 0.09), dtype="float64")
+    u = sf.Field("u", grid)
+    x, y, z = grid.coordinates
+    exact = sf.exp(-grid.t) * sf.sin(x + 0.3) * sf.cos(y - 0.2) * sf.sin(z + 0.1)
+    dt = 0.2 * min(grid.spacing) ** 2
+    problem = sf.Problem([sf.Eq(u.next, u + dt * sf.laplacian(u, order=4))], initial={u: exact},
+                         boundary={u: sf.Dirichlet(exact)}, dt=dt, steps=20, name="heat3d-r2")
+    fused = sf.run(problem, backend="numba")
+    oracle = sf.run(problem, backend="numpy")
+    assert fused.summary["fused_steps"] == 18  # the last step is a single one
+    assert np.array_equal(fused.fields["u"], oracle.fields["u"])
