@@ -658,7 +658,7 @@ def bench(
     problems_: Optional[str] = typer.Option(
         None, "--problems",
         help="comma-separated workloads: poisson2d, jacobi2d, heat2d, heat3d, wave3d, derivatives, derivatives-fused, derivatives-y; "
-        "gray_scott (time loop only)",
+        "gray_scott (time loop only); problem files NAME.py (cold start only)",
     ),
     size: Optional[list[str]] = typer.Option(
         None, "--size", help="NAME=SHAPE, or 2d=SHAPE / 3d=SHAPE for every workload of that dimension (repeatable)"

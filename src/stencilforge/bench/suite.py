@@ -24,7 +24,7 @@ from ..backends.numpy_ref import evaluate_axis_operator, evaluate_sweep
 from ..errors import StencilforgeError
 from ..grid import Grid
 from ..metrics import throughput
-from .coldstart import cold_start_rows
+from .coldstart import ProblemFile, cold_start_rows
 from .loop import LoopWorkload, loop_rows
 from .measure import (
     MeasureOptions,
@@ -59,7 +59,7 @@ class BenchOptions:
     seed: int = 0
     extra_peers: tuple[Peer, ...] = ()
     loops: tuple[LoopWorkload, ...] = ()  # time-loop rows: the API's time per step next to its kernels
-    cold_start: tuple[LoopWorkload, ...] = ()  # a fresh process's time to its first step, on empty and on primed caches
+    cold_start: tuple[LoopWorkload | ProblemFile, ...] = ()  # a fresh process's time to its first step, on empty and on primed caches
     progress: Callable[[str], None] | None = field(default=None, compare=False)
 
 
