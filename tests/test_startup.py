@@ -4,6 +4,9 @@ passes reused from the disk cache by a later process (no recompilation, whatever
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -54,3 +57,49 @@ def test_bench_refuses_problem_files_it_cannot_time(problems, cold, message):
 def test_cold_start_rows_survive_the_json_report():
     row = cold_start(ProblemFile(HEAT9, (8, 8)), "numpy")
     assert json.loads(json.dumps(row)) == row
+
+
+def _python(code: str, *args: str, env: dict | None = None) -> str:
+    res = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=300,
+                         env={**os.environ, **(env or {})})
+    assert res.returncode == 0, res.stderr
+    return res.stdout
+
+
+def test_import_stencilforge_loads_no_compiler_no_optional_package_and_no_seed_problem():
+    loaded = set(json.loads(_python("import json, sys, stencilforge\nprint(json.dumps(sorted(sys.modules)))")))
+    unused = {"numba", "llvmlite", "scipy", "matplotlib", "h5py", "mpi4py", "cupy", "typer", "rich",
+              "stencilforge.backends.cuda", "stencilforge.solvers", "stencilforge.problems.heat", "stencilforge.problems.wave3d"}
+    assert loaded & unused == set()
+
+
+PASS_RUN = """
+import json, sys
+import stencilforge as sf
+
+n, feed, dt = json.loads(sys.argv[1])
+grid = sf.Grid((n, n), extent=1.0, dtype="float64")
+u, v = sf.Field("u", grid), sf.Field("v", grid)
+F, Du = sf.Constant("F", feed), sf.Constant("Du", 0.01)
+uvv = u * v ** 2
+problem = sf.Problem(
+    [sf.Eq(u.next, u + dt * (Du * sf.laplacian(u) - uvv + F * (1 - u))), sf.Eq(v.next, v + dt * (uvv - (F + 0.06) * v))],
+    initial={u: 1.0 - 0.5 * grid.x, v: 0.25 * grid.y}, boundary={u: sf.Periodic(), v: sf.Periodic()}, dt=dt, steps=2,
+)
+result = sf.run(problem, backend="numba")
+kernels = [m.kernel for name, m in sys.modules.items() if name.startswith("stencilforge_generated_")]
+print(json.dumps({"kernels": len(kernels), "sum": float(result.fields["u"].sum()),
+                  "hits": sum(sum(k.stats.cache_hits.values()) for k in kernels),
+                  "misses": sum(sum(k.stats.cache_misses.values()) for k in kernels)}))
+"""
+
+
+def test_a_later_process_loads_the_compiled_pass_whatever_the_constants_shape_and_step(tmp_path):
+    pytest.importorskip("numba")
+    env = {"STENCILFORGE_CACHE_DIR": str(tmp_path / "sf"), "NUMBA_CACHE_DIR": str(tmp_path / "numba")}
+    first = json.loads(_python(PASS_RUN, json.dumps([12, 0.04, 0.1]), env=env))
+    later = json.loads(_python(PASS_RUN, json.dumps([16, 0.05, 0.05]), env=env))
+    assert first["kernels"] == later["kernels"] == 1
+    assert (first["hits"], first["misses"]) == (0, 1)  # compiled once, on empty caches
+    assert (later["hits"], later["misses"]) == (1, 0)  # loaded, not compiled
+    assert first["sum"] != later["sum"]  # the new values were used

@@ -8,13 +8,22 @@ from .ir.operators import apply_stencil as stencil, d, div_grad, laplacian, lapl
 from .problem import Problem, Source
 from .runner import Result, run
 from .simulation import Simulation
-from .solvers import PoissonResult, poisson
 from .stencil import Stencil
 
 __version__ = "0.1.0"
+
 __all__ = [
     "Constant", "Dirichlet", "Eq", "Field", "Grid", "Neumann", "Periodic", "PoissonResult", "Problem", "Result",
     "Simulation", "Source", "Stencil", "StencilforgeError", "absolute", "apply", "cos", "d", "derivatives", "div_grad", "exp",
     "laplacian", "laplacian9", "log", "maximum", "minimum", "poisson", "run", "sin", "solve", "sqrt", "stencil",
     "tanh", "upwind", "where", "__version__",
 ]
+
+
+def __getattr__(name: str):
+    """The multigrid Poisson solver is imported when first used: a run of equations does not need it."""
+    if name in ("PoissonResult", "poisson"):
+        from . import solvers
+
+        return getattr(solvers, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
