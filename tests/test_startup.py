@@ -54,6 +54,13 @@ def test_bench_refuses_problem_files_it_cannot_time(problems, cold, message):
         bench_options(problems, None, None, "numpy", None, "none", True, cold_start=cold)
 
 
+def test_cold_start_processes_can_be_denied_packages_as_on_an_install_without_them():
+    row = cold_start(ProblemFile(HEAT9, (8, 8)), "numpy", hide=("numpy",))
+    assert row["hidden"] == ["numpy"] and row["cold"]["status"] == row["warm"]["status"] == "failed"
+    assert "numpy" in row["cold"]["note"]
+    assert bench_options(HEAT9, None, None, "numpy", None, "none", True, without="scipy,h5py").cold_start_without == ("scipy", "h5py")
+
+
 def test_cold_start_rows_survive_the_json_report():
     row = cold_start(ProblemFile(HEAT9, (8, 8)), "numpy")
     assert json.loads(json.dumps(row)) == row

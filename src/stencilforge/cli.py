@@ -684,6 +684,10 @@ def bench(
         None, "--cold-start/--no-cold-start",
         help="time a fresh process to its first step, on empty and on primed caches (default: on for the CPU without --quick)",
     ),
+    without: Optional[str] = typer.Option(
+        None, "--cold-start-without", help="comma-separated packages the cold-start processes cannot import, as on an install "
+        "without them (for example scipy, which Numba imports to look for BLAS)",
+    ),
 ) -> None:
     """Our strategies against the peers and the copy bandwidth, measured in one run."""
     from .bench.options import bench_options
@@ -693,7 +697,8 @@ def bench(
     def progress(msg: str) -> None:
         err.print(f"[dim]{msg}[/]", highlight=False)
 
-    opts = bench_options(problems_, size, dtypes, backend, strategies, peers, quick, repeats, progress, time_loop, cold_start)
+    opts = bench_options(problems_, size, dtypes, backend, strategies, peers, quick, repeats, progress, time_loop, cold_start,
+                         without)
     if plot:
         require("matplotlib", f"--plot {plot}")
     report = run_bench(opts)

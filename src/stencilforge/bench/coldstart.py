@@ -96,14 +96,16 @@ def first_step(name: str, shape: list[int] | None, dtype: str, backend: str, imp
             "first_step_s": s["wall_s"], "first_steps": s["steps"], "shape": list(s["shape"])}
 
 
-def _child(w: LoopWorkload | ProblemFile, backend: str, cache: Path) -> dict:
+def _child(w: LoopWorkload | ProblemFile, backend: str, cache: Path, hide: tuple[str, ...]) -> dict:
     env = dict(os.environ, STENCILFORGE_CACHE_DIR=str(cache / "stencilforge"), NUMBA_CACHE_DIR=str(cache / "numba"),
                CUPY_CACHE_DIR=str(cache / "cupy"))
     package_root = str(Path(__file__).resolve().parents[2])  # the stencilforge this process runs
     env["PYTHONPATH"] = os.pathsep.join([package_root, *filter(None, [env.get("PYTHONPATH")])])
     args = json.dumps([w.name, list(w.shape) if w.shape else None, w.dtype, backend])
     start = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-c", CHILD, args], env=env, capture_output=True, text=True, timeout=1800)
+    hidden = "".join(f"sys.modules[{name!r}] = None\n" for name in hide)  # an import of it raises ImportError
+    code = f"import sys\n{hidden}{CHILD}" if hide else CHILD
+    proc = subprocess.run([sys.executable, "-c", code, args], env=env, capture_output=True, text=True, timeout=1800)
     process_s = time.perf_counter() - start
     line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("COLDSTART ")), None)
     if proc.returncode != 0 or line is None:
@@ -115,20 +117,21 @@ def _child(w: LoopWorkload | ProblemFile, backend: str, cache: Path) -> dict:
     return {"status": "ok", **out}
 
 
-def cold_start(w: LoopWorkload | ProblemFile, backend: str) -> dict:
-    """One row: a cold process on empty caches, then a warm one on the caches it left."""
+def cold_start(w: LoopWorkload | ProblemFile, backend: str, hide: tuple[str, ...] = ()) -> dict:
+    """One row: a cold process on empty caches, then a warm one on the caches it left; the packages in
+    `hide` cannot be imported in them, as on an install without them."""
     with tempfile.TemporaryDirectory(prefix="sf-coldstart-") as tmp:
-        cold = _child(w, backend, Path(tmp))
-        warm = _child(w, backend, Path(tmp))
+        cold = _child(w, backend, Path(tmp), hide)
+        warm = _child(w, backend, Path(tmp), hide)
     file = w.name if isinstance(w, ProblemFile) else None
     shape = list(w.shape) if w.shape else cold.get("shape") or warm.get("shape")  # a file's default: what its run reported
     return {"problem": Path(file).stem if file else w.name, "file": file, "label": w.label, "shape": shape, "dtype": w.dtype,
-            "backend": backend, "cold": cold, "warm": warm, "load_average": list(os.getloadavg())}
+            "backend": backend, "hidden": list(hide), "cold": cold, "warm": warm, "load_average": list(os.getloadavg())}
 
 
-def cold_start_rows(workloads, backend: str, say=lambda m: None) -> list[dict]:
+def cold_start_rows(workloads, backend: str, say=lambda m: None, hide: tuple[str, ...] = ()) -> list[dict]:
     rows = []
     for w in workloads:
         say(f"cold start: {w.label}")
-        rows.append(cold_start(w, backend))
+        rows.append(cold_start(w, backend, hide))
     return rows

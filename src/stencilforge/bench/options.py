@@ -52,6 +52,7 @@ def bench_options(
     progress=None,
     time_loop: bool = True,
     cold_start: bool | None = None,
+    without: str | None = None,
 ) -> BenchOptions:
     """Options for `run_bench` from the CLI's strings; the default matrix follows the backend (GPU or CPU).
 
@@ -92,6 +93,7 @@ def bench_options(
         copy_bytes=(2**29 if gpu else 2**27) if quick else None, progress=progress,
         loops=loops if time_loop else (),
         cold_start=(*(loops if (cold_start if cold_start is not None else not (gpu or quick)) else ()), *files),
+        cold_start_without=tuple(_names(without) or ()),
     )
 
 
