@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from stencilforge.bench.coldstart import ProblemFile, cold_start
+from stencilforge.bench.coldstart import ProblemFile, _median_run, cold_start
 from stencilforge.bench.options import bench_options
 from stencilforge.errors import StencilforgeError
 
@@ -52,6 +52,21 @@ def test_bench_takes_problem_files_as_cold_start_rows_only():
 def test_bench_refuses_problem_files_it_cannot_time(problems, cold, message):
     with pytest.raises(StencilforgeError, match=message):
         bench_options(problems, None, None, "numpy", None, "none", True, cold_start=cold)
+
+
+def test_repeated_cold_starts_report_the_median_run_and_every_sample():
+    row = cold_start(ProblemFile(HEAT9, (8, 8)), "numpy", repeats=3)
+    for kind in ("cold", "warm"):
+        times = row["samples"][kind]
+        assert len(times) == 3 and row[kind]["to_first_step_s"] == sorted(times)[1]
+
+
+@pytest.mark.parametrize("runs, chosen", [
+    ([{"status": "ok", "to_first_step_s": t} for t in (3.0, 1.0, 2.0, 4.0)], 2.0),
+    ([{"status": "ok", "to_first_step_s": 1.0}, {"status": "failed", "note": "x"}], None),
+])
+def test_the_median_run_is_the_lower_middle_one_and_a_failure_is_never_hidden(runs, chosen):
+    assert _median_run(runs).get("to_first_step_s") == chosen
 
 
 def test_cold_start_processes_can_be_denied_packages_as_on_an_install_without_them():

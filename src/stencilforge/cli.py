@@ -688,6 +688,7 @@ def bench(
         None, "--cold-start-without", help="comma-separated packages the cold-start processes cannot import, as on an install "
         "without them (for example scipy, which Numba imports to look for BLAS)",
     ),
+    cold_repeats: int = typer.Option(1, "--cold-start-repeats", help="cold and warm processes per cold-start row (the median is shown)"),
 ) -> None:
     """Our strategies against the peers and the copy bandwidth, measured in one run."""
     from .bench.options import bench_options
@@ -698,7 +699,7 @@ def bench(
         err.print(f"[dim]{msg}[/]", highlight=False)
 
     opts = bench_options(problems_, size, dtypes, backend, strategies, peers, quick, repeats, progress, time_loop, cold_start,
-                         without)
+                         without, cold_repeats)
     if plot:
         require("matplotlib", f"--plot {plot}")
     report = run_bench(opts)

@@ -117,21 +117,32 @@ def _child(w: LoopWorkload | ProblemFile, backend: str, cache: Path, hide: tuple
     return {"status": "ok", **out}
 
 
-def cold_start(w: LoopWorkload | ProblemFile, backend: str, hide: tuple[str, ...] = ()) -> dict:
-    """One row: a cold process on empty caches, then a warm one on the caches it left; the packages in
-    `hide` cannot be imported in them, as on an install without them."""
-    with tempfile.TemporaryDirectory(prefix="sf-coldstart-") as tmp:
-        cold = _child(w, backend, Path(tmp), hide)
-        warm = _child(w, backend, Path(tmp), hide)
+def _median_run(runs: list[dict]) -> dict:
+    """The run with the median time to its first step (the lower of the two middle ones), or the first failure."""
+    ok = sorted((r for r in runs if r["status"] == "ok"), key=lambda r: r["to_first_step_s"])
+    return ok[(len(ok) - 1) // 2] if len(ok) == len(runs) else next(r for r in runs if r["status"] != "ok")
+
+
+def cold_start(w: LoopWorkload | ProblemFile, backend: str, hide: tuple[str, ...] = (), repeats: int = 1) -> dict:
+    """One row: a cold process on empty caches, then a warm one on the caches it left, `repeats` times
+    (the median of each is reported, every time in `samples`); the packages in `hide` cannot be
+    imported in them, as on an install without them."""
+    pairs = []
+    for _ in range(repeats):
+        with tempfile.TemporaryDirectory(prefix="sf-coldstart-") as tmp:
+            pairs.append((_child(w, backend, Path(tmp), hide), _child(w, backend, Path(tmp), hide)))
+    cold, warm = _median_run([c for c, _ in pairs]), _median_run([h for _, h in pairs])
+    samples = {kind: [run.get("to_first_step_s") for run in runs] for kind, runs in zip(("cold", "warm"), zip(*pairs))}
     file = w.name if isinstance(w, ProblemFile) else None
     shape = list(w.shape) if w.shape else cold.get("shape") or warm.get("shape")  # a file's default: what its run reported
     return {"problem": Path(file).stem if file else w.name, "file": file, "label": w.label, "shape": shape, "dtype": w.dtype,
-            "backend": backend, "hidden": list(hide), "cold": cold, "warm": warm, "load_average": list(os.getloadavg())}
+            "backend": backend, "hidden": list(hide), "cold": cold, "warm": warm, "samples": samples,
+            "load_average": list(os.getloadavg())}
 
 
-def cold_start_rows(workloads, backend: str, say=lambda m: None, hide: tuple[str, ...] = ()) -> list[dict]:
+def cold_start_rows(workloads, backend: str, say=lambda m: None, hide: tuple[str, ...] = (), repeats: int = 1) -> list[dict]:
     rows = []
     for w in workloads:
         say(f"cold start: {w.label}")
-        rows.append(cold_start(w, backend, hide))
+        rows.append(cold_start(w, backend, hide, repeats))
     return rows

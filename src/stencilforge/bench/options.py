@@ -53,6 +53,7 @@ def bench_options(
     time_loop: bool = True,
     cold_start: bool | None = None,
     without: str | None = None,
+    cold_repeats: int = 1,
 ) -> BenchOptions:
     """Options for `run_bench` from the CLI's strings; the default matrix follows the backend (GPU or CPU).
 
@@ -84,6 +85,8 @@ def bench_options(
             raise StencilforgeError(f"unknown CUDA strategy {unknown[0]!r}: choose from {', '.join(STRATEGIES)}, auto, fused")
     if peer_names is None and quick:
         peer_names = list(QUICK_GPU if gpu else QUICK_CPU)
+    if cold_repeats < 1:
+        raise StencilforgeError(f"--cold-start-repeats must be at least 1, got {cold_repeats}")
     if repeats is not None and repeats < 1:
         raise StencilforgeError(f"--repeats must be at least 1, got {repeats}")
     measure = MeasureOptions(repeats=repeats or 3, target_s=0.03) if quick else MeasureOptions(repeats=repeats or 5)
@@ -93,7 +96,7 @@ def bench_options(
         copy_bytes=(2**29 if gpu else 2**27) if quick else None, progress=progress,
         loops=loops if time_loop else (),
         cold_start=(*(loops if (cold_start if cold_start is not None else not (gpu or quick)) else ()), *files),
-        cold_start_without=tuple(_names(without) or ()),
+        cold_start_without=tuple(_names(without) or ()), cold_start_repeats=cold_repeats,
     )
 
 
