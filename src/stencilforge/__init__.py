@@ -1,5 +1,7 @@
 """stencilforge: structured-grid finite-difference solvers at the memory-bandwidth limit."""
 
+from typing import TYPE_CHECKING
+
 from .api import apply, derivatives, solve
 from .boundary import Dirichlet, Neumann, Periodic
 from .errors import StencilforgeError
@@ -9,6 +11,9 @@ from .problem import Problem, Source
 from .runner import Result, run
 from .simulation import Simulation
 from .stencil import Stencil
+
+if TYPE_CHECKING:  # imported on first use, by __getattr__ below
+    from .solvers import PoissonResult, poisson
 
 __version__ = "0.1.0"
 
