@@ -1,5 +1,7 @@
 """stencilforge: structured-grid finite-difference solvers at the memory-bandwidth limit."""
 
+from typing import TYPE_CHECKING
+
 from .api import apply, derivatives, solve
 from .boundary import Dirichlet, Neumann, Periodic
 from .errors import StencilforgeError
@@ -8,13 +10,25 @@ from .ir.operators import apply_stencil as stencil, d, div_grad, laplacian, lapl
 from .problem import Problem, Source
 from .runner import Result, run
 from .simulation import Simulation
-from .solvers import PoissonResult, poisson
 from .stencil import Stencil
 
+if TYPE_CHECKING:  # imported on first use, by __getattr__ below
+    from .solvers import PoissonResult, poisson
+
 __version__ = "0.1.0"
+
 __all__ = [
     "Constant", "Dirichlet", "Eq", "Field", "Grid", "Neumann", "Periodic", "PoissonResult", "Problem", "Result",
     "Simulation", "Source", "Stencil", "StencilforgeError", "absolute", "apply", "cos", "d", "derivatives", "div_grad", "exp",
     "laplacian", "laplacian9", "log", "maximum", "minimum", "poisson", "run", "sin", "solve", "sqrt", "stencil",
     "tanh", "upwind", "where", "__version__",
 ]
+
+
+def __getattr__(name: str):
+    """The multigrid Poisson solver is imported when first used: a run of equations does not need it."""
+    if name in ("PoissonResult", "poisson"):
+        from . import solvers
+
+        return getattr(solvers, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -13,7 +13,6 @@ from .errors import StencilforgeError
 from .grid import Grid, parse_dtype
 from .interop import backend_for, like, native, to_module
 from .plan import Sweep, Term
-from .problems import derivatives as _derivatives
 from .stencil import Stencil
 from .timeloop import LoopOptions, Result, run
 
@@ -88,8 +87,10 @@ def derivatives(u, h: float, axis: int = 1, accuracy: int = 2, orders: Sequence[
         raise StencilforgeError(f"expected a 2D array, got {arr.ndim}D")
     if not h > 0:
         raise StencilforgeError(f"grid spacing h must be positive, got {h}")
+    from .problems.derivatives import operator
+
     arr = _on(engine, arr, dtype)
-    op = _derivatives.operator(axis, h, accuracy, tuple(orders))
+    op = operator(axis, h, accuracy, tuple(orders))
     if arr.shape[axis] < op.min_length:
         raise StencilforgeError(f"axis {axis} has {arr.shape[axis]} points; accuracy {accuracy} needs {op.min_length}")
     outs = [engine.xp.full(arr.shape, np.nan, dtype=dtype) for _ in orders]

@@ -658,7 +658,7 @@ def bench(
     problems_: Optional[str] = typer.Option(
         None, "--problems",
         help="comma-separated workloads: poisson2d, jacobi2d, heat2d, heat3d, wave3d, derivatives, derivatives-fused, derivatives-y; "
-        "gray_scott (time loop only)",
+        "gray_scott (time loop only); problem files NAME.py (cold start only)",
     ),
     size: Optional[list[str]] = typer.Option(
         None, "--size", help="NAME=SHAPE, or 2d=SHAPE / 3d=SHAPE for every workload of that dimension (repeatable)"
@@ -684,6 +684,11 @@ def bench(
         None, "--cold-start/--no-cold-start",
         help="time a fresh process to its first step, on empty and on primed caches (default: on for the CPU without --quick)",
     ),
+    without: Optional[str] = typer.Option(
+        None, "--cold-start-without", help="comma-separated packages the cold-start processes cannot import, as on an install "
+        "without them (for example scipy, which Numba imports to look for BLAS)",
+    ),
+    cold_repeats: int = typer.Option(1, "--cold-start-repeats", help="cold and warm processes per cold-start row (the median is shown)"),
 ) -> None:
     """Our strategies against the peers and the copy bandwidth, measured in one run."""
     from .bench.options import bench_options
@@ -693,7 +698,8 @@ def bench(
     def progress(msg: str) -> None:
         err.print(f"[dim]{msg}[/]", highlight=False)
 
-    opts = bench_options(problems_, size, dtypes, backend, strategies, peers, quick, repeats, progress, time_loop, cold_start)
+    opts = bench_options(problems_, size, dtypes, backend, strategies, peers, quick, repeats, progress, time_loop, cold_start,
+                         without, cold_repeats)
     if plot:
         require("matplotlib", f"--plot {plot}")
     report = run_bench(opts)

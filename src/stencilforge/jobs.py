@@ -309,10 +309,10 @@ def resume_setup(path: str | Path, problem: str | None = None, shape=None, dtype
     for key, value in given.items():
         if key in info.params and jsonable(value) != info.params[key]:
             raise StencilforgeError(f"cannot resume with --{key} {value} from {path}: it was written with {key}={info.params[key]}")
-    if info.problem not in problems.BUILDERS:
+    if info.problem not in problems.NAMES:
         raise StencilforgeError(f"cannot resume from {path}: {info.problem!r} is not a named problem; "
                                 f"if a problem file wrote it, give the file: stencilforge run FILE.py --resume {path}")
-    allowed = problems.BUILDERS[info.problem][1]
+    allowed = problems.parameters(info.problem)
     rebuilt = {k: v for k, v in info.params.items() if k in allowed}
     velocity = rebuilt.get("velocity")
     with tempfile.TemporaryDirectory() as tmp:

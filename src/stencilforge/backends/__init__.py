@@ -3,21 +3,22 @@
 from __future__ import annotations
 
 import importlib
+import importlib.util
 
 from ..errors import StencilforgeError
 from .base import Backend, Launch
 
-_MODULES = {
-    "numpy": ("numpy_ref", "NumpyBackend"),
-    "numba": ("numba_cpu", "NumbaBackend"),
-    "cuda": ("cuda", "CudaBackend"),
+_MODULES = {  # name -> (module, class, the package it cannot run without)
+    "numpy": ("numpy_ref", "NumpyBackend", "numpy"),
+    "numba": ("numba_cpu", "NumbaBackend", "numba"),
+    "cuda": ("cuda", "CudaBackend", "cupy"),
 }
 NAMES = tuple(_MODULES)
 __all__ = ["Backend", "Launch", "NAMES", "available", "get_backend"]
 
 
 def _load(name: str):
-    module, cls = _MODULES[name]
+    module, cls, _ = _MODULES[name]
     try:
         return getattr(importlib.import_module(f"{__name__}.{module}"), cls, None)
     except ImportError:
@@ -37,6 +38,8 @@ def get_backend(name: str = "auto", **options):
     """A backend instance; 'auto' is cuda when a GPU is usable, else numba, else numpy."""
     if name == "auto":
         for candidate in ("cuda", "numba", "numpy"):
+            if importlib.util.find_spec(_MODULES[candidate][2]) is None:
+                continue  # not installed: no need to import the backend to learn it cannot run
             cls = _load(candidate)
             if cls is not None and cls.available():
                 return cls(**options) if candidate == "cuda" else cls()

@@ -4,7 +4,8 @@ Cold: empty kernel caches (STENCILFORGE_CACHE_DIR, NUMBA_CACHE_DIR and CUPY_CACH
 new temporary directory), as on a new machine. Warm: a second process on the same caches, as on
 every later run. The child times `import stencilforge`, building the problem, compiling its kernels
 and its first step (a run of the problem's default length, stopped after its first pass: the
-kernels compiled are those such a run uses).
+kernels compiled are those such a run uses). A problem is a seed problem's name, gray_scott, or a
+problem file (NAME.py defining build()) run as `stencilforge run NAME.py` runs it.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from .loop import LoopWorkload
@@ -29,43 +31,81 @@ print("COLDSTART " + json.dumps(first_step(*json.loads(sys.argv[1]), import_s=im
 """
 
 
-def first_step(name: str, shape: list[int], dtype: str, backend: str, import_s: float) -> dict:
-    """In the child: build, compile and take the first step of the problem's own run, timing each."""
-    from .. import problems
-    from ..backends import get_backend
-    from ..simulation import Simulation
-    from ..timeloop import LoopOptions, StopRequest, run
+@dataclass(frozen=True)
+class ProblemFile:
+    """A problem file's cold-start workload: its build() at `shape` (None: the file's default)."""
 
-    start = time.perf_counter()
-    engine = get_backend(backend)
+    name: str  # the file's path
+    shape: tuple[int, ...] | None = None
+    dtype: str = "float64"  # as `stencilforge run NAME.py` builds it
+
+    @property
+    def label(self) -> str:
+        return f"{Path(self.name).stem} {'x'.join(map(str, self.shape)) if self.shape else 'default'} {self.dtype}"
+
+
+def _user_problem(name: str, shape, dtype: str):
+    """A problem written with the API: a problem file's build(), or the bench's Gray-Scott."""
     if name == "gray_scott":
         from .loop import gray_scott
 
-        problem = gray_scott(tuple(shape), dtype)
-        built = time.perf_counter()
-        sim = Simulation(problem, engine)  # compiles its passes
-        compiled = time.perf_counter()
-        sim.step(1)
-        sim.synchronize()
-        return {"import_s": import_s, "setup_s": built - start, "compile_s": compiled - built,
-                "first_step_s": time.perf_counter() - compiled, "first_steps": 1}
-    setup = problems.build(name, shape=tuple(shape), dtype=dtype)
-    built = time.perf_counter()
+        return gray_scott(tuple(shape), dtype)
+    from ..convergence import load_problem_file
+
+    return load_problem_file(name).build(shape=tuple(shape) if shape else None, dtype=dtype)
+
+
+def first_step(name: str, shape: list[int] | None, dtype: str, backend: str, import_s: float) -> dict:
+    """In the child: build, compile and take the first step of the problem's own run, timing each.
+
+    Equations take sf.run's path in one process: the sweep kernels where the step lowers to one,
+    else the generated passes (compiled when the Simulation is built)."""
+    from ..backends import get_backend
+    from ..timeloop import LoopOptions, StopRequest, run, run_stepper
+
+    start = time.perf_counter()
+    engine = get_backend(backend)
     stop = StopRequest()
-    result = run(setup, engine, LoopOptions(steps=setup.default_steps, stop=stop, progress=lambda *a: stop.set(0)))
-    s = result.summary
-    return {"import_s": import_s, "setup_s": built - start, "compile_s": s["compile_s"], "first_step_s": s["wall_s"],
-            "first_steps": s["steps"]}
+
+    def options(steps: int) -> LoopOptions:
+        return LoopOptions(steps=steps, stop=stop, progress=lambda *a: stop.set(0))  # progress(0): stepping starts
+
+    compile_s = 0.0
+    if name == "gray_scott" or name.endswith(".py"):
+        from ..problems.base import lowered, lowers
+
+        problem = _user_problem(name, shape, dtype)
+        if lowers(problem):
+            setup = lowered(problem, xp=engine.xp)
+            built = time.perf_counter()
+            s = run(setup, engine, options(problem.default_steps)).summary
+        else:
+            from ..simulation import PassStepper, Simulation
+
+            built = time.perf_counter()
+            sim = Simulation(problem, engine)  # compiles its passes and fills its arrays
+            compile_s = time.perf_counter() - built
+            s = run_stepper(lambda: PassStepper(sim), engine, options(problem.default_steps)).summary
+    else:
+        from .. import problems
+
+        setup = problems.build(name, shape=tuple(shape or ()), dtype=dtype)
+        built = time.perf_counter()
+        s = run(setup, engine, options(setup.default_steps)).summary
+    return {"import_s": import_s, "setup_s": built - start, "compile_s": compile_s + s["compile_s"],
+            "first_step_s": s["wall_s"], "first_steps": s["steps"], "shape": list(s["shape"])}
 
 
-def _child(w: LoopWorkload, backend: str, cache: Path) -> dict:
+def _child(w: LoopWorkload | ProblemFile, backend: str, cache: Path, hide: tuple[str, ...]) -> dict:
     env = dict(os.environ, STENCILFORGE_CACHE_DIR=str(cache / "stencilforge"), NUMBA_CACHE_DIR=str(cache / "numba"),
                CUPY_CACHE_DIR=str(cache / "cupy"))
     package_root = str(Path(__file__).resolve().parents[2])  # the stencilforge this process runs
     env["PYTHONPATH"] = os.pathsep.join([package_root, *filter(None, [env.get("PYTHONPATH")])])
-    args = json.dumps([w.name, list(w.shape), w.dtype, backend])
+    args = json.dumps([w.name, list(w.shape) if w.shape else None, w.dtype, backend])
     start = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-c", CHILD, args], env=env, capture_output=True, text=True, timeout=1800)
+    hidden = "".join(f"sys.modules[{name!r}] = None\n" for name in hide)  # an import of it raises ImportError
+    code = f"import sys\n{hidden}{CHILD}" if hide else CHILD
+    proc = subprocess.run([sys.executable, "-c", code, args], env=env, capture_output=True, text=True, timeout=1800)
     process_s = time.perf_counter() - start
     line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("COLDSTART ")), None)
     if proc.returncode != 0 or line is None:
@@ -77,18 +117,32 @@ def _child(w: LoopWorkload, backend: str, cache: Path) -> dict:
     return {"status": "ok", **out}
 
 
-def cold_start(w: LoopWorkload, backend: str) -> dict:
-    """One row: a cold process on empty caches, then a warm one on the caches it left."""
-    with tempfile.TemporaryDirectory(prefix="sf-coldstart-") as tmp:
-        cold = _child(w, backend, Path(tmp))
-        warm = _child(w, backend, Path(tmp))
-    return {"problem": w.name, "label": w.label, "shape": list(w.shape), "dtype": w.dtype, "backend": backend,
-            "cold": cold, "warm": warm, "load_average": list(os.getloadavg())}
+def _median_run(runs: list[dict]) -> dict:
+    """The run with the median time to its first step (the lower of the two middle ones), or the first failure."""
+    ok = sorted((r for r in runs if r["status"] == "ok"), key=lambda r: r["to_first_step_s"])
+    return ok[(len(ok) - 1) // 2] if len(ok) == len(runs) else next(r for r in runs if r["status"] != "ok")
 
 
-def cold_start_rows(workloads, backend: str, say=lambda m: None) -> list[dict]:
+def cold_start(w: LoopWorkload | ProblemFile, backend: str, hide: tuple[str, ...] = (), repeats: int = 1) -> dict:
+    """One row: a cold process on empty caches, then a warm one on the caches it left, `repeats` times
+    (the median of each is reported, every time in `samples`); the packages in `hide` cannot be
+    imported in them, as on an install without them."""
+    pairs = []
+    for _ in range(repeats):
+        with tempfile.TemporaryDirectory(prefix="sf-coldstart-") as tmp:
+            pairs.append((_child(w, backend, Path(tmp), hide), _child(w, backend, Path(tmp), hide)))
+    cold, warm = _median_run([c for c, _ in pairs]), _median_run([h for _, h in pairs])
+    samples = {kind: [run.get("to_first_step_s") for run in runs] for kind, runs in zip(("cold", "warm"), zip(*pairs))}
+    file = w.name if isinstance(w, ProblemFile) else None
+    shape = list(w.shape) if w.shape else cold.get("shape") or warm.get("shape")  # a file's default: what its run reported
+    return {"problem": Path(file).stem if file else w.name, "file": file, "label": w.label, "shape": shape, "dtype": w.dtype,
+            "backend": backend, "hidden": list(hide), "cold": cold, "warm": warm, "samples": samples,
+            "load_average": list(os.getloadavg())}
+
+
+def cold_start_rows(workloads, backend: str, say=lambda m: None, hide: tuple[str, ...] = (), repeats: int = 1) -> list[dict]:
     rows = []
     for w in workloads:
         say(f"cold start: {w.label}")
-        rows.append(cold_start(w, backend))
+        rows.append(cold_start(w, backend, hide, repeats))
     return rows

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from ..backends import get_backend
 from ..errors import StencilforgeError
 from ..grid import parse_dtype
+from .coldstart import ProblemFile
 from .loop import loop_matrix
 from .measure import MeasureOptions
 from .peers import PEERS, QUICK_CPU, QUICK_GPU
@@ -49,13 +52,20 @@ def bench_options(
     progress=None,
     time_loop: bool = True,
     cold_start: bool | None = None,
+    without: str | None = None,
+    cold_repeats: int = 1,
 ) -> BenchOptions:
     """Options for `run_bench` from the CLI's strings; the default matrix follows the backend (GPU or CPU).
 
     Time-loop rows cover the selected workloads that are time-stepped seed problems (all of them and
-    gray_scott without --problems); cold starts the same problems, by default on the CPU without --quick."""
+    gray_scott without --problems); cold starts the same problems, by default on the CPU without --quick,
+    and the problem files (NAME.py) among the names, which are cold-start rows only."""
     gpu = get_backend(backend).name == "cuda"
     names = _names(problems)
+    files = problem_files([n for n in names or [] if n.endswith(".py")], parse_sizes(sizes), _names(dtypes))
+    if files and cold_start is False:
+        raise StencilforgeError("problem files are timed from a fresh process only: drop --no-cold-start")
+    names = [n for n in names if not n.endswith(".py")] if names is not None else None
     loop_names = [n for n in names if n != "gray_scott"] if names is not None else None
     workloads = select(default_matrix(gpu, quick), loop_names, parse_sizes(sizes), _names(dtypes)) if loop_names != [] else []
     loops = loop_matrix(gpu, quick, names, parse_sizes(sizes)) if time_loop or cold_start else ()
@@ -75,6 +85,8 @@ def bench_options(
             raise StencilforgeError(f"unknown CUDA strategy {unknown[0]!r}: choose from {', '.join(STRATEGIES)}, auto, fused")
     if peer_names is None and quick:
         peer_names = list(QUICK_GPU if gpu else QUICK_CPU)
+    if cold_repeats < 1:
+        raise StencilforgeError(f"--cold-start-repeats must be at least 1, got {cold_repeats}")
     if repeats is not None and repeats < 1:
         raise StencilforgeError(f"--repeats must be at least 1, got {repeats}")
     measure = MeasureOptions(repeats=repeats or 3, target_s=0.03) if quick else MeasureOptions(repeats=repeats or 5)
@@ -82,8 +94,19 @@ def bench_options(
         tuple(workloads), backend=backend, strategies=tuple(_names(strategies) or ()) if strategies else None,
         peers=tuple(peer_names) if peer_names is not None else None, measure=measure,
         copy_bytes=(2**29 if gpu else 2**27) if quick else None, progress=progress,
-        loops=loops if time_loop else (), cold_start=loops if (cold_start if cold_start is not None else not (gpu or quick)) else (),
+        loops=loops if time_loop else (),
+        cold_start=(*(loops if (cold_start if cold_start is not None else not (gpu or quick)) else ()), *files),
+        cold_start_without=tuple(_names(without) or ()), cold_start_repeats=cold_repeats,
     )
+
+
+def problem_files(paths: list[str], sizes: dict[str, tuple[int, ...]], dtypes: list[str] | None) -> tuple[ProblemFile, ...]:
+    """Cold-start workloads for problem files: shape from --size STEM=SHAPE (default: the file's), float64
+    unless --dtypes says otherwise."""
+    missing = [p for p in paths if not Path(p).is_file()]
+    if missing:
+        raise StencilforgeError(f"problem file {missing[0]} does not exist")
+    return tuple(ProblemFile(p, sizes.get(Path(p).stem), parse_dtype(dt).name) for p in paths for dt in dtypes or ["float64"])
 
 
 def tune_workload(problem: str, shape: tuple[int, ...] | None, dtype: str | None) -> Workload:

@@ -107,7 +107,9 @@ def cold_start_table(report: dict) -> Table | None:
     rows = report.get("cold_start") or []
     if not rows:
         return None
-    table = Table(title="fresh process to its first step, s", title_justify="left")
+    repeats = len(rows[0].get("samples", {}).get("cold", [None]))
+    title = "fresh process to its first step, s" + (f" (median of {repeats})" if repeats > 1 else "")
+    table = Table(title=title, title_justify="left")
     for col in ("problem", "cold caches", "of it compile", "warm caches"):
         table.add_column(col, justify="left" if col == "problem" else "right")
     for r in rows:

@@ -24,7 +24,7 @@ from ..backends.numpy_ref import evaluate_axis_operator, evaluate_sweep
 from ..errors import StencilforgeError
 from ..grid import Grid
 from ..metrics import throughput
-from .coldstart import cold_start_rows
+from .coldstart import ProblemFile, cold_start_rows
 from .loop import LoopWorkload, loop_rows
 from .measure import (
     MeasureOptions,
@@ -59,7 +59,9 @@ class BenchOptions:
     seed: int = 0
     extra_peers: tuple[Peer, ...] = ()
     loops: tuple[LoopWorkload, ...] = ()  # time-loop rows: the API's time per step next to its kernels
-    cold_start: tuple[LoopWorkload, ...] = ()  # a fresh process's time to its first step, on empty and on primed caches
+    cold_start: tuple[LoopWorkload | ProblemFile, ...] = ()  # a fresh process's time to its first step, on empty and on primed caches
+    cold_start_without: tuple[str, ...] = ()  # packages the cold-start processes cannot import
+    cold_start_repeats: int = 1  # cold and warm processes per row; the median is reported
     progress: Callable[[str], None] | None = field(default=None, compare=False)
 
 
@@ -400,7 +402,7 @@ def run_bench(opts: BenchOptions) -> dict:
         del case, ref
         _release()
     loops = loop_rows(opts.loops, engine.name, opts.measure.repeats, opts.measure.target_s, say)
-    starts = cold_start_rows(opts.cold_start, engine.name, say)
+    starts = cold_start_rows(opts.cold_start, engine.name, say, opts.cold_start_without, opts.cold_start_repeats)
     return {
         "schema": SCHEMA,
         "date": now_iso(),

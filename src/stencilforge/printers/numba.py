@@ -4,7 +4,10 @@ Literals travel in an array argument and constants as scalar arguments, so
 the source (and Numba's compiled code) depends only on the equations' shape:
 a new grid size, spacing or parameter value reuses the cached machine code.
 The innermost loop reads 1D row views that share one index, which LLVM
-vectorises.
+vectorises. In 2D and 3D that loop is a function of its own (`row`) which the
+parallel loop calls: Numba's parallel passes then see a one-line body, which
+compiles faster than the same loop written inside the parallel loop and runs
+as fast (docs/performance.md, cold start).
 """
 
 from __future__ import annotations
@@ -17,7 +20,8 @@ from .source import InfixPrinter
 
 HEADER = (
     "import numba\nimport numpy as np\n\n"
-    "JIT = numba.njit(parallel=True, cache=True, nogil=True, error_model='numpy')\n\n"
+    "JIT = numba.njit(parallel=True, cache=True, nogil=True, error_model='numpy')\n"
+    "ROW = numba.njit(nogil=True, error_model='numpy')  # compiled into the cached kernel\n\n"
 )
 FUNCTIONS = {"sqrt": "np.sqrt", "exp": "np.exp", "log": "np.log", "sin": "np.sin", "cos": "np.cos",
              "tanh": "np.tanh", "abs": "abs", "min": "min", "max": "max"}
@@ -68,28 +72,28 @@ def pass_source(p: Pass, ndim: int, dtype, constants: tuple[Constant, ...]) -> t
         pr.locals[slot] = f"e{k}"
     arrays = tuple(dict.fromkeys([slot_name(s) for s in p.writes] + [v[0] for v in pr.views]))
     geometry = [f"lo{a}, h{a}, s{a}" for a in range(ndim)]
-    args = [f"a_{s}" for s in arrays] + ["lit"] + [f"p_{c.name}" for c in constants] + ["t"] + geometry + ["g"]
-    lines = [f"@JIT\ndef kernel({', '.join(args)}):"]
-    lines += [f"    c{k} = lit[{k}]" for k in range(len(pr.literals))]
-    first = f"a_{arrays[0]}"
-    lines.append(f"    m = {first}.shape[{ndim - 1}] - 2 * g")
+    args = ", ".join([f"a_{s}" for s in arrays] + ["lit"] + [f"p_{c.name}" for c in constants] + ["t"] + geometry + ["g"])
     outer = [f"i{a}" for a in range(ndim - 1)]
-    for a in range(ndim - 1):
-        loop = "numba.prange" if a == 0 else "range"
-        lines.append(f"{'    ' * (a + 1)}for i{a} in {loop}(g, {first}.shape[{a}] - g):")
-    indent = "    " * ndim
+    first = f"a_{arrays[0]}"
 
-    def row(slot: str, offset: tuple[int, ...]) -> str:
+    def view(slot: str, offset: tuple[int, ...]) -> str:
         lo = _index("g", offset[-1])
         idx = [_index(i, o) for i, o in zip(outer, offset[:-1])] + [f"{lo}:{lo} + m"]
         return f"a_{slot}[{', '.join(idx)}]"
 
-    for (slot, offset), name in pr.views.items():
-        lines.append(f"{indent}{name} = {row(slot, offset)}")
-    for s in p.writes:
-        slot = slot_name(s)
-        lines.append(f"{indent}w_{slot} = {row(slot, (0,) * ndim)}")
-    lines.append(f"{indent}for j in {'numba.prange' if ndim == 1 else 'range'}(m):")
-    lines += [f"{indent}    {b}" for b in body]
+    cells = [f"c{k} = lit[{k}]" for k in range(len(pr.literals))] + [f"m = {first}.shape[{ndim - 1}] - 2 * g"]
+    cells += [f"{name} = {view(slot, offset)}" for (slot, offset), name in pr.views.items()]
+    cells += [f"w_{slot_name(s)} = {view(slot_name(s), (0,) * ndim)}" for s in p.writes]
+    cells.append(f"for j in {'numba.prange' if ndim == 1 else 'range'}(m):")
+    cells += [f"    {b}" for b in body]
+    if ndim == 1:
+        lines = [f"@JIT\ndef kernel({args}):"] + [f"    {c}" for c in cells]
+    else:
+        lines = [f"@ROW\ndef row({args}, {', '.join(outer)}):"] + [f"    {c}" for c in cells]
+        lines.append(f"\n\n@JIT\ndef kernel({args}):")
+        for a in range(ndim - 1):
+            loop = "numba.prange" if a == 0 else "range"
+            lines.append(f"{'    ' * (a + 1)}for i{a} in {loop}(g, {first}.shape[{a}] - g):")
+        lines.append(f"{'    ' * ndim}row({args}, {', '.join(outer)})")
     literals = np.array(pr.literals, dtype=dtype)
     return HEADER + "\n".join(lines) + "\n", literals, arrays

@@ -1,36 +1,48 @@
-"""The problem registry: name -> builder taking (shape, dtype, **params)."""
+"""The problem registry: name -> the module whose build(*args, shape, dtype, **params) makes it.
+
+A problem's module is imported when it is built: a run of one problem (or of a user's own
+equations, which need only `Setup`) does not import the others.
+"""
 
 from __future__ import annotations
 
-from functools import partial
-from typing import Callable
+import importlib
+from types import ModuleType
 
 from ..errors import StencilforgeError
-from . import derivatives, heat, poisson2d, poisson3d, wave3d
 from .base import PointSource, Setup
 
-BUILDERS: dict[str, tuple[Callable[..., Setup], tuple[str, ...]]] = {
-    "poisson2d": (poisson2d.build, poisson2d.PARAMS),
-    "poisson3d": (poisson3d.build, poisson3d.PARAMS),
-    "heat2d": (partial(heat.build, 2), heat.PARAMS),
-    "heat3d": (partial(heat.build, 3), heat.PARAMS),
-    "wave3d": (wave3d.build, wave3d.PARAMS),
-    "derivatives": (derivatives.build, derivatives.PARAMS),
+MODULES: dict[str, tuple[str, tuple[int, ...]]] = {  # name -> (module, leading arguments of its build)
+    "poisson2d": ("poisson2d", ()),
+    "poisson3d": ("poisson3d", ()),
+    "heat2d": ("heat", (2,)),
+    "heat3d": ("heat", (3,)),
+    "wave3d": ("wave3d", ()),
+    "derivatives": ("derivatives", ()),
 }
-NAMES = tuple(BUILDERS)
+NAMES = tuple(MODULES)
 POISSON = ("poisson2d", "poisson3d")  # the problems `run --method multigrid` solves
 
 
 ON_DEVICE = ("heat2d", "heat3d", "poisson2d", "wave3d")  # written with the API: fields can start where they live
 
 
+def _module(name: str) -> ModuleType:
+    if name not in MODULES:
+        raise StencilforgeError(f"unknown problem {name!r}: choose one of {', '.join(NAMES)}")
+    return importlib.import_module(f"{__name__}.{MODULES[name][0]}")
+
+
+def parameters(name: str) -> tuple[str, ...]:
+    """The parameters a named problem takes besides shape and dtype."""
+    return _module(name).PARAMS
+
+
 def build(name: str, shape=None, dtype=None, xp=None, **params) -> Setup:
     """Instantiate a problem; parameters that do not apply to it are refused. With `xp` (CuPy) a
     problem written with the equation API evaluates its initial fields on the device."""
-    if name not in BUILDERS:
-        raise StencilforgeError(f"unknown problem {name!r}: choose one of {', '.join(NAMES)}")
-    builder, allowed = BUILDERS[name]
-    extra = sorted(k for k, v in params.items() if v is not None and k not in allowed)
+    module = _module(name)
+    extra = sorted(k for k, v in params.items() if v is not None and k not in module.PARAMS)
     if extra:
         raise StencilforgeError(f"{name} does not take {', '.join('--' + k for k in extra)}")
     given = {k: v for k, v in params.items() if v is not None}
@@ -40,7 +52,7 @@ def build(name: str, shape=None, dtype=None, xp=None, **params) -> Setup:
         given["shape"] = tuple(int(n) for n in shape)
     if xp is not None and name in ON_DEVICE:
         given["xp"] = xp
-    return builder(**given)
+    return module.build(*MODULES[name][1], **given)
 
 
-__all__ = ["BUILDERS", "NAMES", "PointSource", "Setup", "build"]
+__all__ = ["MODULES", "NAMES", "PointSource", "Setup", "build", "parameters"]
