@@ -60,10 +60,9 @@ def _modules():
         for r in range(1, 9):
             sweep = poisson2d.jacobi_sweep(Stencil.laplacian(2, r, (0.01, 0.02)), with_rhs=True)
             pairs.append(codegen.fused_sweep(sweep, dt, codegen.PAIR_TILE[2], f"sf_pair_r{r}"))
-            for steps in sorted({3, 4, 1 + codegen.FUSED_REACH_2D // r} & set(range(3, 2 + codegen.FUSED_REACH_2D // r))):
-                pairs.append(codegen.fused_sweep(sweep, dt, codegen.PAIR_TILE[2], f"sf_fused{steps}_r{r}", steps))
         pairs.append(codegen.fused_sweep(problems.build("heat2d").sweep, dt, (3, 64), "sf_pair_heat2d"))
-        pairs.append(codegen.fused_sweep(problems.build("heat2d").sweep, dt, (5, 96), "sf_fused4_heat2d", 4))
+        for name, steps, tile in (("heat2d", 5, (16, 128)), ("poisson2d", 3, (5, 96))):  # auto's five steps; an odd tile
+            pairs.append(codegen.fused_sweep(problems.build(name).sweep, dt, tile, f"sf_fused{steps}_{name}", steps))
         pairs.append(codegen.fused_sweep(problems.build("heat3d").sweep, dt, codegen.PAIR_TILE[3], "sf_pair_heat3d"))
         pairs.append(codegen.fused_sweep(heat3d_r2(), dt, (5, 3, 64), "sf_pair_3d_r2"))
         mods.append((f"fused-r1..8-{dt}", codegen.module_source(pairs, dt, "fused steps")))
