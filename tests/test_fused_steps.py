@@ -17,6 +17,7 @@ from stencilforge import problems
 from stencilforge.backends.base import Launch, fused_walls
 from stencilforge.backends.numpy_ref import NumpyBackend
 from stencilforge.boundary import Neumann, Periodic
+from stencilforge.errors import StencilforgeError
 from stencilforge.timeloop import LoopOptions, run
 
 
@@ -96,6 +97,30 @@ def test_fused_run_equals_the_single_step_run_at_every_observed_step(name, shape
             n += 1
     assert be.passes == expected > 0
     assert fused.summary["fused_steps"] == steps * expected and fused.summary["steps_per_pass"] == steps
+
+
+def test_a_run_whose_middle_walls_do_not_fit_steps_singly_with_the_same_fields(caplog):
+    class Full(FusedNumpy):
+        """Memory for the fields, none left once the fused kernel is built."""
+
+        built = False
+
+        def sweep_fused(self, sweep, grid):
+            self.built = True
+            return super().sweep_fused(sweep, grid)
+
+        def field(self, a, ghost):
+            if self.built:
+                raise StencilforgeError("needs 1 MB more than the device holds")
+            return super().field(a, ghost)
+
+    plain = run(problems.build("heat2d", shape=(30, 41)), NumpyBackend(), LoopOptions(steps=20))
+    be = Full(4)
+    with caplog.at_level("INFO", logger="stencilforge.timeloop"):
+        result = run(problems.build("heat2d", shape=(30, 41)), be, LoopOptions(steps=20))
+    assert be.built and be.passes == 0 and "fused_steps" not in result.summary
+    assert "the walls of 2 middle steps do not fit" in caplog.text
+    assert all(np.array_equal(result.fields[k], plain.fields[k]) for k in plain.fields)
 
 
 def test_fused_run_converges_in_the_same_iterations():

@@ -218,12 +218,23 @@ class SweepStepper:
         self.fused = self._fused()
         if self.fused is not None:
             self.per_pass = self.fused.steps
-            assert setup.sweep is not None  # only a sweep fuses
-            (u,) = setup.sweep.stencil_inputs
-            if any(name == u for name, _ in self.dynamic):
-                # copies (a host backend's `field` may hand back the array it was given), in the fields' layout
-                self.carriers = [self.backend.field(self._fields[u].copy(), setup.grid.ghost) for _ in range(self.per_pass - 2)]
+            self.carriers = self._carriers()
         self.residual_fn = backend.sum_squares(setup.residual, setup.grid) if setup.residual is not None else None
+
+    def _carriers(self) -> list:
+        """Arrays for the walls of the middle steps past the first, where u's walls change in time; where
+        they do not fit in memory, the run steps one at a time instead (and says so)."""
+        setup = self.setup
+        assert setup.sweep is not None and self.fused is not None  # only a sweep fuses
+        (u,) = setup.sweep.stencil_inputs
+        if self.per_pass <= 2 or not any(name == u for name, _ in self.dynamic):
+            return []
+        try:  # copies (a host backend's `field` may hand back the array it was given), in the fields' layout
+            return [self.backend.field(self._fields[u].copy(), setup.grid.ghost) for _ in range(self.per_pass - 2)]
+        except StencilforgeError as exc:
+            log.info("%s: one step per pass: the walls of %d middle steps do not fit (%s)", setup.name, self.per_pass - 2, exc)
+            self.fused, self.per_pass = None, 1
+            return []
 
     def _fused(self):
         """The backend's several-steps-in-one-pass sweep, where it gives the same fields as single steps.
