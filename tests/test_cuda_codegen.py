@@ -16,6 +16,7 @@ import pytest
 from stencilforge import problems
 from stencilforge.backends.cuda import choose, codegen, kernel_source
 from stencilforge.backends.cuda.compile import cache_key, cached_cubin, compile_cubin
+from stencilforge.backends.cuda.tune import fused_choice
 from stencilforge.errors import StencilforgeError
 from stencilforge.plan import AxisOperator, Sweep, Term
 from stencilforge.problems import derivatives as deriv, poisson2d
@@ -62,7 +63,8 @@ def _modules():
             pairs.append(codegen.fused_sweep(sweep, dt, codegen.PAIR_TILE[2], f"sf_pair_r{r}"))
         pairs.append(codegen.fused_sweep(problems.build("heat2d").sweep, dt, (3, 64), "sf_pair_heat2d"))
         for name, steps, tile in (("heat2d", 5, (16, 128)), ("poisson2d", 3, (5, 96))):  # auto's five steps; an odd tile
-            pairs.append(codegen.fused_sweep(problems.build(name).sweep, dt, tile, f"sf_fused{steps}_{name}", steps))
+            blocks = fused_choice(problems.build(name).sweep, dt)[2] if steps == 5 else None
+            pairs.append(codegen.fused_sweep(problems.build(name).sweep, dt, tile, f"sf_fused{steps}_{name}", steps, min_blocks=blocks))
         pairs.append(codegen.fused_sweep(problems.build("heat3d").sweep, dt, codegen.PAIR_TILE[3], "sf_pair_heat3d"))
         pairs.append(codegen.fused_sweep(heat3d_r2(), dt, (5, 3, 64), "sf_pair_3d_r2"))
         mods.append((f"fused-r1..8-{dt}", codegen.module_source(pairs, dt, "fused steps")))
@@ -371,15 +373,17 @@ def test_fused_grid_counts_the_useful_lanes():
 
 
 def test_fused_steps_follow_the_measured_rule():
-    from stencilforge.backends.cuda.tune import FUSED_2D_R1, fused_choice
+    from stencilforge.backends.cuda.tune import FUSED_2D_R1, FUSED_2D_R1_BLOCKS, fused_choice
 
     for name in ("heat2d", "poisson2d"):
         sweep = problems.build(name).sweep
-        steps, tile = fused_choice(sweep)
-        assert (steps, tile) == FUSED_2D_R1 and codegen.fused_applicable(sweep, steps) is None
-        assert codegen.fused_sweep(sweep, np.float32, tile, "k", steps).strategy == f"rows, {steps} steps"
-    assert fused_choice(Sweep("o", (Term("u", Stencil.laplacian(2, 2)),))) == (2, codegen.PAIR_TILE[2])
-    assert fused_choice(problems.build("heat3d").sweep) == (2, codegen.PAIR_TILE[3])
+        for dtype in (np.float32, np.float64):
+            steps, tile, blocks = fused_choice(sweep, dtype)
+            assert (steps, tile) == FUSED_2D_R1 and blocks == FUSED_2D_R1_BLOCKS[np.dtype(dtype).itemsize]
+            kernel = codegen.fused_sweep(sweep, dtype, tile, "k", steps, min_blocks=blocks)
+            assert kernel.strategy == f"rows, {steps} steps" and f"__launch_bounds__({tile[1]}, {blocks})" in kernel.source
+    assert fused_choice(Sweep("o", (Term("u", Stencil.laplacian(2, 2)),))) == (2, codegen.PAIR_TILE[2], None)
+    assert fused_choice(problems.build("heat3d").sweep) == (2, codegen.PAIR_TILE[3], None)
 
 
 @pytest.mark.parametrize("ndim", [2, 3])

@@ -295,15 +295,17 @@ class CudaBackend:
         """`steps` steps of `sweep` in one pass (default and tile: `fused_choice`), the middle states' ghost
         cells taken from out's and the `_walls{s}` fields', or None where they cannot be fused or another
         strategy than `auto` was asked for."""
-        chosen_steps, chosen_tile = fused_choice(sweep)
+        chosen_steps, chosen_tile, blocks = fused_choice(sweep, grid.dtype)
         steps = chosen_steps if steps is None else steps
         why = (f"strategy {self.requested} was asked for" if self.requested != "auto" else codegen.fused_applicable(sweep, steps)
                or (f"ghost width {grid.ghost} is below the radius {sweep.radius}" if grid.ghost < sweep.radius else None))
         if why:
             log.info("%s: single steps, no fused kernel: %s", sweep.out, why)
             return None
-        tile = (chosen_tile if steps == chosen_steps else codegen.PAIR_TILE[grid.ndim]) if tile is None else tuple(tile)
-        kernel = codegen.fused_sweep(sweep, grid.dtype, tile, f"sf_fused{steps}_{sweep.out}", steps)
+        if tile is None:
+            tile = chosen_tile if steps == chosen_steps else codegen.PAIR_TILE[grid.ndim]
+        blocks = blocks if (steps, tuple(tile)) == (chosen_steps, tuple(chosen_tile)) else None  # measured for that shape only
+        kernel = codegen.fused_sweep(sweep, grid.dtype, tuple(tile), f"sf_fused{steps}_{sweep.out}", steps, min_blocks=blocks)
         launch = self._sweep_runner(kernel, grid)
         launch.steps = steps
         return launch

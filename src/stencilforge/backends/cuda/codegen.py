@@ -336,7 +336,8 @@ def fused_applicable(sweep: Sweep, steps: int = 2) -> str | None:
     return None
 
 
-def fused_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str, steps: int = 2, ahead: int = PAIR_AHEAD) -> Kernel:
+def fused_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str, steps: int = 2, ahead: int = PAIR_AHEAD,
+                min_blocks: int | None = None) -> Kernel:
     """`steps` sweeps in one pass: out = S(...S(u)), u the one stencil field (3D: two steps).
 
     Each middle state's ghost cells are read from an array the caller fills
@@ -347,7 +348,8 @@ def fused_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str, steps: in
     lanes beside it by warp shuffles, so u is read from DRAM once for all the
     steps. Every step's expression is the single sweep's, term for term, so
     each middle value is what `rows` would have stored.
-    `ahead` (3D) is how many planes of u a thread's loads run ahead of their use.
+    `ahead` (3D) is how many planes of u a thread's loads run ahead of their use;
+    `min_blocks` (2D) the blocks per SM its __launch_bounds__ asks for (None: the compiler's choice).
     """
     reason = fused_applicable(sweep, steps)
     if reason:
@@ -357,7 +359,7 @@ def fused_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str, steps: in
     if tile[-1] % 32 or tile[-1] > MAX_THREADS:
         raise StencilforgeError(f"fused steps need whole warps, at most {MAX_THREADS} threads: tile {tuple(tile)} has {tile[-1]}")
     if sweep.ndim == 2:
-        return _fused_rows(sweep, dtype, tuple(tile), name, steps)
+        return _fused_rows(sweep, dtype, tuple(tile), name, steps, min_blocks)
     return _pair_march(sweep, dtype, tuple(tile), name, ahead)
 
 
@@ -383,7 +385,7 @@ def _pair_operand(u: str, point, across, column):
     return access
 
 
-def _fused_rows(sweep: Sweep, dtype, tile: tuple[int, ...], name: str, steps: int) -> Kernel:
+def _fused_rows(sweep: Sweep, dtype, tile: tuple[int, ...], name: str, steps: int, min_blocks: int | None = None) -> Kernel:
     """2D: tile = (R, T), T threads along x, each writing R rows of its column after `steps` steps.
 
     A thread loads its column of u with k r rows of halo (k = steps) and
@@ -403,8 +405,9 @@ def _fused_rows(sweep: Sweep, dtype, tile: tuple[int, ...], name: str, steps: in
     useful = 32 - 2 * reach
     cover = threads // 32 * useful
     carriers = tuple(f"_walls{s}" for s in range(2, k))
+    bounds = f"{threads}, {min_blocks}" if min_blocks else f"{threads}"
     lines = [
-        f'extern "C" __global__ void __launch_bounds__({threads}) {name}({_params(sweep, False, carriers)})',
+        f'extern "C" __global__ void __launch_bounds__({bounds}) {name}({_params(sweep, False, carriers)})',
         "{",
         "    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;",
         f"    const int i1 = blockIdx.x * {cover} + warp * {useful} + lane - {reach};",

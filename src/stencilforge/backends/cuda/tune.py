@@ -29,14 +29,18 @@ FUSED_ROWS_VEC_GBPS_PER_SM = 27.0
 # PAIR_TILE. Measured on an H100 over 2..8 steps, four tiles and jacobi2d, heat2d (both dtypes) and poisson2d
 # (benchmarks/results/fused-steps-h100-2026-11-24.json): five steps in that tile were best or within a few
 # points of the best for each; past five, the recomputed halo and the shuffles cost more than the bytes saved.
+# The five-step kernel is bound by latency at the compiler's 128 registers per thread; asking for 6 blocks per SM
+# (float32) or 4 (float64) was faster for every workload measured on both an H100 and an H200
+# (fused-occupancy-h100-2026-11-24.json, fused-occupancy-h200-2026-11-24.json); more spills.
 FUSED_2D_R1 = (5, (16, 128))
+FUSED_2D_R1_BLOCKS = {4: 6, 8: 4}  # by the dtype's item size
 
 
-def fused_choice(sweep: Sweep) -> tuple[int, tuple[int, ...]]:
-    """(steps per fused pass, tile) for a sweep that fuses (see FUSED_2D_R1)."""
+def fused_choice(sweep: Sweep, dtype="float32") -> tuple[int, tuple[int, ...], int | None]:
+    """(steps per fused pass, tile, blocks per SM to ask for or None) for a sweep that fuses (see FUSED_2D_R1)."""
     if sweep.ndim == 2 and sweep.radius == 1:
-        return FUSED_2D_R1
-    return 2, PAIR_TILE[sweep.ndim]
+        return (*FUSED_2D_R1, FUSED_2D_R1_BLOCKS.get(np.dtype(dtype).itemsize))
+    return 2, PAIR_TILE[sweep.ndim], None
 
 
 def choose(plan: Sweep | AxisOperator, grid_shape, dtype, device_name: str | None = None,
