@@ -59,7 +59,6 @@ def test_the_kernel_baseline_takes_the_loops_mix_of_pairs_and_single_steps():
     subject = loop._Seed(LoopWorkload("heat2d", (20, 24)), "numba")
     calls = []
     subject.stepper.fused, subject.stepper.step = Launch(lambda f: calls.append(2), steps=2), (lambda f: calls.append(1))
-    subject.stepper.per_pass = 2
     subject.kernels(100, 98)
     assert sorted(calls) == [1, 1] + [2] * 49
 

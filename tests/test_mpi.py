@@ -27,6 +27,7 @@ from mpi_equation_driver import CASES as EQUATION_CASES, run as run_case  # noqa
 from stencilforge import problems  # noqa: E402
 from stencilforge.backends import get_backend  # noqa: E402
 from stencilforge.timeloop import LoopOptions, run  # noqa: E402
+from test_mpi_device import gpu_count  # noqa: E402
 
 DRIVER = Path(__file__).with_name("mpi_driver.py")
 SRC = Path(__file__).resolve().parents[1] / "src"
@@ -242,22 +243,6 @@ def equation_reference():
     return get
 
 
-def has_gpu() -> bool:
-    try:
-        import cupy
-    except ImportError:
-        return False
-    try:
-        return cupy.cuda.runtime.getDeviceCount() > 0
-    except cupy.cuda.runtime.CUDARuntimeError:
-        return False
-
-
-def on_gpu(test):
-    """Marked gpu, and skipped where CuPy or a GPU is missing."""
-    return pytest.mark.gpu(pytest.mark.skipif(not has_gpu(), reason="needs CuPy and a GPU")(test))
-
-
 @pytest.mark.parametrize(
     "backend,n",
     [("numpy", 1), ("numpy", 2), ("numpy", 3), ("numpy", 4), ("numba", 2)]
@@ -288,12 +273,14 @@ def test_equation_problems_bitwise_equal_to_one_process(backend, n, equation_ref
 
 
 @pytest.mark.parametrize("n", [2, 3, 4])
-@on_gpu
+@pytest.mark.gpu
 def test_equation_problems_on_gpu_ranks_bitwise_equal_to_one_rank(n, tmp_path):
     """The same problems on cuda ranks (sharing the GPUs there are; halos staged or over NCCL): every process grid
     of n ranks gives the one-rank run's fields, errors and residual. The reference is one rank, not a plain
     process: a lowered problem decomposed evaluates its initial values on the host, a plain GPU run on the device,
     and the device's sin and exp differ from the host's in last bits."""
+    if gpu_count() < 1:
+        pytest.skip("needs CuPy and a GPU")
     one, many = tmp_path / "one.npz", tmp_path / "many.npz"
     for count, out in ((1, one), (n, many)):
         proc = mpiexec(count, str(EQUATION_DRIVER), "cuda", str(out))

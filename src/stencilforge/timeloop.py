@@ -10,11 +10,11 @@ import logging
 import math
 import time
 from dataclasses import dataclass, field, replace
-from typing import Callable, Protocol
+from typing import Callable, Mapping, Protocol
 
 import numpy as np
 
-from .backends.base import Launch, fused_walls
+from .backends.base import Launch, with_walls
 from .errors import StencilforgeError
 from .grid import row_pitch
 from .metrics import error_norms, throughput
@@ -113,7 +113,10 @@ class Stepper(Protocol):
     default_steps: int
     default_tol: float | None
     has_residual: bool
-    per_pass: int  # steps one fused pass advances (1: the stepper never fuses); set by compile()
+
+    @property
+    def per_pass(self) -> int:
+        """Steps one fused pass advances (1: the stepper never fuses); known after compile()."""
 
     def compile(self) -> None:
         """Build the kernels (JIT backends compile here, before the clock starts)."""
@@ -198,7 +201,6 @@ class SweepStepper:
         self.after_fused = False
         self.fused_steps = 0
         self.fused: Launch | None = None
-        self.per_pass = 1
         self.carriers: list = []  # the middle states' wall arrays past the first (time-dependent walls only)
         self.residual_fn: Callable | None = None
 
@@ -217,7 +219,6 @@ class SweepStepper:
             self.step = Launch(lambda f: apply(*(f[n] for n in names)), apply.strategy, apply.tile)
         self.fused = self._fused()
         if self.fused is not None:
-            self.per_pass = self.fused.steps
             self.carriers = self._carriers()
         self.residual_fn = backend.sum_squares(setup.residual, setup.grid) if setup.residual is not None else None
 
@@ -233,7 +234,7 @@ class SweepStepper:
             return [self.backend.field(self._fields[u].copy(), setup.grid.ghost) for _ in range(self.per_pass - 2)]
         except StencilforgeError as exc:
             log.info("%s: one step per pass: the walls of %d middle steps do not fit (%s)", setup.name, self.per_pass - 2, exc)
-            self.fused, self.per_pass = None, 1
+            self.fused = None
             return []
 
     def _fused(self):
@@ -315,15 +316,14 @@ class SweepStepper:
             fields[a], fields[b] = fields[b], fields[a]
         return fused.steps if fused is not None else 1
 
-    def with_walls(self, fields: dict) -> dict:
-        """The fields and the middle states' wall arrays past the first: the carriers where walls change
-        in time, else the input itself (static walls are its ghost cells)."""
-        if self.per_pass <= 2:
-            return fields
-        sweep = self.setup.sweep
-        assert sweep is not None  # only a sweep fuses
-        walls = self.carriers or [fields[sweep.stencil_inputs[0]]] * (self.per_pass - 2)
-        return {**fields, **{fused_walls(s, sweep.out): w for s, w in enumerate(walls, start=2)}}
+    @property
+    def per_pass(self) -> int:
+        return self.fused.steps if self.fused is not None else 1
+
+    def with_walls(self, fields: dict) -> Mapping:
+        """The fields a fused pass reads: the carriers for walls that change in time, else u's own ghost cells."""
+        assert self.setup.sweep is not None  # only a sweep fuses
+        return with_walls(fields, self.setup.sweep, self.per_pass, self.carriers)
 
     def state(self) -> dict:
         return self._fields

@@ -77,6 +77,17 @@ def fused_walls(s: int, out: str) -> str:
     return out if s == 1 else f"_walls{s}"
 
 
+def with_walls(fields: Mapping, sweep: Sweep, steps: int, walls: list | None = None) -> Mapping:
+    """`fields` and the arrays a pass of `steps` fused steps reads the walls of its middle states past the
+    first from: `walls` (one per such step, filled by the caller for walls that change in time), else the
+    input itself, whose ghost cells are the walls where they stay put."""
+    if steps <= 2:
+        return fields
+    (u,) = sweep.stencil_inputs
+    arrays = walls or [fields[u]] * (steps - 2)
+    return {**fields, **{fused_walls(s, sweep.out): a for s, a in enumerate(arrays, start=2)}}
+
+
 class HostMemory:
     """The CPU backends' shared answers: arrays in host memory (checked before a run by
     `resources.check_host_memory`), no kernel clock."""

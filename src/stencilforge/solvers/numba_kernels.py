@@ -122,10 +122,42 @@ def jacobi3(u, f, k0, k1, k2, omega, out):
                 out[i + 1, j + 1, k + 1] = u[i + 1, j + 1, k + 1] - omega * _residual_point3(u, f, k0, k1, k2, i, j, k) / den
 
 
+@numba.njit(cache=True, nogil=True)
+def _restrict_rows2(acc, i1, w1, out, J):
+    """out[J] from a row already restricted along axis 0: the restriction along axis 1 (the fused residual
+    restriction and the restriction of a residual held in memory share it)."""
+    for K in range(out.shape[1]):
+        s = w1[K, 0] * acc[i1[K, 0]]
+        for b in range(1, i1.shape[1]):
+            s += w1[K, b] * acc[i1[K, b]]
+        out[J, K] = s
+
+
+@numba.njit(cache=True, nogil=True)
+def _restrict_planes3(acc, i1, w1, i2, w2, out, J):
+    """out[J] from a plane already restricted along axis 0: along axis 1, then axis 2 (shared as in 2D)."""
+    m1, m2, n2 = out.shape[1], out.shape[2], acc.shape[1]
+    mid = np.zeros((m1, n2), dtype=out.dtype)
+    for K in range(m1):
+        for b in range(i1.shape[1]):
+            w = w1[K, b]
+            if w == 0:
+                continue
+            row = i1[K, b]
+            for k in range(n2):
+                mid[K, k] += w * acc[row, k]
+    for K in range(m1):
+        for L in range(m2):
+            s = w2[L, 0] * mid[K, i2[L, 0]]
+            for b in range(1, i2.shape[1]):
+                s += w2[L, b] * mid[K, i2[L, b]]
+            out[J, K, L] = s
+
+
 @JIT
 def restrict_residual2(u, f, k0, k1, i0, w0, i1, w1, out):
     n1 = f.shape[1]
-    m0, m1 = out.shape
+    m0 = out.shape[0]
     for J in numba.prange(m0):
         acc = np.zeros(n1, dtype=out.dtype)
         for b in range(i0.shape[1]):
@@ -135,17 +167,13 @@ def restrict_residual2(u, f, k0, k1, i0, w0, i1, w1, out):
             i = i0[J, b]
             for j in range(n1):
                 acc[j] += w * _residual_point2(u, f, k0, k1, i, j)
-        for K in range(m1):
-            s = w1[K, 0] * acc[i1[K, 0]]
-            for b in range(1, i1.shape[1]):
-                s += w1[K, b] * acc[i1[K, b]]
-            out[J, K] = s
+        _restrict_rows2(acc, i1, w1, out, J)
 
 
 @JIT
 def restrict_residual3(u, f, k0, k1, k2, i0, w0, i1, w1, i2, w2, out):
     n1, n2 = f.shape[1], f.shape[2]
-    m0, m1, m2 = out.shape
+    m0 = out.shape[0]
     for J in numba.prange(m0):
         acc = np.zeros((n1, n2), dtype=out.dtype)
         for b in range(i0.shape[1]):
@@ -156,28 +184,14 @@ def restrict_residual3(u, f, k0, k1, k2, i0, w0, i1, w1, i2, w2, out):
             for j in range(n1):
                 for k in range(n2):
                     acc[j, k] += w * _residual_point3(u, f, k0, k1, k2, i, j, k)
-        mid = np.zeros((m1, n2), dtype=out.dtype)
-        for K in range(m1):
-            for b in range(i1.shape[1]):
-                w = w1[K, b]
-                if w == 0:
-                    continue
-                row = i1[K, b]
-                for k in range(n2):
-                    mid[K, k] += w * acc[row, k]
-        for K in range(m1):
-            for L in range(m2):
-                s = w2[L, 0] * mid[K, i2[L, 0]]
-                for b in range(1, i2.shape[1]):
-                    s += w2[L, b] * mid[K, i2[L, b]]
-                out[J, K, L] = s
+        _restrict_planes3(acc, i1, w1, i2, w2, out, J)
 
 
 @JIT
 def restrict2(r, i0, w0, i1, w1, out):
     """restrict_residual2's arithmetic on a residual held in memory (a rank's block with its halo)."""
     n1 = r.shape[1]
-    m0, m1 = out.shape
+    m0 = out.shape[0]
     for J in numba.prange(m0):
         acc = np.zeros(n1, dtype=out.dtype)
         for b in range(i0.shape[1]):
@@ -187,18 +201,14 @@ def restrict2(r, i0, w0, i1, w1, out):
             i = i0[J, b]
             for j in range(n1):
                 acc[j] += w * r[i, j]
-        for K in range(m1):
-            s = w1[K, 0] * acc[i1[K, 0]]
-            for b in range(1, i1.shape[1]):
-                s += w1[K, b] * acc[i1[K, b]]
-            out[J, K] = s
+        _restrict_rows2(acc, i1, w1, out, J)
 
 
 @JIT
 def restrict3(r, i0, w0, i1, w1, i2, w2, out):
     """restrict_residual3's arithmetic on a residual held in memory."""
     n1, n2 = r.shape[1], r.shape[2]
-    m0, m1, m2 = out.shape
+    m0 = out.shape[0]
     for J in numba.prange(m0):
         acc = np.zeros((n1, n2), dtype=out.dtype)
         for b in range(i0.shape[1]):
@@ -209,21 +219,7 @@ def restrict3(r, i0, w0, i1, w1, i2, w2, out):
             for j in range(n1):
                 for k in range(n2):
                     acc[j, k] += w * r[i, j, k]
-        mid = np.zeros((m1, n2), dtype=out.dtype)
-        for K in range(m1):
-            for b in range(i1.shape[1]):
-                w = w1[K, b]
-                if w == 0:
-                    continue
-                row = i1[K, b]
-                for k in range(n2):
-                    mid[K, k] += w * acc[row, k]
-        for K in range(m1):
-            for L in range(m2):
-                s = w2[L, 0] * mid[K, i2[L, 0]]
-                for b in range(1, i2.shape[1]):
-                    s += w2[L, b] * mid[K, i2[L, b]]
-                out[J, K, L] = s
+        _restrict_planes3(acc, i1, w1, i2, w2, out, J)
 
 
 @JIT
