@@ -306,14 +306,49 @@ def test_generated_equations_compile_for_cuda(u_terms, v_terms, wall, fn, dtype)
 
 
 @pytest.mark.skipif(not _nvrtc_available(), reason="cuda-bindings (NVRTC) not installed")
-@pytest.mark.parametrize("ndim", [1, 3])
-def test_cuda_source_compiles_in_1d_and_3d(ndim):
+@pytest.mark.parametrize("ndim", [1, 2, 3])
+def test_cuda_source_compiles_in_1d_to_3d(ndim):
     from stencilforge.backends.cuda.compile import compile_cubin
 
     p, _ = heat((6,) * ndim)
-    for vector, wide in ((1, True), (2, False)):
-        source, _ = cuda_printer.pass_source(p.analysis.passes[0], ndim, "float32", p.constants, vector=vector, wide_index=wide)
+    walls = {"u_next": ("Neumann",) + ("Periodic",) * (ndim - 1)}
+    for vector, wide, images in ((1, True, None), (2, False, None), (1, False, walls), (2, True, walls)):
+        source, _ = cuda_printer.pass_source(p.analysis.passes[0], ndim, "float32", p.constants, vector=vector,
+                                             wide_index=wide, images=images)
+        assert ("i0 < g" in source) == bool(images)
         assert compile_cubin(source, "sm_90", "heat", cuda_printer.OPTIONS)
+
+
+@pytest.mark.parametrize("shape,ghost", [((7, 9), 1), ((5, 3), 2), ((3, 4, 6), 3), ((2, 5, 2), 2)])
+def test_ghost_images_written_by_a_cuda_pass_are_the_gather(shape, ghost):
+    """The CUDA pass's image stores (conditions and offsets as printed) evaluated over every interior cell: each
+    ghost cell is written exactly once, from the cell the gather copies it from, for every mix of walls."""
+    import itertools
+    from types import SimpleNamespace
+
+    from stencilforge.boundary import Neumann, Periodic
+    from stencilforge.grid import Grid as Lattice
+
+    lat = Lattice(shape, (1.0,) * len(shape), np.dtype("float64"), ghost, (0.0,) * len(shape))
+    strides = np.cumprod((1,) + tuple(n + 2 * ghost for n in reversed(shape)))[:-1][::-1]
+    index = np.meshgrid(*[np.arange(n) for n in shape], indexing="ij")
+    env = {"g": ghost, **{f"i{a}": index[a] for a in range(len(shape))}, **{f"n{a}": n for a, n in enumerate(shape)},
+           **{f"s{a}": int(st) for a, st in enumerate(strides)}}
+    cell = sum((index[a] + ghost) * int(strides[a]) for a in range(len(shape)))
+    for kinds in itertools.product(("Periodic", "Neumann"), repeat=len(shape)):
+        dst, src = [], []
+        for cond, offset in cuda_printer.image_cases(kinds):
+            where = np.logical_and.reduce([eval(part, {}, env) for part in cond.split(" && ")])
+            target = cell + eval(offset, {}, env)
+            dst.append(np.broadcast_to(target, cell.shape)[where])
+            src.append(cell[where])
+        dst, src = np.concatenate(dst), np.concatenate(src)
+        want_dst, want_src = sf.Simulation._ghost_images(SimpleNamespace(lattice=lat),
+                                                         [{"Periodic": Periodic(), "Neumann": Neumann()}[k] for k in kinds])
+        order = np.argsort(dst)
+        assert len(np.unique(dst)) == len(dst), kinds
+        np.testing.assert_array_equal(dst[order], want_dst)
+        np.testing.assert_array_equal(src[order], want_src)
 
 
 @pytest.mark.parametrize("walls", [("periodic", "periodic"), ("neumann", "periodic"), ("periodic", "neumann"), ("neumann", "neumann")])

@@ -64,3 +64,47 @@ def test_generated_equations_cuda_match_numpy(u_terms, v_terms, wall, fn, dtype,
     p = _random_problem(u_terms, v_terms, wall, fn, dtype, shape)
     ref = sf.run(p, backend=NumpyBackend(), steps=3).fields
     close(poisoned_run(p, 3), ref, dtype, 3)
+
+
+class _GatherAfterPass(CudaBackend):
+    """The GPU backend refilling every periodic/Neumann ghost cell with a gather, as before passes wrote them."""
+
+    writes_ghost_images = False
+
+
+def _image_cases():
+    """Problems whose passes write ghost images: walls of every kind on odd shapes, a ghost width above half
+    the grid, a second pass reading the first one's output at neighbours, and a field with a point source."""
+    kinds = {"P": sf.Periodic(), "N": sf.Neumann()}
+    cases = {}
+    for sides, shape in (("PP", (37, 101)), ("NP", (6, 5)), ("PN", (33, 70)), ("NN", (3, 4)), ("PNP", (7, 9, 35)),
+                         ("NPN", (13, 3, 6))):
+        grid = sf.Grid(shape, spacing=1.0, dtype="float64")
+        u, w = sf.Field("u", grid), sf.Field("w", grid)
+        cond = tuple(kinds[k] for k in sides)
+        far = tuple(2 if a == 0 else 0 for a in range(len(shape)))  # a reach of 2: ghost 2 along a 3-point axis
+        eqs = [sf.Eq(u.next, u + 0.1 * sf.laplacian(u) + 0.05 * w[far] - 0.01 * u * w),
+               sf.Eq(w.next, w + 0.1 * sf.laplacian(u.next) - 0.02 * sf.sin(u.next))]
+        rng = np.random.default_rng(len(shape))
+        cases[f"{sides}{shape}"] = sf.Problem(
+            eqs, initial={u: rng.random(shape), w: rng.random(shape)}, boundary={u: cond, w: cond}, dt=0.1,
+            sources=[sf.Source(w, tuple(0.0 for _ in shape), sf.sin(grid.t))] if sides == "PP" else ())
+    return cases
+
+
+@pytest.mark.parametrize("case", sorted(_image_cases()))
+def test_passes_writing_ghost_images_equal_a_gather_after_them(case):
+    """Bitwise, ghost cells included, against the same kernels followed by the gather; and the oracle."""
+    p = _image_cases()[case]
+    assert len(p.analysis.passes) == 2
+    with_images = sf.Simulation(p, CUDA)
+    assert with_images._images, "the passes should write their fields' ghost cells"
+    gathered = sf.Simulation(p, _GatherAfterPass())
+    for sim in (with_images, gathered):
+        for levels in sim.levels.values():
+            levels[-1][...] = cp.nan
+        sim.step(7)
+    for slot, arr in with_images.arrays().items():
+        np.testing.assert_array_equal(cp.asnumpy(arr), cp.asnumpy(gathered.arrays()[slot]), err_msg=slot)
+    ref = sf.run(p, backend=NumpyBackend(), steps=7).fields
+    close({k: cp.asnumpy(v) for k, v in with_images.fields.items()}, ref, "float64", 7)

@@ -74,7 +74,9 @@ class Simulation:
                 if static:
                     for arr in self.levels[name]:
                         fill(arr, 0.0)
-        self.passes = [(p, backend.equation_pass(p, self.lattice, problem.constants)) for p in an.passes]
+        self._images = self._written_images()
+        self._imaged: set[str] = set()  # fields whose current level's ghost cells the last step's pass wrote
+        self.passes = [(p, self._pass(p)) for p in an.passes]
         self._halo_now = sorted({s for p in an.passes for s in p.halo if s[1] <= 0 and s[0] in self._fillers})
         lat = self.lattice
         self._sources = [s for s in map(self._bind_source, problem.sources)  # only the cells this lattice holds
@@ -108,6 +110,21 @@ class Simulation:
                 raise StencilforgeError(f"periodic {name} along axis {axis}: ghost width exceeds the grid")
             fills.append((static, cond.bind(self.lattice, self.xp, faces=faces)))
         return fills
+
+    def _written_images(self) -> dict[tuple[str, int], tuple[str, ...]]:
+        """Written slots whose pass writes their ghost cells too (fields whose walls are a gather, on a backend
+        that can; not fields with point sources, which change cells after the pass): their gathers are skipped."""
+        if self.decomposed or not self.backend.writes_ghost_images:
+            return {}
+        sourced = {s.field.name for s in self.problem.sources}
+        return {slot: self._gathered[slot[0]] for p in self.problem.analysis.passes for slot in p.writes
+                if slot[0] in self._gathered and slot[0] not in sourced}
+
+    def _pass(self, p) -> Callable:
+        images = {slot_name(s): walls for s, walls in self._images.items() if s in p.writes}
+        if images:
+            return self.backend.equation_pass(p, self.lattice, self.problem.constants, images=images)
+        return self.backend.equation_pass(p, self.lattice, self.problem.constants)
 
     def _gather_fill(self, conds) -> Callable:
         lat, xp = self.lattice, self.xp
@@ -177,6 +194,8 @@ class Simulation:
             t, dt = self.t, self.dt
             together: dict[tuple, list] = {}
             for name, level in self._halo_now:
+                if level == 0 and name in self._imaged:
+                    continue
                 if name in self._gathered:
                     together.setdefault(self._gathered[name], []).append(self._slot((name, level)))
                 else:
@@ -187,7 +206,7 @@ class Simulation:
             done: set[tuple[str, int]] = set()
             for p, run in self.passes:
                 for name, level in p.halo:
-                    if (name, level) in done:
+                    if (name, level) in done and (name, level) not in self._images:
                         self._fill(name, arrays[slot_name((name, level))], t + dt)
                 run(arrays, self.params, t)
                 done.update(p.writes)
@@ -198,6 +217,7 @@ class Simulation:
                 levels = self.levels[name]
                 if len(levels) > 1:  # [cur, next] -> [next, cur]; [prev, cur, next] -> [cur, next, prev]
                     levels.append(levels.pop(0))
+            self._imaged = {name for name, _ in self._images}
             self.step_count += 1
             self.t = self.step_count * dt
 
@@ -244,6 +264,7 @@ class Simulation:
             raise StencilforgeError(f"the saved fields {sorted(found)} do not match {self.problem.name}'s {sorted(expected)}")
         for slot, arr in self.arrays().items():
             arr[...] = self.xp.asarray(arrays[slot])
+        self._imaged = set()
         self.step_count = int(step)
         self.t = self.step_count * self.dt
 

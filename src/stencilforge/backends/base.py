@@ -31,12 +31,15 @@ class Backend(Protocol):
 
     `fuses_steps`: whether `sweep_fused` can ever return a kernel (several steps in one pass).
     `device`: whether arrays live in device memory (`check_fits` guards its allocations).
+    `writes_ghost_images`: whether `equation_pass` takes `images` (it saves a launch per step on a GPU;
+    on a CPU the gather costs little beside the pass).
     """
 
     name: str
     xp: Any
     fuses_steps: bool
     device: bool
+    writes_ghost_images: bool
 
     def asarray(self, a, dtype=None): ...
 
@@ -65,8 +68,12 @@ class Backend(Protocol):
     def axis_operator(self, op: AxisOperator, dtype, shape=None) -> Launch:
         """run(u, *outs) for 1D derivatives with closures; `shape` (when known) helps choose a kernel."""
 
-    def equation_pass(self, p, lattice: Grid, constants) -> Callable:
-        """run(arrays, params, t) for one pass of a problem's equations."""
+    def equation_pass(self, p, lattice: Grid, constants, images=None) -> Callable:
+        """run(arrays, params, t) for one pass of a problem's equations.
+
+        `images` (only where `writes_ghost_images`): written slots -> their walls per axis ("Periodic" or
+        "Neumann"); the pass also fills those arrays' ghost cells from the values it writes, as
+        `copy_cells` would from their interior images."""
 
     def copy_cells(self, arrays, dst, src) -> None:
         """a.flat[dst] = a.flat[src] for each array: ghost cells from their interior images."""
@@ -93,6 +100,7 @@ class HostMemory:
     `resources.check_host_memory`), no kernel clock."""
 
     device = False
+    writes_ghost_images = False
 
     def check_fits(self, nbytes: int) -> None:
         pass

@@ -232,6 +232,7 @@ class DecomposedBackend:
     """
 
     fuses_steps = False
+    writes_ghost_images = False  # ghost cells are halos from neighbours
 
     def __init__(self, backend, domain: MPIDomain, streams=None, overlap: bool | None = None):
         self._backend = backend

@@ -8,6 +8,9 @@ changing a parameter's value launches the same machine code.
 
 from __future__ import annotations
 
+from itertools import product
+from typing import Mapping
+
 import numpy as np
 
 from ..ir.analysis import Pass, slot_name
@@ -54,8 +57,35 @@ class _Printer(InfixPrinter):
         return f"({cond} ? {a} : {b})"
 
 
+IMAGE_SHIFTS = {"Periodic": ("{n}", "-{n}"), "Neumann": ("-1 - 2 * {i}", "2 * {n} - 1 - 2 * {i}")}  # below, above
+
+
+def image_cases(walls: tuple[str, ...]) -> list[tuple[str, str]]:
+    """(condition, offset) in C over i{a}, n{a}, g and the strides s{a}: the ghost cells whose interior image
+    the cell i is under `walls` (per axis "Periodic" or "Neumann", a gather's map). Along each axis: the
+    cell's own index, the ghost it wraps or mirrors to below (when i < g) or above (when i >= n - g); every
+    combination but the cell itself. Each ghost cell has one image, so one cell writes it."""
+    per_axis = []
+    for a, kind in enumerate(walls):
+        below, above = (shift.format(i=f"i{a}", n=f"n{a}") for shift in IMAGE_SHIFTS[kind])
+        per_axis.append([None, (a, f"i{a} < g", below), (a, f"i{a} >= n{a} - g", above)])
+    cases = []
+    for combo in product(*per_axis):
+        moved = [m for m in combo if m is not None]
+        if moved:
+            cases.append((" && ".join(m[1] for m in moved), " + ".join(f"({m[2]}) * s{m[0]}" for m in moved)))
+    return cases
+
+
+def _image_stores(ndim: int, walls: tuple[str, ...], target: str, value: str) -> list[str]:
+    near = " || ".join(f"i{a} < g || i{a} >= n{a} - g" for a in range(ndim))
+    stores = [f"    if ({cond}) {target}[c + {offset}] = {value};" for cond, offset in image_cases(walls)]
+    return [f"if ({near}) {{"] + stores + ["}"]
+
+
 def pass_source(p: Pass, ndim: int, dtype, constants: tuple[Constant, ...], name: str = "sf_pass",
-                rows: int | None = None, vector: int = 1, wide_index: bool = True) -> tuple[str, tuple[str, ...]]:
+                rows: int | None = None, vector: int = 1, wide_index: bool = True,
+                images: Mapping[str, tuple[str, ...]] | None = None) -> tuple[str, tuple[str, ...]]:
     """(source, array argument order) of the pass's kernel `name`.
 
     Arguments: the arrays, then each constant and t in the dtype, then per
@@ -63,6 +93,9 @@ def pass_source(p: Pass, ndim: int, dtype, constants: tuple[Constant, ...], name
     Each thread computes `rows` consecutive rows times `vector` columns a
     block's width apart (more independent loads in flight per thread);
     `wide_index` computes offsets in 64 bits (needed past 2^31 cells).
+    `images` maps written slots to their walls per axis ("Periodic" or
+    "Neumann"): the pass also writes those fields' ghost cells, the copies a
+    gather of ghost cells from their images would make, so none need follow.
     Launch with `launch_grid`.
     """
     rows = ROWS[ndim] if rows is None else rows
@@ -74,6 +107,8 @@ def pass_source(p: Pass, ndim: int, dtype, constants: tuple[Constant, ...], name
         slot = slot_name((eq.target.field.name, eq.target.level))
         body.append(f"const {T} e{k} = {pr(eq.expr)};")
         body.append(f"a_{slot}[c] = e{k};")
+        if images and slot in images:
+            body += _image_stores(ndim, images[slot], f"a_{slot}", f"e{k}")
         pr.locals[slot] = f"e{k}"
     arrays = tuple(dict.fromkeys([slot_name(s) for s in p.writes] + list(pr.arrays)))
     written = {slot_name(s) for s in p.writes}

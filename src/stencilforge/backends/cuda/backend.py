@@ -150,6 +150,7 @@ class CudaBackend:
 
     name = "cuda"
     fuses_steps = True  # with strategy auto
+    writes_ghost_images = True
     device = True
 
     def __init__(self, strategy: str = "auto", tile=None):
@@ -407,14 +408,15 @@ class CudaBackend:
         ran.run = run
         return ran
 
-    def equation_pass(self, p, lattice: Grid, constants, block=printers_cuda.BLOCK, rows: int | None = None,
-                      vector: int = 1, wide_index: bool | None = None) -> Callable:
+    def equation_pass(self, p, lattice: Grid, constants, images=None, block=printers_cuda.BLOCK,
+                      rows: int | None = None, vector: int = 1, wide_index: bool | None = None) -> Callable:
         """run(arrays, params, t) for one pass of a problem's equations: threads of `block` each computing
         `rows` rows of `vector` columns, arrays C-contiguous (`asarray`), launched on the current stream.
-        Offsets are 32-bit unless the arrays reach 2^31 cells (or `wide_index` says otherwise)."""
+        Offsets are 32-bit unless the arrays reach 2^31 cells (or `wide_index` says otherwise).
+        `images`: see `Backend.equation_pass`."""
         wide = math.prod(lattice.padded_shape) >= 2**31 if wide_index is None else wide_index
         source, names = printers_cuda.pass_source(p, lattice.ndim, lattice.dtype, constants, rows=rows, vector=vector,
-                                                  wide_index=wide)
+                                                  wide_index=wide, images=images)
         what = f"the pass computing {', '.join(eq.label for eq in p.equations)}"
         cp = self._cp
         try:
