@@ -102,13 +102,12 @@ def pass_source(p: Pass, ndim: int, dtype, constants: tuple[Constant, ...], name
     Int = "long long" if wide_index else "int"
     pr = _Printer(ndim, dtype)
     T = pr.T
-    body = []
+    body, imaging = [], []  # the cell's statements without and with the stores into ghost cells
     for k, eq in enumerate(p.equations):
         slot = slot_name((eq.target.field.name, eq.target.level))
-        body.append(f"const {T} e{k} = {pr(eq.expr)};")
-        body.append(f"a_{slot}[c] = e{k};")
-        if images and slot in images:
-            body += _image_stores(ndim, images[slot], f"a_{slot}", f"e{k}")
+        compute = [f"const {T} e{k} = {pr(eq.expr)};", f"a_{slot}[c] = e{k};"]
+        body += compute
+        imaging += compute + (_image_stores(ndim, images[slot], f"a_{slot}", f"e{k}") if images and slot in images else [])
         pr.locals[slot] = f"e{k}"
     arrays = tuple(dict.fromkeys([slot_name(s) for s in p.writes] + list(pr.arrays)))
     written = {slot_name(s) for s in p.writes}
@@ -127,12 +126,25 @@ def pass_source(p: Pass, ndim: int, dtype, constants: tuple[Constant, ...], name
     for a in range(x - 1, -1, -1):
         head.append(f"const {Int} s{a} = s{a + 1} * (n{a + 1} + 2 * g);")
     centre = " + ".join(f"(i{a} + g) * s{a}" for a in range(ndim))
-    cells = ["#pragma unroll", f"for (int v = 0; v < {vector}; ++v) {{",
-             f"    const {Int} i{x} = column + v * ({Int})blockDim.x;", f"    if (i{x} >= n{x}) break;",
-             f"    const {Int} c = {centre};"] + ["    " + b for b in body] + ["}"]
-    if ndim >= 2:
-        cells = ["#pragma unroll", f"for ({Int} i{x - 1} = first; i{x - 1} < first + {rows}; ++i{x - 1}) {{",
-                 f"    if (i{x - 1} >= n{x - 1}) return;"] + ["    " + c for c in cells] + ["}"]
+
+    def nest(statements: list[str]) -> list[str]:
+        cells = ["#pragma unroll", f"for (int v = 0; v < {vector}; ++v) {{",
+                 f"    const {Int} i{x} = column + v * ({Int})blockDim.x;", f"    if (i{x} >= n{x}) break;",
+                 f"    const {Int} c = {centre};"] + ["    " + b for b in statements] + ["}"]
+        if ndim >= 2:
+            cells = ["#pragma unroll", f"for ({Int} i{x - 1} = first; i{x - 1} < first + {rows}; ++i{x - 1}) {{",
+                     f"    if (i{x - 1} >= n{x - 1}) return;"] + ["    " + c for c in cells] + ["}"]
+        return cells
+
+    cells = nest(body)
+    if imaging != body:  # only blocks within g of a wall test their cells for ghost images
+        spans = [(f"({Int})blockIdx.x * ({Int})blockDim.x * {vector}", f"(({Int})blockIdx.x + 1) * ({Int})blockDim.x * {vector}", x)]
+        if ndim >= 2:
+            spans.append((f"({Int})blockIdx.y * ({Int})blockDim.y * {rows}", f"(({Int})blockIdx.y + 1) * ({Int})blockDim.y * {rows}", x - 1))
+        if ndim == 3:
+            spans.append(("i0", "i0 + 1", 0))
+        near = " || ".join(f"{lo} < g || {hi} > n{a} - g" for lo, hi, a in spans)
+        cells = [f"if ({near}) {{"] + ["    " + c for c in nest(imaging)] + ["} else {"] + ["    " + c for c in cells] + ["}"]
     lines = [f'extern "C" __global__ void {name}({", ".join(args)})', "{"] + ["    " + s for s in head + cells] + ["}"]
     return "\n".join(lines) + "\n", arrays
 
