@@ -111,3 +111,73 @@ def test_passes_writing_ghost_images_equal_a_gather_after_them(case):
         np.testing.assert_array_equal(cp.asnumpy(arr), cp.asnumpy(gathered.arrays()[slot]), err_msg=slot)
     ref = sf.run(p, backend=NumpyBackend(), steps=7).fields
     close({k: cp.asnumpy(v) for k, v in with_images.fields.items()}, ref, "float64", 7)
+
+
+def _pair_cases():
+    """Problems whose step runs as one pass: periodic (Gray-Scott, smaller than a tile too), Neumann with a
+    one-level coefficient field read at neighbours, static Dirichlet walls with a box stencil of reach 2."""
+    cases = {f"gray_scott {dtype} {shape}": gray_scott(shape=shape, dtype=dtype)
+             for dtype in ("float32", "float64") for shape in ((64, 48), (37, 101), (5, 7))}
+    for shape in ((70, 131), (9, 4)):
+        grid = sf.Grid(shape, extent=(1.0, 1.3), dtype="float64")
+        u, k = sf.Field("u", grid), sf.Field("k", grid, levels=1)
+        cases[f"neumann {shape}"] = sf.Problem(
+            [sf.Eq(u.next, u + 0.1 * (k[0, 1] * (u[0, 1] - u) - k * (u - u[0, -1]) + u[1, 0] - 2 * u + u[-1, 0])
+                   + 0.05 * sf.sin(grid.t + grid.x))],
+            initial={u: sf.cos(3 * grid.x) * grid.y, k: 1 + 0.5 * grid.x}, boundary={u: sf.Neumann(), k: sf.Neumann()}, dt=0.1)
+        v = sf.Field("v", grid)
+        cases[f"dirichlet box r2 {shape}"] = sf.Problem(
+            [sf.Eq(v.next, v + 0.05 * (v[2, -1] + v[-1, 2] + v[1, 1] + v[-2, -2] - 4 * v) - 0.02 * v**3)],
+            initial={v: grid.x - grid.y}, boundary={v: sf.Dirichlet(1.0 + grid.x * grid.y)}, dt=0.1)
+    return cases
+
+
+def _pair_then_single(problem, pairs):
+    """(paired, single-stepped) Simulations advanced the same 2 * pairs + 1 steps from NaN-poisoned next levels."""
+    a, b = sf.Simulation(problem, CUDA), sf.Simulation(problem, CUDA)
+    assert a.build_pair() is None
+    for sim in (a, b):
+        for levels in sim.levels.values():
+            if len(levels) > 1:
+                levels[-1][sim.lattice.interior] = cp.nan  # the ghost cells hold static walls
+    a.step(1)
+    for _ in range(pairs):
+        a.step_pair()
+    b.step(2 * pairs + 1)
+    assert a.step_count == b.step_count and a.t == b.t
+    return a, b
+
+
+@pytest.mark.parametrize("case", sorted(_pair_cases()))
+def test_two_steps_in_one_pass_equal_two_single_steps(case):
+    """Bitwise, ghost cells included, and within the oracle's rounding bound."""
+    p = _pair_cases()[case]
+    a, b = _pair_then_single(p, 4)
+    for name in a.levels:
+        np.testing.assert_array_equal(cp.asnumpy(a._slot((name, 0))), cp.asnumpy(b._slot((name, 0))), err_msg=name)
+    a.step(1)  # a single step after a pair reads what the pair left
+    b.step(1)
+    for name in p.analysis.written:
+        np.testing.assert_array_equal(cp.asnumpy(a.fields[name]), cp.asnumpy(b.fields[name]), err_msg=name)
+    ref = sf.run(p, backend=NumpyBackend(), steps=10).fields
+    dtype = p.grid.dtype.name
+    close({k: cp.asnumpy(v) for k, v in a.fields.items() if k in ref}, {k: ref[k] for k in p.analysis.written}, dtype, 10)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(terms, terms, walls, st.sampled_from(["none", "tanh", "min", "where", "abs"]),
+       st.sampled_from(["float32", "float64"]), st.tuples(st.integers(5, 80), st.integers(5, 140)))
+def test_generated_equations_two_steps_in_one_pass(u_terms, v_terms, wall, fn, dtype, shape):
+    p = _random_problem(u_terms, v_terms, wall, fn, dtype, shape)
+    a, b = _pair_then_single(p, 2)
+    for name in p.analysis.written:
+        np.testing.assert_array_equal(cp.asnumpy(a._slot((name, 0))), cp.asnumpy(b._slot((name, 0))), err_msg=name)
+
+
+def test_the_loop_takes_two_step_passes_on_the_gpu():
+    p = gray_scott(shape=(64, 48), dtype="float32")
+    paired = sf.run(p, backend="cuda", steps=31)
+    single = sf.run(p, backend="cuda", steps=31, check_every=1)  # looked at every step: one step per pass
+    assert paired.summary["steps_per_pass"] == 2 and single.summary["steps_per_pass"] == 1
+    for name in ("u", "v"):
+        np.testing.assert_array_equal(cp.asnumpy(paired.fields[name]), cp.asnumpy(single.fields[name]))

@@ -26,7 +26,7 @@ from .io.paths import SNAPSHOT_SUFFIXES, check_output, remove_stale_temps
 from .io.plots import IMAGE_SUFFIXES, View, plot_array
 from .io.snapshots import Ledger, OutputError, Sink, StreamingObserver, evolving_fields
 from .optional import require
-from .timeloop import LoopOptions, Result, close_observers, run as run_loop, run_stepper
+from .timeloop import LoopOptions, Result, close_observers, never_fuses, run as run_loop, run_stepper
 
 CHECKPOINT_SUFFIXES = (".h5", ".hdf5")
 
@@ -163,7 +163,9 @@ class Outputs:
         ledger = Ledger(checkpoint=(sim.step_count, Path(self.resume)) if self.resume is not None else None)
         observers = self._observers(view, sim.backend.name, ledger, problem.analysis.written)
         try:
-            result = run_stepper(lambda: PassStepper(sim), sim.backend, replace(opts, observers=(*opts.observers, *observers)))
+            opts = replace(opts, observers=(*opts.observers, *observers))
+            single = never_fuses(opts, problem.default_steps)
+            result = run_stepper(lambda: PassStepper(sim, single), sim.backend, opts)
         except OutputError:
             raise StencilforgeError(f"{ledger.failures[0]}; run stopped. {ledger.describe()}") from None
         return self._report(result, ledger)

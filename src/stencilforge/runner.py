@@ -22,7 +22,7 @@ from .interop import backend_for
 from .problem import Problem
 from .problems.base import lowered, lowers
 from .simulation import PassStepper, Simulation
-from .timeloop import LoopOptions, run as run_loop, run_stepper
+from .timeloop import LoopOptions, never_fuses, run as run_loop, run_stepper
 
 
 @dataclass
@@ -140,7 +140,7 @@ def _run_generated(problem, engine, total, tol, params, check_every, progress, o
     if outputs is not None:
         result = outputs.run_passes(sim, opts)
     else:
-        result = run_stepper(lambda: PassStepper(sim), engine, opts)
+        result = run_stepper(lambda: PassStepper(sim, never_fuses(opts, problem.default_steps)), engine, opts)
     result.summary["setup_s"] = setup_s
     if decomposed is not None:
         result.summary.update(procs=list(decomposed.decomp.dims), ranks=decomposed.decomp.nprocs)

@@ -9,6 +9,7 @@ the device and no full-size host array is built.
 
 from __future__ import annotations
 
+import logging
 import math
 from typing import Any, Callable, Mapping
 
@@ -18,11 +19,13 @@ from .boundary import Dirichlet, Neumann, Periodic, all_faces, ghost_boxes
 from .errors import StencilforgeError
 from .grid import Grid as Lattice
 from .interop import to_module
-from .ir.analysis import slot_name
+from .ir.analysis import accesses, slot_name
 from .ir.nodes import Constant, Expr
 from .metrics import throughput
 from .printers.numpy import coordinates, evaluate, float64_coordinates, source_signal, wall_values
 from .problem import Problem
+
+log = logging.getLogger(__name__)
 
 
 def initial_array(problem: Problem, lattice: Lattice, name: str, level: int, params, dt: float, xp=np):
@@ -77,6 +80,7 @@ class Simulation:
         self._images = self._written_images()
         self._imaged: set[str] = set()  # fields whose current level's ghost cells the last step's pass wrote
         self.passes = [(p, self._pass(p)) for p in an.passes]
+        self._pair: Callable | None = None
         self._halo_now = sorted({s for p in an.passes for s in p.halo if s[1] <= 0 and s[0] in self._fillers})
         lat = self.lattice
         self._sources = [s for s in map(self._bind_source, problem.sources)  # only the cells this lattice holds
@@ -189,19 +193,23 @@ class Simulation:
             for lv in ((-1, 0, 1) if len(levels) == 3 else (0, 1) if len(levels) == 2 else (0,))
         }
 
+    def _fill_before(self, t: float) -> None:
+        """The ghost cells of the levels a step reads at neighbours, where its passes did not write them."""
+        together: dict[tuple, list] = {}
+        for name, level in self._halo_now:
+            if level == 0 and name in self._imaged:
+                continue
+            if name in self._gathered:
+                together.setdefault(self._gathered[name], []).append(self._slot((name, level)))
+            else:
+                self._fill(name, self._slot((name, level)), t + level * self.dt)
+        for key, group in together.items():
+            self.backend.copy_cells(group, *self._gathers[key])
+
     def step(self, count: int = 1) -> None:
         for _ in range(count):
             t, dt = self.t, self.dt
-            together: dict[tuple, list] = {}
-            for name, level in self._halo_now:
-                if level == 0 and name in self._imaged:
-                    continue
-                if name in self._gathered:
-                    together.setdefault(self._gathered[name], []).append(self._slot((name, level)))
-                else:
-                    self._fill(name, self._slot((name, level)), t + level * dt)
-            for key, group in together.items():
-                self.backend.copy_cells(group, *self._gathers[key])
+            self._fill_before(t)
             arrays = self.arrays()
             done: set[tuple[str, int]] = set()
             for p, run in self.passes:
@@ -213,13 +221,66 @@ class Simulation:
             for name, index, signal in self._sources:
                 target = self._slot((name, 1)) if len(self.levels[name]) > 1 else self._slot((name, 0))
                 target[index] += self.lattice.dtype.type(signal(t))
-            for name in self.problem.analysis.written:
-                levels = self.levels[name]
-                if len(levels) > 1:  # [cur, next] -> [next, cur]; [prev, cur, next] -> [cur, next, prev]
-                    levels.append(levels.pop(0))
-            self._imaged = {name for name, _ in self._images}
-            self.step_count += 1
-            self.t = self.step_count * dt
+            self._rotate(1)
+
+    def _rotate(self, steps: int) -> None:
+        for name in self.problem.analysis.written:
+            levels = self.levels[name]
+            if len(levels) > 1:  # [cur, next] -> [next, cur]; [prev, cur, next] -> [cur, next, prev]
+                levels.append(levels.pop(0))
+        self._imaged = {name for name, _ in self._images}
+        self.step_count += steps
+        self.t = self.step_count * self.dt
+
+    # ------------------------------------------------------------ two steps per pass
+
+    def pair_plan(self) -> tuple[tuple[str, ...] | None, int] | str:
+        """(walls, reach) for `backend.equation_pair`, or why two steps cannot run as one pass.
+
+        It needs one pass per step that maps the current level of its fields to the next, no point
+        sources, one process, and walls the kernel can put on the middle state itself: periodic or
+        Neumann (the same on every written field that has walls), or static Dirichlet.
+        """
+        an = self.problem.analysis
+        if self.decomposed:
+            return "the run is decomposed"
+        if len(an.passes) != 1:
+            return f"a step runs {len(an.passes)} passes"
+        if self.problem.sources:
+            return "it has point sources"
+        (p,) = an.passes
+        if any(len(self.levels[name]) != 2 for name in an.written) or any(level != 1 for _, level in p.writes):
+            return "a written field does not keep two time levels"
+        kinds = {self._gathered.get(name) for name in an.written if name in self._fillers}
+        if kinds == {None}:
+            if not all(static for name in an.written for static, _ in self._fillers[name]):
+                return "a Dirichlet wall changes in time"
+            walls = None
+        elif len(kinds) > 1:
+            return "its fields' walls differ"
+        else:
+            (walls,) = kinds
+        reach = max([0] + [max(abs(o) for o in a.offset) for eq in p.equations for a in accesses(eq.expr)
+                           if a.level == 0 and a.field.name in an.written])
+        return walls, reach
+
+    def build_pair(self) -> str | None:
+        """Compile the two-steps-per-pass kernel; returns why there is none, or None."""
+        plan = self.pair_plan()
+        if isinstance(plan, str):
+            return plan
+        (p,) = self.problem.analysis.passes
+        images = {slot_name(s): walls for s, walls in self._images.items()}
+        self._pair = self.backend.equation_pair(p, self.lattice, self.problem.constants, plan[0], plan[1], images)
+        return None if self._pair is not None else f"the {self.backend.name} backend has no two-step kernel for it"
+
+    def step_pair(self) -> None:
+        """Two steps in one pass (after `build_pair`): the fields single steps give, bit for bit. The level
+        it leaves behind holds the state two steps back (single steps: one), which no step reads."""
+        assert self._pair is not None
+        self._fill_before(self.t)
+        self._pair(self.arrays(), self.params, self.t, (self.step_count + 1) * self.dt)
+        self._rotate(2)
 
     # ------------------------------------------------------------ results
 
@@ -309,22 +370,36 @@ class Simulation:
 class PassStepper:
     """A Simulation as the time loop's stepper (`timeloop.Stepper`): one step per call, from its step count."""
 
-    def __init__(self, sim: Simulation):
+    def __init__(self, sim: Simulation, single: str | None = "not asked for"):
+        """`single`: why the loop would take no two-step pass (`timeloop.never_fuses`), or None."""
         problem = sim.problem
-        self.sim, self.backend = sim, sim.backend
+        self.sim, self.backend, self.single = sim, sim.backend, single
         self.name, self.first, self.decomposed = problem.name, sim.step_count, sim.decomposed
         self.default_steps = problem.default_steps
         self.default_tol: float | None = None
         self.has_residual = problem.residual is not None
-        self.per_pass = 1  # one pass per step: the generated passes do not fuse
+        self.paired = False
+
+    @property
+    def per_pass(self) -> int:
+        return 2 if self.paired else 1
 
     def compile(self) -> None:
-        """The passes compiled when the Simulation was built."""
+        """The passes were compiled with the Simulation; the two-step kernel is compiled here where the
+        loop would take it (on a backend that has one)."""
+        if not self.backend.fuses_steps:
+            return
+        why = self.single or self.sim.build_pair()
+        self.paired = why is None
+        log.info("%s: %s", self.name, "two steps per pass" if why is None else f"one step per pass: {why}")
 
     def warm(self) -> None:
         """Nothing to warm: a step fills its own walls."""
 
     def advance(self, n: int, fuse: bool) -> int:
+        if fuse and self.paired:
+            self.sim.step_pair()
+            return 2
         self.sim.step(1)
         return 1
 
@@ -356,6 +431,7 @@ class PassStepper:
             **throughput(math.prod(shape), n - self.first, wall, an.bytes_per_cell(), an.flops_per_cell()),
             "params": dict(sim.params),
             "passes_per_step": len(sim.passes),
+            "steps_per_pass": self.per_pass,
             "lowered": False,
             "errors": sim.errors(),
         }

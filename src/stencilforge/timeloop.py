@@ -102,6 +102,19 @@ def close_observers(observers) -> None:
         raise failure
 
 
+def never_fuses(opts: LoopOptions, default_steps: int) -> str | None:
+    """Why the loop would never take a fused pass (it fuses steps n + 1 and n + 2 at least, only where
+    nothing looks at either and n + 2 is not the last), or None: then a stepper need not build one."""
+    if not opts.fuse_steps:
+        return "single steps were asked for"
+    steps = opts.steps if opts.steps is not None else default_steps
+    if steps < 3:
+        return f"a run of {steps} step{'s' if steps != 1 else ''}"
+    if opts.check_every < 3 or any(obs.every and obs.every < 3 for obs in opts.observers):
+        return "the state is looked at every step or every other step"
+    return None
+
+
 class Stepper(Protocol):
     """What the loop advances: a Setup's sweep (`SweepStepper`) or a problem's generated passes
     (`simulation.PassStepper`). Steps are numbered globally from `first`."""
@@ -273,15 +286,7 @@ class SweepStepper:
         return fused
 
     def _never_fuses(self) -> str | None:
-        """Why the loop would never take a fused pass (it fuses steps n + 1 and n + 2 at least, only where
-        nothing looks at either and n + 2 is not the last), or None."""
-        opts = self.opts
-        steps = opts.steps if opts.steps is not None else self.setup.default_steps
-        if steps < 3:
-            return f"a run of {steps} step{'s' if steps != 1 else ''}"
-        if opts.check_every < 3 or any(obs.every and obs.every < 3 for obs in opts.observers):
-            return "the state is looked at every step or every other step"
-        return None
+        return never_fuses(self.opts, self.setup.default_steps)
 
     def warm(self) -> None:
         # The first step's walls and the NaN test run once before the clock starts: both leave the fields

@@ -75,6 +75,11 @@ class Backend(Protocol):
         "Neumann"); the pass also fills those arrays' ghost cells from the values it writes, as
         `copy_cells` would from their interior images."""
 
+    def equation_pair(self, p, lattice: Grid, constants, walls, reach: int, images=None) -> Callable | None:
+        """run(arrays, params, t, t2): two steps of a pass in one kernel, from level 0 into level 1, or None
+        where this backend has none for it. `walls`: the written fields' walls per axis ("Periodic" or
+        "Neumann"), or None for static Dirichlet walls; `reach`: how far the pass reads a written field."""
+
     def copy_cells(self, arrays, dst, src) -> None:
         """a.flat[dst] = a.flat[src] for each array: ghost cells from their interior images."""
 
@@ -106,4 +111,8 @@ class HostMemory:
         pass
 
     def kernel_seconds(self) -> float | None:
+        return None
+
+    def equation_pair(self, p, lattice: Grid, constants, walls, reach: int, images=None) -> None:
+        """None: on a CPU the generated passes run one step per pass."""
         return None

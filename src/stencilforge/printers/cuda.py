@@ -138,9 +138,10 @@ def pass_source(p: Pass, ndim: int, dtype, constants: tuple[Constant, ...], name
 
     cells = nest(body)
     if imaging != body:  # only blocks within g of a wall test their cells for ghost images
-        spans = [(f"({Int})blockIdx.x * ({Int})blockDim.x * {vector}", f"(({Int})blockIdx.x + 1) * ({Int})blockDim.x * {vector}", x)]
+        width, height = f"({Int})blockDim.x * {vector}", f"({Int})blockDim.y * {rows}"
+        spans = [(f"({Int})blockIdx.x * {width}", f"(({Int})blockIdx.x + 1) * {width}", x)]
         if ndim >= 2:
-            spans.append((f"({Int})blockIdx.y * ({Int})blockDim.y * {rows}", f"(({Int})blockIdx.y + 1) * ({Int})blockDim.y * {rows}", x - 1))
+            spans.append((f"({Int})blockIdx.y * {height}", f"(({Int})blockIdx.y + 1) * {height}", x - 1))
         if ndim == 3:
             spans.append(("i0", "i0 + 1", 0))
         near = " || ".join(f"{lo} < g || {hi} > n{a} - g" for lo, hi, a in spans)

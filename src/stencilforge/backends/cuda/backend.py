@@ -418,19 +418,7 @@ class CudaBackend:
         source, names = printers_cuda.pass_source(p, lattice.ndim, lattice.dtype, constants, rows=rows, vector=vector,
                                                   wide_index=wide, images=images)
         what = f"the pass computing {', '.join(eq.label for eq in p.equations)}"
-        cp = self._cp
-        try:
-            path = cached_cubin(source, self.arch, what, printers_cuda.OPTIONS)
-            module = (
-                cp.RawModule(path=str(path))
-                if path is not None
-                else cp.RawModule(code=source, options=options(self.arch, printers_cuda.OPTIONS)[1:])
-            )
-            function = module.get_function("sf_pass")
-        except StencilforgeError:
-            raise
-        except Exception as exc:  # CuPy's compile and load errors carry multi-line logs
-            raise StencilforgeError(f"CUDA compile of {what} failed: {str(exc).splitlines()[0]}") from None
+        function = self._generated(source, what, "sf_pass", printers_cuda.OPTIONS)
         blocks, threads = printers_cuda.launch_grid(lattice.shape, block, rows, vector)
         if blocks[1] > MAX_GRID_YZ or blocks[2] > MAX_GRID_YZ:
             raise StencilforgeError(f"{what}: grid {blocks} exceeds the CUDA limit of {MAX_GRID_YZ} blocks along y and z")
@@ -445,6 +433,48 @@ class CudaBackend:
             function(blocks, threads, tuple(args))
 
         return run
+
+    def equation_pair(self, p, lattice: Grid, constants, walls, reach: int, images=None) -> Callable | None:
+        """run(arrays, params, t, t2) advancing one 2D pass two steps in one kernel (`printers.cuda_pair`),
+        or None where it does not apply (see `Backend.equation_pair`)."""
+        from ...printers import cuda_pair
+
+        itemsize = lattice.dtype.itemsize
+        fields = len(p.writes)
+        tile = cuda_pair.TILE
+        while fields * itemsize * (tile[0] + 2 * reach) * (tile[1] + 2 * reach) > codegen.STATIC_SMEM_LIMIT:
+            tile = (tile[0] // 2, tile[1])
+        if lattice.ndim != 2 or tile[0] < 2 * reach or math.prod(lattice.padded_shape) >= 2**31:
+            return None
+        source, names = cuda_pair.pair_source(p, lattice.dtype, constants, walls, reach, tile=tile, images=images)
+        what = f"two steps of the pass computing {', '.join(eq.label for eq in p.equations)}"
+        function = self._generated(source, what, "sf_pair", cuda_pair.OPTIONS)
+        blocks, threads = cuda_pair.launch_grid(lattice.shape, tile)
+        if blocks[1] > MAX_GRID_YZ:
+            return None
+        T = lattice.dtype.type
+        geometry = []
+        for a in range(2):
+            geometry += [np.float64(lattice.lower[a]), np.float64(lattice.spacing[a]), np.int32(lattice.shape[a])]
+        g = np.int32(lattice.ghost)
+
+        def run(arrays, params, t, t2):
+            args = [arrays[n] for n in names] + [T(params[c.name]) for c in constants] + [T(t), T(t2)] + geometry + [g]
+            function(blocks, threads, tuple(args))
+
+        return run
+
+    def _generated(self, source: str, what: str, name: str, extra: tuple[str, ...]):
+        """The function `name` of a generated source, compiled (or loaded from the disk cache)."""
+        cp = self._cp
+        try:
+            path = cached_cubin(source, self.arch, what, extra)
+            module = cp.RawModule(path=str(path)) if path is not None else cp.RawModule(code=source, options=options(self.arch, extra)[1:])
+            return module.get_function(name)
+        except StencilforgeError:
+            raise
+        except Exception as exc:  # CuPy's compile and load errors carry multi-line logs
+            raise StencilforgeError(f"CUDA compile of {what} failed: {str(exc).splitlines()[0]}") from None
 
     def copy_cells(self, arrays, dst, src) -> None:
         """a.flat[dst] = a.flat[src] for each array (int64 indices), all in one launch that reads the
