@@ -49,15 +49,11 @@ def _paired(problem):
     return backend
 
 
-@pytest.mark.parametrize("make", ["gray_scott", "neumann", "static_dirichlet", "periodic_3d"])
+@pytest.mark.parametrize("make", ["gray_scott", "neumann", "static_dirichlet"])
 def test_two_step_passes_in_the_loop_give_the_single_steps_fields(make):
     grid = sf.Grid((13, 17), extent=1.0)
     u = sf.Field("u", grid)
-    grid3 = sf.Grid((5, 6, 7), spacing=1.0)
-    w = sf.Field("w", grid3)
     problems = {
-        "periodic_3d": lambda: sf.Problem([sf.Eq(w.next, w + 0.1 * sf.laplacian(w) - 0.1 * w**3 + 0.1 * sf.sin(grid3.t))],
-                                          initial={w: sf.sin(grid3.x) * sf.cos(grid3.z)}, boundary={w: sf.Periodic()}, dt=0.1),
         "gray_scott": lambda: gray_scott(shape=(13, 17)),
         "neumann": lambda: sf.Problem([sf.Eq(u.next, u + 0.1 * (u[1, 1] + u[-1, 0] - 2 * u) - 0.01 * u**3 + 0.1 * sf.sin(grid.t))],
                                       initial={u: sf.sin(3 * grid.x) + grid.y}, boundary={u: sf.Neumann()}, dt=0.1),
@@ -128,21 +124,3 @@ def test_two_step_kernels_compile_for_cuda(u_terms, v_terms, wall, fn, dtype):
     assert names[:2] == ("u_next", "v_next")
     for arch in ("sm_80", "sm_90"):
         assert compile_cubin(source, arch, "a two-step pass", cuda_pair.OPTIONS)
-
-
-@pytest.mark.skipif(not _nvrtc_available(), reason="cuda-bindings (NVRTC) not installed")
-@pytest.mark.parametrize("wall", ["periodic", "neumann", "dirichlet"])
-def test_three_dimensional_two_step_kernels_compile_for_cuda(wall):
-    from stencilforge.backends.cuda.compile import compile_cubin
-
-    grid = sf.Grid((6, 7, 8), extent=1.0)
-    u, v = sf.Field("u", grid), sf.Field("v", grid)
-    cond = {"periodic": sf.Periodic(), "neumann": sf.Neumann(), "dirichlet": sf.Dirichlet(grid.x + grid.y * grid.z)}[wall]
-    p = sf.Problem([sf.Eq(u.next, u + 0.1 * sf.laplacian(u) - u * v * v), sf.Eq(v.next, v + 0.1 * v[1, -1, 2] * u.next)],
-                   boundary={u: cond, v: cond}, dt=0.1)
-    plan = sf.Simulation(p, NumpyBackend()).pair_plan()
-    assert not isinstance(plan, str) and plan[1] == 2, plan
-    images = {"u_next": plan[0], "v_next": plan[0]} if plan[0] is not None else None
-    source, _ = cuda_pair.pair3_source(p.analysis.passes[0], "float32", p.constants, plan[0], plan[1], tile=(8, 8, 32), images=images)
-    for arch in ("sm_80", "sm_90"):
-        assert compile_cubin(source, arch, "a two-step 3D pass", cuda_pair.OPTIONS)

@@ -129,20 +129,6 @@ def _pair_cases():
         cases[f"dirichlet box r2 {shape}"] = sf.Problem(
             [sf.Eq(v.next, v + 0.05 * (v[2, -1] + v[-1, 2] + v[1, 1] + v[-2, -2] - 4 * v) - 0.02 * v**3)],
             initial={v: grid.x - grid.y}, boundary={v: sf.Dirichlet(1.0 + grid.x * grid.y)}, dt=0.1)
-    for dtype, shape in (("float32", (13, 17, 35)), ("float64", (40, 9, 70)), ("float32", (3, 4, 5))):
-        grid = sf.Grid(shape, extent=1.0, dtype=dtype)
-        u, v, k = sf.Field("u", grid), sf.Field("v", grid), sf.Field("k", grid, levels=1)
-        uvv = u * v * v
-        cases[f"3d periodic {dtype} {shape}"] = sf.Problem(
-            [sf.Eq(u.next, u + 0.1 * (u[1, 0, 0] + u[-1, 0, 0] + u[0, 1, -1] + u[0, -1, 1] - 4 * u) - uvv),
-             sf.Eq(v.next, v + 0.05 * sf.laplacian(v) / 1e3 + uvv - 0.1 * v + 0.01 * sf.cos(grid.t + grid.z))],
-            initial={u: 1 - 0.5 * sf.sin(6 * grid.x) * grid.y, v: 0.25 * grid.z}, boundary={u: sf.Periodic(), v: sf.Periodic()}, dt=0.1)
-        cases[f"3d neumann {dtype} {shape}"] = sf.Problem(
-            [sf.Eq(u.next, u + 0.1 * (k[0, 0, 1] * (u[0, 0, 1] - u) - k * (u - u[0, 0, -1]) + u[1, 0, 0] - 2 * u + u[-1, 0, 0]))],
-            initial={u: sf.cos(3 * grid.x) * grid.y + grid.z, k: 1 + 0.5 * grid.x}, boundary={u: sf.Neumann(), k: sf.Neumann()}, dt=0.1)
-        cases[f"3d dirichlet r2 {dtype} {shape}"] = sf.Problem(
-            [sf.Eq(v.next, v + 0.05 * (v[2, 0, -1] + v[-2, 1, 0] + v[0, -1, 2] - 3 * v) - 0.02 * v**3)],
-            initial={v: grid.x - grid.y * grid.z}, boundary={v: sf.Dirichlet(1.0 + grid.x * grid.z)}, dt=0.1)
     return cases
 
 

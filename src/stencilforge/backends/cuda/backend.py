@@ -435,29 +435,26 @@ class CudaBackend:
         return run
 
     def equation_pair(self, p, lattice: Grid, constants, walls, reach: int, images=None) -> Callable | None:
-        """run(arrays, params, t, t2) advancing one 2D or 3D pass two steps in one kernel (`printers.cuda_pair`),
+        """run(arrays, params, t, t2) advancing one 2D pass two steps in one kernel (`printers.cuda_pair`),
         or None where it does not apply (see `Backend.equation_pair`)."""
         from ...printers import cuda_pair
 
-        itemsize, fields, nd = lattice.dtype.itemsize, len(p.writes), lattice.ndim
-        if nd not in (2, 3) or math.prod(lattice.padded_shape) >= 2**31:
+        itemsize = lattice.dtype.itemsize
+        fields = len(p.writes)
+        tile = cuda_pair.TILE
+        while fields * itemsize * (tile[0] + 2 * reach) * (tile[1] + 2 * reach) > codegen.STATIC_SMEM_LIMIT:
+            tile = (tile[0] // 2, tile[1])
+        if lattice.ndim != 2 or tile[0] < 2 * reach or math.prod(lattice.padded_shape) >= 2**31:
             return None
-        tile = cuda_pair.TILE if nd == 2 else cuda_pair.TILE3
-        planes = 1 if nd == 2 else 2 * reach + 1  # the middle state's planes held at once
-        while fields * itemsize * planes * (tile[-2] + 2 * reach) * (tile[-1] + 2 * reach) > codegen.STATIC_SMEM_LIMIT:
-            tile = (*tile[:-2], tile[-2] // 2, tile[-1])
-        if tile[-2] < 2 * reach:
-            return None
-        make = cuda_pair.pair_source if nd == 2 else cuda_pair.pair3_source
-        source, names = make(p, lattice.dtype, constants, walls, reach, tile=tile, images=images)
+        source, names = cuda_pair.pair_source(p, lattice.dtype, constants, walls, reach, tile=tile, images=images)
         what = f"two steps of the pass computing {', '.join(eq.label for eq in p.equations)}"
         function = self._generated(source, what, "sf_pair", cuda_pair.OPTIONS)
         blocks, threads = cuda_pair.launch_grid(lattice.shape, tile)
-        if blocks[1] > MAX_GRID_YZ or blocks[2] > MAX_GRID_YZ:
+        if blocks[1] > MAX_GRID_YZ:
             return None
         T = lattice.dtype.type
         geometry = []
-        for a in range(nd):
+        for a in range(2):
             geometry += [np.float64(lattice.lower[a]), np.float64(lattice.spacing[a]), np.int32(lattice.shape[a])]
         g = np.int32(lattice.ghost)
 
