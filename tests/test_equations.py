@@ -317,13 +317,6 @@ def test_cuda_source_compiles_in_1d_to_3d(ndim):
                                              wide_index=wide, images=images)
         assert ("i0 < g" in source) == bool(images)
         assert compile_cubin(source, "sm_90", "heat", cuda_printer.OPTIONS)
-        if ndim == 3:
-            from stencilforge.printers import cuda_march
-
-            source, _ = cuda_march.march_source(p.analysis.passes[0], "float32", p.constants, wide_index=wide, images=images)
-            assert "q_u_m1" in source
-            for arch in ("sm_80", "sm_90"):
-                assert compile_cubin(source, arch, "heat, marching", cuda_march.OPTIONS)
 
 
 @pytest.mark.parametrize("shape,ghost", [((7, 9), 1), ((5, 3), 2), ((3, 4, 6), 3), ((2, 5, 2), 2)])

@@ -17,7 +17,7 @@ from ...errors import StencilforgeError
 from ...grid import Grid, pitched, row_pitch
 from ...optional import missing
 from ...plan import AxisOperator, Sweep
-from ...printers import cuda as printers_cuda, cuda_march
+from ...printers import cuda as printers_cuda
 from ..base import Launch
 from . import codegen
 from .compile import cached_cubin, options
@@ -408,25 +408,18 @@ class CudaBackend:
         ran.run = run
         return ran
 
-    def equation_pass(self, p, lattice: Grid, constants, images=None, schedule: str = "auto", block=printers_cuda.BLOCK,
+    def equation_pass(self, p, lattice: Grid, constants, images=None, block=printers_cuda.BLOCK,
                       rows: int | None = None, vector: int = 1, wide_index: bool | None = None) -> Callable:
-        """run(arrays, params, t) for one pass of a problem's equations, arrays C-contiguous (`asarray`),
-        launched on the current stream. `schedule` "cells": threads of `block` each computing `rows` rows of
-        `vector` columns (`printers.cuda`); "march" (3D): threads walking columns along z
-        (`printers.cuda_march`); "auto": march in 3D, else cells. Offsets are 32-bit unless the arrays reach
-        2^31 cells (or `wide_index` says otherwise). `images`: see `Backend.equation_pass`."""
+        """run(arrays, params, t) for one pass of a problem's equations: threads of `block` each computing
+        `rows` rows of `vector` columns, arrays C-contiguous (`asarray`), launched on the current stream.
+        Offsets are 32-bit unless the arrays reach 2^31 cells (or `wide_index` says otherwise).
+        `images`: see `Backend.equation_pass`."""
         wide = math.prod(lattice.padded_shape) >= 2**31 if wide_index is None else wide_index
-        if schedule == "auto":
-            schedule = "march" if lattice.ndim == 3 else "cells"
-        if schedule == "march":
-            source, names = cuda_march.march_source(p, lattice.dtype, constants, wide_index=wide, images=images)
-            blocks, threads = cuda_march.launch_grid(lattice.shape)
-        else:
-            source, names = printers_cuda.pass_source(p, lattice.ndim, lattice.dtype, constants, rows=rows, vector=vector,
-                                                      wide_index=wide, images=images)
-            blocks, threads = printers_cuda.launch_grid(lattice.shape, block, rows, vector)
+        source, names = printers_cuda.pass_source(p, lattice.ndim, lattice.dtype, constants, rows=rows, vector=vector,
+                                                  wide_index=wide, images=images)
         what = f"the pass computing {', '.join(eq.label for eq in p.equations)}"
         function = self._generated(source, what, "sf_pass", printers_cuda.OPTIONS)
+        blocks, threads = printers_cuda.launch_grid(lattice.shape, block, rows, vector)
         if blocks[1] > MAX_GRID_YZ or blocks[2] > MAX_GRID_YZ:
             raise StencilforgeError(f"{what}: grid {blocks} exceeds the CUDA limit of {MAX_GRID_YZ} blocks along y and z")
         T = lattice.dtype.type
