@@ -317,6 +317,27 @@ def test_cuda_source_compiles_in_1d_to_3d(ndim):
                                              wide_index=wide, images=images)
         assert ("i0 < g" in source) == bool(images)
         assert compile_cubin(source, "sm_90", "heat", cuda_printer.OPTIONS)
+        if ndim == 3:
+            source, _ = cuda_printer.pass_source(p.analysis.passes[0], 3, "float64", p.constants, vector=vector,
+                                                 wide_index=wide, images=images, planes_per_thread=2)
+            assert "blockIdx.z * 2" in source
+            for arch in ("sm_80", "sm_90"):
+                assert compile_cubin(source, arch, "heat, planes per thread", cuda_printer.OPTIONS)
+
+
+def test_3d_passes_reading_two_fields_above_and_below_take_planes_per_thread():
+    from stencilforge.backends.cuda.tune import pass_schedule
+
+    one, _ = heat((6, 7, 8))
+    grid = sf.Grid((6, 7, 8), spacing=1.0)
+    u, v = sf.Field("u", grid), sf.Field("v", grid)
+    two = sf.Problem([sf.Eq(u.next, u + 0.1 * sf.laplacian(u) - u * v * v), sf.Eq(v.next, v + 0.1 * sf.laplacian(v))],
+                     boundary={u: sf.Periodic(), v: sf.Periodic()}, dt=0.1)
+    in_plane = sf.Problem([sf.Eq(u.next, u + 0.1 * sf.laplacian(u) - v[0, 1, 0]), sf.Eq(v.next, v + u[0, 0, 1])],
+                          boundary={u: sf.Periodic(), v: sf.Periodic()}, dt=0.1)
+    assert pass_schedule(one.analysis.passes[0]) == {}
+    assert pass_schedule(in_plane.analysis.passes[0]) == {}
+    assert pass_schedule(two.analysis.passes[0]) == {"block": (32, 8), "planes_per_thread": 2}
 
 
 @pytest.mark.parametrize("shape,ghost", [((7, 9), 1), ((5, 3), 2), ((3, 4, 6), 3), ((2, 5, 2), 2)])

@@ -181,3 +181,31 @@ def test_the_loop_takes_two_step_passes_on_the_gpu():
     assert paired.summary["steps_per_pass"] == 2 and single.summary["steps_per_pass"] == 1
     for name in ("u", "v"):
         np.testing.assert_array_equal(cp.asnumpy(paired.fields[name]), cp.asnumpy(single.fields[name]))
+
+
+class _RowsAlongY(CudaBackend):
+    """The GPU backend computing rows along y in 3D whatever the pass reads."""
+
+    def equation_pass(self, p, lattice, constants, images=None, **kw):
+        return super().equation_pass(p, lattice, constants, images, block=(128, 2))
+
+
+@pytest.mark.parametrize("shape", [(37, 13, 70), (3, 5, 33)])
+def test_planes_per_thread_equal_rows_along_y(shape):
+    """A 3D pass reading two fields above and below: bitwise, ghost cells included, odd plane counts."""
+    grid = sf.Grid(shape, spacing=1.0, dtype="float32")
+    u, v = sf.Field("u", grid), sf.Field("v", grid)
+    uvv = u * v * v
+    p = sf.Problem([sf.Eq(u.next, u + 0.1 * (u[1, 0, 0] + u[-1, 0, 0] + u[0, 1, -1] - 3 * u) - uvv),
+                    sf.Eq(v.next, v + 0.05 * sf.laplacian(v) + uvv - 0.1 * v)],
+                   initial={u: 1 - 0.5 * sf.sin(0.3 * grid.x) * sf.cos(0.2 * grid.y), v: 0.25 + 0.1 * sf.sin(0.2 * grid.z)},
+                   boundary={u: sf.Periodic(), v: sf.Neumann()}, dt=0.1)
+    a, b = sf.Simulation(p, CUDA), sf.Simulation(p, _RowsAlongY())
+    for sim in (a, b):
+        for levels in sim.levels.values():
+            levels[-1][sim.lattice.interior] = cp.nan
+        sim.step(5)
+    for slot, arr in a.arrays().items():
+        np.testing.assert_array_equal(cp.asnumpy(arr), cp.asnumpy(b.arrays()[slot]), err_msg=slot)
+    ref = sf.run(p, backend=NumpyBackend(), steps=5).fields
+    close({n: cp.asnumpy(a.fields[n]) for n in ("u", "v")}, ref, "float32", 5)

@@ -85,7 +85,8 @@ def _image_stores(ndim: int, walls: tuple[str, ...], target: str, value: str) ->
 
 def pass_source(p: Pass, ndim: int, dtype, constants: tuple[Constant, ...], name: str = "sf_pass",
                 rows: int | None = None, vector: int = 1, wide_index: bool = True,
-                images: Mapping[str, tuple[str, ...]] | None = None) -> tuple[str, tuple[str, ...]]:
+                images: Mapping[str, tuple[str, ...]] | None = None,
+                planes_per_thread: int | None = None) -> tuple[str, tuple[str, ...]]:
     """(source, array argument order) of the pass's kernel `name`.
 
     Arguments: the arrays, then each constant and t in the dtype, then per
@@ -93,12 +94,15 @@ def pass_source(p: Pass, ndim: int, dtype, constants: tuple[Constant, ...], name
     Each thread computes `rows` consecutive rows times `vector` columns a
     block's width apart (more independent loads in flight per thread);
     `wide_index` computes offsets in 64 bits (needed past 2^31 cells).
+    `planes_per_thread` (3D): each thread computes that many consecutive
+    planes of its (y, x) cell instead of rows, so the z-neighbours it reads
+    twice stay in registers.
     `images` maps written slots to their walls per axis ("Periodic" or
     "Neumann"): the pass also writes those fields' ghost cells, the copies a
     gather of ghost cells from their images would make, so none need follow.
     Launch with `launch_grid`.
     """
-    rows = ROWS[ndim] if rows is None else rows
+    rows = planes_per_thread or (ROWS[ndim] if rows is None else rows)
     Int = "long long" if wide_index else "int"
     pr = _Printer(ndim, dtype)
     T = pr.T
@@ -117,9 +121,14 @@ def pass_source(p: Pass, ndim: int, dtype, constants: tuple[Constant, ...], name
     x = ndim - 1
     head = [f"const {Int} n{a} = ({Int})n{a}_;" for a in range(ndim)]
     head.append(f"const {Int} column = ({Int})blockIdx.x * blockDim.x * {vector} + threadIdx.x;")
-    if ndim >= 2:
+    along = x - 1 if planes_per_thread is None else 0  # the axis a thread's rows (or planes) follow
+    if ndim == 3 and along == 0:
+        head.append(f"const {Int} first = ({Int})blockIdx.z * {rows};")
+        head.append(f"const {Int} i1 = ({Int})blockIdx.y * blockDim.y + threadIdx.y;")
+        head.append("if (i1 >= n1) return;")
+    elif ndim >= 2:
         head.append(f"const {Int} first = (({Int})blockIdx.y * blockDim.y + threadIdx.y) * {rows};")
-    if ndim == 3:
+    if ndim == 3 and along == 1:
         head.append(f"const {Int} i0 = blockIdx.z;")
         head.append("if (i0 >= n0) return;")
     head.append(f"const {Int} s{x} = 1;")
@@ -132,17 +141,20 @@ def pass_source(p: Pass, ndim: int, dtype, constants: tuple[Constant, ...], name
                  f"    const {Int} i{x} = column + v * ({Int})blockDim.x;", f"    if (i{x} >= n{x}) break;",
                  f"    const {Int} c = {centre};"] + ["    " + b for b in statements] + ["}"]
         if ndim >= 2:
-            cells = ["#pragma unroll", f"for ({Int} i{x - 1} = first; i{x - 1} < first + {rows}; ++i{x - 1}) {{",
-                     f"    if (i{x - 1} >= n{x - 1}) return;"] + ["    " + c for c in cells] + ["}"]
+            cells = ["#pragma unroll", f"for ({Int} i{along} = first; i{along} < first + {rows}; ++i{along}) {{",
+                     f"    if (i{along} >= n{along}) return;"] + ["    " + c for c in cells] + ["}"]
         return cells
 
     cells = nest(body)
     if imaging != body:  # only blocks within g of a wall test their cells for ghost images
         width, height = f"({Int})blockDim.x * {vector}", f"({Int})blockDim.y * {rows}"
         spans = [(f"({Int})blockIdx.x * {width}", f"(({Int})blockIdx.x + 1) * {width}", x)]
-        if ndim >= 2:
+        if ndim == 3 and along == 0:
+            spans.append((f"({Int})blockIdx.y * ({Int})blockDim.y", f"(({Int})blockIdx.y + 1) * ({Int})blockDim.y", 1))
+            spans.append((f"({Int})blockIdx.z * {rows}", f"(({Int})blockIdx.z + 1) * {rows}", 0))
+        elif ndim >= 2:
             spans.append((f"({Int})blockIdx.y * {height}", f"(({Int})blockIdx.y + 1) * {height}", x - 1))
-        if ndim == 3:
+        if ndim == 3 and along == 1:
             spans.append(("i0", "i0 + 1", 0))
         near = " || ".join(f"{lo} < g || {hi} > n{a} - g" for lo, hi, a in spans)
         cells = [f"if ({near}) {{"] + ["    " + c for c in nest(imaging)] + ["} else {"] + ["    " + c for c in cells] + ["}"]
@@ -151,10 +163,12 @@ def pass_source(p: Pass, ndim: int, dtype, constants: tuple[Constant, ...], name
 
 
 def launch_grid(
-    shape: tuple[int, ...], block=BLOCK, rows: int | None = None, vector: int = 1
+    shape: tuple[int, ...], block=BLOCK, rows: int | None = None, vector: int = 1, planes_per_thread: int | None = None
 ) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
     """(blocks, threads) covering the interior `shape` with the kernel's indexing."""
     bx, by = block
+    if planes_per_thread:
+        return (-(-shape[2] // (bx * vector)), -(-shape[1] // by), -(-shape[0] // planes_per_thread)), (bx, by, 1)
     rows = ROWS[len(shape)] if rows is None else rows
     nx = shape[-1]
     ny = -(-shape[-2] // rows) if len(shape) >= 2 else 1

@@ -22,7 +22,7 @@ from ..base import Launch
 from . import codegen
 from .compile import cached_cubin, options
 from .facts import DeviceFacts, device_facts
-from .tune import choose, fused_choice
+from .tune import choose, fused_choice, pass_schedule
 
 MAX_GRID_YZ = 65535
 LINE_BYTES = 128  # an L2 cache line: a warp's 32 floats
@@ -408,18 +408,22 @@ class CudaBackend:
         ran.run = run
         return ran
 
-    def equation_pass(self, p, lattice: Grid, constants, images=None, block=printers_cuda.BLOCK,
-                      rows: int | None = None, vector: int = 1, wide_index: bool | None = None) -> Callable:
+    def equation_pass(self, p, lattice: Grid, constants, images=None, block=None, rows: int | None = None,
+                      vector: int = 1, wide_index: bool | None = None, planes_per_thread: int | None = None) -> Callable:
         """run(arrays, params, t) for one pass of a problem's equations: threads of `block` each computing
-        `rows` rows of `vector` columns, arrays C-contiguous (`asarray`), launched on the current stream.
+        `rows` rows (or, in 3D, `planes_per_thread` planes) of `vector` columns, arrays C-contiguous
+        (`asarray`), launched on the current stream. Without `block`, `tune.pass_schedule` chooses.
         Offsets are 32-bit unless the arrays reach 2^31 cells (or `wide_index` says otherwise).
         `images`: see `Backend.equation_pass`."""
+        if block is None:
+            chosen = pass_schedule(p) if lattice.ndim == 3 else {}
+            block, planes_per_thread = chosen.get("block", printers_cuda.BLOCK), chosen.get("planes_per_thread")
         wide = math.prod(lattice.padded_shape) >= 2**31 if wide_index is None else wide_index
         source, names = printers_cuda.pass_source(p, lattice.ndim, lattice.dtype, constants, rows=rows, vector=vector,
-                                                  wide_index=wide, images=images)
+                                                  wide_index=wide, images=images, planes_per_thread=planes_per_thread)
         what = f"the pass computing {', '.join(eq.label for eq in p.equations)}"
         function = self._generated(source, what, "sf_pass", printers_cuda.OPTIONS)
-        blocks, threads = printers_cuda.launch_grid(lattice.shape, block, rows, vector)
+        blocks, threads = printers_cuda.launch_grid(lattice.shape, block, rows, vector, planes_per_thread)
         if blocks[1] > MAX_GRID_YZ or blocks[2] > MAX_GRID_YZ:
             raise StencilforgeError(f"{what}: grid {blocks} exceeds the CUDA limit of {MAX_GRID_YZ} blocks along y and z")
         T = lattice.dtype.type

@@ -12,6 +12,7 @@ import logging
 
 import numpy as np
 
+from ...ir.analysis import accesses, slot_name
 from ...plan import AxisOperator, Sweep
 from ...tuning import cached_choice
 from .codegen import PAIR_TILE, code_signature, default_tile, streaming_applicable, vector_width
@@ -34,6 +35,21 @@ FUSED_ROWS_VEC_GBPS_PER_SM = 27.0
 # (fused-occupancy-h100-2026-11-24.json, fused-occupancy-h200-2026-11-24.json); more spills.
 FUSED_2D_R1 = (5, (16, 128))
 FUSED_2D_R1_BLOCKS = {4: 6, 8: 4}  # by the dtype's item size
+
+
+# Generated 3D passes that read two or more fields above or below the cell: 32 x 8 threads, each computing two
+# consecutive planes of its cell (the z-neighbours it reads twice stay in registers; rows along y leave more
+# L2 traffic per field). A 3D Gray-Scott at 256^3 and 512^3 float32: 58.2 -> 71.8% and 70.8 -> 78.9% of copy on
+# an H100, 43.4 -> 53.6% and 55.3 -> 62.5% on an H200; one field (heat3d 512^3) keeps rows along y, where
+# planes lost 4 points on the H100 (planes-h100-2026-11-24.json, planes-h200-2026-11-24.json).
+PASS_3D_PLANES = {"block": (32, 8), "planes_per_thread": 2}
+
+
+def pass_schedule(p) -> dict:
+    """Keyword arguments of `printers.cuda.pass_source` and `launch_grid` for a generated pass (see PASS_3D_PLANES)."""
+    above_below = {slot_name((a.field.name, a.level)) for eq in p.equations for a in accesses(eq.expr)
+                   if len(a.offset) == 3 and a.offset[0]}
+    return dict(PASS_3D_PLANES) if len(above_below) >= 2 else {}
 
 
 def fused_choice(sweep: Sweep, dtype="float32") -> tuple[int, tuple[int, ...], int | None]:
