@@ -126,10 +126,28 @@ def _pair_cases():
                    + 0.05 * sf.sin(grid.t + grid.x))],
             initial={u: sf.cos(3 * grid.x) * grid.y, k: 1 + 0.5 * grid.x}, boundary={u: sf.Neumann(), k: sf.Neumann()}, dt=0.1)
         v = sf.Field("v", grid)
+        cases[f"moving dirichlet {shape}"] = heat(shape, dtype="float64")[0]
         cases[f"dirichlet box r2 {shape}"] = sf.Problem(
             [sf.Eq(v.next, v + 0.05 * (v[2, -1] + v[-1, 2] + v[1, 1] + v[-2, -2] - 4 * v) - 0.02 * v**3)],
             initial={v: grid.x - grid.y}, boundary={v: sf.Dirichlet(1.0 + grid.x * grid.y)}, dt=0.1)
     return cases
+
+
+def _variable_diffusion():
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location("variable_diffusion", Path(__file__).parent.parent / "examples" / "variable_diffusion.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.build(shape=(45, 67))
+
+
+def test_the_variable_diffusion_example_pairs_bitwise():
+    """div(k grad u) with a discontinuous k and walls from the exact solution, which change in time."""
+    p = _variable_diffusion()
+    a, b = _pair_then_single(p, 5)
+    np.testing.assert_array_equal(cp.asnumpy(a.fields["u"]), cp.asnumpy(b.fields["u"]))
 
 
 def _pair_then_single(problem, pairs):
@@ -153,6 +171,9 @@ def test_two_steps_in_one_pass_equal_two_single_steps(case):
     """Bitwise, ghost cells included, and within the oracle's rounding bound."""
     p = _pair_cases()[case]
     a, b = _pair_then_single(p, 4)
+    for sim in (a, b):  # Dirichlet ghost cells of a level just written are put on before the next step reads them
+        for name in sim.levels:
+            sim._fill(name, sim._slot((name, 0)), sim.t)
     for name in a.levels:
         np.testing.assert_array_equal(cp.asnumpy(a._slot((name, 0))), cp.asnumpy(b._slot((name, 0))), err_msg=name)
     a.step(1)  # a single step after a pair reads what the pair left

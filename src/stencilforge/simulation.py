@@ -238,8 +238,9 @@ class Simulation:
         """(walls, reach) for `backend.equation_pair`, or why two steps cannot run as one pass.
 
         It needs one pass per step that maps the current level of its fields to the next, no point
-        sources, one process, and walls the kernel can put on the middle state itself: periodic or
-        Neumann (the same on every written field that has walls), or static Dirichlet.
+        sources, one process, and the same kind of walls on every written field that has walls: periodic or
+        Neumann (the kernel puts the middle state's own images in its ghost cells), or Dirichlet (`step_pair`
+        puts the walls at t + dt in the output's ghost cells, where the kernel reads them).
         """
         an = self.problem.analysis
         if self.decomposed:
@@ -253,8 +254,8 @@ class Simulation:
             return "a written field does not keep two time levels"
         kinds = {self._gathered.get(name) for name in an.written if name in self._fillers}
         if kinds == {None}:
-            if not all(static for name in an.written for static, _ in self._fillers[name]):
-                return "a Dirichlet wall changes in time"
+            if not all(isinstance(c, Dirichlet) for name in an.written for c in self.problem.boundary.get(name, ())):
+                return "its walls mix Dirichlet with periodic or Neumann"
             walls = None
         elif len(kinds) > 1:
             return "its fields' walls differ"
@@ -278,8 +279,12 @@ class Simulation:
         """Two steps in one pass (after `build_pair`): the fields single steps give, bit for bit. The level
         it leaves behind holds the state two steps back (single steps: one), which no step reads."""
         assert self._pair is not None
+        t2 = (self.step_count + 1) * self.dt
         self._fill_before(self.t)
-        self._pair(self.arrays(), self.params, self.t, (self.step_count + 1) * self.dt)
+        for name in self.problem.analysis.written:  # Dirichlet walls at t + dt for the middle state
+            if name not in self._gathered:
+                self._fill(name, self._slot((name, 1)), t2)
+        self._pair(self.arrays(), self.params, self.t, t2)
         self._rotate(2)
 
     # ------------------------------------------------------------ results

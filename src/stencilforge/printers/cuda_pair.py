@@ -8,8 +8,9 @@ single step's statements on the same input, and the kernel is compiled
 without FMA contraction, so two steps in one pass give the bits two passes
 give. A middle cell in the ghost layer holds what the walls would put there:
 for periodic or Neumann walls the value of its interior image (the step
-evaluated at the image cell), for static Dirichlet walls the wall value the
-input's ghost cell already holds.
+evaluated at the image cell); for Dirichlet walls the wall value at t + dt,
+which the caller puts in the output's ghost cells (the kernel writes only the
+output's interior).
 
 Input and output are different arrays (the input's level 0, the output's
 level 1): blocks read the input's halo while others write their tiles.
@@ -54,8 +55,8 @@ def pair_source(p: Pass, dtype, constants: tuple[Constant, ...], walls: tuple[st
                 images: Mapping[str, tuple[str, ...]] | None = None, name: str = "sf_pair") -> tuple[str, tuple[str, ...]]:
     """(source, array argument order) of a kernel advancing `p` two steps on a 2D grid.
 
-    `walls`: the written fields' walls per axis ("Periodic" or "Neumann"), or None for static
-    Dirichlet walls. `reach`: the largest offset at which the pass reads a field it writes.
+    `walls`: the written fields' walls per axis ("Periodic" or "Neumann"), or None for Dirichlet
+    walls, whose values at t + dt the output's ghost cells must hold. `reach`: the largest offset at which the pass reads a field it writes.
     Arguments: the arrays, each constant, t and t + dt in the dtype, per axis lo, h (double) and
     n (interior points), then the ghost width g. `images`: as in `cuda.pass_source`, for the
     result. Launch with `launch_grid`.
@@ -77,16 +78,14 @@ def pair_source(p: Pass, dtype, constants: tuple[Constant, ...], walls: tuple[st
         if images and slot in images:
             step2 += ["if (near) {"] + ["    " + s for s in _image_stores(2, images[slot], f"a_{slot}", f"e{k}")] + ["}"]
         second.locals[slot] = f"e{k}"
-    for f in written:  # the static walls' path reads every written field's input
-        first.arrays.setdefault(slot_name((f, 0)))
     outputs = list(written.values())
     arrays = tuple(dict.fromkeys(outputs + list(first.arrays) + list(second.arrays)))
     args = [f"{T}* __restrict__ a_{s}" if s in outputs else f"const {T}* __restrict__ a_{s}" for s in arrays]
     args += [f"const {T} p_{c.name}" for c in constants] + [f"const {T} t", f"const {T} t2"]
     args += [f"const double lo{a}, const double h{a}, const int n{a}" for a in range(2)] + ["const int g"]
 
-    if walls is None:  # static Dirichlet: the input's ghost cell holds the wall value
-        ghost = [f"m_{f}[k] = a_{slot_name((f, 0))}[(j0 + g) * s0 + (j1 + g)];" for f in written]
+    if walls is None:  # Dirichlet: the output's ghost cell holds the wall value at t + dt
+        ghost = [f"m_{f}[k] = a_{slot_name((f, 1))}[(j0 + g) * s0 + (j1 + g)];" for f in written]
         middle_cell = ["if (j0 < 0 || j0 >= n0 || j1 < 0 || j1 >= n1) {"] + ["    " + s for s in ghost] + ["    continue;", "}",
                                                                               "const int i0 = j0, i1 = j1;"]
     else:
