@@ -230,35 +230,3 @@ def test_planes_per_thread_equal_rows_along_y(shape):
         np.testing.assert_array_equal(cp.asnumpy(arr), cp.asnumpy(b.arrays()[slot]), err_msg=slot)
     ref = sf.run(p, backend=NumpyBackend(), steps=5).fields
     close({n: cp.asnumpy(a.fields[n]) for n in ("u", "v")}, ref, "float32", 5)
-
-
-def test_driver_launches_equal_cupy_launches():
-    """The generated pass launched through the driver with kept argument slots, and through CuPy: the same bits,
-    and a second problem's constants (a new F) reach the kernel."""
-    from stencilforge.backends.cuda import launch
-
-    if not launch.Launcher.available():
-        pytest.skip("the driver library does not load by name here")
-    results = []
-    for driver in (True, False):
-        backend = CudaBackend()
-        if not driver:
-            backend._runner = lambda *a, backend=backend, **k: _cupy_runner(backend, *a, **k)
-        for F in (0.04, 0.05):
-            sim = sf.Simulation(gray_scott(shape=(37, 101), dtype="float32", F=F), backend)
-            sim.step(9)
-            results.append({k: cp.asnumpy(v) for k, v in sim.fields.items()})
-    for a, b in zip(results[:2], results[2:]):
-        for name in a:
-            np.testing.assert_array_equal(a[name], b[name])
-    assert not np.array_equal(results[0]["u"], results[1]["u"])
-
-
-def _cupy_runner(backend, function, names, constants, dtype, times, tail, blocks, threads, what):
-    T = dtype.type
-
-    def run(arrays, params, *ts):
-        args = [arrays[n] for n in names] + [T(params[c.name]) for c in constants] + [T(t) for t in ts] + tail
-        function(blocks, threads, tuple(args))
-
-    return run

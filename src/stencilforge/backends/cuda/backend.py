@@ -22,7 +22,6 @@ from ..base import Launch
 from . import codegen
 from .compile import cached_cubin, options
 from .facts import DeviceFacts, device_facts
-from .launch import Launcher
 from .tune import choose, fused_choice, pass_schedule
 
 MAX_GRID_YZ = 65535
@@ -427,33 +426,17 @@ class CudaBackend:
         blocks, threads = printers_cuda.launch_grid(lattice.shape, block, rows, vector, planes_per_thread)
         if blocks[1] > MAX_GRID_YZ or blocks[2] > MAX_GRID_YZ:
             raise StencilforgeError(f"{what}: grid {blocks} exceeds the CUDA limit of {MAX_GRID_YZ} blocks along y and z")
+        T = lattice.dtype.type
         geometry = []
         for a in range(lattice.ndim):
             geometry += [np.float64(lattice.lower[a]), np.float64(lattice.spacing[a]), np.int64(lattice.shape[a])]
-        return self._runner(function, names, constants, lattice.dtype, 1, [*geometry, np.int32(lattice.ghost)],
-                            blocks, threads, what)
+        g = np.int32(lattice.ghost)
 
-    def _runner(self, function, names, constants, dtype, times: int, tail: list, blocks, threads, what: str) -> Callable:
-        """run(arrays, params, *t): the arrays `names`, each constant and `times` times in the dtype, then
-        `tail` (NumPy scalars fixed for the kernel's life), launched through `launch.Launcher` where the
-        driver library loads, else through CuPy."""
-        T = dtype.type
-        if Launcher.available():
-            kinds = ["ptr"] * len(names) + [dtype.name] * (len(constants) + times) + [np.dtype(type(v)).name for v in tail]
-            launcher = Launcher(self._cp, function, kinds, blocks, threads, what)
-            fixed = [v.item() for v in tail]
-
-            def run(arrays, params, *ts):
-                launcher([arrays[n].data.ptr for n in names] + [float(params[c.name]) for c in constants]
-                         + [float(t) for t in ts] + fixed)
-
-            return run
-
-        def run_cupy(arrays, params, *ts):
-            args = [arrays[n] for n in names] + [T(params[c.name]) for c in constants] + [T(t) for t in ts] + tail
+        def run(arrays, params, t):
+            args = [arrays[n] for n in names] + [T(params[c.name]) for c in constants] + [T(t)] + geometry + [g]
             function(blocks, threads, tuple(args))
 
-        return run_cupy
+        return run
 
     def equation_pair(self, p, lattice: Grid, constants, walls, reach: int, images=None) -> Callable | None:
         """run(arrays, params, t, t2) advancing one 2D pass two steps in one kernel (`printers.cuda_pair`),
@@ -473,11 +456,17 @@ class CudaBackend:
         blocks, threads = cuda_pair.launch_grid(lattice.shape, tile)
         if blocks[1] > MAX_GRID_YZ:
             return None
+        T = lattice.dtype.type
         geometry = []
         for a in range(2):
             geometry += [np.float64(lattice.lower[a]), np.float64(lattice.spacing[a]), np.int32(lattice.shape[a])]
-        return self._runner(function, names, constants, lattice.dtype, 2, [*geometry, np.int32(lattice.ghost)],
-                            blocks, threads, what)
+        g = np.int32(lattice.ghost)
+
+        def run(arrays, params, t, t2):
+            args = [arrays[n] for n in names] + [T(params[c.name]) for c in constants] + [T(t), T(t2)] + geometry + [g]
+            function(blocks, threads, tuple(args))
+
+        return run
 
     def _generated(self, source: str, what: str, name: str, extra: tuple[str, ...]):
         """The function `name` of a generated source, compiled (or loaded from the disk cache)."""
