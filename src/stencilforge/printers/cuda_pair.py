@@ -56,7 +56,8 @@ def pair_source(p: Pass, dtype, constants: tuple[Constant, ...], walls: tuple[st
     """(source, array argument order) of a kernel advancing `p` two steps on a 2D grid.
 
     `walls`: the written fields' walls per axis ("Periodic" or "Neumann"), or None for Dirichlet
-    walls, whose values at t + dt the output's ghost cells must hold. `reach`: the largest offset at which the pass reads a field it writes.
+    walls, whose values at t + dt the output's ghost cells must hold. `reach`: the largest offset
+    at which the pass reads a field it writes.
     Arguments: the arrays, each constant, t and t + dt in the dtype, per axis lo, h (double) and
     n (interior points), then the ghost width g. `images`: as in `cuda.pass_source`, for the
     result. Launch with `launch_grid`.
