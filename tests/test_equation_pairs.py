@@ -126,3 +126,14 @@ def test_two_step_kernels_compile_for_cuda(u_terms, v_terms, wall, fn, dtype):
     assert names[:2] == ("u_next", "v_next")
     for arch in ("sm_80", "sm_90"):
         assert compile_cubin(source, arch, "a two-step pass", cuda_pair.OPTIONS)
+
+
+def test_single_steps_when_asked_and_the_summary_counts_paired_steps():
+    p = gray_scott(shape=(13, 17))
+    paired, single = _paired(p), _paired(p)
+    a = sf.run(p, backend=paired, steps=23, check_every=10)
+    b = sf.run(p, backend=single, steps=23, check_every=10, fuse_steps=False)
+    assert a.summary["fused_steps"] == 2 * paired.pairs > 0 and a.summary["steps_per_pass"] == 2
+    assert single.pairs == 0 and b.summary["steps_per_pass"] == 1 and "fused_steps" not in b.summary
+    for name in ("u", "v"):
+        np.testing.assert_array_equal(a.fields[name], b.fields[name])

@@ -222,7 +222,7 @@ def _output_cell(file: str | dict) -> str:
 
 
 def run_problem_file(path: str, shape, steps, tol, dtype, backend: str, settings: dict, check_every: int, as_json: bool,
-                     files: dict, procs=None) -> None:
+                     files: dict, procs=None, fuse_steps: bool = True) -> None:
     """Run a problem file's build(); its constants are the parameters --set may change; `files` are
     sf.run's output options (snapshots, checkpoints, overwrite). Under mpiexec (or with --procs) it
     runs decomposed and rank 0 alone prints. With --resume, --steps counts the steps after the checkpoint's."""
@@ -235,7 +235,7 @@ def run_problem_file(path: str, shape, steps, tol, dtype, backend: str, settings
     bar = LazyProgress(problem.name) if not as_json and sys.stderr.isatty() and world_rank() == 0 else None
     try:
         result = run_problem(problem, steps=steps, tol=tol, backend=backend, params=settings, check_every=check_every,
-                             progress=bar, comm=comm, procs=procs, **files)
+                             progress=bar, comm=comm, procs=procs, fuse_steps=fuse_steps, **files)
     finally:
         if bar is not None:
             bar.close()
@@ -247,7 +247,8 @@ def run_problem_file(path: str, shape, steps, tol, dtype, backend: str, settings
         return
     table = Table(title=f"{s['problem']} ({path})", show_header=False)
     dims = "x".join(map(str, s["shape"]))
-    table.add_row("backend", f"{s['backend']}, {s['dtype']}, shape {dims}, {s['passes_per_step']} pass(es) per step")
+    paired = f", {s['fused_steps']} steps two per pass" if s.get("fused_steps") else ""
+    table.add_row("backend", f"{s['backend']}, {s['dtype']}, shape {dims}, {s['passes_per_step']} pass(es) per step{paired}")
     table.add_row("parameters", ", ".join(f"{k}={v:g}" for k, v in s["params"].items()) or "none")
     if "procs" in s:
         table.add_row("mpi", f"{s['ranks']} ranks as {'x'.join(map(str, s['procs']))}")
@@ -427,8 +428,8 @@ def run(
     check_every: int = typer.Option(100, help="steps between NaN checks and residual evaluations"),
     fuse_steps: bool = typer.Option(
         True, "--fuse-steps/--single-steps",
-        help="cuda (auto strategy; 2D and 3D) and numba (2D): two steps per pass where no wall reads the field and nothing looks in "
-        "between (poisson2d, heat2d, heat3d)",
+        help="cuda (auto strategy; 2D and 3D) and numba (2D): two or more steps per pass where no wall reads the field and nothing "
+        "looks in between (poisson2d, heat2d, heat3d; on cuda also problem files whose step is one 2D pass)",
     ),
     snapshot_every: Optional[int] = typer.Option(None, "--snapshot-every", help="save the field every K steps to --out"),
     out_file: Optional[str] = typer.Option(
@@ -471,7 +472,7 @@ def run(
         files = dict(out=out_file, snapshot_every=snapshot_every, checkpoint=checkpoint, checkpoint_every=checkpoint_every,
                      resume=resume, overwrite=overwrite)
         run_problem_file(problem, parse_ints(shape, "--shape"), steps, tol, dtype, backend, parse_settings(settings), check_every,
-                         as_json, files, parse_ints(procs, "--procs"))
+                         as_json, files, parse_ints(procs, "--procs"), fuse_steps)
         return
     if settings:
         raise StencilforgeError("--set applies to problem files (NAME.py); the named problems take their own options")

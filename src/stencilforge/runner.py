@@ -50,6 +50,7 @@ def run(
     resume: str | None = None,
     comm=None,
     procs: Sequence[int] | None = None,
+    fuse_steps: bool = True,
 ) -> Result:
     """Run `steps` steps (default: the problem's), or until the residual is below `tol`.
 
@@ -64,6 +65,8 @@ def run(
     With `comm` (an MPI communicator; MPI.COMM_WORLD where only `procs` is given) every rank of it
     calls `run` and steps its block, over the process grid `procs` (default: the least halo
     surface); the fields come back whole on rank 0 and as None elsewhere, the summary on every rank.
+    `fuse_steps=False` keeps one step per pass where the backend would take several (the fields are the
+    same bits either way).
     """
     engine = get_backend(backend_for(backend, problem.initial.values(), host="auto")) if isinstance(backend, str) else backend
     if steps is not None and (isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 0):
@@ -90,13 +93,14 @@ def run(
         outputs = Outputs(snapshot_every=snapshot_every, out=out, checkpoint_every=checkpoint_every, checkpoint=checkpoint,
                           resume=resume, overwrite=overwrite,
                           command_line=f"stencilforge.run({problem.name})").prepare(problem.name)
+    loop = dict(check_every=check_every, progress=progress, fuse_steps=fuse_steps)
     if sweep:
-        return _run_lowered(problem, engine, total, tol, params, check_every, progress, outputs, comm, procs)
-    return _run_generated(problem, engine, problem.default_steps if total is None else total, tol, params, check_every,
-                          progress, outputs, comm, procs)
+        return _run_lowered(problem, engine, total, tol, params, loop, outputs, comm, procs)
+    return _run_generated(problem, engine, problem.default_steps if total is None else total, tol, params, loop,
+                          outputs, comm, procs)
 
 
-def _run_lowered(problem, engine, steps, tol, params, check_every, progress, outputs, comm, procs) -> Result:
+def _run_lowered(problem, engine, steps, tol, params, loop: dict, outputs, comm, procs) -> Result:
     start = time.perf_counter()
     setup = lowered(problem, overrides=params, xp=engine.xp if comm is None else np)
     setup_s = time.perf_counter() - start
@@ -105,7 +109,7 @@ def _run_lowered(problem, engine, steps, tol, params, check_every, progress, out
     start_step = 0
     if outputs is not None and outputs.resume is not None:
         setup, start_step = outputs.resume_lowered(setup)
-    opts = LoopOptions(steps=steps, tol=tol, check_every=check_every, progress=progress, start_step=start_step)
+    opts = LoopOptions(steps=steps, tol=tol, start_step=start_step, **loop)
     names = [f.name for f in problem.analysis.fields]
     if comm is None:
         result = outputs.run(setup, engine, opts) if outputs is not None else run_loop(setup, engine, opts)
@@ -125,7 +129,7 @@ def _run_lowered(problem, engine, steps, tol, params, check_every, progress, out
     return Result(fields, s)
 
 
-def _run_generated(problem, engine, total, tol, params, check_every, progress, outputs, comm, procs) -> Result:
+def _run_generated(problem, engine, total, tol, params, loop: dict, outputs, comm, procs) -> Result:
     """The generated passes in the time loop: the same checks, observers and summary as a sweep."""
     start = time.perf_counter()
     decomposed = None
@@ -136,7 +140,7 @@ def _run_generated(problem, engine, total, tol, params, check_every, progress, o
 
         sim = decomposed = DecomposedSimulation(problem, engine, params, comm, procs)
     setup_s = time.perf_counter() - start
-    opts = LoopOptions(steps=total, tol=tol, check_every=check_every, progress=progress)
+    opts = LoopOptions(steps=total, tol=tol, **loop)
     if outputs is not None:
         result = outputs.run_passes(sim, opts)
     else:

@@ -384,6 +384,7 @@ class PassStepper:
         self.default_tol: float | None = None
         self.has_residual = problem.residual is not None
         self.paired = False
+        self.paired_steps = 0  # steps taken two per pass
 
     @property
     def per_pass(self) -> int:
@@ -404,6 +405,7 @@ class PassStepper:
     def advance(self, n: int, fuse: bool) -> int:
         if fuse and self.paired:
             self.sim.step_pair()
+            self.paired_steps += 2
             return 2
         self.sim.step(1)
         return 1
@@ -437,6 +439,7 @@ class PassStepper:
             "params": dict(sim.params),
             "passes_per_step": len(sim.passes),
             "steps_per_pass": self.per_pass,
+            **({"fused_steps": self.paired_steps} if self.paired_steps else {}),
             "lowered": False,
             "errors": sim.errors(),
         }
