@@ -275,6 +275,10 @@ class Simulation:
         self._pair = self.backend.equation_pair(p, self.lattice, self.problem.constants, plan[0], plan[1], images)
         return None if self._pair is not None else f"the {self.backend.name} backend has no two-step kernel for it"
 
+    def pair_kernel(self) -> Callable | None:
+        """run(arrays, params, t, t2), the two-step kernel `build_pair` compiled (None before it, or where none)."""
+        return self._pair
+
     def step_pair(self) -> None:
         """Two steps in one pass (after `build_pair`): the fields single steps give, bit for bit. The level
         it leaves behind holds the state two steps back (single steps: one), which no step reads."""
