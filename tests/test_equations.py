@@ -343,7 +343,8 @@ def test_3d_passes_reading_two_fields_above_and_below_take_planes_per_thread():
 @pytest.mark.parametrize("shape,ghost", [((7, 9), 1), ((5, 3), 2), ((3, 4, 6), 3), ((2, 5, 2), 2)])
 def test_ghost_images_written_by_a_cuda_pass_are_the_gather(shape, ghost):
     """The CUDA pass's image stores (conditions and offsets as printed) evaluated over every interior cell: each
-    ghost cell is written exactly once, from the cell the gather copies it from, for every mix of walls."""
+    ghost cell is written exactly once, from the cell the gather copies it from, for every mix of walls; and
+    the two-step kernel's ghost-to-image map sends each ghost cell to that same cell."""
     import itertools
     from types import SimpleNamespace
 
@@ -370,6 +371,18 @@ def test_ghost_images_written_by_a_cuda_pass_are_the_gather(shape, ghost):
         assert len(np.unique(dst)) == len(dst), kinds
         np.testing.assert_array_equal(dst[order], want_dst)
         np.testing.assert_array_equal(src[order], want_src)
+        # the two-step kernel's map the other way: every ghost index j to its image, as printed, per axis
+        padded = np.meshgrid(*[np.arange(-ghost, n + ghost) for n in shape], indexing="ij")
+        image = []
+        for a, kind in enumerate(kinds):
+            below, above = (e.format(j="j", n="n") for e in cuda_printer.GHOST_IMAGE[kind])
+            j, n = padded[a], shape[a]
+            image.append(np.where(j < 0, eval(below, {}, {"j": j, "n": n}), np.where(j >= n, eval(above, {}, {"j": j, "n": n}), j)))
+        flat = sum((padded[a] + ghost) * int(strides[a]) for a in range(len(shape)))
+        mapped = sum((image[a] + ghost) * int(strides[a]) for a in range(len(shape)))
+        ghosts = np.isin(flat, want_dst)
+        np.testing.assert_array_equal(flat[ghosts][np.argsort(flat[ghosts])], want_dst)
+        np.testing.assert_array_equal(mapped[ghosts][np.argsort(flat[ghosts])], want_src)
 
 
 @pytest.mark.parametrize("walls", [("periodic", "periodic"), ("neumann", "periodic"), ("periodic", "neumann"), ("neumann", "neumann")])

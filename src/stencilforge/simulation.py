@@ -78,7 +78,8 @@ class Simulation:
                     for arr in self.levels[name]:
                         fill(arr, 0.0)
         self._images = self._written_images()
-        self._imaged: set[str] = set()  # fields whose current level's ghost cells the last step's pass wrote
+        self._image_fields = frozenset(name for name, _ in self._images)
+        self._imaged: frozenset[str] = frozenset()  # fields whose current level's ghost cells the last step's pass wrote
         self.passes = [(p, self._pass(p)) for p in an.passes]
         self._pair: Callable | None = None
         self._halo_now = sorted({s for p in an.passes for s in p.halo if s[1] <= 0 and s[0] in self._fillers})
@@ -228,7 +229,7 @@ class Simulation:
             levels = self.levels[name]
             if len(levels) > 1:  # [cur, next] -> [next, cur]; [prev, cur, next] -> [cur, next, prev]
                 levels.append(levels.pop(0))
-        self._imaged = {name for name, _ in self._images}
+        self._imaged = self._image_fields
         self.step_count += steps
         self.t = self.step_count * self.dt
 
@@ -334,7 +335,7 @@ class Simulation:
             raise StencilforgeError(f"the saved fields {sorted(found)} do not match {self.problem.name}'s {sorted(expected)}")
         for slot, arr in self.arrays().items():
             arr[...] = self.xp.asarray(arrays[slot])
-        self._imaged = set()
+        self._imaged = frozenset()
         self.step_count = int(step)
         self.t = self.step_count * self.dt
 

@@ -78,7 +78,8 @@ class Backend(Protocol):
     def equation_pair(self, p, lattice: Grid, constants, walls, reach: int, images=None) -> Callable | None:
         """run(arrays, params, t, t2): two steps of a pass in one kernel, from level 0 into level 1, or None
         where this backend has none for it. `walls`: the written fields' walls per axis ("Periodic" or
-        "Neumann"), or None for static Dirichlet walls; `reach`: how far the pass reads a written field."""
+        "Neumann"), or None for Dirichlet walls, whose values at t2 the caller puts in level 1's ghost cells;
+        `reach`: how far the pass reads a written field."""
 
     def copy_cells(self, arrays, dst, src) -> None:
         """a.flat[dst] = a.flat[src] for each array: ghost cells from their interior images."""

@@ -141,7 +141,7 @@ class _Equation:
     def kernels(self, steps: int, fused: int) -> float:
         """The passes of `steps` steps, `fused` of them two per pass as the loop took them."""
         sim = self.sim
-        pair = sim.pair_kernel() if fused else None
+        pair = sim.pair_kernel()
         if fused and pair is None:
             why = sim.build_pair()
             assert why is None, why  # the loop paired steps, so the pass pairs
@@ -149,9 +149,10 @@ class _Equation:
         arrays, params = sim.arrays(), sim.params
         self.engine.synchronize()
         start = time.perf_counter()
-        for _ in range(fused // 2):
+        if fused:
             assert pair is not None
-            pair(arrays, params, 0.0, sim.dt)
+            for _ in range(fused // 2):
+                pair(arrays, params, 0.0, sim.dt)
         for _ in range(steps - fused):
             for _, run in sim.passes:
                 run(arrays, params, 0.0)

@@ -57,7 +57,11 @@ class _Printer(InfixPrinter):
         return f"({cond} ? {a} : {b})"
 
 
-IMAGE_SHIFTS = {"Periodic": ("{n}", "-{n}"), "Neumann": ("-1 - 2 * {i}", "2 * {n} - 1 - 2 * {i}")}  # below, above
+# The walls' maps in C, one per side (below, above). IMAGE_SHIFTS: from an interior index i, the offset to
+# the ghost cell whose image it is; GHOST_IMAGE: from an index j in a ghost layer, its interior image.
+# Both are checked against the gather's map (`Simulation._ghost_images`) in tests/test_equations.py.
+IMAGE_SHIFTS = {"Periodic": ("{n}", "-{n}"), "Neumann": ("-1 - 2 * {i}", "2 * {n} - 1 - 2 * {i}")}
+GHOST_IMAGE = {"Periodic": ("{j} + {n}", "{j} - {n}"), "Neumann": ("-1 - {j}", "2 * {n} - 1 - {j}")}
 
 
 def image_cases(walls: tuple[str, ...]) -> list[tuple[str, str]]:

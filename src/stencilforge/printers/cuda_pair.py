@@ -22,14 +22,12 @@ from typing import Mapping
 
 from ..ir.analysis import Pass, slot_name
 from ..ir.nodes import Access, Constant
-from .cuda import OPTIONS, _ctype, _image_stores, _Printer
+from .cuda import GHOST_IMAGE, OPTIONS, _ctype, _image_stores, _Printer
 
 __all__ = ["OPTIONS", "TILE", "THREADS", "pair_source", "launch_grid"]
 
 TILE = (32, 64)  # output cells per block (y, x)
 THREADS = 256
-
-IMAGE = {"Periodic": ("{j} + {n}", "{j} - {n}"), "Neumann": ("-1 - {j}", "2 * {n} - 1 - {j}")}  # a ghost index's image below, above
 
 
 class _PairPrinter(_Printer):
@@ -92,7 +90,7 @@ def pair_source(p: Pass, dtype, constants: tuple[Constant, ...], walls: tuple[st
     else:
         middle_cell = []
         for a, kind in enumerate(walls):
-            below, above = (e.format(j=f"j{a}", n=f"n{a}") for e in IMAGE[kind])
+            below, above = (e.format(j=f"j{a}", n=f"n{a}") for e in GHOST_IMAGE[kind])
             middle_cell.append(f"const int i{a} = j{a} < 0 ? {below} : j{a} >= n{a} ? {above} : j{a};")
     lines = [
         f'extern "C" __global__ void __launch_bounds__({threads}) {name}({", ".join(args)})',

@@ -142,6 +142,22 @@ class _Unclocked:
         pass
 
 
+def _generated_runner(function, blocks, threads, names, constants, lattice: Grid, extent) -> Callable:
+    """run(arrays, params, *times) for a generated kernel taking the arrays `names`, each constant and the
+    times in the field dtype, per axis lo and h (double) and the extent (of type `extent`), then g."""
+    T = lattice.dtype.type
+    tail = []
+    for a in range(lattice.ndim):
+        tail += [np.float64(lattice.lower[a]), np.float64(lattice.spacing[a]), extent(lattice.shape[a])]
+    tail.append(np.int32(lattice.ghost))
+
+    def run(arrays, params, *times):
+        args = [arrays[n] for n in names] + [T(params[c.name]) for c in constants] + [T(t) for t in times] + tail
+        function(blocks, threads, tuple(args))
+
+    return run
+
+
 class CudaBackend:
     """Generated CUDA kernels on CuPy arrays; data stays on the device between steps.
 
@@ -426,29 +442,20 @@ class CudaBackend:
         blocks, threads = printers_cuda.launch_grid(lattice.shape, block, rows, vector, planes_per_thread)
         if blocks[1] > MAX_GRID_YZ or blocks[2] > MAX_GRID_YZ:
             raise StencilforgeError(f"{what}: grid {blocks} exceeds the CUDA limit of {MAX_GRID_YZ} blocks along y and z")
-        T = lattice.dtype.type
-        geometry = []
-        for a in range(lattice.ndim):
-            geometry += [np.float64(lattice.lower[a]), np.float64(lattice.spacing[a]), np.int64(lattice.shape[a])]
-        g = np.int32(lattice.ghost)
-
-        def run(arrays, params, t):
-            args = [arrays[n] for n in names] + [T(params[c.name]) for c in constants] + [T(t)] + geometry + [g]
-            function(blocks, threads, tuple(args))
-
-        return run
+        return _generated_runner(function, blocks, threads, names, constants, lattice, np.int64)
 
     def equation_pair(self, p, lattice: Grid, constants, walls, reach: int, images=None) -> Callable | None:
         """run(arrays, params, t, t2) advancing one 2D pass two steps in one kernel (`printers.cuda_pair`),
         or None where it does not apply (see `Backend.equation_pair`)."""
         from ...printers import cuda_pair
 
-        itemsize = lattice.dtype.itemsize
-        fields = len(p.writes)
+        if lattice.ndim != 2 or math.prod(lattice.padded_shape) >= 2**31:
+            return None
+        bytes_per_cell = len(p.writes) * lattice.dtype.itemsize  # of the middle state in shared memory
         tile = cuda_pair.TILE
-        while fields * itemsize * (tile[0] + 2 * reach) * (tile[1] + 2 * reach) > codegen.STATIC_SMEM_LIMIT:
+        while bytes_per_cell * (tile[0] + 2 * reach) * (tile[1] + 2 * reach) > codegen.STATIC_SMEM_LIMIT:
             tile = (tile[0] // 2, tile[1])
-        if lattice.ndim != 2 or tile[0] < 2 * reach or math.prod(lattice.padded_shape) >= 2**31:
+        if tile[0] < 2 * reach:
             return None
         source, names = cuda_pair.pair_source(p, lattice.dtype, constants, walls, reach, tile=tile, images=images)
         what = f"two steps of the pass computing {', '.join(eq.label for eq in p.equations)}"
@@ -456,17 +463,7 @@ class CudaBackend:
         blocks, threads = cuda_pair.launch_grid(lattice.shape, tile)
         if blocks[1] > MAX_GRID_YZ:
             return None
-        T = lattice.dtype.type
-        geometry = []
-        for a in range(2):
-            geometry += [np.float64(lattice.lower[a]), np.float64(lattice.spacing[a]), np.int32(lattice.shape[a])]
-        g = np.int32(lattice.ghost)
-
-        def run(arrays, params, t, t2):
-            args = [arrays[n] for n in names] + [T(params[c.name]) for c in constants] + [T(t), T(t2)] + geometry + [g]
-            function(blocks, threads, tuple(args))
-
-        return run
+        return _generated_runner(function, blocks, threads, names, constants, lattice, np.int32)
 
     def _generated(self, source: str, what: str, name: str, extra: tuple[str, ...]):
         """The function `name` of a generated source, compiled (or loaded from the disk cache)."""

@@ -39,9 +39,9 @@ FUSED_2D_R1_BLOCKS = {4: 6, 8: 4}  # by the dtype's item size
 
 # Generated 3D passes that read two or more fields above or below the cell: 32 x 8 threads, each computing two
 # consecutive planes of its cell (the z-neighbours it reads twice stay in registers; rows along y leave more
-# L2 traffic per field). A 3D Gray-Scott at 256^3 and 512^3 float32: 58.2 -> 71.8% and 70.8 -> 78.9% of copy on
-# an H100, 43.4 -> 53.6% and 55.3 -> 62.5% on an H200; one field (heat3d 512^3) keeps rows along y, where
-# planes lost 4 points on the H100 (planes-h100-2026-11-24.json, planes-h200-2026-11-24.json).
+# L2 traffic per field). Faster for a two-field 3D Gray-Scott on both an H100 and an H200; one field (heat3d)
+# keeps rows along y, where planes were slower on the H100
+# (benchmarks/results/planes-h100-2026-11-24.json, planes-h200-2026-11-24.json).
 PASS_3D_PLANES = {"block": (32, 8), "planes_per_thread": 2}
 
 
