@@ -1,9 +1,6 @@
 """Check and time kernel variants in one process, or launch each once for `ncu`.
 
-A variant is problem:strategy:tile[:unroll[:resident]], e.g.
-heat3d:streaming:64x8x64:8:1536 (overriding codegen.UNROLL, the planes a
-thread loads per step, and codegen.RESIDENT_THREADS, the occupancy that
-streaming's __launch_bounds__ asks for). Each
+A variant is problem:strategy[:tile], e.g. heat3d:streaming:64x8x64. Each
 variant is first checked against the float64 numpy oracle on a small shape
 that is no multiple of any tile (for streaming_vec its x extent is a multiple
 of 4, or the scalar fallback would be checked), then timed on the large grid: random inputs,
@@ -31,7 +28,7 @@ sys.path.insert(0, __file__.rsplit("/", 1)[0])
 from cuda_bench import copy_bandwidth, timed  # noqa: E402
 
 from stencilforge import problems  # noqa: E402
-from stencilforge.backends.cuda import CudaBackend, codegen  # noqa: E402
+from stencilforge.backends.cuda import CudaBackend  # noqa: E402
 from stencilforge.backends.numpy_ref import evaluate_sweep  # noqa: E402
 from stencilforge.bench.peers import naive_sweep_source  # noqa: E402
 from stencilforge.grid import Grid  # noqa: E402
@@ -45,12 +42,10 @@ DTYPE = {"name": "float32"}  # set once from --dtype
 def parse(spec: str):
     parts = spec.split(":")
     tile = tuple(int(t) for t in parts[2].split("x")) if len(parts) > 2 and parts[2] else None
-    unroll = int(parts[3]) if len(parts) > 3 and parts[3] else None
-    resident = int(parts[4]) if len(parts) > 4 else None
-    return parts[0], parts[1], tile, (unroll, resident)
+    return parts[0], parts[1], tile
 
 
-def runner(name, strategy, tile, unroll, shape):
+def runner(name, strategy, tile, shape):
     """(setup, grid, step(fields)) for one variant on `shape`."""
     setup = problems.build(name, shape=shape, dtype=DTYPE["name"], **PARAMS.get(name, {}))
     sweep, grid = setup.sweep, setup.grid
@@ -58,19 +53,13 @@ def runner(name, strategy, tile, unroll, shape):
         kernel = cp.RawKernel(naive_sweep_source(sweep, grid), "peer_naive")
         blocks = (grid.cells + 255) // 256
         return setup, lambda f: kernel((blocks,), (256,), (f[sweep.out], *(f[n] for n in sweep.inputs)))
-    saved = codegen.UNROLL, codegen.RESIDENT_THREADS
-    codegen.UNROLL, codegen.RESIDENT_THREADS = unroll[0] or saved[0], unroll[1] or saved[1]
-    try:
-        step = CudaBackend(strategy=strategy, tile=tile).sweep(sweep, grid)
-    finally:
-        codegen.UNROLL, codegen.RESIDENT_THREADS = saved
-    return setup, step
+    return setup, CudaBackend(strategy=strategy, tile=tile).sweep(sweep, grid)
 
 
-def check(name, strategy, tile, unroll) -> float:
+def check(name, strategy, tile) -> float:
     """Largest |gpu - oracle| / max|oracle| on the small shape; NaN-poisoned output."""
     small = SMALL[name] if strategy != "streaming_vec" else SMALL[name][:-1] + (SMALL[name][-1] // 4 * 4,)
-    setup, step = runner(name, strategy, tile, unroll, small)
+    setup, step = runner(name, strategy, tile, small)
     sweep, grid = setup.sweep, setup.grid
     rng = np.random.default_rng(1)
     host = {n: rng.uniform(-1, 1, grid.padded_shape) for n in set(sweep.inputs) | {sweep.out}}
@@ -120,8 +109,8 @@ def main() -> None:
     DTYPE["name"] = args.dtype
     if args.mode == "ncu":
         for spec in args.variants:
-            name, strategy, tile, unroll = parse(spec)
-            setup, step = runner(name, strategy, tile, unroll, LARGE[name])
+            name, strategy, tile = parse(spec)
+            setup, step = runner(name, strategy, tile, LARGE[name])
             step(large_fields(name, setup, strategy))
             cp.cuda.Device().synchronize()
             print("launched", spec, flush=True)
@@ -129,10 +118,10 @@ def main() -> None:
     ceiling = copy_bandwidth()["memcpy_gbps"]
     rows = []
     for spec in args.variants:
-        name, strategy, tile, unroll = parse(spec)
+        name, strategy, tile = parse(spec)
         try:
-            err = check(name, strategy, tile, unroll)
-            setup, step = runner(name, strategy, tile, unroll, LARGE[name])
+            err = check(name, strategy, tile)
+            setup, step = runner(name, strategy, tile, LARGE[name])
             fields = large_fields(name, setup, strategy)
             sec = timed(functools.partial(step, fields))
         except Exception as exc:  # a variant the generator refuses is reported, the others still run

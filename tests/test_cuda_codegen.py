@@ -16,6 +16,10 @@ import pytest
 from stencilforge import problems
 from stencilforge.backends.cuda import choose, codegen, kernel_source
 from stencilforge.backends.cuda.compile import cache_key, cached_cubin, compile_cubin
+from stencilforge.backends.cuda.kernel import FLAT_CELLS, SMEM_LIMIT, literal, module_source
+from stencilforge.backends.cuda.schedules.fused import PAIR_TILE, fused_applicable, fused_sweep
+from stencilforge.backends.cuda.schedules.pipelined import MAX_AHEAD, pipelined_sweep
+from stencilforge.backends.cuda.schedules.streaming_vec import vector_width
 from stencilforge.backends.cuda.tune import fused_choice
 from stencilforge.errors import StencilforgeError
 from stencilforge.plan import AxisOperator, Sweep, Term
@@ -55,23 +59,23 @@ def _modules():
             ks = [codegen.sweep_kernel(setup.sweep, s, dt) for s in codegen.applicable_strategies(setup.sweep, dt)]
             if setup.residual is not None:
                 ks.append(codegen.residual_kernel(setup.residual, dt))
-            mods.append((f"{vid}-{dt}", codegen.module_source(ks, dt, vid)))
+            mods.append((f"{vid}-{dt}", module_source(ks, dt, vid)))
     for dt in DTYPES:
         pairs = []
         for r in range(1, 9):
             sweep = poisson2d.jacobi_sweep(Stencil.laplacian(2, r, (0.01, 0.02)), with_rhs=True)
-            pairs.append(codegen.fused_sweep(sweep, dt, codegen.PAIR_TILE[2], f"sf_pair_r{r}"))
-        pairs.append(codegen.fused_sweep(problems.build("heat2d").sweep, dt, (3, 64), "sf_pair_heat2d"))
+            pairs.append(fused_sweep(sweep, dt, PAIR_TILE[2], f"sf_pair_r{r}"))
+        pairs.append(fused_sweep(problems.build("heat2d").sweep, dt, (3, 64), "sf_pair_heat2d"))
         for name, steps, tile in (("heat2d", 5, (16, 128)), ("poisson2d", 3, (5, 96))):  # auto's five steps; an odd tile
             blocks = fused_choice(problems.build(name).sweep, dt)[2] if steps == 5 else None
-            pairs.append(codegen.fused_sweep(problems.build(name).sweep, dt, tile, f"sf_fused{steps}_{name}", steps, min_blocks=blocks))
-        pairs.append(codegen.fused_sweep(problems.build("heat3d").sweep, dt, codegen.PAIR_TILE[3], "sf_pair_heat3d"))
-        pairs.append(codegen.fused_sweep(heat3d_r2(), dt, (5, 3, 64), "sf_pair_3d_r2"))
-        mods.append((f"fused-r1..8-{dt}", codegen.module_source(pairs, dt, "fused steps")))
+            pairs.append(fused_sweep(problems.build(name).sweep, dt, tile, f"sf_fused{steps}_{name}", steps, min_blocks=blocks))
+        pairs.append(fused_sweep(problems.build("heat3d").sweep, dt, PAIR_TILE[3], "sf_pair_heat3d"))
+        pairs.append(fused_sweep(heat3d_r2(), dt, (5, 3, 64), "sf_pair_3d_r2"))
+        mods.append((f"fused-r1..8-{dt}", module_source(pairs, dt, "fused steps")))
     for vid, op in _operators():
         for dt in DTYPES:
             ks = [codegen.operator_kernel(op, s, dt) for s in codegen.applicable_strategies(op, dt)]
-            mods.append((f"{vid}-{dt}", codegen.module_source(ks, dt, vid)))
+            mods.append((f"{vid}-{dt}", module_source(ks, dt, vid)))
     return mods
 
 
@@ -185,7 +189,7 @@ def test_auto_choices_compile_for_sm90(nvrtc):
                 k = _kernel(plan, strategy, dtype, tile)
                 name = f"sf_auto_{len(kernels)}"
                 kernels.setdefault(k.source, dataclasses.replace(k, name=name, source=k.source.replace(f" {k.name}(", f" {name}(")))
-        cubin = compile_cubin(codegen.module_source(list(kernels.values()), dtype, f"auto choices, {dtype}"), ARCH, "auto choices")
+        cubin = compile_cubin(module_source(list(kernels.values()), dtype, f"auto choices, {dtype}"), ARCH, "auto choices")
         assert cubin[:4] == b"\x7fELF"
 
 
@@ -215,10 +219,10 @@ def test_flat_row_index_needs_one_correction_step_below_its_cell_limit():
     c < FLAT_CELLS, so its single correction step gives the exact quotient."""
     rng = np.random.default_rng(7)
     n1 = np.concatenate([np.arange(1, 4000), rng.integers(4000, 2**31, 20000), 2 ** np.arange(31), [3, 10000, 46341]])
-    for c in (rng.integers(0, codegen.FLAT_CELLS, n1.size), codegen.FLAT_CELLS - 1 - rng.integers(0, 1000, n1.size)):
+    for c in (rng.integers(0, FLAT_CELLS, n1.size), FLAT_CELLS - 1 - rng.integers(0, 1000, n1.size)):
         n = n1.astype(np.int64)
         c = (c // n) * n + rng.integers(-1, 2, n.size)  # near multiples of n1 too, where truncation is closest to wrong
-        c = np.clip(c, 0, codegen.FLAT_CELLS - 1)
+        c = np.clip(c, 0, FLAT_CELLS - 1)
         q = np.trunc(c.astype(np.float64) * (1.0 / n1.astype(np.float64))).astype(np.int64)
         assert (np.abs(q - c // n) <= 1).all()
 
@@ -254,7 +258,7 @@ def test_tile_validation(strategy, tile, match):
 def test_vector_width_divides_the_x_radius(radius, dtype, width):
     """4 floats or 2 doubles (16 bytes) where the x radius allows, so halo chunks never straddle a vector."""
     wave = problems.build("wave3d", shape=(17, 17, 17), radius=radius).sweep
-    assert codegen.vector_width(wave, dtype) == width
+    assert vector_width(wave, dtype) == width
     if not width:
         with pytest.raises(StencilforgeError, match="streaming_vec needs a 3D sweep with an even x radius"):
             codegen.sweep_kernel(wave, "streaming_vec", dtype)
@@ -301,27 +305,27 @@ def test_pipelined_ring_fits_and_waits_for_its_depth(name, params, dtype):
     sweep = problems.build(name, **params).sweep
     kernel = codegen.sweep_kernel(sweep, "pipelined", dtype)
     ahead = int(re.search(r"(\d+) planes in flight", kernel.source).group(1))
-    assert 1 <= ahead <= codegen.MAX_AHEAD
-    assert 0 < kernel.dynamic_smem <= codegen.SMEM_LIMIT
+    assert 1 <= ahead <= MAX_AHEAD
+    assert 0 < kernel.dynamic_smem <= SMEM_LIMIT
     assert f"cp.async.wait_group {ahead - 1};" in kernel.source
     assert kernel.source.count("cp.async.wait_group") == kernel.source.count("__syncthreads();")
 
 
 def test_pipelined_depth_is_explicit_or_refused():
     wave = problems.build("wave3d", shape=(17, 17, 17), radius=8).sweep
-    one = codegen.pipelined_sweep(wave, np.float32, (64, 16, 32), "k", ahead=1)
-    four = codegen.pipelined_sweep(wave, np.float32, (64, 16, 32), "k", ahead=4)
+    one = pipelined_sweep(wave, np.float32, (64, 16, 32), "k", ahead=1)
+    four = pipelined_sweep(wave, np.float32, (64, 16, 32), "k", ahead=4)
     box, tile = 32 * 48, 16 * 32  # radius-8 in-plane halo around 16 x 32; u_prev and vel are pointwise
     assert one.dynamic_smem == (10 * box + 2 * 2 * tile) * 4
     assert four.dynamic_smem == (13 * box + 5 * 2 * tile) * 4
     with pytest.raises(StencilforgeError, match="at least 1 plane in flight"):
-        codegen.pipelined_sweep(wave, np.float32, (64, 16, 32), "k", ahead=0)
+        pipelined_sweep(wave, np.float32, (64, 16, 32), "k", ahead=0)
 
 
 @pytest.mark.parametrize("value", [0.1, -1 / 3, 1e-30, 12345.678, 2.0])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_literals_round_trip_to_the_oracle_value(value, dtype):
-    text = codegen.literal(value, dtype).rstrip("f")
+    text = literal(value, dtype).rstrip("f")
     assert dtype(float(text)) == dtype(value)
 
 
@@ -346,29 +350,29 @@ def test_fused_derivatives_are_one_kernel_writing_both_outputs(strategy, axis):
 
 
 def test_fusion_refuses_what_it_cannot_fuse():
-    assert codegen.fused_applicable(problems.build("poisson2d").sweep) is None
-    assert codegen.fused_applicable(problems.build("poisson2d").sweep, 9) is None
-    assert "reaches 9 lanes" in codegen.fused_applicable(problems.build("poisson2d").sweep, 10)
-    assert codegen.fused_applicable(problems.build("heat3d").sweep) is None
-    assert "two steps per pass, not 3" in codegen.fused_applicable(problems.build("heat3d").sweep, 3)
+    assert fused_applicable(problems.build("poisson2d").sweep) is None
+    assert fused_applicable(problems.build("poisson2d").sweep, 9) is None
+    assert "reaches 9 lanes" in fused_applicable(problems.build("poisson2d").sweep, 10)
+    assert fused_applicable(problems.build("heat3d").sweep) is None
+    assert "two steps per pass, not 3" in fused_applicable(problems.build("heat3d").sweep, 3)
     wide3d = Sweep("o", (Term("u", Stencil.laplacian(3, 3)),))
-    assert "radius up to 2" in codegen.fused_applicable(wide3d)
+    assert "radius up to 2" in fused_applicable(wide3d)
     box = Stencil.from_dict({(1, 1): 1.0, (0, 0): 1.0})
-    assert "star" in codegen.fused_applicable(Sweep("o", (Term("u", box),)))
+    assert "star" in fused_applicable(Sweep("o", (Term("u", box),)))
     two = Sweep("o", (Term("u", Stencil.laplacian(2)), Term("v", Stencil.laplacian(2))))
-    assert "exactly one field" in codegen.fused_applicable(two)
+    assert "exactly one field" in fused_applicable(two)
     with pytest.raises(StencilforgeError, match="whole warps"):
-        codegen.fused_sweep(problems.build("poisson2d").sweep, np.float32, (4, 100), "k")
+        fused_sweep(problems.build("poisson2d").sweep, np.float32, (4, 100), "k")
     with pytest.raises(StencilforgeError, match="needs 3 positive sizes"):
-        codegen.fused_sweep(problems.build("heat3d").sweep, np.float32, (8, 256), "k")
+        fused_sweep(problems.build("heat3d").sweep, np.float32, (8, 256), "k")
 
 
 def test_fused_grid_counts_the_useful_lanes():
-    k = codegen.fused_sweep(problems.build("poisson2d").sweep, np.float32, (8, 256), "k")
+    k = fused_sweep(problems.build("poisson2d").sweep, np.float32, (8, 256), "k")
     assert k.cover == (8, 8 * 30) and k.grid((1000, 1537)) == (7, 125, 1)
-    k4 = codegen.fused_sweep(problems.build("poisson2d").sweep, np.float32, (8, 256), "k", 4)
+    k4 = fused_sweep(problems.build("poisson2d").sweep, np.float32, (8, 256), "k", 4)
     assert k4.cover == (8, 8 * 26) and k4.args[-2:] == ("_walls2", "_walls3") and k4.strategy == "rows, 4 steps"
-    k3 = codegen.fused_sweep(problems.build("heat3d").sweep, np.float32, (64, 8, 128), "k")  # 4 warps along y
+    k3 = fused_sweep(problems.build("heat3d").sweep, np.float32, (64, 8, 128), "k")  # 4 warps along y
     assert k3.block == (32, 4, 1) and k3.cover == (64, 32, 30) and k3.grid((129, 67, 255)) == (9, 3, 3)
 
 
@@ -380,10 +384,10 @@ def test_fused_steps_follow_the_measured_rule():
         for dtype in (np.float32, np.float64):
             steps, tile, blocks = fused_choice(sweep, dtype)
             assert (steps, tile) == FUSED_2D_R1 and blocks == FUSED_2D_R1_BLOCKS[np.dtype(dtype).itemsize]
-            kernel = codegen.fused_sweep(sweep, dtype, tile, "k", steps, min_blocks=blocks)
+            kernel = fused_sweep(sweep, dtype, tile, "k", steps, min_blocks=blocks)
             assert kernel.strategy == f"rows, {steps} steps" and f"__launch_bounds__({tile[1]}, {blocks})" in kernel.source
-    assert fused_choice(Sweep("o", (Term("u", Stencil.laplacian(2, 2)),))) == (2, codegen.PAIR_TILE[2], None)
-    assert fused_choice(problems.build("heat3d").sweep) == (2, codegen.PAIR_TILE[3], None)
+    assert fused_choice(Sweep("o", (Term("u", Stencil.laplacian(2, 2)),))) == (2, PAIR_TILE[2], None)
+    assert fused_choice(problems.build("heat3d").sweep) == (2, PAIR_TILE[3], None)
 
 
 @pytest.mark.parametrize("ndim", [2, 3])

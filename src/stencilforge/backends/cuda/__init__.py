@@ -8,6 +8,7 @@ from __future__ import annotations
 from ...errors import StencilforgeError
 from . import codegen
 from .backend import CudaBackend, check_fits, resolve
+from .kernel import module_source
 from .tune import choose
 
 
@@ -22,7 +23,7 @@ def kernel_source(setup, strategy: str = "auto", tile=None) -> str:
         kernels.append(codegen.residual_kernel(setup.residual, dtype))
     k = kernels[0]
     title = f"{setup.name}, strategy {k.strategy}, tile {k.tile}, block {k.block}"
-    return codegen.module_source(kernels, dtype, title)
+    return module_source(kernels, dtype, title)
 
 
 __all__ = ["CudaBackend", "check_fits", "choose", "kernel_source"]

@@ -22,6 +22,9 @@ from ..base import Launch
 from . import codegen
 from .compile import cached_cubin, options
 from .facts import DeviceFacts, device_facts
+from .kernel import STATIC_SMEM_LIMIT, Kernel, module_source
+from .schedules.fused import PAIR_TILE, fused_applicable, fused_sweep
+from .schedules.reduce import REDUCE_BLOCKS
 from .tune import choose, fused_choice, pass_schedule
 
 MAX_GRID_YZ = 65535
@@ -82,7 +85,7 @@ def _facts(device: int, name: str) -> DeviceFacts:
     return device_facts(_cupy(), name)
 
 
-def resolve(plan, strategy: str, tile, shape, dtype, device_name: str | None = None, facts=None) -> codegen.Kernel:
+def resolve(plan, strategy: str, tile, shape, dtype, device_name: str | None = None, facts=None) -> Kernel:
     """The kernel for a plan: `auto` asks `choose`; an explicit tile overrides the chosen one."""
     if strategy == "auto":
         strategy, chosen = choose(plan, shape, dtype, device_name, facts)
@@ -206,9 +209,9 @@ class CudaBackend:
 
     # ------------------------------------------------------------ compilation
 
-    def _function(self, kernel: codegen.Kernel, dtype):
+    def _function(self, kernel: Kernel, dtype):
         """Compile (or load from the disk cache) the module holding `kernel`; cached per instance."""
-        source = codegen.module_source([kernel], dtype, f"{kernel.name}, strategy {kernel.strategy}, tile {kernel.tile}")
+        source = module_source([kernel], dtype, f"{kernel.name}, strategy {kernel.strategy}, tile {kernel.tile}")
         what = f"kernel {kernel.name} (strategy {kernel.strategy})"
         module = self._modules.get(source)
         if module is None:
@@ -225,12 +228,12 @@ class CudaBackend:
                 raise
             except Exception as exc:  # CuPy's compile and load errors carry multi-line logs
                 raise StencilforgeError(f"CUDA compile of {what} failed: {str(exc).splitlines()[0]}") from None
-            if kernel.dynamic_smem > codegen.STATIC_SMEM_LIMIT:
+            if kernel.dynamic_smem > STATIC_SMEM_LIMIT:
                 function.max_dynamic_shared_size_bytes = kernel.dynamic_smem
             self._modules[source] = module
         return module.get_function(kernel.name)
 
-    def _launcher(self, kernel: codegen.Kernel, dtype) -> Callable:
+    def _launcher(self, kernel: Kernel, dtype) -> Callable:
         function = self._function(kernel, dtype)
         cp = self._cp
         what = f"kernel {kernel.name} (strategy {kernel.strategy})"
@@ -314,20 +317,20 @@ class CudaBackend:
         strategy than `auto` was asked for."""
         chosen_steps, chosen_tile, blocks = fused_choice(sweep, grid.dtype)
         steps = chosen_steps if steps is None else steps
-        why = (f"strategy {self.requested} was asked for" if self.requested != "auto" else codegen.fused_applicable(sweep, steps)
+        why = (f"strategy {self.requested} was asked for" if self.requested != "auto" else fused_applicable(sweep, steps)
                or (f"ghost width {grid.ghost} is below the radius {sweep.radius}" if grid.ghost < sweep.radius else None))
         if why:
             log.info("%s: single steps, no fused kernel: %s", sweep.out, why)
             return None
         if tile is None:
-            tile = chosen_tile if steps == chosen_steps else codegen.PAIR_TILE[grid.ndim]
+            tile = chosen_tile if steps == chosen_steps else PAIR_TILE[grid.ndim]
         blocks = blocks if (steps, tuple(tile)) == (chosen_steps, tuple(chosen_tile)) else None  # measured for that shape only
-        kernel = codegen.fused_sweep(sweep, grid.dtype, tuple(tile), f"sf_fused{steps}_{sweep.out}", steps, min_blocks=blocks)
+        kernel = fused_sweep(sweep, grid.dtype, tuple(tile), f"sf_fused{steps}_{sweep.out}", steps, min_blocks=blocks)
         launch = self._sweep_runner(kernel, grid)
         launch.steps = steps
         return launch
 
-    def _picker(self, kernel: codegen.Kernel, scalar: codegen.Kernel | None, dtype, ran: Launch) -> Callable:
+    def _picker(self, kernel: Kernel, scalar: Kernel | None, dtype, ran: Launch) -> Callable:
         """pick(arrays, fits) -> (launch, kernel) for one call: `kernel`, or `scalar` where the call
         does not fit it (`Kernel.fits`, decided by the caller) or, for a vector kernel, one of the
         arrays' pointers is not aligned to its vector (a misaligned vector access faults and poisons
@@ -358,7 +361,7 @@ class CudaBackend:
 
         return pick
 
-    def _sweep_runner(self, kernel: codegen.Kernel, grid: Grid, scalar: codegen.Kernel | None = None) -> Launch:
+    def _sweep_runner(self, kernel: Kernel, grid: Grid, scalar: Kernel | None = None) -> Launch:
         """Launch `kernel` (or `scalar`, see `_picker`) over the interior on fields checked against the
         grid, timed by CUDA events."""
         ran = Launch(None, kernel.strategy, kernel.tile)  # type: ignore[arg-type]  # run is set below: the picker records into `ran`
@@ -382,7 +385,7 @@ class CudaBackend:
         kernel = codegen.residual_kernel(sweep, grid.dtype)
         launch = self._launcher(kernel, grid.dtype)
         rows = math.prod(grid.shape[:-1])
-        blocks = (min(codegen.REDUCE_BLOCKS, rows), 1, 1)
+        blocks = (min(REDUCE_BLOCKS, rows), 1, 1)
         partial = self._cp.empty(blocks[0], dtype=np.float64)
         scalars = tuple(np.int32(n) for n in grid.shape) + (np.int32(grid.ghost),)
         shape, dtype = grid.padded_shape, grid.dtype
@@ -453,7 +456,7 @@ class CudaBackend:
             return None
         bytes_per_cell = len(p.writes) * lattice.dtype.itemsize  # of the middle state in shared memory
         tile = cuda_pair.TILE
-        while bytes_per_cell * (tile[0] + 2 * reach) * (tile[1] + 2 * reach) > codegen.STATIC_SMEM_LIMIT:
+        while bytes_per_cell * (tile[0] + 2 * reach) * (tile[1] + 2 * reach) > STATIC_SMEM_LIMIT:
             tile = (tile[0] // 2, tile[1])
         if tile[0] < 2 * reach:
             return None

@@ -15,8 +15,11 @@ import numpy as np
 from ...ir.analysis import accesses, slot_name
 from ...plan import AxisOperator, Sweep
 from ...tuning import cached_choice
-from .codegen import PAIR_TILE, code_signature, default_tile, streaming_applicable, vector_width
+from .codegen import code_signature, default_tile
 from .facts import DeviceFacts
+from .schedules.fused import PAIR_TILE
+from .schedules.march import streaming_applicable
+from .schedules.streaming_vec import vector_width
 
 log = logging.getLogger(__name__)
 

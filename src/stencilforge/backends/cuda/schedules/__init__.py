@@ -1,0 +1,1 @@
+"""One module per CUDA schedule; each turns a plan (the analysed access pattern) into a `Kernel`."""
