@@ -16,7 +16,7 @@ import pytest
 from stencilforge import problems
 from stencilforge.backends.cuda import choose, codegen, kernel_source
 from stencilforge.backends.cuda.compile import cache_key, cached_cubin, compile_cubin
-from stencilforge.backends.cuda.kernel import FLAT_CELLS, SMEM_LIMIT, literal, module_source
+from stencilforge.backends.cuda.kernel import ARCH_LIMITS, FLAT_CELLS, HOPPER, Limits, literal, module_source
 from stencilforge.backends.cuda.schedules.fused import PAIR_TILE, fused_applicable, fused_sweep
 from stencilforge.backends.cuda.schedules.pipelined import MAX_AHEAD, pipelined_sweep
 from stencilforge.backends.cuda.schedules.streaming_vec import vector_width
@@ -306,20 +306,75 @@ def test_pipelined_ring_fits_and_waits_for_its_depth(name, params, dtype):
     kernel = codegen.sweep_kernel(sweep, "pipelined", dtype)
     ahead = int(re.search(r"(\d+) planes in flight", kernel.source).group(1))
     assert 1 <= ahead <= MAX_AHEAD
-    assert 0 < kernel.dynamic_smem <= SMEM_LIMIT
+    assert 0 < kernel.dynamic_smem <= HOPPER.smem_per_block
     assert f"cp.async.wait_group {ahead - 1};" in kernel.source
     assert kernel.source.count("cp.async.wait_group") == kernel.source.count("__syncthreads();")
 
 
+@pytest.mark.parametrize("name,params", [("heat3d", {}), ("heat2d", {}), ("wave3d", {"radius": 8}), ("wave3d", {"radius": 4})])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_shared_memory_plans_within_the_architectures_limits(nvrtc, name, params, dtype):
+    """A ring or tile sized for a Hopper must not ask an Ampere (163 KB per block) for more than it has:
+    `pipelined` takes a shallower ring there, and each kernel compiles for its architecture."""
+    sweep = problems.build(name, **params).sweep
+    for arch, limits in ARCH_LIMITS.items():
+        kernel = codegen.sweep_kernel(sweep, "pipelined", dtype, limits=limits)
+        assert 0 < kernel.dynamic_smem <= limits.smem_per_block
+        compile_cubin(module_source([kernel], dtype, "limits"), arch, f"{name} pipelined for {arch}")
+    rings = {arch: codegen.sweep_kernel(sweep, "pipelined", dtype, limits=limits).dynamic_smem for arch, limits in ARCH_LIMITS.items()}
+    assert rings["sm_80"] <= rings["sm_90"]
+
+
+def test_a_ring_deeper_than_a_smaller_device_allows_is_cut_to_fit():
+    """wave3d r8 on tiles whose Hopper ring an A100 cannot hold: float32 on 16 x 32 gets a shallower
+    ring there; float64 on 8 x 64 fits no depth and is refused, as is a `tiled` box over the limit."""
+    wave = problems.build("wave3d", shape=(17, 17, 17), radius=8).sweep
+    ampere = ARCH_LIMITS["sm_80"]
+    deep = pipelined_sweep(wave, np.float32, (64, 16, 32), "k", HOPPER)
+    cut = pipelined_sweep(wave, np.float32, (64, 16, 32), "k", ampere)
+    assert cut.dynamic_smem < deep.dynamic_smem
+    assert int(re.search(r"(\d+) planes in flight", cut.source).group(1)) < int(re.search(r"(\d+) planes in flight", deep.source).group(1))
+    assert pipelined_sweep(wave, np.float64, (64, 8, 64), "k", HOPPER).dynamic_smem > ampere.smem_per_block
+    with pytest.raises(StencilforgeError, match=f"limit {ampere.smem_per_block}"):
+        codegen.sweep_kernel(wave, "pipelined", np.float64, (64, 8, 64), limits=ampere)
+    assert ampere.smem_per_block < codegen.sweep_kernel(wave, "tiled", np.float64, (1, 4, 64), limits=HOPPER).dynamic_smem
+    with pytest.raises(StencilforgeError, match=f"limit {ampere.smem_per_block}"):
+        codegen.sweep_kernel(wave, "tiled", np.float64, (1, 4, 64), limits=ampere)
+
+
+def test_limits_are_read_from_the_device():
+    """The backend asks the runtime for cudaDevAttrMaxSharedMemoryPerBlockOptin (97), ...PerMultiprocessor
+    (81) and cudaDevAttrReservedSharedMemoryPerBlock (111) of the current device."""
+    asked = []
+
+    class Runtime:
+        @staticmethod
+        def deviceGetAttribute(attr, device):
+            asked.append((attr, device))
+            return {97: 101376, 81: 102400, 111: 1024}[attr]
+
+    class Cuda:
+        runtime = Runtime
+
+        class Device:
+            id = 3
+
+    class CuPy:
+        cuda = Cuda
+
+    assert Limits.of_device(CuPy) == Limits(101376, 102400, 1024)
+    assert asked == [(97, 3), (81, 3), (111, 3)]
+
+
 def test_pipelined_depth_is_explicit_or_refused():
     wave = problems.build("wave3d", shape=(17, 17, 17), radius=8).sweep
-    one = pipelined_sweep(wave, np.float32, (64, 16, 32), "k", ahead=1)
-    four = pipelined_sweep(wave, np.float32, (64, 16, 32), "k", ahead=4)
+    one = pipelined_sweep(wave, np.float32, (64, 16, 32), "k", HOPPER, ahead=1)
+    four = pipelined_sweep(wave, np.float32, (64, 16, 32), "k", HOPPER, ahead=4)
     box, tile = 32 * 48, 16 * 32  # radius-8 in-plane halo around 16 x 32; u_prev and vel are pointwise
     assert one.dynamic_smem == (10 * box + 2 * 2 * tile) * 4
     assert four.dynamic_smem == (13 * box + 5 * 2 * tile) * 4
     with pytest.raises(StencilforgeError, match="at least 1 plane in flight"):
-        pipelined_sweep(wave, np.float32, (64, 16, 32), "k", ahead=0)
+        pipelined_sweep(wave, np.float32, (64, 16, 32), "k", HOPPER, ahead=0)
 
 
 @pytest.mark.parametrize("value", [0.1, -1 / 3, 1e-30, 12345.678, 2.0])

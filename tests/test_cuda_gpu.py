@@ -591,3 +591,17 @@ def test_fused_steps_give_the_single_steps_bits(name, shape):
     for k in single.fields:
         assert cp.array_equal(fused.fields[k], single.fields[k]), f"{name}: field {k} differs"
     assert fused.summary["error"] == single.summary["error"]
+
+
+def test_the_backend_plans_shared_memory_with_the_devices_own_limits():
+    """The limits read from the device are the published ones for its architecture where we know them,
+    and a `pipelined` ring built with them launches and computes the oracle's values."""
+    from stencilforge.backends.cuda.kernel import ARCH_LIMITS
+
+    b = backend("pipelined")
+    assert 0 < b.limits.reserved_per_block < b.limits.smem_per_block < b.limits.smem_per_sm
+    if b.arch in ARCH_LIMITS:
+        assert b.limits == ARCH_LIMITS[b.arch]
+    setup = problems.build("wave3d", shape=(21, 35, 133), radius=8)
+    kernel = codegen.sweep_kernel(setup.sweep, "pipelined", "float32", limits=b.limits)
+    assert kernel.dynamic_smem <= b.limits.smem_per_block

@@ -22,7 +22,7 @@ from ..base import Launch
 from . import codegen
 from .compile import cached_cubin, options
 from .facts import DeviceFacts, device_facts
-from .kernel import STATIC_SMEM_LIMIT, Kernel, module_source
+from .kernel import HOPPER, STATIC_SMEM_LIMIT, Kernel, Limits, module_source
 from .schedules.fused import PAIR_TILE, fused_applicable, fused_sweep
 from .schedules.reduce import REDUCE_BLOCKS
 from .tune import choose, fused_choice, pass_schedule
@@ -85,14 +85,15 @@ def _facts(device: int, name: str) -> DeviceFacts:
     return device_facts(_cupy(), name)
 
 
-def resolve(plan, strategy: str, tile, shape, dtype, device_name: str | None = None, facts=None) -> Kernel:
-    """The kernel for a plan: `auto` asks `choose`; an explicit tile overrides the chosen one."""
+def resolve(plan, strategy: str, tile, shape, dtype, device_name: str | None = None, facts=None, limits: Limits = HOPPER) -> Kernel:
+    """The kernel for a plan: `auto` asks `choose`; an explicit tile overrides the chosen one; shared memory
+    within the device's `limits`."""
     if strategy == "auto":
         strategy, chosen = choose(plan, shape, dtype, device_name, facts)
         tile = chosen if tile is None else tile
     if isinstance(plan, AxisOperator):
         return codegen.operator_kernel(plan, strategy, dtype, tile)
-    return codegen.sweep_kernel(plan, strategy, dtype, tile)
+    return codegen.sweep_kernel(plan, strategy, dtype, tile, limits)
 
 
 class EventClock:
@@ -186,6 +187,7 @@ class CudaBackend:
         self.requested_tile = None if tile is None else tuple(tile)
         device = cp.cuda.Device()
         self.arch = f"sm_{device.compute_capability}"
+        self.limits = Limits.of_device(cp)
         self.device_name = device_name(cp.cuda.runtime.getDeviceProperties(device.id))
         self._modules: dict[str, Any] = {}  # CuPy RawModules by source: a cache, whatever built them
         self._copy_kernels: dict = {}  # the wall-gather kernels by dtype and array count
@@ -299,7 +301,7 @@ class CudaBackend:
 
     def sweep(self, sweep: Sweep, grid: Grid) -> Launch:
         kernel = resolve(sweep, self.requested, self.requested_tile, grid.shape, grid.dtype, self.device_name,
-                         self.facts() if self.requested == "auto" else None)
+                         self.facts() if self.requested == "auto" else None, self.limits)
         scalar = None
         if kernel.vector > 1:  # vector kernels need every row to start on a vector; scalar streaming otherwise
             scalar = codegen.sweep_kernel(sweep, "streaming", grid.dtype)

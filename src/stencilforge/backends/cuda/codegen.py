@@ -19,7 +19,7 @@ import numpy as np
 from ...errors import StencilforgeError
 from ...plan import AxisOperator, Sweep, Term
 from ...stencil import Stencil
-from .kernel import MAX_THREADS, Kernel, check_names
+from .kernel import HOPPER, MAX_THREADS, Kernel, Limits, check_names
 from .schedules.march import MARCHING_STRATEGIES, streaming_applicable
 from .schedules.naive import naive_sweep
 from .schedules.operators import flat_operator, naive_operator, pencil_operator, rows_operator, rows_vector_operator
@@ -41,7 +41,8 @@ STRATEGIES = tuple(dict.fromkeys(SWEEP_STRATEGIES + OPERATOR_STRATEGIES))
 
 def code_signature(plan: Sweep | AxisOperator, dtype) -> str:
     """A digest of what every applicable strategy generates for the plan's structure (default
-    tiles, every coefficient 1): a tuned winner is kept only while the code it was measured on is."""
+    tiles, every coefficient 1): a tuned winner is kept only while the code it was measured on is
+    (the device, whose limits also shape the code, is a key of its own)."""
     if isinstance(plan, Sweep):
         unit = Sweep(plan.out, tuple(Term(t.field, Stencil.from_dict({o: 1.0 for o, _ in t.stencil.entries}), t.factor)
                                      for t in plan.terms))
@@ -111,8 +112,9 @@ def _check_tile(tile, expected: int, strategy: str, threads: Callable[[tuple[int
     return tile
 
 
-def sweep_kernel(sweep: Sweep, strategy: str, dtype, tile=None) -> Kernel:
-    """The kernel writing `sweep.out` over the interior with one strategy."""
+def sweep_kernel(sweep: Sweep, strategy: str, dtype, tile=None, limits: Limits = HOPPER) -> Kernel:
+    """The kernel writing `sweep.out` over the interior with one strategy, its shared memory within
+    `limits` (the backend passes its device's; without a device, sm_90's)."""
     check_names(set(sweep.inputs) | {sweep.out})
     if strategy not in SWEEP_STRATEGIES:
         raise StencilforgeError(f"strategy {strategy!r} does not apply to a stencil sweep: choose one of {', '.join(SWEEP_STRATEGIES)}")
@@ -123,19 +125,16 @@ def sweep_kernel(sweep: Sweep, strategy: str, dtype, tile=None) -> Kernel:
     if strategy in ("streaming", "streaming_vec", "streaming_l1", "pipelined"):
         cells = max(1, vector_width(sweep, dtype)) if strategy == "streaming_vec" else 1
         tile = _check_tile(tile, sweep.ndim, strategy, lambda t: math.prod(t[1:]) // cells)
-        build = {
-            "streaming": streaming_sweep,
-            "streaming_vec": streaming_vector_sweep,
-            "streaming_l1": streaming_cached_sweep,
-            "pipelined": pipelined_sweep,
-        }[strategy]
+        if strategy == "pipelined":
+            return pipelined_sweep(sweep, dtype, tile, name, limits)
+        build = {"streaming": streaming_sweep, "streaming_vec": streaming_vector_sweep, "streaming_l1": streaming_cached_sweep}[strategy]
         return build(sweep, dtype, tile, name)
     if strategy == "rows":
         return rows_sweep(sweep, dtype, _check_tile(tile, sweep.ndim, strategy, lambda t: t[-1]), name)
     tile = _check_tile(tile, sweep.ndim, strategy, math.prod)
     if strategy == "naive":
         return naive_sweep(sweep, dtype, tile, name)
-    return tiled_sweep(sweep, dtype, tile, name)
+    return tiled_sweep(sweep, dtype, tile, name, limits)
 
 
 def operator_kernel(op: AxisOperator, strategy: str, dtype, tile=None) -> Kernel:

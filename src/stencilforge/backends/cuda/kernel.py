@@ -25,15 +25,33 @@ from ...errors import StencilforgeError
 from ...plan import Sweep
 
 MAX_THREADS = 1024
-
-
 STATIC_SMEM_LIMIT = 48 * 1024
-
-
-SMEM_LIMIT = 227 * 1024  # sm_90 opt-in maximum of dynamic shared memory per block
-
-
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The shared memory a schedule may plan with. `CudaBackend` reads it from the device that runs the
+    kernel; code generated without one (show-kernel, the compile tests) takes NVIDIA's published figures
+    for an architecture (`ARCH_LIMITS`), so a ring sized for a Hopper never asks an Ampere for more."""
+
+    smem_per_block: int  # opt-in maximum of dynamic shared memory per block
+    smem_per_sm: int
+    reserved_per_block: int  # what the runtime keeps of an SM's shared memory for each resident block
+
+    @classmethod
+    def of_device(cls, cp) -> Limits:
+        """The current device's limits (runtime attributes 97, 81 and 111 of cudaDeviceAttr)."""
+        device = cp.cuda.Device().id
+        get = cp.cuda.runtime.deviceGetAttribute
+        return cls(get(97, device), get(81, device), get(111, device))
+
+
+ARCH_LIMITS = {
+    "sm_80": Limits(163 * 1024, 164 * 1024, 1024),
+    "sm_90": Limits(227 * 1024, 228 * 1024, 1024),
+}
+HOPPER = ARCH_LIMITS["sm_90"]
 
 
 @dataclass(frozen=True)
@@ -215,11 +233,11 @@ def block_shape(tile: tuple[int, ...]) -> tuple[int, int, int]:
     return (rev[0], rev[1], rev[2])
 
 
-def check_smem(nbytes: int, strategy: str, tile) -> None:
-    if nbytes > SMEM_LIMIT:
+def check_smem(nbytes: int, strategy: str, tile, limits: Limits) -> None:
+    if nbytes > limits.smem_per_block:
         raise StencilforgeError(
             f"strategy {strategy} with tile {tuple(tile)} needs {nbytes} bytes of shared memory per block "
-            f"(limit {SMEM_LIMIT}); choose a smaller tile"
+            f"(limit {limits.smem_per_block}); choose a smaller tile"
         )
 
 

@@ -9,15 +9,10 @@ import numpy as np
 
 from ....errors import StencilforgeError
 from ....plan import Sweep
-from ..kernel import SMEM_LIMIT, Kernel, cell_expression, check_smem, kernel_params
+from ..kernel import Kernel, Limits, cell_expression, check_smem, kernel_params
 from .march import UNROLL, in_box, march_kernel, march_layout, march_setup, queue_shift, resident_threads
 
-SM_SMEM = 228 * 1024  # sm_90 shared memory per SM; each resident block also reserves 1 KB of it
-
-
 IN_FLIGHT = 48 * 1024  # bytes of copies `pipelined` keeps outstanding per SM: ~2x bandwidth x loaded DRAM latency
-
-
 MAX_AHEAD = 8  # planes a `pipelined` block copies ahead of the one it consumes
 
 
@@ -38,19 +33,19 @@ def _mod_add(var: str, c: int, n: int) -> str:
     return var if c == 0 else f"({var} < {n - c} ? {var} + {c} : {var} - {n - c})"
 
 
-def _pipeline_depth(stage_bytes: int, smem, blocks: int, planes: int) -> int:
+def _pipeline_depth(stage_bytes: int, smem, blocks: int, planes: int, limits: Limits) -> int:
     """Planes a block copies ahead: its share of IN_FLIGHT, within its share of the SM's shared memory."""
     ahead = min(MAX_AHEAD, planes, max(2, math.ceil(IN_FLIGHT / blocks / stage_bytes)))
-    share = min(SMEM_LIMIT, SM_SMEM // blocks - 1024)
+    share = min(limits.smem_per_block, limits.smem_per_sm // blocks - limits.reserved_per_block)
     while ahead > 2 and smem(ahead) > share:
         ahead -= 1
-    while ahead > 1 and smem(ahead) > SMEM_LIMIT:
+    while ahead > 1 and smem(ahead) > limits.smem_per_block:
         ahead -= 1
     return ahead
 
 
 # One kernel's source emitted top to bottom, a branch per optional part; split, its order would be harder to follow
-def pipelined_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str, ahead: int | None = None) -> Kernel:  # noqa: C901
+def pipelined_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str, limits: Limits, ahead: int | None = None) -> Kernel:  # noqa: C901
     """2.5D march like `streaming`, but planes reach shared memory through a ring of cp.async stages.
 
     `streaming` stages the next plane group through registers and then waits
@@ -91,10 +86,10 @@ def pipelined_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str, ahead
 
     if ahead is None:
         stage = (sum(cells.values()) + threads * len(points)) * itemsize
-        ahead = _pipeline_depth(stage, smem, blocks, chunk + 2 * lag)
+        ahead = _pipeline_depth(stage, smem, blocks, chunk + 2 * lag, limits)
     if ahead < 1:
         raise StencilforgeError(f"strategy pipelined needs at least 1 plane in flight, got {ahead}")
-    check_smem(smem(ahead), "pipelined", tile)
+    check_smem(smem(ahead), "pipelined", tile, limits)
     ring, pring = ahead + lag + 1, ahead + 1
     offset, at = {}, 0
     for f in staged:

@@ -10,6 +10,7 @@ import numpy as np
 from ....plan import Sweep
 from ..kernel import (
     Kernel,
+    Limits,
     at_offset,
     block_shape,
     cell_expression,
@@ -23,7 +24,7 @@ from ..kernel import (
 )
 
 
-def tiled_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str) -> Kernel:
+def tiled_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str, limits: Limits) -> Kernel:
     """Each stencil field's tile+halo box staged in (dynamic) shared memory, then one cell per thread."""
     nd = sweep.ndim
     radii = field_radii(sweep)
@@ -37,7 +38,7 @@ def tiled_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str) -> Kernel
         offsets[f] = total
         total += math.prod(boxes[f])
     smem = total * itemsize
-    check_smem(smem, "tiled", tile)
+    check_smem(smem, "tiled", tile, limits)
     lines = [
         f'extern "C" __global__ void __launch_bounds__({threads}) {name}({kernel_params(sweep, False)})',
         "{",
