@@ -595,7 +595,7 @@ def test_fused_steps_give_the_single_steps_bits(name, shape):
 
 def test_the_backend_plans_shared_memory_with_the_devices_own_limits():
     """The limits read from the device are the published ones for its architecture where we know them,
-    and a `pipelined` ring built with them launches and computes the oracle's values."""
+    and a `pipelined` ring is built within them (the strategy tests run it against the oracle)."""
     from stencilforge.backends.cuda.kernel import ARCH_LIMITS
 
     b = backend("pipelined")
