@@ -242,10 +242,10 @@ terms = st.lists(st.tuples(st.sampled_from(["u", "v", "k"]), offsets, st.floats(
 walls = st.sampled_from(["periodic", "neumann", "dirichlet"])
 
 
-def _random_problem(u_terms, v_terms, wall, fn, dtype, shape):
+def _random_problem(u_terms, v_terms, wall, fn, dtype, shape, storage=None):
     grid = sf.Grid(shape, extent=(1.0, 1.3), dtype=dtype)
-    u, v = sf.Field("u", grid), sf.Field("v", grid)
-    k = sf.Field("k", grid, levels=1)
+    u, v = sf.Field("u", grid, storage=storage), sf.Field("v", grid, storage=storage)
+    k = sf.Field("k", grid, levels=1, storage=storage)
     fields = {"u": u, "v": v, "k": k}
     c = sf.Constant("c", 0.05)
 

@@ -117,7 +117,7 @@ class Dirichlet:
 
             def fill_constant(arr, t):
                 for region in regions:
-                    arr[region] = value
+                    arr[region] = rounded(value, arr, grid.dtype)
 
             return fill_constant
         pitch = grid.padded_shape[-1] if pitch is None else pitch
@@ -133,7 +133,7 @@ class Dirichlet:
         points = [xp.asarray(c) for c in coords]
 
         def fill_function(arr, t):
-            _flat(xp, arr, pitch)[cells] = func(*points, t)
+            _flat(xp, arr, pitch)[cells] = rounded(func(*points, t), arr, grid.dtype)
 
         return fill_function
 
@@ -152,17 +152,28 @@ def _scaled_boxes(grid: Grid, faces: Sequence[Face], spatial: np.ndarray, factor
     def fill_scaled(arr, t):
         f = factor(t)
         for box, values in parts:
-            np.multiply(values, f, out=arr[box])
+            if arr.dtype == np.float16:
+                arr[box] = (values * f).astype(grid.dtype)
+            else:
+                np.multiply(values, f, out=arr[box])
 
     return fill_scaled
 
 
 _SCALED_SCATTER = r"""
+struct half_bits { unsigned short bits; };  // float16 storage, written from the value rounded to float32
+__device__ __forceinline__ void store(float* p, double v) { *p = (float)v; }
+__device__ __forceinline__ void store(double* p, double v) { *p = v; }
+__device__ __forceinline__ void store(half_bits* p, double v) {
+    unsigned short h;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"((float)v));
+    p->bits = h;
+}
 template <typename T, typename I>
 __global__ void scaled_scatter(T* __restrict__ field, const I* __restrict__ cells, const double* __restrict__ spatial,
                                double factor, long long count) {
     long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < count) field[cells[i]] = (T)(spatial[i] * factor);
+    if (i < count) store(field + cells[i], spatial[i] * factor);
 }
 """
 
@@ -180,7 +191,7 @@ def _scaled_scatter(xp, cells, spatial, factor, pitch: int) -> Filler:
             raise ValueError(f"boundary values need a field with rows {pitch} elements apart, got strides {arr.strides}")
         kernel = kernels.get(arr.dtype)
         if kernel is None:
-            real = {"float32": "float", "float64": "double"}[arr.dtype.name]
+            real = {"float16": "half_bits", "float32": "float", "float64": "double"}[arr.dtype.name]
             index = "int" if cells.dtype == np.int32 else "long long"
             module = xp.RawModule(code=_SCALED_SCATTER, options=("-std=c++17",),
                                   name_expressions=[f"scaled_scatter<{real}, {index}>"])
@@ -188,6 +199,15 @@ def _scaled_scatter(xp, cells, spatial, factor, pitch: int) -> Filler:
         kernel(blocks, (256,), (arr, cells, spatial, np.float64(factor(t)), np.int64(count)))
 
     return fill_scaled
+
+
+def rounded(values, arr, dtype):
+    """Wall values for `arr`: as they are for a field stored in the grid's dtype; rounded to the grid's
+    dtype first for one stored in float16, so host and device round alike (CuPy converts a double to
+    half through float)."""
+    if arr.dtype != np.float16:
+        return values
+    return values.astype(dtype) if hasattr(values, "astype") else np.dtype(dtype).type(values)
 
 
 def _flat(xp, arr, pitch: int):

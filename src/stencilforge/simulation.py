@@ -22,19 +22,19 @@ from .interop import to_module
 from .ir.analysis import accesses, slot_name
 from .ir.nodes import Constant, Expr
 from .metrics import throughput
-from .printers.numpy import coordinates, evaluate, float64_coordinates, source_signal, wall_values
+from .printers.numpy import coordinates, evaluate, float64_coordinates, source_signal, wall_values, widened
 from .problem import Problem
 
 log = logging.getLogger(__name__)
 
 
 def initial_array(problem: Problem, lattice: Lattice, name: str, level: int, params, dt: float, xp=np):
-    """A ghosted array of a field's initial value at one time level.
+    """A ghosted array of a field's initial value at one time level, in the field's storage dtype.
 
     An expression is evaluated in float64 on the whole lattice (ghosts too) at t = level * dt, so
-    u.prev of a leapfrog scheme starts one step back; it is rounded to the dtype once. A level
-    without its own value starts from level 0's. An array holds the whole grid's values: a
-    block of a decomposed run takes its part.
+    u.prev of a leapfrog scheme starts one step back; it is rounded to the dtype once (and, for a
+    field stored in float16, then to float16). A level without its own value starts from level 0's.
+    An array holds the whole grid's values: a block of a decomposed run takes its part.
     """
     value = problem.initial.get((name, level), problem.initial.get((name, 0), 0.0))
     arr = xp.zeros(lattice.padded_shape, dtype=lattice.dtype)
@@ -45,7 +45,8 @@ def initial_array(problem: Problem, lattice: Lattice, name: str, level: int, par
         if getattr(value, "ndim", 0):  # a NumPy or CuPy array (Problem reads others through DLPack)
             value = value[tuple(slice(lattice.first_index(a), lattice.first_index(a) + n) for a, n in enumerate(lattice.shape))]
         arr[lattice.interior] = to_module(value, xp)
-    return arr
+    storage = problem.analysis.field(name).storage
+    return arr if storage == lattice.dtype else arr.astype(storage)
 
 
 class Simulation:
@@ -58,6 +59,12 @@ class Simulation:
         an = problem.analysis
         grid = an.grid
         self.params = problem.values(params)
+        if an.half and not backend.half_storage:
+            raise StencilforgeError(f"{problem.name}: fields stored in float16 ({', '.join(an.half)}) run on the numpy and cuda "
+                                    f"backends, not {backend.name}")
+        if an.half and self.decomposed:
+            raise StencilforgeError(f"{problem.name}: fields stored in float16 ({', '.join(an.half)}) run in one process, "
+                                    "not split over ranks")
         dt = problem.dt
         self.dt = self.params[dt.name] if isinstance(dt, Constant) else dt.value
         if not self.dt > 0:
@@ -221,7 +228,7 @@ class Simulation:
                 done.update(p.writes)
             for name, index, signal in self._sources:
                 target = self._slot((name, 1)) if len(self.levels[name]) > 1 else self._slot((name, 0))
-                target[index] += self.lattice.dtype.type(signal(t))
+                target[index] = widened(target[index], self.lattice.dtype) + self.lattice.dtype.type(signal(t))
             self._rotate(1)
 
     def _rotate(self, steps: int) -> None:
@@ -356,7 +363,7 @@ class Simulation:
 
         def access(node):
             arr = self._slot((node.field.name, node.level))
-            return arr[tuple(slice(g + o, g + o + n) for o, n in zip(node.offset, shape))]
+            return widened(arr[tuple(slice(g + o, g + o + n) for o, n in zip(node.offset, shape))], lat.dtype)
 
         def norm(e):
             value = evaluate(e, dtype=lat.dtype, xp=xp, coordinate=coordinates(lat, xp), access=access, params=self.params, t=self.t)

@@ -33,6 +33,7 @@ class Backend(Protocol):
     `device`: whether arrays live in device memory (`check_fits` guards its allocations).
     `writes_ghost_images`: whether `equation_pass` takes `images` (it saves a launch per step on a GPU;
     on a CPU the gather costs little beside the pass).
+    `half_storage`: whether its generated passes take fields stored in float16.
     """
 
     name: str
@@ -40,6 +41,7 @@ class Backend(Protocol):
     fuses_steps: bool
     device: bool
     writes_ghost_images: bool
+    half_storage: bool
 
     def asarray(self, a, dtype=None): ...
 

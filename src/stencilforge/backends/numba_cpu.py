@@ -493,6 +493,7 @@ class NumbaBackend(HostMemory):
     name = "numba"
     xp = np
     fuses_steps = True  # 2D and 3D sweeps of one field whose row views fit one vectorised loop
+    half_storage = False  # Numba has no float16 type
 
     @staticmethod
     def available() -> bool:

@@ -61,6 +61,7 @@ class NumpyBackend(HostMemory):
     name = "numpy"
     xp = np
     fuses_steps = False
+    half_storage = True
 
     @staticmethod
     def available() -> bool:

@@ -233,6 +233,7 @@ class DecomposedBackend:
 
     fuses_steps = False
     writes_ghost_images = False  # ghost cells are halos from neighbours
+    half_storage = False  # halos travel in the grid's dtype
 
     def __init__(self, backend, domain: MPIDomain, streams=None, overlap: bool | None = None):
         self._backend = backend

@@ -56,10 +56,20 @@ class Analysis:
         return tuple(dict.fromkeys(s[0] for p in self.passes for s in p.writes))
 
     def bytes_per_cell(self) -> int:
-        """Compulsory traffic of a step: each array read from outside the step once, each written once."""
+        """Compulsory traffic of a step: each array read from outside the step once, each written once,
+        in the dtype its field is stored in."""
         written = {s for p in self.passes for s in p.writes}
         read = {s for p in self.passes for s in p.reads} - written
-        return self.grid.dtype.itemsize * (len(read) + len(written))
+        storage = {f.name: f.storage.itemsize for f in self.fields}
+        return sum(storage[name] for name, _ in read | written)
+
+    def field(self, name: str) -> Field:
+        return next(f for f in self.fields if f.name == name)
+
+    @property
+    def half(self) -> tuple[str, ...]:
+        """The fields stored in float16."""
+        return tuple(f.name for f in self.fields if f.half)
 
     def flops_per_cell(self) -> int:
         return sum(flops(eq.expr) for p in self.passes for eq in p.equations)

@@ -378,13 +378,20 @@ class Field(Access):
 
     The field itself stands for its current level at the cell being updated;
     u[dy, dx] (array-axis order, x last) or u.shift(x=1) reads a neighbour.
+
+    `storage="float16"` keeps the field's values in half precision on a float32 grid: every
+    read widens a value exactly to float32, the arithmetic stays in float32, and every write
+    (values computed by an equation, initial and wall values, already rounded to float32)
+    rounds to the nearest float16. Half the bytes per cell for a bandwidth-bound step, at
+    float16's precision (11 significant bits) and range (up to 65504).
     """
 
     name: str
     grid: Grid
     levels: int
+    storage: np.dtype
 
-    def __init__(self, name: str, grid: Grid, levels: int = 2):
+    def __init__(self, name: str, grid: Grid, levels: int = 2, storage=None):
         check_name(name, "field")
         if not isinstance(grid, Grid):
             raise StencilforgeError(f"field {name} needs a stencilforge Grid, got {type(grid).__name__}")
@@ -393,7 +400,13 @@ class Field(Access):
         object.__setattr__(self, "name", name)
         object.__setattr__(self, "grid", grid)
         object.__setattr__(self, "levels", levels)
+        object.__setattr__(self, "storage", _storage(name, grid, storage))
         Access.__init__(self, self, 0, (0,) * grid.ndim)
+
+    @property
+    def half(self) -> bool:
+        """Whether the values are stored narrower than the arithmetic (float16 on a float32 grid)."""
+        return self.storage != self.grid.dtype
 
     def _offset(self, offset) -> tuple[int, ...]:
         offset = offset if isinstance(offset, tuple) else (offset,)
@@ -421,9 +434,26 @@ class Field(Access):
     backward = prev
 
     def __repr__(self):
-        return f"Field({self.name!r}, levels={self.levels})"
+        return f"Field({self.name!r}, levels={self.levels}{f', storage={self.storage.name!r}' if self.half else ''})"
 
     __hash__ = object.__hash__
+
+
+def _storage(name: str, grid: Grid, storage) -> np.dtype:
+    """The dtype a field's values are kept in: the grid's, or float16 on a float32 grid."""
+    if storage is None:
+        return grid.dtype
+    try:
+        dt = np.dtype(storage)
+    except TypeError:
+        dt = None
+    if dt is not None and dt == grid.dtype:
+        return grid.dtype
+    if dt is None or dt != np.float16:
+        raise StencilforgeError(f"field {name}: storage must be 'float16' or the grid's dtype ({grid.dtype.name}), got {storage!r}")
+    if grid.dtype != np.float32:
+        raise StencilforgeError(f"field {name}: float16 storage computes in float32; give the grid dtype='float32', not {grid.dtype.name}")
+    return np.dtype(np.float16)
 
 
 @dataclass(frozen=True, eq=False)

@@ -3,7 +3,9 @@
 Literals are exact hexadecimal floats in the dtype and the kernel is compiled
 without contracting multiplies and adds into FMAs, so a cell's operations are
 the ones the numpy oracle performs. Constants and t are kernel arguments:
-changing a parameter's value launches the same machine code.
+changing a parameter's value launches the same machine code. A field stored in
+float16 is passed as 16-bit words, widened on load and rounded to nearest on
+store by the PTX conversions (`HALF`), as numpy's casts do.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from typing import Mapping
 
 import numpy as np
 
-from ..ir.analysis import Pass, slot_name
+from ..ir.analysis import Pass, accesses, slot_name
 from ..ir.nodes import Access, Constant, Coordinate
 from .source import InfixPrinter
 
@@ -22,15 +24,38 @@ FUNCTIONS = {"sqrt": "sqrt", "exp": "exp", "log": "log", "sin": "sin", "cos": "c
 BLOCK = (128, 2)  # with ROWS, among the fastest shapes measured (benchmarks/results/equations_gray_scott_*.json)
 ROWS = {1: 1, 2: 2, 3: 4}  # rows per thread by dimension
 OPTIONS = ("--fmad=false",)
+HALF = """\
+__device__ __forceinline__ float sf_h2f(unsigned short h) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f; }
+__device__ __forceinline__ unsigned short sf_f2h(float f) { unsigned short h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h; }
+"""
 
 
 def _ctype(dtype) -> str:
     return {"float32": "float", "float64": "double"}[np.dtype(dtype).name]
 
 
+def half_slots(p: Pass) -> frozenset[str]:
+    """The pass's arrays whose field is stored in float16."""
+    return frozenset(slot_name((a.field.name, a.level)) for eq in p.equations for a in [eq.target, *accesses(eq.expr)]
+                     if a.field.half)
+
+
+def array_type(slot: str, T: str, half: frozenset[str]) -> str:
+    return "unsigned short" if slot in half else T
+
+
+def stored(k: int, slot: str, half: frozenset[str]) -> tuple[list[str], str, str]:
+    """For equation k's value e{k} written to `slot`: the statements before its store, the value stored
+    (rounded to float16 for a half field), and what later equations of the pass read at the cell."""
+    if slot in half:
+        return [f"const unsigned short b{k} = sf_f2h(e{k});"], f"b{k}", f"sf_h2f(b{k})"
+    return [], f"e{k}", f"e{k}"
+
+
 class _Printer(InfixPrinter):
-    def __init__(self, ndim: int, dtype):
+    def __init__(self, ndim: int, dtype, half: frozenset[str] = frozenset()):
         self.ndim, self.dtype, self.T = ndim, np.dtype(dtype), _ctype(dtype)
+        self.half = half
         self.locals: dict[str, str] = {}
         self.arrays: dict[str, None] = {}
 
@@ -48,7 +73,8 @@ class _Printer(InfixPrinter):
             return self.locals[slot]
         self.arrays.setdefault(slot)
         shift = " + ".join(f"({o}) * s{a}" for a, o in enumerate(node.offset) if o)
-        return f"a_{slot}[c{' + ' + shift if shift else ''}]"
+        load = f"a_{slot}[c{' + ' + shift if shift else ''}]"
+        return f"sf_h2f({load})" if slot in self.half else load
 
     def call(self, fn, args):
         return f"{FUNCTIONS[fn]}({', '.join(args)})"
@@ -108,18 +134,20 @@ def pass_source(p: Pass, ndim: int, dtype, constants: tuple[Constant, ...], name
     """
     rows = planes_per_thread or (ROWS[ndim] if rows is None else rows)
     Int = "long long" if wide_index else "int"
-    pr = _Printer(ndim, dtype)
+    half = half_slots(p)
+    pr = _Printer(ndim, dtype, half)
     T = pr.T
     body, imaging = [], []  # the cell's statements without and with the stores into ghost cells
     for k, eq in enumerate(p.equations):
         slot = slot_name((eq.target.field.name, eq.target.level))
-        compute = [f"const {T} e{k} = {pr(eq.expr)};", f"a_{slot}[c] = e{k};"]
+        rounding, value, local = stored(k, slot, half)
+        compute = [f"const {T} e{k} = {pr(eq.expr)};", *rounding, f"a_{slot}[c] = {value};"]
         body += compute
-        imaging += compute + (_image_stores(ndim, images[slot], f"a_{slot}", f"e{k}") if images and slot in images else [])
-        pr.locals[slot] = f"e{k}"
+        imaging += compute + (_image_stores(ndim, images[slot], f"a_{slot}", value) if images and slot in images else [])
+        pr.locals[slot] = local
     arrays = tuple(dict.fromkeys([slot_name(s) for s in p.writes] + list(pr.arrays)))
     written = {slot_name(s) for s in p.writes}
-    args = [f"{T}* __restrict__ a_{s}" if s in written else f"const {T}* __restrict__ a_{s}" for s in arrays]
+    args = [f"{'' if s in written else 'const '}{array_type(s, T, half)}* __restrict__ a_{s}" for s in arrays]
     args += [f"const {T} p_{c.name}" for c in constants] + [f"const {T} t"]
     args += [f"const double lo{a}, const double h{a}, const long long n{a}_" for a in range(ndim)] + ["const int g"]
     x = ndim - 1
@@ -163,7 +191,7 @@ def pass_source(p: Pass, ndim: int, dtype, constants: tuple[Constant, ...], name
         near = " || ".join(f"{lo} < g || {hi} > n{a} - g" for lo, hi, a in spans)
         cells = [f"if ({near}) {{"] + ["    " + c for c in nest(imaging)] + ["} else {"] + ["    " + c for c in cells] + ["}"]
     lines = [f'extern "C" __global__ void {name}({", ".join(args)})', "{"] + ["    " + s for s in head + cells] + ["}"]
-    return "\n".join(lines) + "\n", arrays
+    return (HALF if half else "") + "\n".join(lines) + "\n", arrays
 
 
 def launch_grid(

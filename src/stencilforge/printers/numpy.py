@@ -113,15 +113,22 @@ def float64_coordinates(lattice, xp=np, ghosts: bool = False):
     return coordinate
 
 
+def widened(values, dtype):
+    """A field's values in the arithmetic's dtype: float16 storage widens (exactly) to float32."""
+    return values if values.dtype == dtype else values.astype(dtype)
+
+
 def pass_kernel(p, lattice, xp=np):
-    """run(arrays, params, t) computing the pass's equations over the interior with whole-array operations."""
+    """run(arrays, params, t) computing the pass's equations over the interior with whole-array operations.
+
+    Reads of a field stored in float16 widen to the grid's dtype; the store rounds to the nearest float16."""
     g, shape = lattice.ghost, lattice.shape
     coordinate = coordinates(lattice, xp)
 
     def run(arrays, params, t):
         def access(node):
             arr = arrays[slot_name((node.field.name, node.level))]
-            return arr[tuple(slice(g + o, g + o + n) for o, n in zip(node.offset, shape))]
+            return widened(arr[tuple(slice(g + o, g + o + n) for o, n in zip(node.offset, shape))], lattice.dtype)
 
         for eq in p.equations:
             value = evaluate(eq.expr, dtype=lattice.dtype, xp=xp, coordinate=coordinate, access=access, params=params, t=t)

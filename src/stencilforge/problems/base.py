@@ -100,6 +100,8 @@ def why_not_lowered(problem: Problem, values: dict | None = None) -> str | None:
     an = problem.analysis
     if len(an.passes) != 1 or len(an.passes[0].equations) != 1:
         return "only a step of one equation lowers to a sweep"
+    if an.half:
+        return f"{', '.join(an.half)} stored in float16: the sweeps keep every field in the grid's dtype"
     eq = an.passes[0].equations[0]
     target = eq.target.field
     values = problem.values() if values is None else values

@@ -30,7 +30,8 @@ def dt_limit(lap: Stencil, alpha: float) -> float:
     return 2.0 / (alpha * lap.symbol_max())
 
 
-def problem(ndim: int, shape=None, dtype="float32", alpha: float = 1.0, dt: float | None = None) -> sf.Problem:
+def problem(ndim: int, shape=None, dtype="float32", alpha: float = 1.0, dt: float | None = None, storage=None) -> sf.Problem:
+    """`storage`: the field's storage dtype (`sf.Field`), e.g. "float16"; such a problem runs as generated passes."""
     shape = tuple(shape or DEFAULT_SHAPES[ndim])
     if len(shape) != ndim:
         raise StencilforgeError(f"heat{ndim}d needs a {ndim}D shape, got {shape}")
@@ -40,7 +41,7 @@ def problem(ndim: int, shape=None, dtype="float32", alpha: float = 1.0, dt: floa
     grid = sf.Grid(shape, spacing=h, origin=h, dtype=dtype)
     step_dt = stable_dt(dt, dt_limit(Stencil.laplacian(ndim, 1, grid.spacing), alpha), 0.9,
                         f"heat{ndim}d with alpha={alpha:g} on this grid")
-    u = sf.Field("u", grid)
+    u = sf.Field("u", grid, storage=storage)
     a, k = sf.Constant("alpha", alpha), sf.Constant("dt", step_dt)
     mode = None
     for x in grid.coordinates:

@@ -171,6 +171,7 @@ class CudaBackend:
     name = "cuda"
     fuses_steps = True  # with strategy auto
     writes_ghost_images = True
+    half_storage = True
     device = True
 
     def __init__(self, strategy: str = "auto", tile=None):
@@ -485,12 +486,15 @@ class CudaBackend:
     def copy_cells(self, arrays, dst, src) -> None:
         """a.flat[dst] = a.flat[src] for each array (int64 indices), all in one launch that reads the
         indices once: the per-step wall fill of every periodic or Neumann field of a problem."""
-        for first in range(0, len(arrays), 8):
-            group = arrays[first:first + 8]
+        by_dtype: dict = {}
+        for a in arrays:
+            by_dtype.setdefault(a.dtype, []).append(a)
+        groups = [same[first:first + 8] for same in by_dtype.values() for first in range(0, len(same), 8)]
+        for group in groups:
             key = (group[0].dtype, len(group))
             kernel = self._copy_kernels.get(key)
             if kernel is None:
-                ctype = {"float32": "float", "float64": "double"}[group[0].dtype.name]
+                ctype = {"float16": "unsigned short", "float32": "float", "float64": "double"}[group[0].dtype.name]
                 k = len(group)
                 args = ", ".join(f"{ctype}* a{j}" for j in range(k))
                 body = " ".join(f"a{j}[di] = a{j}[si];" for j in range(k))

@@ -1,0 +1,132 @@
+"""Fields stored in float16: float32 arithmetic on widened values, every stored value rounded to float16.
+
+The oracle's rule is checked against the float32 run itself: one step of a half-precision problem equals
+one float32 step from the same (widened) state, rounded to float16, for every array and ghost cell.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+import stencilforge as sf
+from stencilforge.backends.numba_cpu import NumbaBackend
+from stencilforge.backends.numpy_ref import NumpyBackend
+from stencilforge.boundary import Dirichlet
+from stencilforge.grid import Grid
+from stencilforge.problems import heat
+from stencilforge.problems.base import why_not_lowered
+from test_equations import _nvrtc_available, _random_problem, terms, walls
+
+
+def _stepped_against_float32(half, single, steps):
+    """Step the float16 problem; before each step load its widened state into the float32 one and step
+    that too: every array must equal the float32 result rounded to float16."""
+    a, b = sf.Simulation(half, NumpyBackend()), sf.Simulation(single, NumpyBackend())
+    for n in range(steps):
+        b.load(n, {k: v.astype(np.float32) for k, v in a.state().items()})
+        a.step()
+        b.step()
+        for slot, arr in a.state().items():
+            assert arr.dtype == np.float16
+            np.testing.assert_array_equal(arr, b.state()[slot].astype(np.float16), err_msg=f"{slot} after step {n + 1}")
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(terms, terms, walls, st.sampled_from(["none", "tanh", "min", "where", "abs"]), st.tuples(st.integers(5, 13), st.integers(5, 17)))
+def test_a_half_step_is_the_float32_step_rounded(u_terms, v_terms, wall, fn, shape):
+    half = _random_problem(u_terms, v_terms, wall, fn, "float32", shape, storage="float16")
+    single = _random_problem(u_terms, v_terms, wall, fn, "float32", shape)
+    _stepped_against_float32(half, single, 3)
+
+
+def test_walls_sources_and_initial_values_round_through_float32():
+    """A constant wall, a wall of x, a point source and initial values given as an expression and as a
+    float64 array: each stored value is the float32 value rounded to float16 (CuPy rounds a double to half
+    through float, so the host does the same)."""
+    grid = sf.Grid((9, 11), extent=1.0, dtype="float32")
+
+    def build(storage):
+        u, v = sf.Field("u", grid, storage=storage), sf.Field("v", grid, storage=storage)
+        values = np.random.default_rng(3).random((9, 11)) / 3.0
+        k = 0.2 * grid.spacing[0] ** 2
+        return sf.Problem([sf.Eq(u.next, u + k * sf.laplacian(u)), sf.Eq(v.next, v + k * sf.laplacian(v) + 0.01 * u)],
+                          initial={u: sf.sin(grid.x) / 3.0, v: values},
+                          boundary={u: sf.Dirichlet(1.0 / 3.0), v: sf.Dirichlet(grid.x / 7.0 + grid.y / 3.0)},
+                          sources=[sf.Source(u, (0.5, 0.5), lambda t: 1.0 / 3.0 + t)], dt=0.01)
+
+    _stepped_against_float32(build("float16"), build(None), 4)
+    sim = sf.Simulation(build("float16"), NumpyBackend())
+    assert sim.levels["u"][0][0, 0] == np.float16(np.float32(1.0 / 3.0))
+
+
+@pytest.mark.parametrize("kind", ["constant", "function", "scaled"])
+def test_wall_fills_of_a_half_field_round_through_float32(kind):
+    """Each kind of Dirichlet fill writes round16(round32(value)) into a float16 field's ghost cells. The
+    values sit where rounding a double straight to half differs from rounding it through float."""
+    lattice = Grid((6, 7), (0.1, 0.1), np.dtype(np.float32), 1, (0.0, 0.0))
+    tie = 1.0 + 2.0**-11 + 2.0**-40  # just above a half-way point of float16, which float32 rounds down onto it
+    assert np.float16(tie) != np.float16(np.float32(tie))
+    wall = {"constant": Dirichlet(tie),
+            "function": Dirichlet(lambda x, y, t: tie + 0 * x, time_dependent=True),
+            "scaled": Dirichlet(lambda x, y, t: tie + 0 * x, time_factor=lambda t: 1.0)}[kind]
+    arr = np.full(lattice.padded_shape, np.nan, dtype=np.float16)
+    wall.bind(lattice)(arr, 0.0)
+    assert (arr[0, 1:-1] == np.float16(np.float32(tie))).all()
+
+
+def test_half_storage_halves_the_bytes_and_reports_float16_fields():
+    p, p32 = heat.problem(2, (16, 20), storage="float16"), heat.problem(2, (16, 20))
+    assert p.analysis.bytes_per_cell() * 2 == p32.analysis.bytes_per_cell() == 8
+    result = sf.run(p, steps=3, backend="numpy")
+    assert result.fields["u"].dtype == np.float16
+    assert result.summary["bytes_per_cell"] == 4 and not result.summary["lowered"]
+    exact = sf.run(p32, steps=3, backend="numpy")
+    assert 0 < np.abs(result.fields["u"].astype(np.float64) - exact.fields["u"]).max() < 2e-3
+
+
+def test_what_cannot_take_half_storage_says_so_in_one_line():
+    p = heat.problem(2, (16, 20), storage="float16")
+    assert "float16" in why_not_lowered(p)
+    refusal = r"^heat2d: fields stored in float16 \(u\) run on the numpy and cuda backends, not numba$"
+    with pytest.raises(sf.StencilforgeError, match=refusal):
+        sf.run(p, steps=1, backend=NumbaBackend())
+    grid64 = sf.Grid((8, 8), extent=1.0, dtype="float64")
+    with pytest.raises(sf.StencilforgeError, match="float16 storage computes in float32"):
+        sf.Field("u", grid64, storage="float16")
+    grid = sf.Grid((8, 8), extent=1.0, dtype="float32")
+    for bad in ("bfloat16", "int8", "float64", object()):
+        with pytest.raises(sf.StencilforgeError, match="storage must be 'float16' or the grid's dtype"):
+            sf.Field("u", grid, storage=bad)
+    assert not sf.Field("u", grid, storage="float32").half
+
+
+def test_a_half_run_resumes_bit_for_bit_and_snapshots_widen(tmp_path):
+    p = heat.problem(2, (12, 10), storage="float16")
+    whole = sf.run(p, steps=6, backend="numpy")
+    sf.run(p, steps=3, backend="numpy", out=str(tmp_path / "a.npz"), snapshot_every=3,
+           checkpoint=str(tmp_path / "a.ckpt.h5"), checkpoint_every=3)
+    rest = sf.run(p, steps=3, backend="numpy", resume=str(tmp_path / "a.ckpt.h5"))
+    np.testing.assert_array_equal(rest.fields["u"], whole.fields["u"])
+    snap = np.load(tmp_path / "a.npz")["fields/u"]
+    assert snap.dtype == np.float32 and np.array_equal(snap[-1].astype(np.float16), snap[-1])
+
+
+@pytest.mark.skipif(not _nvrtc_available(), reason="cuda-bindings (NVRTC) not installed")
+@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(terms, terms, walls, st.sampled_from(["none", "tanh", "where"]))
+def test_half_passes_and_pairs_compile_for_cuda(u_terms, v_terms, wall, fn):
+    from stencilforge.backends.cuda.compile import compile_cubin
+    from stencilforge.printers import cuda, cuda_pair
+
+    p = _random_problem(u_terms, v_terms, wall, fn, "float32", (8, 9), storage="float16")
+    (pas,) = p.analysis.passes
+    images = {"u_next": ("Periodic", "Neumann")}
+    source, names = cuda.pass_source(pas, 2, np.float32, p.constants, images=images)
+    assert "const unsigned short* __restrict__ a_u" in source and "sf_f2h(e0)" in source
+    walls_ = None if wall == "dirichlet" else ("Periodic", "Periodic")
+    pair, _ = cuda_pair.pair_source(pas, np.float32, p.constants, walls_, max(1, p.analysis.ghost), images=images)
+    for arch in ("sm_80", "sm_90"):
+        compile_cubin(source, arch, "half pass", cuda.OPTIONS)
+        compile_cubin(pair, arch, "half pair", cuda.OPTIONS)

@@ -1,0 +1,74 @@
+"""Fields stored in float16 on the GPU against the numpy oracle: bitwise where the float32 arithmetic is
+(no transcendental functions), one and two steps per pass, 2D and 3D, walls of every kind."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+import stencilforge as sf
+from stencilforge.backends.cuda import CudaBackend
+from stencilforge.backends.numpy_ref import NumpyBackend
+from stencilforge.problems import heat
+
+pytestmark = pytest.mark.gpu
+if not CudaBackend.available():
+    pytest.skip(f"no GPU: {CudaBackend.unavailable_reason()}", allow_module_level=True)
+
+import cupy as cp  # noqa: E402
+
+from test_equations import _random_problem, terms, walls  # noqa: E402
+from test_equations_gpu import _pair_then_single, poisoned_run  # noqa: E402
+
+EXACT = ["none", "min", "where", "abs"]  # the same float32 operations on both sides
+
+
+def _equal_to_numpy(p, steps, fn="none"):
+    ref = sf.run(p, backend=NumpyBackend(), steps=steps).fields
+    got = poisoned_run(p, steps)
+    for name in p.analysis.written:
+        assert got[name].dtype == np.float16
+        if fn in EXACT:
+            np.testing.assert_array_equal(got[name], ref[name], err_msg=name)
+        else:  # tanh differs from numpy's by float32 ulps, which can move a value by one float16 ulp
+            want = ref[name].astype(np.float64)
+            assert (np.abs(got[name] - want) <= 2.0**-10 * np.maximum(1.0, np.abs(want))).all(), name
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(terms, terms, walls, st.sampled_from(EXACT + ["tanh"]), st.tuples(st.integers(5, 40), st.integers(5, 70)))
+def test_half_generated_equations_cuda_match_numpy(u_terms, v_terms, wall, fn, shape):
+    _equal_to_numpy(_random_problem(u_terms, v_terms, wall, fn, "float32", shape, storage="float16"), 3, fn)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(terms, terms, walls, st.sampled_from(EXACT + ["tanh"]), st.tuples(st.integers(5, 80), st.integers(5, 140)))
+def test_half_two_steps_in_one_pass_equal_two_single_steps(u_terms, v_terms, wall, fn, shape):
+    p = _random_problem(u_terms, v_terms, wall, fn, "float32", shape, storage="float16")
+    a, b = _pair_then_single(p, 2)
+    for name in p.analysis.written:
+        np.testing.assert_array_equal(cp.asnumpy(a._slot((name, 0))), cp.asnumpy(b._slot((name, 0))), err_msg=name)
+
+
+@pytest.mark.parametrize("shape", [(70, 131), (9, 4), (37, 101)])
+def test_half_heat_with_moving_walls_pairs_bitwise_and_matches_numpy(shape):
+    """The exact solution's walls change in time: the GPU scales them in one scatter into float16 ghost cells."""
+    p = heat.problem(2, shape, storage="float16")
+    a, b = _pair_then_single(p, 3)
+    np.testing.assert_array_equal(cp.asnumpy(a.fields["u"]), cp.asnumpy(b.fields["u"]))
+    ref = sf.run(p, backend=NumpyBackend(), steps=7).fields["u"]
+    np.testing.assert_array_equal(cp.asnumpy(a.fields["u"]), ref)
+
+
+@pytest.mark.parametrize("shape", [(13, 17, 35), (40, 33, 129)])
+def test_half_3d_passes_match_numpy(shape):
+    """heat3d (rows along y) and a two-field reaction-diffusion system (planes per thread) in float16."""
+    _equal_to_numpy(heat.problem(3, shape, storage="float16"), 5)
+    grid = sf.Grid(shape, extent=1.0, dtype="float32")
+    u, v = sf.Field("u", grid, storage="float16"), sf.Field("v", grid, storage="float16")
+    k = 0.1 * grid.spacing[0] ** 2
+    rng = np.random.default_rng(0)
+    p = sf.Problem([sf.Eq(u.next, u + k * sf.laplacian(u) - 0.1 * u * v * v), sf.Eq(v.next, v + k * sf.laplacian(v) + 0.1 * u * v * v)],
+                   initial={u: rng.random(shape), v: rng.random(shape)}, boundary={u: sf.Periodic(), v: sf.Neumann()}, dt=1.0)
+    _equal_to_numpy(p, 4)
