@@ -130,3 +130,13 @@ def test_half_passes_and_pairs_compile_for_cuda(u_terms, v_terms, wall, fn):
     for arch in ("sm_80", "sm_90"):
         compile_cubin(source, arch, "half pass", cuda.OPTIONS)
         compile_cubin(pair, arch, "half pair", cuda.OPTIONS)
+
+
+def test_half_passes_take_more_cells_per_thread_on_the_gpu():
+    """A thread's float16 loads are 2 bytes: the measured schedule gives it 4 rows (planes) of 2 columns."""
+    from stencilforge.backends.cuda.tune import PASS_HALF, pass_schedule
+
+    for ndim, shape in ((2, (16, 20)), (3, (6, 7, 8))):
+        half, single = heat.problem(ndim, shape, storage="float16"), heat.problem(ndim, shape)
+        assert pass_schedule(half.analysis.passes[0], ndim) == PASS_HALF[ndim]
+        assert pass_schedule(single.analysis.passes[0], ndim) == {}

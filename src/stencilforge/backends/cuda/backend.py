@@ -438,8 +438,9 @@ class CudaBackend:
         Offsets are 32-bit unless the arrays reach 2^31 cells (or `wide_index` says otherwise).
         `images`: see `Backend.equation_pass`."""
         if block is None:
-            chosen = pass_schedule(p) if lattice.ndim == 3 else {}
+            chosen = pass_schedule(p, lattice.ndim)
             block, planes_per_thread = chosen.get("block", printers_cuda.BLOCK), chosen.get("planes_per_thread")
+            rows, vector = chosen.get("rows", rows), chosen.get("vector", vector)
         wide = math.prod(lattice.padded_shape) >= 2**31 if wide_index is None else wide_index
         source, names = printers_cuda.pass_source(p, lattice.ndim, lattice.dtype, constants, rows=rows, vector=vector,
                                                   wide_index=wide, images=images, planes_per_thread=planes_per_thread)

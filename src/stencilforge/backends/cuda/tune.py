@@ -47,12 +47,21 @@ FUSED_2D_R1_BLOCKS = {4: 6, 8: 4}  # by the dtype's item size
 # (benchmarks/results/planes-h100-2026-11-24.json, planes-h200-2026-11-24.json).
 PASS_3D_PLANES = {"block": (32, 8), "planes_per_thread": 2}
 
+# Passes over fields stored in float16: a thread's loads are 2 bytes, so it takes more cells to keep the bytes
+# in flight: 32 x 8 threads, each 4 rows (2D) or 4 planes (3D) of 2 columns a block's width apart. Fastest of
+# 48 (2D) and 36 (3D) variants for heat2d 16384^2 and heat3d 512^3 and a radius-8 wave at 512^3 on an H100
+# (benchmarks/results/half-schedules-h100-2026-11-24.json).
+PASS_HALF = {2: {"block": (32, 8), "rows": 4, "vector": 2}, 3: {"block": (32, 8), "planes_per_thread": 4, "vector": 2}}
 
-def pass_schedule(p) -> dict:
-    """Keyword arguments of `printers.cuda.pass_source` and `launch_grid` for a generated pass (see PASS_3D_PLANES)."""
+
+def pass_schedule(p, ndim: int) -> dict:
+    """Keyword arguments of `printers.cuda.pass_source` and `launch_grid` for a generated pass (see PASS_3D_PLANES,
+    PASS_HALF); empty for the printer's defaults."""
+    if ndim in PASS_HALF and any(f.half for eq in p.equations for f in [eq.target.field, *(a.field for a in accesses(eq.expr))]):
+        return dict(PASS_HALF[ndim])
     above_below = {slot_name((a.field.name, a.level)) for eq in p.equations for a in accesses(eq.expr)
                    if len(a.offset) == 3 and a.offset[0]}
-    return dict(PASS_3D_PLANES) if len(above_below) >= 2 else {}
+    return dict(PASS_3D_PLANES) if ndim == 3 and len(above_below) >= 2 else {}
 
 
 def fused_choice(sweep: Sweep, dtype="float32") -> tuple[int, tuple[int, ...], int | None]:
