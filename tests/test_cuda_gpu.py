@@ -22,7 +22,7 @@ import pytest
 from stencilforge import problems
 from stencilforge.backends import get_backend
 from stencilforge.backends.base import fused_walls
-from stencilforge.backends.cuda import CudaBackend, check_fits, codegen
+from stencilforge.backends.cuda import CudaBackend, check_fits, codegen, kernel as cuda_kernel
 from stencilforge.backends.cuda.kernel import FLAT_CELLS
 from stencilforge.backends.cuda.tune import fused_choice
 from stencilforge.backends.numpy_ref import NumpyBackend, evaluate_axis_operator, evaluate_sweep
@@ -410,7 +410,7 @@ def test_flat_operator_hands_grids_over_its_cell_limit_to_rows(monkeypatch):
     be = CudaBackend(strategy="flat")
     run = be.axis_operator(op, np.float64)
     for limit, ran in ((FLAT_CELLS, "flat"), (u.size, "rows")):
-        monkeypatch.setattr(codegen, "FLAT_CELLS", limit)
+        monkeypatch.setattr(cuda_kernel, "FLAT_CELLS", limit)
         outs = [cp.full(u.shape, np.nan) for _ in range(2)]
         run(cp.asarray(u), *outs)
         assert run.strategy == ran
