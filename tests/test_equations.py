@@ -340,6 +340,14 @@ def test_3d_passes_reading_two_fields_above_and_below_take_planes_per_thread():
     assert pass_schedule(two.analysis.passes[0], 3) == {"block": (32, 8), "planes_per_thread": 2}
 
 
+def test_2d_passes_reading_one_field_at_neighbours_take_four_rows_per_thread():
+    from stencilforge.backends.cuda.tune import pass_schedule
+
+    one, _ = heat((16, 20))
+    assert pass_schedule(one.analysis.passes[0], 2) == {"rows": 4}
+    assert pass_schedule(gray_scott(shape=(16, 20)).analysis.passes[0], 2) == {}
+
+
 @pytest.mark.parametrize("shape,ghost", [((7, 9), 1), ((5, 3), 2), ((3, 4, 6), 3), ((2, 5, 2), 2)])
 def test_ghost_images_written_by_a_cuda_pass_are_the_gather(shape, ghost):
     """The CUDA pass's image stores (conditions and offsets as printed) evaluated over every interior cell: each

@@ -54,11 +54,19 @@ PASS_3D_PLANES = {"block": (32, 8), "planes_per_thread": 2}
 PASS_HALF = {2: {"block": (32, 8), "rows": 4, "vector": 2}, 3: {"block": (32, 8), "planes_per_thread": 4, "vector": 2}}
 
 
+# 2D float32 passes that read one field at neighbours (heat, advection): 4 rows per thread; two or more fields
+# (Gray-Scott) keep the printer's 2, where 4 lost up to 9 points on the H100. At 4096^2 and 16384^2 on both GPUs,
+# heat gained 1.0-1.8 points (H100) and 5.7-8.3 (H200) (benchmarks/results/pass-rows-h{100,200}-2026-11-24.json).
+PASS_2D_ONE_FIELD = {"rows": 4}
+
+
 def pass_schedule(p, ndim: int) -> dict:
     """Keyword arguments of `printers.cuda.pass_source` and `launch_grid` for a generated pass (see PASS_3D_PLANES,
-    PASS_HALF); empty for the printer's defaults."""
+    PASS_HALF, PASS_2D_ONE_FIELD); empty for the printer's defaults."""
     if ndim in PASS_HALF and any(f.half for eq in p.equations for f in [eq.target.field, *(a.field for a in accesses(eq.expr))]):
         return dict(PASS_HALF[ndim])
+    if ndim == 2:
+        return dict(PASS_2D_ONE_FIELD) if len({name for name, _ in p.halo}) == 1 else {}
     above_below = {slot_name((a.field.name, a.level)) for eq in p.equations for a in accesses(eq.expr)
                    if len(a.offset) == 3 and a.offset[0]}
     return dict(PASS_3D_PLANES) if ndim == 3 and len(above_below) >= 2 else {}
