@@ -335,17 +335,17 @@ def test_3d_passes_reading_two_fields_above_and_below_take_planes_per_thread():
                      boundary={u: sf.Periodic(), v: sf.Periodic()}, dt=0.1)
     in_plane = sf.Problem([sf.Eq(u.next, u + 0.1 * sf.laplacian(u) - v[0, 1, 0]), sf.Eq(v.next, v + u[0, 0, 1])],
                           boundary={u: sf.Periodic(), v: sf.Periodic()}, dt=0.1)
-    assert pass_schedule(one.analysis.passes[0], 3) == {}
-    assert pass_schedule(in_plane.analysis.passes[0], 3) == {}
-    assert pass_schedule(two.analysis.passes[0], 3) == {"block": (32, 8), "planes_per_thread": 2}
+    assert pass_schedule(one.analysis.passes[0], 3, 10) == {}
+    assert pass_schedule(in_plane.analysis.passes[0], 3, 10) == {}
+    assert pass_schedule(two.analysis.passes[0], 3, 10) == {"block": (32, 8), "planes_per_thread": 2}
 
 
 def test_2d_passes_reading_one_field_at_neighbours_take_four_rows_per_thread():
     from stencilforge.backends.cuda.tune import pass_schedule
 
     one, _ = heat((16, 20))
-    assert pass_schedule(one.analysis.passes[0], 2) == {"rows": 4}
-    assert pass_schedule(gray_scott(shape=(16, 20)).analysis.passes[0], 2) == {}
+    assert pass_schedule(one.analysis.passes[0], 2, 22) == {"rows": 4}
+    assert pass_schedule(gray_scott(shape=(16, 20)).analysis.passes[0], 2, 22) == {}
 
 
 @pytest.mark.parametrize("shape,ghost", [((7, 9), 1), ((5, 3), 2), ((3, 4, 6), 3), ((2, 5, 2), 2)])

@@ -133,10 +133,35 @@ def test_half_passes_and_pairs_compile_for_cuda(u_terms, v_terms, wall, fn):
 
 
 def test_half_passes_take_more_cells_per_thread_on_the_gpu():
-    """A thread's float16 loads are 2 bytes: the measured schedule gives it 4 rows (planes) of 2 columns."""
-    from stencilforge.backends.cuda.tune import PASS_HALF, pass_schedule
+    """A thread's float16 loads are 2 bytes: in 2D, where every array is float16 and a padded row holds whole
+    4-byte words, a thread takes the two cells of a word; otherwise 4 rows (planes) of 2 columns."""
+    from stencilforge.backends.cuda.tune import PASS_HALF, PASS_HALF_WORDS, pass_schedule
 
     for ndim, shape in ((2, (16, 20)), (3, (6, 7, 8))):
         half, single = heat.problem(ndim, shape, storage="float16"), heat.problem(ndim, shape)
-        assert pass_schedule(half.analysis.passes[0], ndim) == PASS_HALF[ndim]
-        assert pass_schedule(single.analysis.passes[0], ndim) != PASS_HALF[ndim]
+        assert pass_schedule(half.analysis.passes[0], ndim, 22) == (PASS_HALF_WORDS if ndim == 2 else PASS_HALF[3])
+        assert pass_schedule(half.analysis.passes[0], ndim, 23) == PASS_HALF[ndim]
+        assert pass_schedule(single.analysis.passes[0], ndim, 22) not in (PASS_HALF[ndim], PASS_HALF_WORDS)
+    grid = sf.Grid((16, 20), extent=1.0, dtype="float32")
+    u, k = sf.Field("u", grid, storage="float16"), sf.Field("k", grid, levels=1)
+    mixed = sf.Problem([sf.Eq(u.next, u + 0.01 * k * sf.laplacian(u))], boundary={u: sf.Periodic()}, dt=0.1)
+    assert pass_schedule(mixed.analysis.passes[0], 2, 22) == PASS_HALF[2]
+
+
+@pytest.mark.skipif(not _nvrtc_available(), reason="cuda-bindings (NVRTC) not installed")
+@pytest.mark.parametrize("ndim,walls", [(1, ("Periodic",)), (2, ("Periodic", "Neumann")), (3, ("Neumann", "Periodic", "Periodic"))])
+def test_word_passes_compile_with_their_ghost_images(ndim, walls):
+    from stencilforge.backends.cuda.compile import compile_cubin
+    from stencilforge.printers import cuda
+
+    grid = sf.Grid((6, 7, 8)[:ndim], extent=1.0, dtype="float32")
+    u, v = sf.Field("u", grid, storage="float16"), sf.Field("v", grid, storage="float16")
+    p = sf.Problem([sf.Eq(u.next, u + 0.01 * sf.laplacian(u) - u * v * v + sf.sin(grid.coordinates[-1])),
+                    sf.Eq(v.next, v + 0.01 * sf.laplacian(v) + u.next * v)],
+                   boundary={u: sf.Periodic(), v: sf.Periodic()}, dt=0.1)
+    (pas,) = p.analysis.passes
+    source, names = cuda.pass_source(pas, ndim, np.float32, p.constants, rows=4, words=True,
+                                     images={"u_next": walls, "v_next": walls})
+    assert "((unsigned int*)a_u_next)[r + p]" in source and "sf_word(a_u, r" in source and "sf_h2f(b0_1)" in source
+    for arch in ("sm_80", "sm_90"):
+        compile_cubin(source, arch, f"{ndim}D words", cuda.OPTIONS)

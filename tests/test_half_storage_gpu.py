@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 import stencilforge as sf
 from stencilforge.backends.cuda import CudaBackend
 from stencilforge.backends.numpy_ref import NumpyBackend
+from stencilforge.ir.analysis import slot_name
 from stencilforge.problems import heat
 
 pytestmark = pytest.mark.gpu
@@ -51,7 +52,7 @@ def test_half_two_steps_in_one_pass_equal_two_single_steps(u_terms, v_terms, wal
         np.testing.assert_array_equal(cp.asnumpy(a._slot((name, 0))), cp.asnumpy(b._slot((name, 0))), err_msg=name)
 
 
-@pytest.mark.parametrize("shape", [(70, 131), (9, 4), (37, 101)])
+@pytest.mark.parametrize("shape", [(70, 131), (9, 4), (37, 101), (64, 48)])
 def test_half_heat_with_moving_walls_pairs_bitwise_and_matches_numpy(shape):
     """The exact solution's walls change in time: the GPU scales them in one scatter into float16 ghost cells."""
     p = heat.problem(2, shape, storage="float16")
@@ -61,9 +62,10 @@ def test_half_heat_with_moving_walls_pairs_bitwise_and_matches_numpy(shape):
     np.testing.assert_array_equal(cp.asnumpy(a.fields["u"]), ref)
 
 
-@pytest.mark.parametrize("shape", [(13, 17, 35), (40, 33, 129)])
+@pytest.mark.parametrize("shape", [(13, 17, 35), (40, 33, 129), (12, 9, 30), (5, 6, 8)])
 def test_half_3d_passes_match_numpy(shape):
-    """heat3d (rows along y) and a two-field reaction-diffusion system (planes per thread) in float16."""
+    """heat3d and a two-field reaction-diffusion system in float16 (4 planes of 2 columns per thread), on rows
+    of odd and even numbers of padded cells."""
     _equal_to_numpy(heat.problem(3, shape, storage="float16"), 5)
     grid = sf.Grid(shape, extent=1.0, dtype="float32")
     u, v = sf.Field("u", grid, storage="float16"), sf.Field("v", grid, storage="float16")
@@ -72,3 +74,27 @@ def test_half_3d_passes_match_numpy(shape):
     p = sf.Problem([sf.Eq(u.next, u + k * sf.laplacian(u) - 0.1 * u * v * v), sf.Eq(v.next, v + k * sf.laplacian(v) + 0.1 * u * v * v)],
                    initial={u: rng.random(shape), v: rng.random(shape)}, boundary={u: sf.Periodic(), v: sf.Neumann()}, dt=1.0)
     _equal_to_numpy(p, 4)
+
+
+@pytest.mark.parametrize("shape", [(64, 48), (9, 4), (33, 70), (3, 2)])
+@pytest.mark.parametrize("walls", ["periodic", "neumann", "dirichlet"])
+def test_word_passes_equal_two_byte_passes(shape, walls):
+    """The same pass printed with 4-byte words and with 2-byte loads, bitwise, ghost cells included (the
+    word pass writes ghost images of periodic and Neumann fields), from NaN-poisoned outputs."""
+    from stencilforge.backends.cuda.tune import PASS_HALF
+
+    p = _random_problem([("u", (1, -1), 0.5, True), ("v", (0, 1), -0.3, False)], [("u", (-1, 0), 0.2, True)],
+                        walls, "where", "float32", shape, storage="float16")
+    (pas,) = p.analysis.passes
+    results = []
+    for schedule in ({"block": (128, 2), "rows": 4, "words": True}, PASS_HALF[2]):
+        sim = sf.Simulation(p, CudaBackend())
+        images = {slot_name(s): w for s, w in sim._images.items()}
+        run = sim.backend.equation_pass(pas, sim.lattice, p.constants, images=images, **schedule)
+        for levels in sim.levels.values():
+            if len(levels) > 1:
+                levels[-1][...] = cp.nan
+        run(sim.arrays(), sim.params, 0.0)
+        results.append({k: cp.asnumpy(v) for k, v in sim.arrays().items()})
+    for slot in results[0]:
+        np.testing.assert_array_equal(results[0][slot].view(np.uint16), results[1][slot].view(np.uint16), err_msg=slot)

@@ -30,6 +30,14 @@ __device__ __forceinline__ unsigned short sf_f2h(float f) { unsigned short h; as
 """
 
 
+HALF_WORDS = """\
+__device__ __forceinline__ float sf_lo(unsigned int w) { return sf_h2f((unsigned short)(w & 0xffffu)); }
+__device__ __forceinline__ float sf_hi(unsigned int w) { return sf_h2f((unsigned short)(w >> 16)); }
+__device__ __forceinline__ unsigned int sf_word(const unsigned short* a, long long row, long long q, long long words)
+{ return q >= 0 && q < words ? ((const unsigned int*)a)[row + q] : 0u; }
+"""
+
+
 def _ctype(dtype) -> str:
     return {"float32": "float", "float64": "double"}[np.dtype(dtype).name]
 
@@ -83,6 +91,31 @@ class _Printer(InfixPrinter):
         return f"({cond} ? {a} : {b})"
 
 
+class _WordPrinter(_Printer):
+    """One of the two cells of a thread's 4-byte word p in its row (cell 0: the low half, at padded x = 2p;
+    cell 1: the high half): each read takes the half it needs from the word holding it, `r` being the
+    row's first word and w{a} the word strides; a word outside the row reads 0 (only ghost cells,
+    which are not computed, reach there)."""
+
+    def __init__(self, ndim: int, dtype, half: frozenset[str], cell: int):
+        super().__init__(ndim, dtype, half)
+        self.cell = cell
+
+    def coordinate(self, node: Coordinate) -> str:
+        if node.axis != self.ndim - 1:
+            return super().coordinate(node)
+        return f"(({self.T})(lo{node.axis} + (double)(ix{self.cell} + {node.shift}) * h{node.axis}))"
+
+    def access(self, node: Access) -> str:
+        slot = slot_name((node.field.name, node.level))
+        if not any(node.offset) and slot in self.locals:
+            return self.locals[slot]
+        self.arrays.setdefault(slot)
+        position = node.offset[-1] + self.cell  # from padded x = 2p
+        rows = "".join(f" + ({o}) * w{a}" for a, o in enumerate(node.offset[:-1]) if o)
+        return f"sf_{'hi' if position % 2 else 'lo'}(sf_word(a_{slot}, r{rows}, p + ({position // 2}), words))"
+
+
 # The walls' maps in C, one per side (below, above). IMAGE_SHIFTS: from an interior index i, the offset to
 # the ghost cell whose image it is; GHOST_IMAGE: from an index j in a ghost layer, its interior image.
 # Both are checked against the gather's map (`Simulation._ghost_images`) in tests/test_equations.py.
@@ -113,10 +146,65 @@ def _image_stores(ndim: int, walls: tuple[str, ...], target: str, value: str) ->
     return [f"if ({near}) {{"] + stores + ["}"]
 
 
+def _cell_statements(p: Pass, ndim: int, dtype, half: frozenset[str], images: Mapping, Int: str):
+    """A thread's statements for its cell c: (without, with the stores into ghost cells), the arrays read."""
+    pr = _Printer(ndim, dtype, half)
+    body, imaging = [], []
+    for k, eq in enumerate(p.equations):
+        slot = slot_name((eq.target.field.name, eq.target.level))
+        rounding, value, local = stored(k, slot, half)
+        compute = [f"const {pr.T} e{k} = {pr(eq.expr)};", *rounding, f"a_{slot}[c] = {value};"]
+        body += compute
+        imaging += compute + (_image_stores(ndim, images[slot], f"a_{slot}", value) if slot in images else [])
+        pr.locals[slot] = local
+    return body, imaging, list(pr.arrays)
+
+
+def _word_statements(p: Pass, ndim: int, dtype, half: frozenset[str], images: Mapping, Int: str):
+    """As `_cell_statements` for the two cells of the thread's word p in row r: both computed, stored as one
+    4-byte word where both are interior, else the interior one's 2 bytes."""
+    x = ndim - 1
+    cells = (_WordPrinter(ndim, dtype, half, 0), _WordPrinter(ndim, dtype, half, 1))
+    body, imaging = [], []
+    for k, eq in enumerate(p.equations):
+        slot = slot_name((eq.target.field.name, eq.target.level))
+        compute = [f"const {cells[0].T} e{k}_{j} = {cells[j](eq.expr)};" for j in (0, 1)]
+        compute += [f"const unsigned short b{k}_{j} = sf_f2h(e{k}_{j});" for j in (0, 1)]
+        compute += [f"if (in0 && in1) ((unsigned int*)a_{slot})[r + p] = (unsigned int)b{k}_0 | ((unsigned int)b{k}_1 << 16);",
+                    f"else if (in0) a_{slot}[2 * (r + p)] = b{k}_0;", f"else if (in1) a_{slot}[2 * (r + p) + 1] = b{k}_1;"]
+        body += compute
+        imaging += compute
+        for j in (0, 1) if slot in images else ():
+            imaging += [f"if (in{j}) {{", f"    const {Int} i{x} = ix{j}, c = 2 * (r + p) + {j};"]
+            imaging += ["    " + line for line in _image_stores(ndim, images[slot], f"a_{slot}", f"b{k}_{j}")] + ["}"]
+        for j in (0, 1):
+            cells[j].locals[slot] = f"sf_h2f(b{k}_{j})"
+    return body, imaging, list(dict.fromkeys([*cells[0].arrays, *cells[1].arrays]))
+
+
+def _block_spans(ndim: int, along: int, rows: int, vector: int, words: bool, Int: str) -> list[tuple[str, str, int]]:
+    """(first, past the last, axis) of the interior cells a block covers along each axis."""
+    x = ndim - 1
+    if words:  # the cells of the block's words, from 2p - g
+        spans = [(f"2 * ({Int})blockIdx.x * blockDim.x - g", f"2 * (({Int})blockIdx.x + 1) * blockDim.x - g", x)]
+    else:
+        width = f"({Int})blockDim.x * {vector}"
+        spans = [(f"({Int})blockIdx.x * {width}", f"(({Int})blockIdx.x + 1) * {width}", x)]
+    if ndim == 3 and along == 0:
+        spans.append((f"({Int})blockIdx.y * ({Int})blockDim.y", f"(({Int})blockIdx.y + 1) * ({Int})blockDim.y", 1))
+        spans.append((f"({Int})blockIdx.z * {rows}", f"(({Int})blockIdx.z + 1) * {rows}", 0))
+    elif ndim >= 2:
+        height = f"({Int})blockDim.y * {rows}"
+        spans.append((f"({Int})blockIdx.y * {height}", f"(({Int})blockIdx.y + 1) * {height}", x - 1))
+    if ndim == 3 and along == 1:
+        spans.append(("i0", "i0 + 1", 0))
+    return spans
+
+
 def pass_source(p: Pass, ndim: int, dtype, constants: tuple[Constant, ...], name: str = "sf_pass",
                 rows: int | None = None, vector: int = 1, wide_index: bool = True,
                 images: Mapping[str, tuple[str, ...]] | None = None,
-                planes_per_thread: int | None = None) -> tuple[str, tuple[str, ...]]:
+                planes_per_thread: int | None = None, words: bool = False) -> tuple[str, tuple[str, ...]]:
     """(source, array argument order) of the pass's kernel `name`.
 
     Arguments: the arrays, then each constant and t in the dtype, then per
@@ -127,6 +215,9 @@ def pass_source(p: Pass, ndim: int, dtype, constants: tuple[Constant, ...], name
     `planes_per_thread` (3D): each thread computes that many consecutive
     planes of its (y, x) cell instead of rows, so the z-neighbours it reads
     twice stay in registers.
+    `words` (every array stored in float16, rows of an even number of padded
+    cells): each thread computes the two cells of one 4-byte word per row and
+    reads and writes whole words, as many bytes per load as float32 moves.
     `images` maps written slots to their walls per axis ("Periodic" or
     "Neumann"): the pass also writes those fields' ghost cells, the copies a
     gather of ghost cells from their images would make, so none need follow.
@@ -135,24 +226,21 @@ def pass_source(p: Pass, ndim: int, dtype, constants: tuple[Constant, ...], name
     rows = planes_per_thread or (ROWS[ndim] if rows is None else rows)
     Int = "long long" if wide_index else "int"
     half = half_slots(p)
-    pr = _Printer(ndim, dtype, half)
-    T = pr.T
-    body, imaging = [], []  # the cell's statements without and with the stores into ghost cells
-    for k, eq in enumerate(p.equations):
-        slot = slot_name((eq.target.field.name, eq.target.level))
-        rounding, value, local = stored(k, slot, half)
-        compute = [f"const {T} e{k} = {pr(eq.expr)};", *rounding, f"a_{slot}[c] = {value};"]
-        body += compute
-        imaging += compute + (_image_stores(ndim, images[slot], f"a_{slot}", value) if images and slot in images else [])
-        pr.locals[slot] = local
-    arrays = tuple(dict.fromkeys([slot_name(s) for s in p.writes] + list(pr.arrays)))
+    x = ndim - 1
+    T = _ctype(dtype)
+    statements = _word_statements if words else _cell_statements
+    body, imaging, read = statements(p, ndim, dtype, half, images or {}, Int)
+    arrays = tuple(dict.fromkeys([slot_name(s) for s in p.writes] + read))
     written = {slot_name(s) for s in p.writes}
     args = [f"{'' if s in written else 'const '}{array_type(s, T, half)}* __restrict__ a_{s}" for s in arrays]
     args += [f"const {T} p_{c.name}" for c in constants] + [f"const {T} t"]
     args += [f"const double lo{a}, const double h{a}, const long long n{a}_" for a in range(ndim)] + ["const int g"]
-    x = ndim - 1
     head = [f"const {Int} n{a} = ({Int})n{a}_;" for a in range(ndim)]
-    head.append(f"const {Int} column = ({Int})blockIdx.x * blockDim.x * {vector} + threadIdx.x;")
+    if words:
+        head += [f"const {Int} words = (n{x} + 2 * g) / 2;", f"const {Int} p = ({Int})blockIdx.x * blockDim.x + threadIdx.x;",
+                 "if (p >= words) return;"]
+    else:
+        head.append(f"const {Int} column = ({Int})blockIdx.x * blockDim.x * {vector} + threadIdx.x;")
     along = x - 1 if planes_per_thread is None else 0  # the axis a thread's rows (or planes) follow
     if ndim == 3 and along == 0:
         head.append(f"const {Int} first = ({Int})blockIdx.z * {rows};")
@@ -166,12 +254,19 @@ def pass_source(p: Pass, ndim: int, dtype, constants: tuple[Constant, ...], name
     head.append(f"const {Int} s{x} = 1;")
     for a in range(x - 1, -1, -1):
         head.append(f"const {Int} s{a} = s{a + 1} * (n{a + 1} + 2 * g);")
+    if words:
+        head += [f"const {Int} w{a} = s{a} / 2;" for a in range(x)]
     centre = " + ".join(f"(i{a} + g) * s{a}" for a in range(ndim))
 
     def nest(statements: list[str]) -> list[str]:
-        cells = ["#pragma unroll", f"for (int v = 0; v < {vector}; ++v) {{",
-                 f"    const {Int} i{x} = column + v * ({Int})blockDim.x;", f"    if (i{x} >= n{x}) break;",
-                 f"    const {Int} c = {centre};"] + ["    " + b for b in statements] + ["}"]
+        if words:
+            row = " + ".join(f"(i{a} + g) * w{a}" for a in range(x)) or "0"
+            cells = [f"const {Int} r = {row};", f"const {Int} ix0 = 2 * p - g, ix1 = ix0 + 1;",
+                     f"const bool in0 = ix0 >= 0 && ix0 < n{x}, in1 = ix1 >= 0 && ix1 < n{x};"] + statements
+        else:
+            cells = ["#pragma unroll", f"for (int v = 0; v < {vector}; ++v) {{",
+                     f"    const {Int} i{x} = column + v * ({Int})blockDim.x;", f"    if (i{x} >= n{x}) break;",
+                     f"    const {Int} c = {centre};"] + ["    " + b for b in statements] + ["}"]
         if ndim >= 2:
             cells = ["#pragma unroll", f"for ({Int} i{along} = first; i{along} < first + {rows}; ++i{along}) {{",
                      f"    if (i{along} >= n{along}) return;"] + ["    " + c for c in cells] + ["}"]
@@ -179,30 +274,23 @@ def pass_source(p: Pass, ndim: int, dtype, constants: tuple[Constant, ...], name
 
     cells = nest(body)
     if imaging != body:  # only blocks within g of a wall test their cells for ghost images
-        width, height = f"({Int})blockDim.x * {vector}", f"({Int})blockDim.y * {rows}"
-        spans = [(f"({Int})blockIdx.x * {width}", f"(({Int})blockIdx.x + 1) * {width}", x)]
-        if ndim == 3 and along == 0:
-            spans.append((f"({Int})blockIdx.y * ({Int})blockDim.y", f"(({Int})blockIdx.y + 1) * ({Int})blockDim.y", 1))
-            spans.append((f"({Int})blockIdx.z * {rows}", f"(({Int})blockIdx.z + 1) * {rows}", 0))
-        elif ndim >= 2:
-            spans.append((f"({Int})blockIdx.y * {height}", f"(({Int})blockIdx.y + 1) * {height}", x - 1))
-        if ndim == 3 and along == 1:
-            spans.append(("i0", "i0 + 1", 0))
-        near = " || ".join(f"{lo} < g || {hi} > n{a} - g" for lo, hi, a in spans)
+        near = " || ".join(f"{lo} < g || {hi} > n{a} - g" for lo, hi, a in _block_spans(ndim, along, rows, vector, words, Int))
         cells = [f"if ({near}) {{"] + ["    " + c for c in nest(imaging)] + ["} else {"] + ["    " + c for c in cells] + ["}"]
     lines = [f'extern "C" __global__ void {name}({", ".join(args)})', "{"] + ["    " + s for s in head + cells] + ["}"]
-    return (HALF if half else "") + "\n".join(lines) + "\n", arrays
+    return (HALF if half else "") + (HALF_WORDS if words else "") + "\n".join(lines) + "\n", arrays
 
 
 def launch_grid(
-    shape: tuple[int, ...], block=BLOCK, rows: int | None = None, vector: int = 1, planes_per_thread: int | None = None
+    shape: tuple[int, ...], block=BLOCK, rows: int | None = None, vector: int = 1, planes_per_thread: int | None = None,
+    words: int | None = None,
 ) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
-    """(blocks, threads) covering the interior `shape` with the kernel's indexing."""
+    """(blocks, threads) covering the interior `shape` with the kernel's indexing; `words`: a kernel printed with
+    words=True, whose threads take the 4-byte words of a padded row (that many)."""
     bx, by = block
+    across = -(-words // bx) if words else -(-shape[-1] // (bx * vector))
     if planes_per_thread:
-        return (-(-shape[2] // (bx * vector)), -(-shape[1] // by), -(-shape[0] // planes_per_thread)), (bx, by, 1)
+        return (across, -(-shape[1] // by), -(-shape[0] // planes_per_thread)), (bx, by, 1)
     rows = ROWS[len(shape)] if rows is None else rows
-    nx = shape[-1]
     ny = -(-shape[-2] // rows) if len(shape) >= 2 else 1
     nz = shape[0] if len(shape) == 3 else 1
-    return (-(-nx // (bx * vector)), (ny + by - 1) // by, nz), (bx, by if len(shape) >= 2 else 1, 1)
+    return (across, (ny + by - 1) // by, nz), (bx, by if len(shape) >= 2 else 1, 1)

@@ -431,22 +431,25 @@ class CudaBackend:
         return ran
 
     def equation_pass(self, p, lattice: Grid, constants, images=None, block=None, rows: int | None = None,
-                      vector: int = 1, wide_index: bool | None = None, planes_per_thread: int | None = None) -> Callable:
+                      vector: int = 1, wide_index: bool | None = None, planes_per_thread: int | None = None,
+                      words: bool = False) -> Callable:
         """run(arrays, params, t) for one pass of a problem's equations: threads of `block` each computing
-        `rows` rows (or, in 3D, `planes_per_thread` planes) of `vector` columns, arrays C-contiguous
+        `rows` rows (or, in 3D, `planes_per_thread` planes) of `vector` columns, or with `words` the two cells
+        of a 4-byte word (float16 arrays, rows of an even number of padded cells), arrays C-contiguous
         (`asarray`), launched on the current stream. Without `block`, `tune.pass_schedule` chooses.
         Offsets are 32-bit unless the arrays reach 2^31 cells (or `wide_index` says otherwise).
         `images`: see `Backend.equation_pass`."""
         if block is None:
-            chosen = pass_schedule(p, lattice.ndim)
+            chosen = pass_schedule(p, lattice.ndim, lattice.padded_shape[-1])
             block, planes_per_thread = chosen.get("block", printers_cuda.BLOCK), chosen.get("planes_per_thread")
-            rows, vector = chosen.get("rows", rows), chosen.get("vector", vector)
+            rows, vector, words = chosen.get("rows", rows), chosen.get("vector", vector), chosen.get("words", False)
         wide = math.prod(lattice.padded_shape) >= 2**31 if wide_index is None else wide_index
         source, names = printers_cuda.pass_source(p, lattice.ndim, lattice.dtype, constants, rows=rows, vector=vector,
-                                                  wide_index=wide, images=images, planes_per_thread=planes_per_thread)
+                                                  wide_index=wide, images=images, planes_per_thread=planes_per_thread, words=words)
         what = f"the pass computing {', '.join(eq.label for eq in p.equations)}"
         function = self._generated(source, what, "sf_pass", printers_cuda.OPTIONS)
-        blocks, threads = printers_cuda.launch_grid(lattice.shape, block, rows, vector, planes_per_thread)
+        blocks, threads = printers_cuda.launch_grid(lattice.shape, block, rows, vector, planes_per_thread,
+                                                    lattice.padded_shape[-1] // 2 if words else None)
         if blocks[1] > MAX_GRID_YZ or blocks[2] > MAX_GRID_YZ:
             raise StencilforgeError(f"{what}: grid {blocks} exceeds the CUDA limit of {MAX_GRID_YZ} blocks along y and z")
         return _generated_runner(function, blocks, threads, names, constants, lattice, np.int64)
