@@ -94,8 +94,8 @@ class _Printer(InfixPrinter):
 class _WordPrinter(_Printer):
     """One of the two cells of a thread's 4-byte word p in its row (cell 0: the low half, at padded x = 2p;
     cell 1: the high half): each read takes the half it needs from the word holding it, `r` being the
-    row's first word and w{a} the word strides; a word outside the row reads 0 (only ghost cells,
-    which are not computed, reach there)."""
+    row's first word and w{a} the word strides. Word p itself is always in its row; another word outside
+    the row reads 0 (only ghost cells, which are not computed, reach there)."""
 
     def __init__(self, ndim: int, dtype, half: frozenset[str], cell: int):
         super().__init__(ndim, dtype, half)
@@ -113,7 +113,9 @@ class _WordPrinter(_Printer):
         self.arrays.setdefault(slot)
         position = node.offset[-1] + self.cell  # from padded x = 2p
         rows = "".join(f" + ({o}) * w{a}" for a, o in enumerate(node.offset[:-1]) if o)
-        return f"sf_{'hi' if position % 2 else 'lo'}(sf_word(a_{slot}, r{rows}, p + ({position // 2}), words))"
+        q = position // 2
+        word = f"((const unsigned int*)a_{slot})[r{rows} + p]" if q == 0 else f"sf_word(a_{slot}, r{rows}, p + ({q}), words)"
+        return f"sf_{'hi' if position % 2 else 'lo'}({word})"
 
 
 # The walls' maps in C, one per side (below, above). IMAGE_SHIFTS: from an interior index i, the offset to
