@@ -116,20 +116,16 @@ def test_a_half_run_resumes_bit_for_bit_and_snapshots_widen(tmp_path):
 @pytest.mark.skipif(not _nvrtc_available(), reason="cuda-bindings (NVRTC) not installed")
 @settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(terms, terms, walls, st.sampled_from(["none", "tanh", "where"]))
-def test_half_passes_and_pairs_compile_for_cuda(u_terms, v_terms, wall, fn):
+def test_half_passes_compile_for_cuda(u_terms, v_terms, wall, fn):
     from stencilforge.backends.cuda.compile import compile_cubin
-    from stencilforge.printers import cuda, cuda_pair
+    from stencilforge.printers import cuda
 
     p = _random_problem(u_terms, v_terms, wall, fn, "float32", (8, 9), storage="float16")
     (pas,) = p.analysis.passes
-    images = {"u_next": ("Periodic", "Neumann")}
-    source, names = cuda.pass_source(pas, 2, np.float32, p.constants, images=images)
+    source, names = cuda.pass_source(pas, 2, np.float32, p.constants, images={"u_next": ("Periodic", "Neumann")})
     assert "const unsigned short* __restrict__ a_u" in source and "sf_f2h(e0)" in source
-    walls_ = None if wall == "dirichlet" else ("Periodic", "Periodic")
-    pair, _ = cuda_pair.pair_source(pas, np.float32, p.constants, walls_, max(1, p.analysis.ghost), images=images)
     for arch in ("sm_80", "sm_90"):
         compile_cubin(source, arch, "half pass", cuda.OPTIONS)
-        compile_cubin(pair, arch, "half pair", cuda.OPTIONS)
 
 
 def test_half_passes_take_more_cells_per_thread_on_the_gpu():

@@ -22,7 +22,7 @@ from typing import Mapping
 
 from ..ir.analysis import Pass, slot_name
 from ..ir.nodes import Access, Constant
-from .cuda import GHOST_IMAGE, HALF, OPTIONS, _ctype, _image_stores, _Printer, array_type, half_slots, stored
+from .cuda import GHOST_IMAGE, OPTIONS, _ctype, _image_stores, _Printer
 
 __all__ = ["OPTIONS", "TILE", "THREADS", "pair_source", "launch_grid"]
 
@@ -33,8 +33,8 @@ THREADS = 256
 class _PairPrinter(_Printer):
     """Accesses of the second step read the middle state of the written fields from shared memory."""
 
-    def __init__(self, ndim: int, dtype, middle: dict[str, str] | None, reach: int, width: int, half: frozenset[str]):
-        super().__init__(ndim, dtype, half)
+    def __init__(self, ndim: int, dtype, middle: dict[str, str] | None, reach: int, width: int):
+        super().__init__(ndim, dtype)
         self.middle, self.reach, self.width = middle, reach, width
 
     def time(self) -> str:
@@ -66,28 +66,25 @@ def pair_source(p: Pass, dtype, constants: tuple[Constant, ...], walls: tuple[st
     my, mx = oy + 2 * r, ox + 2 * r
     written = {slot[0]: slot_name(slot) for slot in p.writes}
     middle = {f: f"m_{f}" for f in written}
-    half = half_slots(p)
-    first = _PairPrinter(2, dtype, None, r, mx, half)
-    second = _PairPrinter(2, dtype, middle, r, mx, half)
+    first = _PairPrinter(2, dtype, None, r, mx)
+    second = _PairPrinter(2, dtype, middle, r, mx)
     step1, step2 = [], []
     for k, eq in enumerate(p.equations):
         f, slot = eq.target.field.name, slot_name((eq.target.field.name, eq.target.level))
-        rounding, value, local = stored(k, slot, half)  # the middle state holds what a single step stores
-        step1 += [f"const {T} e{k} = {first(eq.expr)};", *rounding, f"m_{f}[k] = {local};"]
-        first.locals[slot] = local
-        step2 += [f"const {T} e{k} = {second(eq.expr)};", *rounding, f"a_{slot}[c] = {value};"]
+        step1 += [f"const {T} e{k} = {first(eq.expr)};", f"m_{f}[k] = e{k};"]
+        first.locals[slot] = f"e{k}"
+        step2 += [f"const {T} e{k} = {second(eq.expr)};", f"a_{slot}[c] = e{k};"]
         if images and slot in images:
-            step2 += ["if (near) {"] + ["    " + s for s in _image_stores(2, images[slot], f"a_{slot}", value)] + ["}"]
-        second.locals[slot] = local
+            step2 += ["if (near) {"] + ["    " + s for s in _image_stores(2, images[slot], f"a_{slot}", f"e{k}")] + ["}"]
+        second.locals[slot] = f"e{k}"
     outputs = list(written.values())
     arrays = tuple(dict.fromkeys(outputs + list(first.arrays) + list(second.arrays)))
-    args = [f"{'' if s in outputs else 'const '}{array_type(s, T, half)}* __restrict__ a_{s}" for s in arrays]
+    args = [f"{T}* __restrict__ a_{s}" if s in outputs else f"const {T}* __restrict__ a_{s}" for s in arrays]
     args += [f"const {T} p_{c.name}" for c in constants] + [f"const {T} t", f"const {T} t2"]
     args += [f"const double lo{a}, const double h{a}, const int n{a}" for a in range(2)] + ["const int g"]
 
     if walls is None:  # Dirichlet: the output's ghost cell holds the wall value at t + dt
-        wall = "a_{}[(j0 + g) * s0 + (j1 + g)]"
-        ghost = [f"m_{f}[k] = {(f'sf_h2f({wall})' if slot_name((f, 1)) in half else wall).format(slot_name((f, 1)))};" for f in written]
+        ghost = [f"m_{f}[k] = a_{slot_name((f, 1))}[(j0 + g) * s0 + (j1 + g)];" for f in written]
         middle_cell = ["if (j0 < 0 || j0 >= n0 || j1 < 0 || j1 >= n1) {"] + ["    " + s for s in ghost] + ["    continue;", "}",
                                                                               "const int i0 = j0, i1 = j1;"]
     else:
@@ -120,7 +117,7 @@ def pair_source(p: Pass, dtype, constants: tuple[Constant, ...], walls: tuple[st
         "    }",
         "}",
     ]
-    return (HALF if half else "") + "\n".join(lines) + "\n", arrays
+    return "\n".join(lines) + "\n", arrays
 
 
 def launch_grid(shape: tuple[int, ...], tile: tuple[int, int] = TILE, threads: int = THREADS):

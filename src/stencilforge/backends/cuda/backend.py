@@ -461,6 +461,8 @@ class CudaBackend:
 
         if lattice.ndim != 2 or math.prod(lattice.padded_shape) >= 2**31:
             return None
+        if printers_cuda.half_slots(p):  # slower than single float16 steps (half-storage-h{100,200}-2026-11-24.json)
+            return None
         bytes_per_cell = len(p.writes) * lattice.dtype.itemsize  # of the middle state in shared memory
         tile = cuda_pair.TILE
         while bytes_per_cell * (tile[0] + 2 * reach) * (tile[1] + 2 * reach) > STATIC_SMEM_LIMIT:
