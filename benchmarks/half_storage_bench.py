@@ -14,10 +14,10 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import statistics
 
 import cupy as cp
 import numpy as np
+from equations_bench import copy_gbps, timed
 
 import stencilforge as sf
 from stencilforge import problems
@@ -27,27 +27,6 @@ from stencilforge.problems import heat
 from stencilforge.problems.base import stable_dt
 from stencilforge.problems.wave3d import dt_limit, standing_wave_frequency
 from stencilforge.stencil import Stencil
-
-
-def timed(fn, warmup=3, repeats=9, inner=10) -> float:
-    for _ in range(warmup):
-        fn()
-    start, stop = cp.cuda.Event(), cp.cuda.Event()
-    times = []
-    for _ in range(repeats):
-        start.record()
-        for _ in range(inner):
-            fn()
-        stop.record()
-        stop.synchronize()
-        times.append(cp.cuda.get_elapsed_time(start, stop) / 1e3 / inner)
-    return statistics.median(times)
-
-
-def copy_gbps(nbytes=2 << 30) -> float:
-    src = cp.random.random(nbytes // 4, dtype=cp.float32)
-    dst = cp.empty_like(src)
-    return 2 * nbytes / timed(lambda: cp.copyto(dst, src)) / 1e9
 
 
 def wave(n: int, storage=None, radius: int = 8) -> sf.Problem:

@@ -153,7 +153,7 @@ def _scaled_boxes(grid: Grid, faces: Sequence[Face], spatial: np.ndarray, factor
         f = factor(t)
         for box, values in parts:
             if arr.dtype == np.float16:
-                arr[box] = (values * f).astype(grid.dtype)
+                arr[box] = rounded(values * f, arr, grid.dtype)
             else:
                 np.multiply(values, f, out=arr[box])
 

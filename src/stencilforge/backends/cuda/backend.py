@@ -305,7 +305,7 @@ class CudaBackend:
                          self.facts() if self.requested == "auto" else None, self.limits)
         scalar = None
         if kernel.vector > 1:  # vector kernels need every row to start on a vector; scalar streaming otherwise
-            scalar = codegen.sweep_kernel(sweep, "streaming", grid.dtype)
+            scalar = codegen.sweep_kernel(sweep, "streaming", grid.dtype, limits=self.limits)
             if grid.ghost % kernel.vector or not kernel.fits(grid.shape):
                 log.info("%s: scalar streaming instead of %s, whose vectors of %d cells do not fit rows of %d with ghost width %d",
                          sweep.out, kernel.strategy, kernel.vector, grid.shape[-1], grid.ghost)
