@@ -57,6 +57,28 @@ def test_a_checkpoint_holds_every_time_level_and_the_interrupted_step(tmp_path):
         assert set(f["fields"]) == {"u_prev", "u", "u_next", "sigma"}
 
 
+@pytest.mark.parametrize("files,message", [
+    ({"out": "run.h5"}, "out= needs snapshot_every= K"),
+    ({"snapshot_every": 2}, "snapshot_every= needs out= FILE"),
+    ({"checkpoint": "c.h5"}, "checkpoint= needs checkpoint_every= K"),
+    ({"out": "run.h5", "snapshot_every": 0}, "snapshot_every= must be at least 1"),
+    ({"out": "same.h5", "snapshot_every": 2, "checkpoint": "same.h5", "checkpoint_every": 2}, "checkpoint= and out= are the same file"),
+])
+def test_sf_run_names_its_own_keywords_in_errors(tmp_path, monkeypatch, files, message):
+    """sf.run's errors about its outputs speak of its keywords, not the command line's options."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(StencilforgeError, match=message) as refused:
+        run("gray_scott", "numpy", 2, **files)
+    assert "--" not in str(refused.value)
+
+
+def test_sf_run_refuses_to_replace_a_file_naming_overwrite(tmp_path):
+    (tmp_path / "run.h5").write_bytes(b"kept")
+    with pytest.raises(StencilforgeError, match="pass overwrite=True to replace it") as refused:
+        run("gray_scott", "numpy", 2, out=str(tmp_path / "run.h5"), snapshot_every=2)
+    assert "--" not in str(refused.value) and (tmp_path / "run.h5").read_bytes() == b"kept"
+
+
 def test_resume_refuses_another_problem_or_changed_parameters(tmp_path):
     run("gray_scott", "numpy", 4, checkpoint=str(tmp_path / "gs.h5"), checkpoint_every=4)
     with pytest.raises(StencilforgeError, match="it is a gray_scott checkpoint"):

@@ -49,20 +49,28 @@ class Outputs:
     resume_step: int | None = None  # set by prepare when resuming
     append: bool = False  # set by prepare: --out is the series being resumed
     resumed: RunInfo | None = None  # set by prepare: what the checkpoint resumed from records
+    api: bool = False  # errors name sf.run's keywords (out=) instead of the command line's options (--out)
+
+    def option(self, name: str) -> str:
+        """How the caller spells an option in an error: `--snapshot-every` on the command line, `snapshot_every=` in sf.run."""
+        if not self.api:
+            return "--" + name.replace("_", "-")
+        return "overwrite=True" if name == "overwrite" else f"{name}="
 
     def _check_combinations(self, problem: str | None) -> None:
         """Options that only make sense together, and counts that must be positive."""
+        o = self.option
         if problem is None and self.resume is None:
             raise StencilforgeError(f"give a problem ({', '.join(problems.NAMES)}) or --resume CHECKPOINT")
-        for option, value in (("--snapshot-every", self.snapshot_every), ("--checkpoint-every", self.checkpoint_every)):
+        for option, value in ((o("snapshot_every"), self.snapshot_every), (o("checkpoint_every"), self.checkpoint_every)):
             if value is not None and value < 1:
                 raise StencilforgeError(f"{option} must be at least 1, got {value}")
         if self.snapshot_every is not None and self.out is None:
-            raise StencilforgeError("--snapshot-every needs --out FILE (.h5, .hdf5 or .npz)")
+            raise StencilforgeError(f"{o('snapshot_every')} needs {o('out')} FILE (.h5, .hdf5 or .npz)")
         if self.out is not None and self.snapshot_every is None:
-            raise StencilforgeError("--out needs --snapshot-every K (steps between snapshots)")
+            raise StencilforgeError(f"{o('out')} needs {o('snapshot_every')} K (steps between snapshots)")
         if self.checkpoint is not None and self.checkpoint_every is None and self.resume is None:
-            raise StencilforgeError("--checkpoint needs --checkpoint-every K (steps between checkpoints)")
+            raise StencilforgeError(f"{o('checkpoint')} needs {o('checkpoint_every')} K (steps between checkpoints)")
         if self.buffers < 1:
             raise StencilforgeError(f"need at least one snapshot buffer, got {self.buffers}")
 
@@ -81,20 +89,22 @@ class Outputs:
             resume = Path(self.resume)
             resumed, resume_step = peek(resume)
             run_id = resumed.run_id or run_id
-        out = check_output(self.out, "snapshot file", SNAPSHOT_SUFFIXES) if self.out is not None else None
+        o = self.option
+        out = check_output(self.out, "snapshot file", SNAPSHOT_SUFFIXES, option=o("overwrite")) if self.out is not None else None
         append = out is not None and resume is not None and out.is_file() and series_run_id(out) == run_id
         if out is not None and out.exists() and not append and not self.overwrite:
             whose = "was written by another run" if resume is not None else "already exists"
-            raise StencilforgeError(f"snapshot file {out} {whose}; pass --overwrite to replace it, or choose another --out")
+            raise StencilforgeError(f"snapshot file {out} {whose}; pass {o('overwrite')} to replace it, or choose another {o('out')}")
         if out is not None and out.suffix.lower() != ".npz":
-            check_output(out.with_suffix(".xmf"), "XDMF file", overwrite=append or self.overwrite)
+            check_output(out.with_suffix(".xmf"), "XDMF file", overwrite=append or self.overwrite, option=o("overwrite"))
         checkpoint = None
         if self.checkpoint_every is not None or resume is not None:
             checkpoint = Path(self.checkpoint or self.default_checkpoint(problem))
             same = resume is not None and checkpoint.exists() and checkpoint.resolve() == resume.resolve()
-            checkpoint = check_output(checkpoint, "checkpoint", CHECKPOINT_SUFFIXES, overwrite=same or self.overwrite)
+            checkpoint = check_output(checkpoint, "checkpoint", CHECKPOINT_SUFFIXES, overwrite=same or self.overwrite,
+                                      option=o("overwrite"))
             if out is not None and checkpoint.resolve() == out.resolve():
-                raise StencilforgeError(f"--checkpoint and --out are the same file {out}")
+                raise StencilforgeError(f"{o('checkpoint')} and {o('out')} are the same file {out}")
         png = check_output(self.png, "image", IMAGE_SUFFIXES, overwrite=self.overwrite) if self.png is not None else None
         for what, path, module in (("snapshot file", out, "h5py"), ("checkpoint", checkpoint, "h5py"), ("image", png, "matplotlib")):
             if path is not None and path.suffix.lower() != ".npz":

@@ -91,7 +91,7 @@ def run(
         from .jobs import Outputs  # HDF5 only when a run writes files
 
         outputs = Outputs(snapshot_every=snapshot_every, out=out, checkpoint_every=checkpoint_every, checkpoint=checkpoint,
-                          resume=resume, overwrite=overwrite,
+                          resume=resume, overwrite=overwrite, api=True,
                           command_line=f"stencilforge.run({problem.name})").prepare(problem.name)
     loop = dict(check_every=check_every, progress=progress, fuse_steps=fuse_steps)
     if sweep:

@@ -13,7 +13,8 @@ from ..errors import StencilforgeError
 SNAPSHOT_SUFFIXES = (".h5", ".hdf5", ".npz")
 
 
-def check_output(path: str | os.PathLike, what: str, suffixes: tuple[str, ...] | None = None, overwrite: bool = True) -> Path:
+def check_output(path: str | os.PathLike, what: str, suffixes: tuple[str, ...] | None = None, overwrite: bool = True,
+                 option: str = "--overwrite") -> Path:
     """Refuse a path whose directory is missing or unwritable, or whose suffix we cannot write.
 
     With `overwrite` False an existing file is refused too: a user's own file must never be replaced silently.
@@ -33,7 +34,7 @@ def check_output(path: str | os.PathLike, what: str, suffixes: tuple[str, ...] |
     if path.exists() and not os.access(path, os.W_OK):
         raise StencilforgeError(f"cannot write {what} {path}: the file exists and is not writable")
     if path.exists() and not overwrite:
-        raise StencilforgeError(f"{what} {path} already exists; pass --overwrite to replace it")
+        raise StencilforgeError(f"{what} {path} already exists; pass {option} to replace it")
     return path
 
 
