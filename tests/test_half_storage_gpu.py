@@ -58,8 +58,8 @@ def test_half_heat_with_moving_walls_matches_numpy(shape):
 
 @pytest.mark.parametrize("shape", [(13, 17, 35), (40, 33, 129), (12, 9, 30), (5, 6, 8)])
 def test_half_3d_passes_match_numpy(shape):
-    """heat3d and a two-field reaction-diffusion system in float16 (4 planes of 2 columns per thread), on rows
-    of odd and even numbers of padded cells."""
+    """heat3d and a two-field reaction-diffusion system in float16: 2-byte loads on rows of an odd number of
+    padded cells, 4-byte words on even ones."""
     _equal_to_numpy(heat.problem(3, shape, storage="float16"), 5)
     grid = sf.Grid(shape, extent=1.0, dtype="float32")
     u, v = sf.Field("u", grid, storage="float16"), sf.Field("v", grid, storage="float16")

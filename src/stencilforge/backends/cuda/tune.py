@@ -52,12 +52,12 @@ PASS_3D_PLANES = {"block": (32, 8), "planes_per_thread": 2}
 # 48 (2D) and 36 (3D) variants for heat2d 16384^2 and heat3d 512^3 and a radius-8 wave at 512^3 on an H100
 # (benchmarks/results/half-schedules-h100-2026-11-24.json).
 PASS_HALF = {2: {"block": (32, 8), "rows": 4, "vector": 2}, 3: {"block": (32, 8), "planes_per_thread": 4, "vector": 2}}
-# 2D passes where every array is float16 and a padded row holds whole 4-byte words: each thread reads and writes
-# the two cells of one word per row, 4 rows per thread. heat2d 16384^2: 86.9% of copy against 71.9% for 2-byte
-# loads on an H100, 73.8% against 54.0% on an H200, bitwise the same (half-packed-h{100,200}-2026-11-24.json).
-# In 3D, words did not beat PASS_HALF for heat3d 512^3 and took twice as long for a radius-8 wave on an H100
-# (benchmarks/results/half-storage-words3d-h100-2026-11-24.json), so 3D keeps PASS_HALF.
-PASS_HALF_WORDS = {"block": (128, 2), "rows": 4, "words": True}
+# Passes where every array is float16 and a padded row holds whole 4-byte words: each thread reads and writes the
+# two cells of one word, in 2D 4 rows on 128 x 2 threads (heat2d 16384^2: 86.9% of copy against 71.9% for 2-byte
+# loads on an H100, 73.8% against 54.0% on an H200; half-packed-h{100,200}-2026-11-24.json), in 3D 4 planes on
+# 32 x 8 threads (heat3d 512^3 0.268 against 0.320 ms on an H100, 0.246 against 0.297 on an H200, and the radius-8
+# wave 7-8% faster; best of 8 word schedules on both, half-words3d-h{100,200}-2026-11-24.json).
+PASS_HALF_WORDS = {2: {"block": (128, 2), "rows": 4, "words": True}, 3: {"block": (32, 8), "planes_per_thread": 4, "words": True}}
 
 
 # 2D float32 passes that read one field at neighbours (heat, advection): 4 rows per thread; two or more fields
@@ -71,8 +71,8 @@ def pass_schedule(p, ndim: int, row_cells: int) -> dict:
     hold `row_cells` cells (see PASS_3D_PLANES, PASS_HALF, PASS_HALF_WORDS, PASS_2D_ONE_FIELD); empty for the
     printer's defaults."""
     fields = [f for eq in p.equations for f in [eq.target.field, *(a.field for a in accesses(eq.expr))]]
-    if ndim == 2 and all(f.half for f in fields) and row_cells % 2 == 0:
-        return dict(PASS_HALF_WORDS)
+    if ndim in PASS_HALF_WORDS and all(f.half for f in fields) and row_cells % 2 == 0:
+        return dict(PASS_HALF_WORDS[ndim])
     if ndim in PASS_HALF and any(f.half for f in fields):
         return dict(PASS_HALF[ndim])
     if ndim == 2:
