@@ -31,11 +31,7 @@ from .schedules.streaming_vec import streaming_vector_sweep, vector_width
 from .schedules.tiled import tiled_sweep
 
 SWEEP_STRATEGIES = ("naive", "rows", "tiled", "streaming", "streaming_vec", "streaming_l1", "pipelined")
-
-
 OPERATOR_STRATEGIES = ("naive", "flat", "rows", "rows_vec", "pencil")
-
-
 STRATEGIES = tuple(dict.fromkeys(SWEEP_STRATEGIES + OPERATOR_STRATEGIES))
 
 

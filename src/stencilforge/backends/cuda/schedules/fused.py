@@ -15,14 +15,8 @@ PAIR_TILE = {
     2: (8, 256),  # rows per thread x threads
     3: (32, 2, 128),  # planes per block x rows per thread x threads, warps stacked along y
 }
-
-
 PAIR_AHEAD = 1  # planes of u the 3D pair loads ahead of use (measured against 0 and 2 on the H100 at commit 483c3e5)
-
-
 FUSED_REACH_2D = 8  # (steps - 1) * radius: a warp keeps 32 - 2 (steps - 1) r useful lanes, at least half of them
-
-
 PAIR_RADIUS_3D = 2  # (2r + 1)(R + 4r) values of u per thread
 
 

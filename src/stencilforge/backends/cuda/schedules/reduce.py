@@ -6,8 +6,6 @@ from ....plan import Sweep
 from ..kernel import Kernel, at_offset, cell_expression, centre_index, kernel_params, strides, sweep_args
 
 REDUCE_THREADS = 256
-
-
 REDUCE_BLOCKS = 1024
 
 

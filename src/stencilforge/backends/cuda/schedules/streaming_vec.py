@@ -13,8 +13,6 @@ from ..kernel import Kernel, cell_expression, ctype, field_radii, kernel_params,
 from .march import fit_unroll, halo_cells, halo_slot, march_head, march_layout, place_3d, queue_shift, resident_threads
 
 VECTOR_TYPES = {("float", 4): "float4", ("float", 2): "float2", ("double", 2): "double2"}
-
-
 LANES = "xyzw"
 
 
