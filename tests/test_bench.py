@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from stencilforge.backends.base import Launch, fused_walls
 from stencilforge.backends.numpy_ref import NumpyBackend
-from stencilforge.bench.measure import MeasureOptions, wall_clock
+from stencilforge.bench.measure import MeasureOptions, time_runners, wall_clock
 from stencilforge.bench.peers import PEERS, Peer, SlicingRunner, sweep_step
 from stencilforge.bench.suite import (
     BackendRunner,
@@ -280,3 +280,33 @@ def test_bench_tables_fit_80_columns_without_wrapping_a_cell(report):
     assert any("sf auto->streaming_vec 96x8x32" in line and "1234.567" in line and "174.3" in line for line in lines)
     assert any(f"skipped [{len(wide['results'])}]" in line for line in lines)
     assert "copy bandwidth" in heading(report)
+
+
+class _Recorder:
+    """A runner whose clock notes who was timed and reports a speed that drifts with every call, as a
+    shared machine's does: each call is 10% slower than the one before, whoever makes it."""
+
+    def __init__(self, name: str, log: list, cost: float):
+        self.name, self.log, self.cost = name, log, cost
+
+    def clock(self, run, sync, steps: int) -> float:
+        self.log.append(self.name)
+        return steps * self.cost * 1.1 ** len(self.log)
+
+    def run(self, steps: int) -> None:
+        pass
+
+    def sync(self) -> None:
+        pass
+
+    def latest(self) -> dict:
+        return {}
+
+
+def test_repeats_are_taken_in_rounds_so_drift_falls_on_every_row_alike():
+    log: list = []
+    fast, slow = _Recorder("fast", log, 1e-3), _Recorder("slow", log, 2e-3)
+    a, b = time_runners([fast, slow], MeasureOptions(repeats=4, target_s=0.01))
+    assert log[4:] == ["fast", "slow"] * 4  # after each one's calibration, one sample of each per round
+    ratios = [s / f for f, s in zip(a.samples, b.samples)]
+    assert all(1.9 < r < 2.3 for r in ratios), ratios  # in a round, the drift between the two is one call

@@ -100,13 +100,24 @@ def torch_event_clock(run, sync, n: int) -> float:
 
 
 def time_runner(runner: Runner, opts: MeasureOptions) -> Timing:
-    runner.run(1)
-    runner.sync()
-    one = runner.clock(runner.run, runner.sync, 1)
-    steps = int(max(1, min(opts.max_steps, opts.target_s / max(one, 1e-7))))
-    runner.clock(runner.run, runner.sync, steps)
-    samples = tuple(runner.clock(runner.run, runner.sync, steps) / steps for _ in range(opts.repeats))
-    return Timing(samples, steps)
+    return time_runners([runner], opts)[0]
+
+
+def time_runners(runners: list[Runner], opts: MeasureOptions) -> list[Timing]:
+    """Each runner's time per step, its repeats taken in rounds that visit every runner once: on a machine
+    whose speed drifts (a shared CPU), the drift falls on all of them alike and their ratios hold."""
+    steps = []
+    for runner in runners:
+        runner.run(1)
+        runner.sync()
+        one = runner.clock(runner.run, runner.sync, 1)
+        steps.append(int(max(1, min(opts.max_steps, opts.target_s / max(one, 1e-7)))))
+        runner.clock(runner.run, runner.sync, steps[-1])
+    samples: list[list[float]] = [[] for _ in runners]
+    for _ in range(opts.repeats):
+        for runner, n, taken in zip(runners, steps, samples):
+            taken.append(runner.clock(runner.run, runner.sync, n) / n)
+    return [Timing(tuple(taken), n) for taken, n in zip(samples, steps)]
 
 
 # ---------------------------------------------------------------- ceilings

@@ -10,6 +10,7 @@ per dtype. An implementation outside it is reported as wrong and not timed.
 
 from __future__ import annotations
 
+import functools
 import gc
 import itertools
 import sys
@@ -38,6 +39,7 @@ from .measure import (
     gpu_peak_gflops,
     now_iso,
     time_runner,
+    time_runners,
     versions,
     wall_clock,
 )
@@ -311,6 +313,28 @@ def measure_impl(
 ) -> tuple[dict, dict | None]:
     """One row: build, check, time. Returns the row and the implementation's state after two steps
     (None where it was not taken: a failure, or a pass of more than two steps)."""
+    row, runner, after_two = _checked(case, impl, ref, backend)
+    try:
+        if runner is not None:
+            _timed(row, case, functools.partial(time_runner, runner, opts.measure), copy_gbps)
+        return row, after_two if row["status"] == "ok" else None
+    finally:
+        runner = None  # its arrays go before the next implementation's are made
+        _release()
+
+
+def _timed(row: dict, case: Case, timing: Callable, copy_gbps: float) -> None:
+    """The row's times from `timing()`; a runner that crashes is a failed row, not the end of the run."""
+    try:
+        row.update(_metrics(case, timing(), copy_gbps))
+        row["status"] = "ok"
+    except Exception as exc:
+        row.update(status="failed", note=f"{type(exc).__name__}: {_first_line(exc)}")
+
+
+def _checked(case: Case, impl: Impl, ref: dict | None, backend: str):
+    """(row, runner, state after two steps): the implementation built and checked against the oracle and
+    `ref`, its runner ready to time; or the row saying why not (skipped, failed, wrong) and no runner."""
     row = _row(case, impl)
     tol = TOLERANCE[case.workload.dtype]
     try:
@@ -319,10 +343,10 @@ def measure_impl(
             row["resolved_strategy"], row["tile"] = getattr(runner, "resolved", None) or (runner.kernel.strategy, tuple(runner.kernel.tile))
     except (Unsupported, StencilforgeError) as exc:
         row.update(status="skipped", note=str(exc))
-        return row, None
+        return row, None, None
     except Exception as exc:  # e.g. a peer library failing to import or compile
         row.update(status="failed", note=f"{type(exc).__name__}: {_first_line(exc)}")
-        return row, None
+        return row, None, None
     try:
         per_pass = getattr(runner, "steps_per_pass", 1)
         after_two: dict | None
@@ -337,23 +361,43 @@ def measure_impl(
             runner.run(1)
             after_two = runner.latest()
         versus = reference_error(ref, after_two) if after_two is not None else None
-        row["check"] = {"oracle_error": oracle, "reference_error": versus, "tolerance": tol}
-        if oracle > tol or (versus is not None and versus > tol):
-            what = "the NumPy oracle" if oracle > tol else "stencilforge's result"
-            worst = oracle if oracle > tol else versus
-            row.update(status="wrong", note=f"disagrees with {what} (relative error {worst:.2e} > {tol:g}); not timed")
-            return row, None
-        if ref is None and impl.kind == "peer":
-            row["note"] = "no correct stencilforge result to compare with; checked against the oracle only"
-        row.update(_metrics(case, time_runner(runner, opts.measure), copy_gbps))
-        row["status"] = "ok"
-        return row, after_two
     except Exception as exc:  # a peer (or one of our strategies) that crashes is a row, not the end of the run
         row.update(status="failed", note=f"{type(exc).__name__}: {_first_line(exc)}")
-        return row, None
-    finally:
-        del runner
-        _release()
+        return row, None, None
+    row["check"] = {"oracle_error": oracle, "reference_error": versus, "tolerance": tol}
+    if oracle > tol or (versus is not None and versus > tol):
+        what = "the NumPy oracle" if oracle > tol else "stencilforge's result"
+        worst = oracle if oracle > tol else versus
+        row.update(status="wrong", note=f"disagrees with {what} (relative error {worst:.2e} > {tol:g}); not timed")
+        return row, None, None
+    if ref is None and impl.kind == "peer":
+        row["note"] = "no correct stencilforge result to compare with; checked against the oracle only"
+    return row, runner, after_two
+
+
+def _measure_interleaved(case: Case, impls: list[Impl], opts: BenchOptions, copy_gbps: float, backend: str, say) -> list[dict]:
+    """Every implementation built and checked first, then timed in rounds that visit each once (`time_runners`),
+    so a shared machine's drift in speed falls on all rows alike; a crash while timing falls back to timing
+    each row alone."""
+    ref, rows, ready = None, [], []
+    for impl in impls:
+        say(f"{case.workload.label}: {impl.name}" + (f" ({impl.strategy})" if impl.strategy else ""))
+        row, runner, after_two = _checked(case, impl, ref, backend)
+        if runner is not None and ref is None and impl.kind == "ours":
+            ref = after_two
+        rows.append(row)
+        if runner is not None:
+            ready.append((row, runner))
+    try:
+        timings = time_runners([runner for _, runner in ready], opts.measure)
+        for (row, _), timing in zip(ready, timings):
+            _timed(row, case, lambda timing=timing: timing, copy_gbps)
+    except Exception:
+        for row, runner in ready:
+            _timed(row, case, functools.partial(time_runner, runner, opts.measure), copy_gbps)
+    del ready
+    _release()
+    return rows
 
 
 def _finish_workload(rows: list[dict]) -> None:
@@ -386,15 +430,21 @@ def run_bench(opts: BenchOptions) -> dict:
             "arithmetic_intensity": case.flops_per_cell / case.bytes_per_cell, "footprint_bytes": case.footprint_bytes,
             "cache_ratio": case.footprint_bytes / cache if cache else None, "params": case.params,
         })
-        ref, rows = None, []
-        for impl in _ours(case, opts, engine.name) + peers:
-            say(f"{w.label}: {impl.name}" + (f" ({impl.strategy})" if impl.strategy else ""))
-            row, after_two = measure_impl(case, impl, ref, opts, copy["gbps"], engine.name)
-            if ref is None and impl.kind == "ours" and row["status"] == "ok":
-                ref = after_two
+        impls = _ours(case, opts, engine.name) + peers
+        ref = None
+        if gpu:  # one implementation's arrays at a time: a 16384^2 workload and its peers would not fit together
+            rows = []
+            for impl in impls:
+                say(f"{w.label}: {impl.name}" + (f" ({impl.strategy})" if impl.strategy else ""))
+                row, after_two = measure_impl(case, impl, ref, opts, copy["gbps"], engine.name)
+                if ref is None and impl.kind == "ours" and row["status"] == "ok":
+                    ref = after_two
+                rows.append(row)
+        else:
+            rows = _measure_interleaved(case, impls, opts, copy["gbps"], engine.name, say)
+        for row in rows:
             row.update(cells=case.cells, bytes_per_cell=case.bytes_per_cell, flops_per_cell=case.flops_per_cell,
                        arithmetic_intensity=case.flops_per_cell / case.bytes_per_cell)
-            rows.append(row)
         _finish_workload(rows)
         results.extend(rows)
         del case, ref
