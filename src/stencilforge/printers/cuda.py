@@ -28,8 +28,6 @@ HALF = """\
 __device__ __forceinline__ float sf_h2f(unsigned short h) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f; }
 __device__ __forceinline__ unsigned short sf_f2h(float f) { unsigned short h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h; }
 """
-
-
 HALF_WORDS = """\
 __device__ __forceinline__ float sf_lo(unsigned int w) { return sf_h2f((unsigned short)(w & 0xffffu)); }
 __device__ __forceinline__ float sf_hi(unsigned int w) { return sf_h2f((unsigned short)(w >> 16)); }
@@ -46,18 +44,6 @@ def half_slots(p: Pass) -> frozenset[str]:
     """The pass's arrays whose field is stored in float16."""
     return frozenset(slot_name((a.field.name, a.level)) for eq in p.equations for a in [eq.target, *accesses(eq.expr)]
                      if a.field.half)
-
-
-def array_type(slot: str, T: str, half: frozenset[str]) -> str:
-    return "unsigned short" if slot in half else T
-
-
-def stored(k: int, slot: str, half: frozenset[str]) -> tuple[list[str], str, str]:
-    """For equation k's value e{k} written to `slot`: the statements before its store, the value stored
-    (rounded to float16 for a half field), and what later equations of the pass read at the cell."""
-    if slot in half:
-        return [f"const unsigned short b{k} = sf_f2h(e{k});"], f"b{k}", f"sf_h2f(b{k})"
-    return [], f"e{k}", f"e{k}"
 
 
 class _Printer(InfixPrinter):
@@ -154,8 +140,12 @@ def _cell_statements(p: Pass, ndim: int, dtype, half: frozenset[str], images: Ma
     body, imaging = [], []
     for k, eq in enumerate(p.equations):
         slot = slot_name((eq.target.field.name, eq.target.level))
-        rounding, value, local = stored(k, slot, half)
-        compute = [f"const {pr.T} e{k} = {pr(eq.expr)};", *rounding, f"a_{slot}[c] = {value};"]
+        compute = [f"const {pr.T} e{k} = {pr(eq.expr)};"]
+        value = local = f"e{k}"
+        if slot in half:  # stored rounded to float16; later equations of the pass read the stored value
+            compute.append(f"const unsigned short b{k} = sf_f2h(e{k});")
+            value, local = f"b{k}", f"sf_h2f(b{k})"
+        compute.append(f"a_{slot}[c] = {value};")
         body += compute
         imaging += compute + (_image_stores(ndim, images[slot], f"a_{slot}", value) if slot in images else [])
         pr.locals[slot] = local
@@ -234,7 +224,7 @@ def pass_source(p: Pass, ndim: int, dtype, constants: tuple[Constant, ...], name
     body, imaging, read = statements(p, ndim, dtype, half, images or {}, Int)
     arrays = tuple(dict.fromkeys([slot_name(s) for s in p.writes] + read))
     written = {slot_name(s) for s in p.writes}
-    args = [f"{'' if s in written else 'const '}{array_type(s, T, half)}* __restrict__ a_{s}" for s in arrays]
+    args = [f"{'' if s in written else 'const '}{'unsigned short' if s in half else T}* __restrict__ a_{s}" for s in arrays]
     args += [f"const {T} p_{c.name}" for c in constants] + [f"const {T} t"]
     args += [f"const double lo{a}, const double h{a}, const long long n{a}_" for a in range(ndim)] + ["const int g"]
     head = [f"const {Int} n{a} = ({Int})n{a}_;" for a in range(ndim)]

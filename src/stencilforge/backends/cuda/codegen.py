@@ -66,11 +66,11 @@ def default_tile(plan: Sweep | AxisOperator, strategy: str, dtype="float32") -> 
     if isinstance(plan, AxisOperator):
         if strategy == "naive":
             return (8, 32)
-        if strategy == "flat":  # H100, fused d1+d2 along x, float64: 128 threads 97.3% of copy, 256 97.0%
+        if strategy == "flat":  # fused d1+d2 along x: 128 threads, the fastest on the H100 (h100-derivatives-flat.txt)
             return (128,)
-        if strategy == "rows":  # H100, fused d1+d2 along x: 1x128 96.8% of copy, 4x256 92.0%; single: 93.1% / 93.8%
+        if strategy == "rows":  # fused d1+d2 along x: 1x128 led 4x256 on the H100 (measured when rows was added; no file kept)
             return (1, 128)
-        if strategy == "rows_vec":  # H100, d1 along x, float64: 1x256 99.1% of copy, 1x128 98.9%; fused d1+d2 96.4% (rows 96.7%)
+        if strategy == "rows_vec":  # d1 along x: 1x256 the fastest on the H100 (h100-derivatives-rows-vec.json)
             return (1, 256)
         return (4, 256) if plan.axis == 1 else (64, 128)
     nd = plan.ndim
@@ -78,7 +78,7 @@ def default_tile(plan: Sweep | AxisOperator, strategy: str, dtype="float32") -> 
         return (8, 32) if nd == 2 else (2, 4, 32)
     if strategy == "tiled":
         return (16, 32) if nd == 2 else (4, 8, 32)
-    if strategy == "rows":  # H100: poisson2d 4x512 96.3-96.9% of copy (99% before the pinned arithmetic); heat3d 1x4x256 77.5%
+    if strategy == "rows":  # the tiles of the rows results in h100-strategies-*-42f63af.json
         return (4, 512) if nd == 2 else (1, 4, 256)
     if nd == 2:  # H100 and H200: pipelined gains on rows of 512, streaming does not (docs/performance.md)
         return (64, 512) if strategy == "pipelined" else (64, 256)

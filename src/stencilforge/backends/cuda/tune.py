@@ -53,16 +53,15 @@ PASS_3D_PLANES = {"block": (32, 8), "planes_per_thread": 2}
 # (benchmarks/results/half-schedules-h100-2026-11-24.json).
 PASS_HALF = {2: {"block": (32, 8), "rows": 4, "vector": 2}, 3: {"block": (32, 8), "planes_per_thread": 4, "vector": 2}}
 # Passes where every array is float16 and a padded row holds whole 4-byte words: each thread reads and writes the
-# two cells of one word, in 2D 4 rows on 128 x 2 threads (heat2d 16384^2: 86.9% of copy against 71.9% for 2-byte
-# loads on an H100, 73.8% against 54.0% on an H200; half-packed-h{100,200}-2026-11-24.json), in 3D 4 planes on
-# 32 x 8 threads (heat3d 512^3 0.268 against 0.320 ms on an H100, 0.246 against 0.297 on an H200, and the radius-8
-# wave 7-8% faster; best of 8 word schedules on both, half-words3d-h{100,200}-2026-11-24.json).
+# two cells of one word, in 2D 4 rows on 128 x 2 threads, in 3D 4 planes on 32 x 8 threads. Faster than 2-byte loads
+# for heat2d 16384^2, heat3d 512^3 and a radius-8 wave at 512^3 on an H100 and an H200, and the best of the word
+# schedules measured (benchmarks/results/half-packed-*, half-words-h200-*, half-words3d-h{100,200}-2026-11-24.json).
 PASS_HALF_WORDS = {2: {"block": (128, 2), "rows": 4, "words": True}, 3: {"block": (32, 8), "planes_per_thread": 4, "words": True}}
 
 
-# 2D float32 passes that read one field at neighbours (heat, advection): 4 rows per thread; two or more fields
-# (Gray-Scott) keep the printer's 2, where 4 lost up to 9 points on the H100. At 4096^2 and 16384^2 on both GPUs,
-# heat gained 1.0-1.8 points (H100) and 5.7-8.3 (H200) (benchmarks/results/pass-rows-h{100,200}-2026-11-24.json).
+# 2D float32 passes that read one field at neighbours (heat, advection): 4 rows per thread, faster for heat at 4096^2
+# and 16384^2 on an H100 and an H200; two or more fields (Gray-Scott) keep the printer's 2, where 4 lost
+# (benchmarks/results/pass-rows-h{100,200}-2026-11-24.json).
 PASS_2D_ONE_FIELD = {"rows": 4}
 
 

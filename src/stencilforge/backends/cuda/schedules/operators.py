@@ -85,11 +85,17 @@ def _cell_outputs(op: AxisOperator, dtype) -> list[str]:
     def glob(o):
         return f"{u}[c + ({o}){step}]"
 
+    return _stored_outputs(op, dtype, pos, n, glob, glob, "    ")
+
+
+def _stored_outputs(op: AxisOperator, dtype, pos: str, n: str, glob, operand, indent: str) -> list[str]:
+    """Each output at linear index c: the interior weights over `operand(o)` (a register, shared memory
+    or `glob`), the closure rows over `glob` near the ends of the axis (`pos` of `n`), then the store."""
     lines = []
     for m, d in enumerate(op.outputs):
-        lines.append(f"    real o{m};")
-        lines += _closure_chain(d, pos, n, dtype, glob, _weighted(d.interior, dtype, glob), "    ", f"o{m}")
-        lines.append(f"    f_{d.out}[c] = o{m};")
+        lines.append(f"{indent}real o{m};")
+        lines += _closure_chain(d, pos, n, dtype, glob, _weighted(d.interior, dtype, operand), indent, f"o{m}")
+        lines.append(f"{indent}f_{d.out}[c] = o{m};")
     return lines
 
 
@@ -154,8 +160,8 @@ def rows_vector_operator(op: AxisOperator, dtype, tile: tuple[int, ...], name: s
     """`rows` along x with 4 floats or 2 doubles per thread: interior cells read their neighbours as a few
     aligned vectors and store one vector per output; cells in reach of a closure take the scalar chain.
     The launcher runs it only where the row length is a multiple of the width and the pointers aligned.
-    Half the memory instructions of `rows`: one derivative along x in float64 went from 93% of the
-    copy bandwidth to 99% on the H100 (the fused pair, two stores per read, did not gain)."""
+    Half the memory instructions of `rows`: faster for one derivative along x on the H100; the fused pair,
+    two stores per read, did not gain (benchmarks/results/h100-derivatives-rows-vec.json)."""
     _check_operator(op)
     if op.axis != 1:
         raise StencilforgeError("strategy rows_vec applies to derivatives along x (axis 1)")
@@ -260,11 +266,7 @@ def pencil_operator(op: AxisOperator, dtype, tile: tuple[int, ...], name: str) -
         for a in range(rows):
             lines.append(f"    if (b0 + {a} < n0) {{")
             lines.append(f"        const long long c = (long long)(b0 + {a}) * n1 + i1;")
-            for m, d in enumerate(op.outputs):
-                fast = _weighted(d.interior, dtype, lambda o, a=a: f"s_u[{a}][tx + {r + o}]")
-                lines.append(f"        real o{m};")
-                lines += _closure_chain(d, "i1", "n1", dtype, glob, fast, "        ", f"o{m}")
-                lines.append(f"        f_{d.out}[c] = o{m};")
+            lines += _stored_outputs(op, dtype, "i1", "n1", glob, lambda o, a=a: f"s_u[{a}][tx + {r + o}]", "        ")
             lines.append("    }")
         lines.append("}")
         cover, block = (rows, tx), (tx, 1, 1)
@@ -291,11 +293,7 @@ def pencil_operator(op: AxisOperator, dtype, tile: tuple[int, ...], name: str) -
             lines.append("        {" if k == 0 else f"        if (y + {k} < y1) {{")
             lines.append(f"            const int yk = y + {k};")
             lines.append("            const long long c = (long long)yk * n1 + i1;")
-            for m, d in enumerate(op.outputs):
-                fast = _weighted(d.interior, dtype, lambda o, k=k: f"q{r + o + k}")
-                lines.append(f"            real o{m};")
-                lines += _closure_chain(d, "yk", "n0", dtype, glob, fast, "            ", f"o{m}")
-                lines.append(f"            f_{d.out}[c] = o{m};")
+            lines += _stored_outputs(op, dtype, "yk", "n0", glob, lambda o, k=k: f"q{r + o + k}", "            ")
             lines.append("        }")
         for j in range(2 * r):
             lines.append(f"        q{j} = q{j + unroll};")
