@@ -15,7 +15,7 @@ from stencilforge.backends.numba_cpu import NumbaBackend
 from stencilforge.backends.numpy_ref import NumpyBackend
 from stencilforge.boundary import Dirichlet
 from stencilforge.grid import Grid
-from stencilforge.problems import heat
+from stencilforge.problems import heat, wave3d
 from stencilforge.problems.base import why_not_lowered
 from test_equations import _nvrtc_available, _random_problem, terms, walls
 
@@ -161,3 +161,45 @@ def test_word_passes_compile_with_their_ghost_images(ndim, walls):
     assert "((unsigned int*)a_u_next)[r + p]" in source and "sf_word(a_u, r" in source and "sf_h2f(b0_1)" in source
     for arch in ("sm_80", "sm_90"):
         compile_cubin(source, arch, f"{ndim}D words", cuda.OPTIONS)
+
+
+def _leapfrog_wave(n: int, radius: int, storage: str) -> sf.Problem:
+    """The standing wave of wave3d as 2u - u.prev + dt^2 c^2 L u, its squared speed stored (O(1))."""
+    from stencilforge.problems.wave3d import standing_wave_frequency
+
+    seed, _ = wave3d.problem((n, n, n), radius=radius)
+    grid = seed.analysis.grid
+    u, c2 = sf.Field("u", grid, levels=3, storage=storage), sf.Field("c2", grid, levels=1, storage=storage)
+    dt = seed.dt.value
+    s0, s1, s2 = (sf.sin(np.pi * x) for x in grid.coordinates)
+    omega = standing_wave_frequency(1.0)
+    standing = sf.cos(omega * grid.t) * s0 * s1 * s2
+    return sf.Problem([sf.Eq(u.next, 2 * u - u.prev + sf.Constant("dt2", dt * dt) * (c2 * sf.laplacian(u, order=2 * radius)))],
+                      initial={u: standing, c2: 1.0}, boundary={u: sf.Dirichlet(sf.cos(omega * grid.t) * (s0 * s1 * s2))},
+                      exact={u: standing}, dt=dt)
+
+
+def test_half_wave_takes_the_increment_form_and_drifts_less_than_leapfrog():
+    """2u - u.prev rounds the step's small change against u; d = u - u.prev stored on its own keeps it. At
+    32^3, radius 4, 200 steps the leapfrog form's float16 error is 8.9e-3 and the increment form's 3.1e-3
+    (at 128^3, radius 8: 0.36 against 4.5e-3, the runs in docs/performance.md)."""
+    half, params = wave3d.problem((32, 32, 32), radius=4, storage="float16")
+    assert params["storage"] == "float16" and {f.name for f in half.analysis.fields} == {"u", "d", "c2"}
+    assert all(f.half for f in half.analysis.fields)
+    increment = sf.run(half, steps=200, backend="numpy").summary["errors"]["u"]
+    leapfrog = sf.run(_leapfrog_wave(32, 4, "float16"), steps=200, backend="numpy").summary["errors"]["u"]
+    single = sf.run(wave3d.problem((32, 32, 32), radius=4)[0], steps=200, backend="numpy").summary["errors"]["u"]
+    assert single < 1e-3 < increment < 10 * 2.0**-11 < leapfrog  # float16's rounding, not the scheme, sets the error
+    assert increment < leapfrog / 2
+    assert wave3d.problem((8, 8, 8), radius=2, storage="float32")[1].get("storage") is None  # the grid's own dtype: leapfrog
+
+
+def test_half_wave_source_moves_u_and_its_increment_alike():
+    """A Ricker source adds to u and to d = u - u.prev, so the float16 run follows the float32 leapfrog."""
+    half, _ = wave3d.problem((24, 24, 24), radius=2, storage="float16", source=True)
+    assert sorted(s.field.name for s in half.sources) == ["d", "u"]
+    got = sf.run(half, steps=40, backend="numpy").fields["u"].astype(np.float64)
+    want = sf.run(wave3d.problem((24, 24, 24), radius=2, source=True)[0], steps=40, backend="numpy").fields["u"]
+    peak = float(np.abs(want).max())
+    assert peak > 0.05
+    assert float(np.abs(got - want).max()) < 0.02 * peak

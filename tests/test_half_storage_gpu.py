@@ -11,7 +11,7 @@ import stencilforge as sf
 from stencilforge.backends.cuda import CudaBackend
 from stencilforge.backends.numpy_ref import NumpyBackend
 from stencilforge.ir.analysis import slot_name
-from stencilforge.problems import heat
+from stencilforge.problems import heat, wave3d
 
 pytestmark = pytest.mark.gpu
 if not CudaBackend.available():
@@ -54,6 +54,12 @@ def test_half_problems_take_one_step_per_pass():
 def test_half_heat_with_moving_walls_matches_numpy(shape):
     """The exact solution's walls change in time: the GPU scales them in one scatter into float16 ghost cells."""
     _equal_to_numpy(heat.problem(2, shape, storage="float16"), 7)
+
+
+@pytest.mark.parametrize("shape,radius,source", [((20, 17, 23), 4, False), ((18, 19, 26), 8, False), ((21, 18, 19), 2, True)])
+def test_half_wave_increment_form_matches_numpy(shape, radius, source):
+    """wave3d in float16: one pass writes d and then u from the rounded d; moving walls, or a source on both."""
+    _equal_to_numpy(wave3d.problem(shape, radius=radius, storage="float16", source=source)[0], 6)
 
 
 @pytest.mark.parametrize("shape", [(13, 17, 35), (40, 33, 129), (12, 9, 30), (5, 6, 8)])

@@ -5,6 +5,12 @@ per cell; u.prev is read only at the cell, so u.next reuses its buffer
 (ISO3DFD's in-place form) and a pointer swap ends the step.
 Weights are exact (Fornberg), not the sample's rounded table.
 
+With fields stored in float16 (`storage="float16"`) the update is written in increment
+form, d.next = d + dt^2 c^2 L u and u.next = u + d.next, with d = u - u.prev a field of
+its own: the step's small change keeps float16's relative precision in d instead of being
+rounded against u, where 2 u - u.prev loses it and the solution drifts (the errors of both
+forms: docs/performance.md, half-precision storage).
+
 Default case: a standing wave u = cos(omega t) sin(pi x) sin(pi y) sin(pi z),
 omega = c pi sqrt(3), in a constant-velocity box, with ghost layers set from it.
 With a layered or file velocity model, or a Ricker source, the walls are fixed
@@ -88,9 +94,11 @@ def problem(
     source: bool = False,
     frequency: float = 10.0,
     dt: float | None = None,
+    storage: str | None = None,
 ) -> tuple[sf.Problem, dict]:
     """The leapfrog update u.next = 2 u - u.prev + vel L u with vel = (c dt)^2 per cell, and the
-    parameters a run reports."""
+    parameters a run reports. `storage`: the fields' storage dtype (`sf.Field`); float16 takes the
+    increment form (module docstring), and runs as generated passes."""
     shape = tuple(shape)
     if len(shape) != 3:
         raise StencilforgeError(f"wave3d needs a 3D shape, got {shape}")
@@ -103,28 +111,42 @@ def problem(
     lap = Stencil.laplacian(3, radius, lattice.spacing)
     step_dt = stable_dt(dt, dt_limit(lap, float(speed.max())), 0.5, f"wave3d radius {radius} on this grid")
     grid = sf.Grid(shape, spacing=lattice.spacing, origin=lattice.lower, dtype=dtype)
-    u, vel = sf.Field("u", grid, levels=3), sf.Field("vel", grid, levels=1)
     vel_values = np.asarray((speed * step_dt) ** 2, dtype=dtype)
-    update = sf.Eq(u.next, 2 * u - u.prev + vel * sf.laplacian(u, order=2 * int(radius)))
-    params = {"radius": int(radius), "velocity": velocity, "c": c, "source": bool(source), "dt": step_dt}
+    params: dict[str, Any] = {"radius": int(radius), "velocity": velocity, "c": c, "source": bool(source), "dt": step_dt}
     common: dict[str, Any] = dict(dt=step_dt, steps=200, name="wave3d")
+    order = 2 * int(radius)
+    if storage is not None and sf.Field("u", grid, storage=storage).half:
+        # c^2 is stored rather than (c dt)^2, which would be a float16 subnormal on fine grids
+        u, d = sf.Field("u", grid, storage=storage), sf.Field("d", grid, storage=storage)
+        c2 = sf.Field("c2", grid, levels=1, storage=storage)
+        dt2 = sf.Constant("dt2", step_dt * step_dt)
+        updates = [sf.Eq(d.next, d + dt2 * (c2 * sf.laplacian(u, order=order))), sf.Eq(u.next, u + d.next)]
+        initial: dict = {c2: np.asarray(speed * speed, dtype=dtype)}
+        params["storage"] = storage
+        moved: tuple[sf.Field, ...] = (u, d)  # a source moves u and its increment alike
+    else:
+        u, vel = sf.Field("u", grid, levels=3), sf.Field("vel", grid, levels=1)
+        updates = [sf.Eq(u.next, 2 * u - u.prev + vel * sf.laplacian(u, order=order))]
+        initial, d = {vel: vel_values}, None
+        moved = (u,)
     if velocity == "constant" and not source:
         omega = standing_wave_frequency(c)
         s0, s1, s2 = (sf.sin(np.pi * x) for x in grid.coordinates)
         standing = sf.cos(omega * grid.t) * s0 * s1 * s2
         walls = sf.cos(omega * grid.t) * (s0 * s1 * s2)  # a time factor times a spatial part: walls are scaled
-        return sf.Problem(
-            [update], initial={u: standing, vel: vel_values}, boundary={u: sf.Dirichlet(walls)}, exact={u: standing}, **common
-        ), params
+        initial[u] = standing
+        if d is not None:
+            initial[d] = standing - sf.cos(omega * (grid.t - step_dt)) * s0 * s1 * s2
+        return sf.Problem(updates, initial=initial, boundary={u: sf.Dirichlet(walls)}, exact={u: standing}, **common), params
     sources = []
     if source:
         centre = tuple(n // 2 for n in shape)
         scale = float(vel_values[centre]) / float(np.prod(lattice.spacing))
         wavelet = ricker(frequency)
         at = tuple(lo + i * h for lo, i, h in zip(lattice.lower, centre, lattice.spacing))
-        sources.append(sf.Source(u, at, lambda t: scale * wavelet(t)))
+        sources += [sf.Source(f, at, lambda t: scale * wavelet(t)) for f in moved]
         params["frequency"] = frequency
-    return sf.Problem([update], initial={vel: vel_values}, boundary={u: sf.Dirichlet(0.0)}, sources=sources, **common), params
+    return sf.Problem(updates, initial=initial, boundary={u: sf.Dirichlet(0.0)}, sources=sources, **common), params
 
 
 def build(shape=DEFAULT_SHAPE, dtype="float32", radius: int = 8, velocity: str = "constant", c: float = 1.0,
