@@ -203,3 +203,23 @@ def test_half_wave_source_moves_u_and_its_increment_alike():
     peak = float(np.abs(want).max())
     assert peak > 0.05
     assert float(np.abs(got - want).max()) < 0.02 * peak
+
+
+def test_verify_reports_float16_errors_against_float32_and_the_exact_solution():
+    from stencilforge.verification import StorageCheck, storage_checks
+    from test_cli import invoke as cli
+
+    checks = list(storage_checks(NumpyBackend(), "float16", quick=True))
+    assert [c.name.split()[0] for c in checks] == ["heat2d", "heat3d", "wave3d"]
+    for c in checks:
+        assert c.passed and 0 < c.difference <= c.bound
+        assert c.wide_error < 1e-3 and c.narrow_error > c.wide_error  # float16's rounding shows in the error
+    assert not StorageCheck("x", "float16", 10, 1e-5, 1e-2, 0.2, 0.1).passed  # past the rounding bound
+    assert not StorageCheck("x", "float16", 10, 1e-5, float("nan"), 0.0, 0.1).passed  # blew up
+    r = cli("verify", "--storage", "float16", "--quick", "--backend", "numpy")
+    assert r.exit_code == 0 and "heat3d" in r.output and "wave3d r4" in r.output and "FAIL" not in r.output
+    for args, message in ((("--storage", "int8"), "float16 is the storage narrower"),
+                          (("--storage", "float16", "examples/heat9.py"), "give no problem files"),
+                          (("--storage", "float16", "--backend", "numba"), "not numba")):
+        r = cli("verify", "--quick", *args)
+        assert r.exit_code == 2 and message in r.output and "Traceback" not in r.output

@@ -552,12 +552,21 @@ def verify(
     ),
     backend: str = typer.Option("auto", help="backend to verify"),
     quick: bool = typer.Option(False, help="fewer, smaller grids"),
+    storage: Optional[str] = typer.Option(
+        None, help="instead of the orders: heat2d, heat3d and wave3d with fields stored in this dtype (float16), "
+        "their errors against the exact solution and the float32 run"
+    ),
 ) -> None:
     """Convergence-order suite: observed order by grid refinement against theory (within 0.1 for problem files)."""
     from .convergence import check_file
     from .verification import run_suite
 
     engine = get_backend(backend)
+    if storage is not None:
+        if files:
+            raise StencilforgeError("--storage checks the built-in heat2d, heat3d and wave3d; give no problem files with it")
+        _verify_storage(engine, storage, quick)
+        return
     table = Table(title=f"convergence orders ({engine.name})")
     for col in ("check", "expected", "observed", "errors (coarse -> fine)", "result"):
         table.add_column(col)
@@ -572,6 +581,23 @@ def verify(
     out.print(table)
     if failed:
         err.print(f"error: {failed} convergence check(s) failed")
+        raise typer.Exit(1)
+
+
+def _verify_storage(engine, storage: str, quick: bool) -> None:
+    from .verification import storage_checks
+
+    table = Table(title=f"{storage} storage against the grid's float32 ({engine.name})")
+    for col in ("problem", "steps", "error float32", f"error {storage}", "max difference", "rounding bound", "result"):
+        table.add_column(col)
+    failed = 0
+    for check in storage_checks(engine, storage, quick):
+        failed += not check.passed
+        table.add_row(check.name, str(check.steps), f"{check.wide_error:.2e}", f"{check.narrow_error:.2e}",
+                      f"{check.difference:.2e}", f"{check.bound:.2e}", "[green]pass" if check.passed else "[red]FAIL")
+    out.print(table)
+    if failed:
+        err.print(f"error: {failed} {storage} run(s) left the rounding bound")
         raise typer.Exit(1)
 
 

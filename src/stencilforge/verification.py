@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import problems
+from .errors import StencilforgeError
 from .grid import Grid
 from .plan import Sweep, Term
 from .problems import derivatives as deriv
@@ -182,3 +183,48 @@ def run_suite(backend, quick: bool = False):
     yield from derivative_checks(backend, quick)
     yield from solver_checks(backend, quick)
     yield from multigrid_checks(backend, quick)
+
+
+@dataclass(frozen=True)
+class StorageCheck:
+    """A problem run with its fields stored narrower (`storage`) and in the grid's dtype, from the same start.
+
+    Passes while the narrow run is finite and stays within `bound` of the wide one: one rounding to the
+    storage's unit roundoff per stored value and step, steps * u * max|value| (what a non-expansive
+    scheme can accumulate; more means the narrow run departs from the scheme, not from its rounding)."""
+
+    name: str
+    storage: str
+    steps: int
+    wide_error: float  # max-norm error against the exact solution, fields in the grid's dtype
+    narrow_error: float  # the same, fields stored in `storage`
+    difference: float  # max |narrow - wide| at the end
+    bound: float
+
+    @property
+    def passed(self) -> bool:
+        return math.isfinite(self.narrow_error) and self.difference <= self.bound
+
+
+def storage_checks(backend, storage: str, quick: bool):
+    """heat2d, heat3d and wave3d (its increment form) with every field stored in `storage`, against the
+    float32 run; `storage` must be narrower than float32 (float16)."""
+    from .problems import heat, wave3d
+    from .runner import run as run_problem
+
+    if storage != "float16":
+        raise StencilforgeError(f"storage {storage!r}: float16 is the storage narrower than the grid's float32")
+    unit = 2.0 ** -(np.finfo(np.float16).nmant + 1)
+    cases = [
+        ("heat2d", lambda st: heat.problem(2, (64, 64) if quick else (256, 256), storage=st), 200 if quick else 1000),
+        ("heat3d", lambda st: heat.problem(3, (24,) * 3 if quick else (48,) * 3, storage=st), 100 if quick else 200),
+        ("wave3d r4", lambda st: wave3d.problem((24,) * 3 if quick else (48,) * 3, radius=4, storage=st)[0], 100 if quick else 200),
+    ]
+    for name, build, steps in cases:
+        wide, narrow = (run_problem(build(st), steps=steps, backend=backend) for st in (None, storage))
+        u_wide = backend.to_host(wide.fields["u"]).astype(np.float64)
+        u_narrow = backend.to_host(narrow.fields["u"]).astype(np.float64)
+        yield StorageCheck(
+            f"{name} {'x'.join(map(str, u_wide.shape))}", storage, steps, wide.summary["errors"]["u"],
+            narrow.summary["errors"]["u"], float(np.abs(u_narrow - u_wide).max()), steps * unit * float(np.abs(u_wide).max()),
+        )
