@@ -18,6 +18,7 @@ from .grid import Grid, row_pitch
 
 Face = tuple[int, int]  # (axis, side), side 0 = low end, 1 = high end
 Filler = Callable[[object, float], None]
+Scale = Callable[[np.ndarray, np.ndarray, float], None]  # (out, values, factor): out = values * factor
 
 
 def all_faces(ndim: int) -> tuple[Face, ...]:
@@ -108,8 +109,10 @@ class Dirichlet:
     def static(self) -> bool:
         return not self.time_dependent and self.time_factor is None
 
-    def bind(self, grid: Grid, xp=np, faces: Sequence[Face] | None = None, pitch: int | None = None) -> Filler:
-        """`pitch`: the row pitch, in elements, of the fields it will fill (None: C-contiguous)."""
+    def bind(self, grid: Grid, xp=np, faces: Sequence[Face] | None = None, pitch: int | None = None,
+             scale: Scale | None = None) -> Filler:
+        """`pitch`: the row pitch, in elements, of the fields it will fill (None: C-contiguous); `scale`: a host
+        backend's writer of out = values * factor for walls with a time factor (None: NumPy's)."""
         faces = faces if faces is not None else all_faces(grid.ndim)
         if not callable(self.value):
             regions = [ghost_region(grid, a, s) for a, s in faces]
@@ -126,7 +129,7 @@ class Dirichlet:
         if factor is not None:
             spatial = np.broadcast_to(np.asarray(func(*coords, 0.0), dtype=np.float64), index.shape)
             if xp is np:
-                return _scaled_boxes(grid, faces, spatial, factor)
+                return _scaled_boxes(grid, faces, spatial, factor, scale or scale_with_numpy)
         cells = xp.asarray(index)
         if factor is not None:
             return _scaled_scatter(xp, cells, xp.asarray(np.ascontiguousarray(spatial)), factor, pitch)
@@ -138,7 +141,12 @@ class Dirichlet:
         return fill_function
 
 
-def _scaled_boxes(grid: Grid, faces: Sequence[Face], spatial: np.ndarray, factor) -> Filler:
+def scale_with_numpy(out: np.ndarray, values: np.ndarray, factor: float) -> None:
+    """out = values * factor in float64, rounded once to out's dtype."""
+    np.multiply(values, factor, out=out)
+
+
+def _scaled_boxes(grid: Grid, faces: Sequence[Face], spatial: np.ndarray, factor, scale: Scale) -> Filler:
     """Host arrays: each ghost box written in place as spatial * factor(t), rounded to the field's dtype
     once, as the gather does. No index array, no temporary, and the boxes' rows stay contiguous, so a
     fill moves little more than the ghost cells' own bytes."""
@@ -155,7 +163,7 @@ def _scaled_boxes(grid: Grid, faces: Sequence[Face], spatial: np.ndarray, factor
             if arr.dtype == np.float16:
                 arr[box] = rounded(values * f, arr, grid.dtype)
             else:
-                np.multiply(values, f, out=arr[box])
+                scale(arr[box], values, f)
 
     return fill_scaled
 
@@ -260,3 +268,11 @@ class Periodic:
 
 
 Boundary = Dirichlet | Neumann | Periodic
+
+
+def bind(cond: Boundary, grid: Grid, xp=np, faces: Sequence[Face] | None = None, pitch: int | None = None,
+         scale: Scale | None = None) -> Filler:
+    """cond's filler; `scale` reaches the conditions that scale walls (Dirichlet with a time factor)."""
+    if isinstance(cond, Dirichlet):
+        return cond.bind(grid, xp, faces, pitch, scale=scale)
+    return cond.bind(grid, xp, faces, pitch)

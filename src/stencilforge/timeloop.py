@@ -14,7 +14,8 @@ from typing import Callable, Mapping, Protocol
 
 import numpy as np
 
-from .backends.base import Launch, with_walls
+from .backends.base import HostMemory, Launch, with_walls
+from .boundary import bind
 from .errors import StencilforgeError
 from .grid import row_pitch
 from .metrics import error_norms, throughput
@@ -201,9 +202,10 @@ class SweepStepper:
             fields = {name: backend.asarray(arr) for name, arr in setup.fields.items()}
         self._fields = {name: arr.copy() if arr is setup.fields[name] else arr for name, arr in fields.items()}
         self.dynamic = []
+        scale = backend.scale_walls if isinstance(backend, HostMemory) else None
         for name, bc in setup.boundaries.items():
-            fill = bc.bind(grid, backend.xp, self.domain.faces if self.domain is not None else None,
-                           row_pitch(self._fields[name]))
+            fill = bind(bc, grid, backend.xp, self.domain.faces if self.domain is not None else None,
+                        row_pitch(self._fields[name]), scale)
             if bc.static:
                 for target in {name, *(setup.swap or ())} & set(self._fields):
                     fill(self._fields[target], self.time_at(self.first))

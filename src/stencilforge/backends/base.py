@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping, Protocol
 
+from ..boundary import scale_with_numpy
 from ..grid import Grid
 from ..plan import AxisOperator, Sweep
 
@@ -115,6 +116,8 @@ class HostMemory:
 
     def kernel_seconds(self) -> float | None:
         return None
+
+    scale_walls = staticmethod(scale_with_numpy)  # Dirichlet walls value(x) f(t): out = values * factor
 
     def equation_pair(self, p, lattice: Grid, constants, walls, reach: int, images=None) -> None:
         """None: on a CPU the generated passes run one step per pass."""
