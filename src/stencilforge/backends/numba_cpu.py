@@ -502,7 +502,7 @@ def kernel(out, values, factor):
 
 def scale_walls(out: np.ndarray, values: np.ndarray, factor: float) -> None:
     """out = values * factor in float64, rounded once to out's dtype, as NumPy's multiply does, on every core:
-    a ghost box's rows in one parallel range (NumPy's single thread made the fill a third of a wave3d step)."""
+    a ghost box's rows in one parallel range (against NumPy's one thread: cpu-wall-fill-2026-11-24.json)."""
     if out.shape != values.shape:  # the kernel does not check its indices
         raise ValueError(f"wall values of shape {values.shape} for a box of shape {out.shape}")
     lead = (None,) * (3 - values.ndim)
