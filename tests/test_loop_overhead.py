@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 from stencilforge import problems
 from stencilforge.backends.base import Launch
 from stencilforge.backends.numba_cpu import NumbaBackend
+from stencilforge.backends.numpy_ref import NumpyBackend
 from stencilforge.bench import loop
 from stencilforge.bench.coldstart import cold_start
 from stencilforge.bench.loop import LoopWorkload, loop_matrix, loop_row, loop_rows
@@ -108,10 +109,10 @@ def test_scaled_walls_fill_host_boxes_with_the_gathers_bits(name, shape, dtype):
     assert wall.time_factor is not None  # value(x) * f(t): scaled, not re-evaluated
     grid = setup.grid
     for faces in (all_faces(grid.ndim), ((0, 1), (grid.ndim - 1, 0))):  # every face, and a decomposed block's few
-        for scale in (None, NumbaBackend.scale_walls):
+        for backend in (NumpyBackend(), NumbaBackend()):
             boxes, gather = (np.full_like(setup.fields["u"], np.nan) for _ in range(2))
             for t in (0.0, 0.37, 1.5):
-                bind(wall, grid, np, faces, scale=scale)(boxes, t)
+                bind(wall, grid, backend, faces)(boxes, t)
                 gathered(grid, wall, faces, gather, t)
                 assert np.array_equal(boxes, gather, equal_nan=True)
 
@@ -120,15 +121,16 @@ def test_scaled_walls_fill_host_boxes_with_the_gathers_bits(name, shape, dtype):
 def test_numba_scaled_walls_round_as_numpy(ndim):
     """Products in float64 rounded once to float32 or float64, on boxes of every rank and strided views."""
     rng = np.random.default_rng(ndim)
+    scale = NumbaBackend.wall_scaler()
     for dtype in (np.float32, np.float64):
         values = rng.standard_normal((5, 7, 3)[:ndim]) * 10.0 ** rng.integers(-30, 30, (5, 7, 3)[:ndim])
         out, want = (np.full((20, 20, 20)[:ndim], np.nan, dtype) for _ in range(2))
         box = tuple(slice(1, 1 + n) for n in values.shape[:-1]) + (slice(2, 2 + 2 * values.shape[-1], 2),)
-        NumbaBackend.scale_walls(out[box], values, np.pi / 7)
+        scale(out[box], values, np.pi / 7)
         np.multiply(values, np.pi / 7, out=want[box])
         assert np.array_equal(out, want, equal_nan=True)
     with pytest.raises(ValueError, match="shape"):  # the kernel does not check its indices: the writer does
-        NumbaBackend.scale_walls(np.zeros((3, 4)), np.zeros((3, 5)), 1.0)
+        scale(np.zeros((3, 4)), np.zeros((3, 5)), 1.0)
 
 
 def test_scaled_walls_evaluate_their_spatial_part_once():

@@ -110,9 +110,9 @@ class Dirichlet:
         return not self.time_dependent and self.time_factor is None
 
     def bind(self, grid: Grid, xp=np, faces: Sequence[Face] | None = None, pitch: int | None = None,
-             scale: Scale | None = None) -> Filler:
-        """`pitch`: the row pitch, in elements, of the fields it will fill (None: C-contiguous); `scale`: a host
-        backend's writer of out = values * factor for walls with a time factor (None: NumPy's)."""
+             scaler: Callable[[], Scale | None] | None = None) -> Filler:
+        """`pitch`: the row pitch, in elements, of the fields it will fill (None: C-contiguous); `scaler`: a
+        backend's `wall_scaler`, asked for a writer only by walls with a time factor on host arrays (None: NumPy's)."""
         faces = faces if faces is not None else all_faces(grid.ndim)
         if not callable(self.value):
             regions = [ghost_region(grid, a, s) for a, s in faces]
@@ -129,7 +129,7 @@ class Dirichlet:
         if factor is not None:
             spatial = np.broadcast_to(np.asarray(func(*coords, 0.0), dtype=np.float64), index.shape)
             if xp is np:
-                return _scaled_boxes(grid, faces, spatial, factor, scale or scale_with_numpy)
+                return _scaled_boxes(grid, faces, spatial, factor, (scaler and scaler()) or scale_with_numpy)
         cells = xp.asarray(index)
         if factor is not None:
             return _scaled_scatter(xp, cells, xp.asarray(np.ascontiguousarray(spatial)), factor, pitch)
@@ -270,9 +270,8 @@ class Periodic:
 Boundary = Dirichlet | Neumann | Periodic
 
 
-def bind(cond: Boundary, grid: Grid, xp=np, faces: Sequence[Face] | None = None, pitch: int | None = None,
-         scale: Scale | None = None) -> Filler:
-    """cond's filler; `scale` reaches the conditions that scale walls (Dirichlet with a time factor)."""
+def bind(cond: Boundary, grid: Grid, backend, faces: Sequence[Face] | None = None, pitch: int | None = None) -> Filler:
+    """cond's filler for fields on `backend`, whose `wall_scaler` reaches the walls that scale (Dirichlet)."""
     if isinstance(cond, Dirichlet):
-        return cond.bind(grid, xp, faces, pitch, scale=scale)
-    return cond.bind(grid, xp, faces, pitch)
+        return cond.bind(grid, backend.xp, faces, pitch, scaler=backend.wall_scaler)
+    return cond.bind(grid, backend.xp, faces, pitch)

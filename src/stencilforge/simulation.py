@@ -15,7 +15,6 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from .backends.base import HostMemory
 from .boundary import Dirichlet, Neumann, Periodic, all_faces, bind, ghost_boxes
 from .errors import StencilforgeError
 from .grid import Grid as Lattice
@@ -121,8 +120,7 @@ class Simulation:
             static = isinstance(cond, Dirichlet) and cond.static
             if isinstance(cond, Periodic) and self.lattice.ghost > self.lattice.shape[axis]:
                 raise StencilforgeError(f"periodic {name} along axis {axis}: ghost width exceeds the grid")
-            scale = self.backend.scale_walls if isinstance(self.backend, HostMemory) else None
-            fills.append((static, bind(cond, self.lattice, self.xp, faces=faces, scale=scale)))
+            fills.append((static, bind(cond, self.lattice, self.backend, faces=faces)))
         return fills
 
     def _written_images(self) -> dict[tuple[str, int], tuple[str, ...]]:

@@ -14,7 +14,7 @@ from typing import Callable, Mapping, Protocol
 
 import numpy as np
 
-from .backends.base import HostMemory, Launch, with_walls
+from .backends.base import Launch, with_walls
 from .boundary import bind
 from .errors import StencilforgeError
 from .grid import row_pitch
@@ -202,10 +202,8 @@ class SweepStepper:
             fields = {name: backend.asarray(arr) for name, arr in setup.fields.items()}
         self._fields = {name: arr.copy() if arr is setup.fields[name] else arr for name, arr in fields.items()}
         self.dynamic = []
-        scale = backend.scale_walls if isinstance(backend, HostMemory) else None
         for name, bc in setup.boundaries.items():
-            fill = bind(bc, grid, backend.xp, self.domain.faces if self.domain is not None else None,
-                        row_pitch(self._fields[name]), scale)
+            fill = bind(bc, grid, backend, self.domain.faces if self.domain is not None else None, row_pitch(self._fields[name]))
             if bc.static:
                 for target in {name, *(setup.swap or ())} & set(self._fields):
                     fill(self._fields[target], self.time_at(self.first))

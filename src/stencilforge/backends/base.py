@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping, Protocol
 
-from ..boundary import scale_with_numpy
+from ..boundary import Scale, scale_with_numpy
 from ..grid import Grid
 from ..plan import AxisOperator, Sweep
 
@@ -43,6 +43,10 @@ class Backend(Protocol):
     device: bool
     writes_ghost_images: bool
     half_storage: bool
+
+    def wall_scaler(self) -> Scale | None:
+        """The writer of walls value(x) f(t) into host ghost boxes (out = values * factor), asked for when such
+        walls bind; None where they scale on the device (one scatter kernel)."""
 
     def asarray(self, a, dtype=None): ...
 
@@ -117,7 +121,8 @@ class HostMemory:
     def kernel_seconds(self) -> float | None:
         return None
 
-    scale_walls = staticmethod(scale_with_numpy)  # Dirichlet walls value(x) f(t): out = values * factor
+    def wall_scaler(self) -> Scale | None:
+        return scale_with_numpy
 
     def equation_pair(self, p, lattice: Grid, constants, walls, reach: int, images=None) -> None:
         """None: on a CPU the generated passes run one step per pass."""

@@ -500,21 +500,26 @@ def kernel(out, values, factor):
 """
 
 
-def scale_walls(out: np.ndarray, values: np.ndarray, factor: float) -> None:
-    """out = values * factor in float64, rounded once to out's dtype, as NumPy's multiply does, on every core:
-    a ghost box's rows in one parallel range (against NumPy's one thread: cpu-wall-fill-2026-11-24.json)."""
-    if out.shape != values.shape:  # the kernel does not check its indices
-        raise ValueError(f"wall values of shape {values.shape} for a box of shape {out.shape}")
-    lead = (None,) * (3 - values.ndim)
-    load_kernel(SCALED_WALLS)(out[lead], values[lead], np.float64(factor))
-
-
 class NumbaBackend(HostMemory):
     name = "numba"
     xp = np
     fuses_steps = True  # 2D and 3D sweeps of one field whose row views fit one vectorised loop
     half_storage = False  # Numba has no float16 type
-    scale_walls = staticmethod(scale_walls)
+
+    @staticmethod
+    def wall_scaler() -> Callable[[np.ndarray, np.ndarray, float], None]:
+        """out = values * factor in float64, rounded once to out's dtype, as NumPy's multiply does, on every core:
+        a ghost box's rows in one parallel range (against NumPy's one thread: cpu-wall-fill-2026-11-24.json).
+        The kernel is loaded here, once per binding: a fill calls the writer once per ghost box."""
+        kernel = load_kernel(SCALED_WALLS)
+
+        def scale(out: np.ndarray, values: np.ndarray, factor: float) -> None:
+            if out.shape != values.shape:  # the kernel does not check its indices
+                raise ValueError(f"wall values of shape {values.shape} for a box of shape {out.shape}")
+            lead = (None,) * (3 - values.ndim)
+            kernel(out[lead], values[lead], np.float64(factor))
+
+        return scale
 
     @staticmethod
     def available() -> bool:

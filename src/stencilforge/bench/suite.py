@@ -375,13 +375,30 @@ def _checked(case: Case, impl: Impl, ref: dict | None, backend: str):
     return row, runner, after_two
 
 
+def _announce(say, case: Case, impl: Impl) -> None:
+    say(f"{case.workload.label}: {impl.name}" + (f" ({impl.strategy})" if impl.strategy else ""))
+
+
+def _measure_one_at_a_time(case: Case, impls: list[Impl], opts: BenchOptions, copy_gbps: float, backend: str, say) -> list[dict]:
+    """Each implementation built, checked and timed before the next is made: on a GPU, a 16384^2 workload
+    and its peers' arrays would not fit together."""
+    ref, rows = None, []
+    for impl in impls:
+        _announce(say, case, impl)
+        row, after_two = measure_impl(case, impl, ref, opts, copy_gbps, backend)
+        if ref is None and impl.kind == "ours" and row["status"] == "ok":
+            ref = after_two
+        rows.append(row)
+    return rows
+
+
 def _measure_interleaved(case: Case, impls: list[Impl], opts: BenchOptions, copy_gbps: float, backend: str, say) -> list[dict]:
     """Every implementation built and checked first, then timed in rounds that visit each once (`time_runners`),
     so a shared machine's drift in speed falls on all rows alike; a crash while timing falls back to timing
     each row alone."""
     ref, rows, ready = None, [], []
     for impl in impls:
-        say(f"{case.workload.label}: {impl.name}" + (f" ({impl.strategy})" if impl.strategy else ""))
+        _announce(say, case, impl)
         row, runner, after_two = _checked(case, impl, ref, backend)
         if runner is not None and ref is None and impl.kind == "ours":
             ref = after_two
@@ -430,24 +447,14 @@ def run_bench(opts: BenchOptions) -> dict:
             "arithmetic_intensity": case.flops_per_cell / case.bytes_per_cell, "footprint_bytes": case.footprint_bytes,
             "cache_ratio": case.footprint_bytes / cache if cache else None, "params": case.params,
         })
-        impls = _ours(case, opts, engine.name) + peers
-        ref = None
-        if gpu:  # one implementation's arrays at a time: a 16384^2 workload and its peers would not fit together
-            rows = []
-            for impl in impls:
-                say(f"{w.label}: {impl.name}" + (f" ({impl.strategy})" if impl.strategy else ""))
-                row, after_two = measure_impl(case, impl, ref, opts, copy["gbps"], engine.name)
-                if ref is None and impl.kind == "ours" and row["status"] == "ok":
-                    ref = after_two
-                rows.append(row)
-        else:
-            rows = _measure_interleaved(case, impls, opts, copy["gbps"], engine.name, say)
+        measure = _measure_one_at_a_time if gpu else _measure_interleaved
+        rows = measure(case, _ours(case, opts, engine.name) + peers, opts, copy["gbps"], engine.name, say)
         for row in rows:
             row.update(cells=case.cells, bytes_per_cell=case.bytes_per_cell, flops_per_cell=case.flops_per_cell,
                        arithmetic_intensity=case.flops_per_cell / case.bytes_per_cell)
         _finish_workload(rows)
         results.extend(rows)
-        del case, ref
+        del case
         _release()
     loops = loop_rows(opts.loops, engine.name, opts.measure.repeats, opts.measure.target_s, say)
     starts = cold_start_rows(opts.cold_start, engine.name, say, opts.cold_start_without, opts.cold_start_repeats)

@@ -18,9 +18,9 @@ per-cell arithmetic is the same kernel on the same values for any process grid.
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, Sequence
 
-from ..boundary import Dirichlet, Periodic
+from ..boundary import Dirichlet, Periodic, bind
 from ..ir.analysis import accesses
 from ..ir.nodes import Expr
 from ..printers.numpy import wall_values
@@ -74,14 +74,14 @@ class DecomposedSimulation(Simulation):
 
         lat, nd = self.lattice, self.lattice.ndim
         physical = self.decomp.physical_faces(self.coords)
-        fills = []
+        fills: list[tuple[bool, Callable]] = []
         for axis, cond in enumerate(conds):
             wrapped = isinstance(cond, Periodic) and self.decomp.dims[axis] > 1
             faces = () if wrapped else tuple(f for f in physical if f[0] == axis)
             if faces:
                 if isinstance(cond, Dirichlet) and isinstance(cond.value, Expr):
                     cond = wall_values(cond.value, self.params, self.xp)
-                fills.append((isinstance(cond, Dirichlet) and cond.static, cond.bind(lat, self.xp, faces=faces)))
+                fills.append((isinstance(cond, Dirichlet) and cond.static, bind(cond, lat, self.backend, faces=faces)))
             low, high = self.cart.Shift(axis, 1)
             neighbours = [(MPI.PROC_NULL, MPI.PROC_NULL)] * nd
             neighbours[axis] = (MPI.PROC_NULL if (axis, 0) in faces else low, MPI.PROC_NULL if (axis, 1) in faces else high)

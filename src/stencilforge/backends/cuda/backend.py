@@ -174,6 +174,10 @@ class CudaBackend:
     half_storage = True
     device = True
 
+    def wall_scaler(self) -> None:
+        """None: walls value(x) f(t) scale on the device, by one scatter (boundary._scaled_scatter)."""
+        return None
+
     def __init__(self, strategy: str = "auto", tile=None):
         if strategy != "auto" and strategy not in codegen.STRATEGIES:
             raise StencilforgeError(
