@@ -3,8 +3,9 @@
 A step fills the ghost layers a pass reads, runs the passes in order, adds
 point sources, then rotates every written field's time levels (no copies).
 Initial values, wall values and exact solutions that are expressions are
-evaluated with the backend's array module, so on a GPU they are computed on
-the device and no full-size host array is built.
+evaluated where the fields live: no full-size host array is built for a GPU
+run, and initial values and exact solutions are written there by one generated
+kernel each (`tabulated`), without float64 temporaries of the grid's size.
 """
 
 from __future__ import annotations
@@ -28,24 +29,36 @@ from .problem import Problem
 log = logging.getLogger(__name__)
 
 
+def tabulated(expr: Expr, lattice: Lattice, dtype, params, t: float, xp=np, ghosts: bool = False):
+    """An expression of coordinates, t and constants at every cell of the interior (with `ghosts`: of the
+    padded lattice) as an array of `dtype`, evaluated in float64 and rounded once to the grid's dtype (for
+    a field stored in float16, then to float16). With CuPy one generated kernel writes it on the device."""
+    dtype = np.dtype(dtype)
+    if xp is not np:
+        from .backends.cuda.tabulate import tabulate
+
+        return tabulate(expr, lattice, dtype, params, t, ghosts)
+    value = evaluate(expr, dtype=np.float64, coordinate=float64_coordinates(lattice, ghosts=ghosts), params=params, t=t)
+    out = np.empty(lattice.padded_shape if ghosts else lattice.shape, dtype=lattice.dtype if dtype == np.float16 else dtype)
+    out[...] = value
+    return out if out.dtype == dtype else out.astype(dtype)
+
+
 def initial_array(problem: Problem, lattice: Lattice, name: str, level: int, params, dt: float, xp=np):
     """A ghosted array of a field's initial value at one time level, in the field's storage dtype.
 
     An expression is evaluated in float64 on the whole lattice (ghosts too) at t = level * dt, so
-    u.prev of a leapfrog scheme starts one step back; it is rounded to the dtype once (and, for a
-    field stored in float16, then to float16). A level without its own value starts from level 0's.
-    An array holds the whole grid's values: a block of a decomposed run takes its part.
+    u.prev of a leapfrog scheme starts one step back (`tabulated`). A level without its own value
+    starts from level 0's. An array holds the whole grid's values: a block of a decomposed run takes its part.
     """
     value = problem.initial.get((name, level), problem.initial.get((name, 0), 0.0))
-    arr = xp.zeros(lattice.padded_shape, dtype=lattice.dtype)
-    if isinstance(value, Expr):
-        arr[...] = evaluate(value, dtype=np.float64, xp=xp, coordinate=float64_coordinates(lattice, xp, ghosts=True),
-                            params=params, t=min(level, 0) * dt)
-    else:
-        if getattr(value, "ndim", 0):  # a NumPy or CuPy array (Problem reads others through DLPack)
-            value = value[tuple(slice(lattice.first_index(a), lattice.first_index(a) + n) for a, n in enumerate(lattice.shape))]
-        arr[lattice.interior] = to_module(value, xp)
     storage = problem.analysis.field(name).storage
+    if isinstance(value, Expr):
+        return tabulated(value, lattice, storage, params, min(level, 0) * dt, xp, ghosts=True)
+    arr = xp.zeros(lattice.padded_shape, dtype=lattice.dtype)
+    if getattr(value, "ndim", 0):  # a NumPy or CuPy array (Problem reads others through DLPack)
+        value = value[tuple(slice(lattice.first_index(a), lattice.first_index(a) + n) for a, n in enumerate(lattice.shape))]
+    arr[lattice.interior] = to_module(value, xp)
     return arr if storage == lattice.dtype else arr.astype(storage)
 
 
@@ -378,9 +391,9 @@ class Simulation:
         lat, xp = self.lattice, self.xp
         out = {}
         for name, expr in self.problem.exact.items():
-            exact = evaluate(expr, dtype=np.float64, xp=xp, coordinate=float64_coordinates(lat, xp), params=self.params, t=self.t)
-            diff = xp.abs(self._slot((name, 0))[lat.interior].astype(np.float64) - exact)
-            out[name] = self._max(xp.max(diff))
+            exact = tabulated(expr, lat, np.float64, self.params, self.t, xp)
+            diff = xp.subtract(self._slot((name, 0))[lat.interior], exact, dtype=np.float64)
+            out[name] = self._max(xp.max(xp.abs(diff, out=diff)))
         return out
 
 

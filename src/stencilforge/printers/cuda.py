@@ -16,7 +16,7 @@ from typing import Mapping
 import numpy as np
 
 from ..ir.analysis import Pass, accesses, slot_name
-from ..ir.nodes import Access, Constant, Coordinate
+from ..ir.nodes import Access, Constant, Coordinate, Expr, walk
 from .source import InfixPrinter
 
 FUNCTIONS = {"sqrt": "sqrt", "exp": "exp", "log": "log", "sin": "sin", "cos": "cos", "tanh": "tanh",
@@ -286,3 +286,31 @@ def launch_grid(
     ny = -(-shape[-2] // rows) if len(shape) >= 2 else 1
     nz = shape[0] if len(shape) == 3 else 1
     return (across, (ny + by - 1) // by, nz), (bx, by if len(shape) >= 2 else 1, 1)
+
+
+def tabulate_source(expr: Expr, ndim: int, out_dtype, name: str = "sf_tabulate") -> tuple[str, tuple[str, ...]]:
+    """(source, constant names in argument order) of a kernel storing an expression of coordinates, t and
+    constants at every cell of a box, in float64 as the oracle's `evaluate(dtype=float64)` computes it.
+
+    Arguments: out, n cells, the box's extents past the first axis (e), each axis's global index of the
+    box's first cell (b), the lattice's lower corner (lo) and spacing (h), t, then the constants. The
+    value is rounded once to `out_dtype`; float16 (storage on a float32 grid) rounds through float32, as
+    the host's casts do. Compile with --fmad=false."""
+    pr = _Printer(ndim, np.float64)
+    constants = tuple(dict.fromkeys(n.name for n in walk(expr) if isinstance(n, Constant)))
+    value = pr(expr)
+    out = np.dtype(out_dtype).name
+    ctype = {"float16": "unsigned short", "float32": "float", "float64": "double"}[out]
+    store = {"float16": "sf_f2h((float)v)", "float32": "(float)v", "float64": "v"}[out]
+    params = [f"{ctype}* __restrict__ out", "const long long n"]
+    params += [f"const long long e{a}" for a in range(1, ndim)] + [f"const long long b{a}" for a in range(ndim)]
+    params += [f"const double lo{a}" for a in range(ndim)] + [f"const double h{a}" for a in range(ndim)]
+    params += ["const double t"] + [f"const double p_{c}" for c in constants]
+    index = ["    long long r = k;"]
+    for a in range(ndim - 1, 0, -1):
+        index += [f"    const long long i{a} = r % e{a} + b{a};", f"    r /= e{a};"]
+    index.append("    const long long i0 = r + b0;")
+    lines = [HALF if out == "float16" else "", f'extern "C" __global__ void {name}({", ".join(params)})', "{",
+             "  for (long long k = (long long)blockIdx.x * blockDim.x + threadIdx.x; k < n; k += (long long)gridDim.x * blockDim.x) {",
+             *index, f"    const double v = {value};", f"    out[k] = {store};", "  }", "}"]
+    return "\n".join(lines), constants

@@ -15,9 +15,9 @@ from ..ir.analysis import accesses
 from ..ir.lowering import sweep_of, sweep_terms
 from ..ir.nodes import Constant, Expr
 from ..plan import AxisOperator, Sweep
-from ..printers.numpy import coordinates, evaluate, float64_coordinates, source_signal, wall_values
+from ..printers.numpy import coordinates, evaluate, source_signal, wall_values
 from ..problem import Problem
-from ..simulation import initial_array
+from ..simulation import initial_array, tabulated
 
 
 @dataclass(frozen=True)
@@ -172,11 +172,8 @@ def lowered(problem: Problem, params: dict | None = None, default_tol: float | N
     exact_of = problem.exact.get(target.name)
     exact: Callable | None = None
     if exact_of is not None:
-        coordinate = float64_coordinates(lattice, xp)
-
         def exact_at(t):
-            at_t = evaluate(exact_of, dtype=np.float64, xp=xp, coordinate=coordinate, params=values, t=t)
-            return {target.name: xp.broadcast_to(at_t, grid.shape)}
+            return {target.name: tabulated(exact_of, lattice, np.float64, values, t, xp)}
 
         exact = exact_at
     return Setup(
