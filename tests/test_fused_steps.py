@@ -217,7 +217,7 @@ def test_numba_runs_poisson2d_two_steps_per_pass_with_the_same_bits():
 
     opts = dict(steps=301, check_every=50)
     single = run(problems.build("poisson2d", shape=(90, 70)), NumbaBackend(), LoopOptions(fuse_steps=False, **opts))
-    fused = run(problems.build("poisson2d", shape=(90, 70)), NumbaBackend(), LoopOptions(**opts))
+    fused = run(problems.build("poisson2d", shape=(90, 70)), NumbaBackend(), LoopOptions(fuse_when_compiled=False, **opts))
     assert fused.summary["fused_steps"] > 250 and "fused_steps" not in single.summary
     assert all(np.array_equal(fused.fields[k], single.fields[k]) for k in single.fields)
     assert fused.summary["residual"] == single.summary["residual"]
@@ -237,3 +237,56 @@ def test_no_pair_kernel_is_built_for_a_run_that_would_never_take_one(opts):
     assert built == []
     run(problems.build("heat2d", shape=(12, 13)), Counting(), LoopOptions(steps=3))
     assert len(built) == 1
+
+
+class CompilingNumpy(FusedNumpy):
+    """FusedNumpy whose fused kernel finishes compiling when `until` (a step count) is reached, or fails."""
+
+    def __init__(self, until: int | None, failure: Exception | None = None):
+        super().__init__(steps=2)
+        self.until, self.failure, self.singles = until, failure, 0
+
+    def sweep(self, sweep, grid):
+        one = super().sweep(sweep, grid)
+
+        def run(fields):
+            self.singles += 1
+            one(fields)
+
+        return Launch(run)
+
+    def sweep_fused(self, sweep, grid):
+        from concurrent.futures import Future
+
+        launch = super().sweep_fused(sweep, grid)
+        launch.compiling = self.compiling = Future()
+        if self.failure is not None:
+            self.compiling.set_exception(self.failure)
+        return launch
+
+    def observe(self, step, t, fields, backend):
+        if step == self.until:
+            self.compiling.set_result(None)
+
+
+@pytest.mark.parametrize("name", ["heat2d", "poisson2d"])
+def test_single_steps_until_the_fused_kernel_is_compiled_then_pairs_with_the_same_bits(name):
+    """A kernel compiling in the background (numba's pair): the loop steps singly until it is ready, then
+    pairs; the fields are the single steps' bits either way (heat2d's walls change in time)."""
+    be = CompilingNumpy(until=10)
+    observer = dataclasses.make_dataclass("Every", [("every", int)], namespace={"__call__": lambda s, *a: be.observe(*a),
+                                                                               "close": lambda s: None})(10)
+    fused = run(problems.build(name, shape=(12, 17)), be, LoopOptions(steps=41, check_every=1000, observers=(observer,)))
+    single = run(problems.build(name, shape=(12, 17)), NumpyBackend(), LoopOptions(steps=41, check_every=1000))
+    assert all(np.array_equal(fused.fields[k], single.fields[k]) for k in single.fields)
+    # steps 1..10 single (ready after the observer at 10); then 4 pairs to 18, 19 and 20 single (20 is observed),
+    # the same from 20 and 30, and 41 single (the last): 12 pairs, 17 single steps (a pair runs two sweeps)
+    assert be.passes == 12 and fused.summary["fused_steps"] == 24 and be.singles - 2 * be.passes == 17
+
+
+def test_a_fused_kernel_that_failed_to_compile_leaves_single_steps_or_is_raised_when_waited_for():
+    be = CompilingNumpy(until=None, failure=StencilforgeError("compile failed"))
+    result = run(problems.build("heat2d", shape=(12, 17)), be, LoopOptions(steps=20))
+    assert be.passes == 0 and be.singles == 20 and not result.summary.get("fused_steps")
+    with pytest.raises(StencilforgeError, match="compile failed"):
+        run(problems.build("heat2d", shape=(12, 17)), be, LoopOptions(steps=20, fuse_when_compiled=False))

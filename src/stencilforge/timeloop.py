@@ -78,6 +78,7 @@ class LoopOptions:
     start_step: int = 0
     domain: Domain | None = None
     fuse_steps: bool = True  # several steps per pass where the backend offers it (cuda with auto, numba) and nothing looks between
+    fuse_when_compiled: bool = True  # numba: single steps while the fused kernel compiles in the background (False: wait)
     stop: StopRequest | None = None
     status: Callable[[str | None], None] | None = None  # a phase before stepping starts (JIT compile); None when it ends
     stall_checks: int = 20  # with tol: stop when the residual has not reached a new minimum in this many checks (0: never)
@@ -130,7 +131,8 @@ class Stepper(Protocol):
 
     @property
     def per_pass(self) -> int:
-        """Steps one fused pass advances (1: the stepper never fuses); known after compile()."""
+        """Steps the next fused pass would advance: 1 where the stepper has none, or while its kernel is still
+        compiling in the background (the loop takes single steps until then)."""
 
     def compile(self) -> None:
         """Build the kernels (JIT backends compile here, before the clock starts)."""
@@ -231,6 +233,8 @@ class SweepStepper:
             names = [op.inp] + [d.out for d in op.outputs]
             self.step = Launch(lambda f: apply(*(f[n] for n in names)), apply.strategy, apply.tile)
         self.fused = self._fused()
+        if self.fused is not None and not self.opts.fuse_when_compiled:
+            self.fused.wait()
         if self.fused is not None:
             self.carriers = self._carriers()
         self.residual_fn = backend.sum_squares(setup.residual, setup.grid) if setup.residual is not None else None
@@ -241,12 +245,13 @@ class SweepStepper:
         setup = self.setup
         assert setup.sweep is not None and self.fused is not None  # only a sweep fuses
         (u,) = setup.sweep.stencil_inputs
-        if self.per_pass <= 2 or not any(name == u for name, _ in self.dynamic):
+        steps = self.fused.steps
+        if steps <= 2 or not any(name == u for name, _ in self.dynamic):
             return []
         try:  # copies (a host backend's `field` may hand back the array it was given), in the fields' layout
-            return [self.backend.field(self._fields[u].copy(), setup.grid.ghost) for _ in range(self.per_pass - 2)]
+            return [self.backend.field(self._fields[u].copy(), setup.grid.ghost) for _ in range(steps - 2)]
         except StencilforgeError as exc:
-            log.info("%s: one step per pass: the walls of %d middle steps do not fit (%s)", setup.name, self.per_pass - 2, exc)
+            log.info("%s: one step per pass: the walls of %d middle steps do not fit (%s)", setup.name, steps - 2, exc)
             self.fused = None
             return []
 
@@ -323,12 +328,13 @@ class SweepStepper:
 
     @property
     def per_pass(self) -> int:
-        return self.fused.steps if self.fused is not None else 1
+        return self.fused.steps if self.fused is not None and self.fused.ready() else 1
 
     def with_walls(self, fields: dict) -> Mapping:
         """The fields a fused pass reads: the carriers for walls that change in time, else u's own ghost cells."""
         assert self.setup.sweep is not None  # only a sweep fuses
-        return with_walls(fields, self.setup.sweep, self.per_pass, self.carriers)
+        assert self.fused is not None  # only a fused pass reads walls of middle steps
+        return with_walls(fields, self.setup.sweep, self.fused.steps, self.carriers)
 
     def state(self) -> dict:
         return self._fields
@@ -515,6 +521,9 @@ def _advance(stepper: Stepper, backend, opts: LoopOptions) -> Result:
     if opts.steps is None and opts.tol is None and stepper.default_tol is not None:
         opts = replace(opts, tol=stepper.default_tol)
     steps = _validate(stepper, opts)
+    # first calls (Numba's wall writer, the finite test) before the kernels: a fused kernel compiling in
+    # the background holds Numba's compiler lock, and any compile on this thread would wait for it
+    stepper.warm()
     if opts.status is not None:
         opts.status("compiling kernels (first run only)")
     compile_start = time.perf_counter()
@@ -526,7 +535,6 @@ def _advance(stepper: Stepper, backend, opts: LoopOptions) -> Result:
     first = stepper.first
     end = first + steps
     kernel_start = backend.kernel_seconds()
-    stepper.warm()
     backend.synchronize()
     start = time.perf_counter()
     if opts.progress is not None:

@@ -7,6 +7,7 @@ ran) lives on the returned `Launch`, not on the backend.
 
 from __future__ import annotations
 
+from concurrent.futures import Future
 from typing import Any, Callable, Mapping, Protocol
 
 from ..boundary import Scale, scale_with_numpy
@@ -16,15 +17,27 @@ from ..plan import AxisOperator, Sweep
 
 class Launch:
     """A built kernel: call it as the backend documents; `strategy` and `tile` name what its last
-    call ran (None where a backend has one way to run it); `steps` is how many time steps one call advances."""
+    call ran (None where a backend has one way to run it); `steps` is how many time steps one call advances.
+    `compiling`: the Future of a compile still running in the background, else None; a call before it
+    finishes waits for it."""
 
-    __slots__ = ("run", "strategy", "tile", "steps")
+    __slots__ = ("run", "strategy", "tile", "steps", "compiling")
 
-    def __init__(self, run: Callable, strategy: str | None = None, tile: tuple | None = None, steps: int = 1):
-        self.run, self.strategy, self.tile, self.steps = run, strategy, tile, steps
+    def __init__(self, run: Callable, strategy: str | None = None, tile: tuple | None = None, steps: int = 1,
+                 compiling: Future | None = None):
+        self.run, self.strategy, self.tile, self.steps, self.compiling = run, strategy, tile, steps, compiling
 
     def __call__(self, *args):
         return self.run(*args)
+
+    def ready(self) -> bool:
+        """Compiled (a kernel whose compile failed never is)."""
+        return self.compiling is None or (self.compiling.done() and self.compiling.exception() is None)
+
+    def wait(self) -> None:
+        """Until compiled; a compile error is raised here."""
+        if self.compiling is not None:
+            self.compiling.result()
 
 
 class Backend(Protocol):

@@ -12,6 +12,9 @@ import hashlib
 import importlib.util
 import logging
 import sys
+import threading
+import time
+from concurrent.futures import Future
 from typing import Callable, Mapping
 
 import numpy as np
@@ -489,6 +492,28 @@ def load_kernel(source: str) -> Callable:
     return module.kernel
 
 
+def _compile_in_background(kernel, signature: tuple, what: str) -> Future:
+    """Compile `kernel` for `signature` in a thread while the caller steps on: Numba's code generation
+    releases the GIL and the kernels run without it. The Future is done once it is compiled (and in
+    Numba's cache). The thread is no daemon, so a process that finishes first waits for the cache to be
+    written. A kernel that fails to compile sets the Future's exception: the loop keeps single steps."""
+    future: Future = Future()
+
+    def build():
+        start = time.perf_counter()
+        try:
+            kernel.compile(signature)
+        except Exception as exc:  # any compile failure: the single steps it would replace still run
+            log.warning("%s: the two-step kernel did not compile (%s); single steps", what, str(exc).splitlines()[0])
+            future.set_exception(exc)
+            return
+        log.info("%s: two-step kernel compiled in the background in %.2f s", what, time.perf_counter() - start)
+        future.set_result(None)
+
+    threading.Thread(target=build, name=f"stencilforge-compile-{what}").start()
+    return future
+
+
 SCALED_WALLS = HEADER + """@JIT
 def kernel(out, values, factor):
     n0, n1, n2 = values.shape
@@ -526,13 +551,15 @@ class NumbaBackend(HostMemory):
         return importlib.util.find_spec("numba") is not None
 
     @staticmethod
-    def _bound(source: str, sweep: Sweep, grid: Grid, target: str) -> Callable[[Mapping[str, np.ndarray]], float]:
-        """A sweep kernel bound to its coefficients, compiled now (on tiny arrays) so no timed region pays for it.
+    def _bound(source: str, sweep: Sweep, grid: Grid, target: str, background: bool = False):
+        """(run, compiling): a sweep kernel bound to its coefficients, compiled now so no timed region pays for
+        it (compiling None), or with `background` in a thread of its own while the caller goes on (a Future).
 
         `target` is the array passed first: the output, or for a reduction (which
         has none) the first input, which only supplies the loop bounds. Kernels that
         split the grid into tiles per thread also take Numba's thread count, read at
-        each call (a kernel reading it itself could not be cached).
+        each call (a kernel reading it itself could not be cached). The compile is
+        for the argument types of tiny arrays of the fields' layout, the ones every call passes.
         """
         import numba
 
@@ -542,15 +569,18 @@ class NumbaBackend(HostMemory):
         g = grid.ghost
         threads = (numba.get_num_threads,) if takes_threads(source) else ()
         dummy = np.zeros((2 * g + 1,) * grid.ndim, dtype=grid.dtype)
-        kernel(*([dummy] * (len(names) + 1)), coef, g, *(t() for t in threads))
+        signature = tuple(numba.typeof(a) for a in [*([dummy] * (len(names) + 1)), coef, g, *(t() for t in threads)])
 
         def run(fields):
             return kernel(fields[target], *(fields[n] for n in names), coef, g, *(t() for t in threads))
 
-        return run
+        if not background:
+            kernel(*([dummy] * (len(names) + 1)), coef, g, *(t() for t in threads))
+            return run, None
+        return run, _compile_in_background(kernel, signature, sweep.out)
 
     def sweep(self, sweep: Sweep, grid: Grid) -> Launch:
-        return Launch(self._bound(sweep_source(sweep, reduce=False), sweep, grid, sweep.out))
+        return Launch(self._bound(sweep_source(sweep, reduce=False), sweep, grid, sweep.out)[0])
 
     def sweep_fused(self, sweep: Sweep, grid: Grid) -> Launch | None:
         """Two steps in one pass (the middle state's ghost cells taken from out's) for 2D and 3D sweeps of
@@ -560,10 +590,11 @@ class NumbaBackend(HostMemory):
             log.info("%s: single steps: numba has two-step kernels for 2D and 3D sweeps of one field that read at most "
                      "%d rows within the ghost layer", sweep.out, FUSED_VIEW_LIMIT)
             return None
-        return Launch(self._bound(pair_source(sweep), sweep, grid, sweep.out), steps=2)
+        run, compiling = self._bound(pair_source(sweep), sweep, grid, sweep.out, background=True)
+        return Launch(run, steps=2, compiling=compiling)
 
     def sum_squares(self, sweep: Sweep, grid: Grid) -> Callable[[Mapping[str, np.ndarray]], float]:
-        run = self._bound(sweep_source(sweep, reduce=True), sweep, grid, sweep.inputs[0])
+        run, _ = self._bound(sweep_source(sweep, reduce=True), sweep, grid, sweep.inputs[0])
         return lambda fields: float(run(fields))
 
     def axis_operator(self, op: AxisOperator, dtype, shape=None) -> Launch:
