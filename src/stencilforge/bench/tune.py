@@ -69,6 +69,8 @@ def _sweep_tiles_3d(strategy: str) -> list[tuple[int, ...]]:
         return [(z, y, x) for z in (2, 4, 8) for y in (4, 8) for x in (32, 64) if _threads_ok(z * y * x)]
     if strategy == "rows":
         return [(z, y, x) for z in (1, 2) for y in (1, 2, 4, 8) for x in (128, 256, 512)]
+    if strategy == "rows_vec":  # as rows, x in threads of a vector of cells each
+        return [(z, y, x) for z in (1, 2, 4) for y in (1, 2, 4, 8) for x in (32, 64, 128)]
     if strategy == "streaming_vec":  # as streaming, in cells; a thread takes 2-4 along x, so rows can be wider
         return [(c, y, x) for c in (64, 96, 128, 256) for y in (2, 4, 8, 16) for x in (32, 64, 128, 256) if 256 <= y * x <= 1024]
     if strategy.startswith("streaming"):  # planes marched x in-plane tile

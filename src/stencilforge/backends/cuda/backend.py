@@ -308,11 +308,11 @@ class CudaBackend:
         kernel = resolve(sweep, self.requested, self.requested_tile, grid.shape, grid.dtype, self.device_name,
                          self.facts() if self.requested == "auto" else None, self.limits)
         scalar = None
-        if kernel.vector > 1:  # vector kernels need every row to start on a vector; scalar streaming otherwise
-            scalar = codegen.sweep_kernel(sweep, "streaming", grid.dtype, limits=self.limits)
-            if grid.ghost % kernel.vector or not kernel.fits(grid.shape):
-                log.info("%s: scalar streaming instead of %s, whose vectors of %d cells do not fit rows of %d with ghost width %d",
-                         sweep.out, kernel.strategy, kernel.vector, grid.shape[-1], grid.ghost)
+        if kernel.vector > 1:  # vector kernels need every row to start on a vector; their scalar kernel otherwise
+            scalar = codegen.sweep_kernel(sweep, codegen.SCALAR_OF[kernel.strategy], grid.dtype, limits=self.limits)
+            if not kernel.fits(grid.shape, grid.ghost):
+                log.info("%s: %s instead of %s, whose vectors of %d cells do not fit rows of %d with ghost width %d",
+                         sweep.out, scalar.strategy, kernel.strategy, kernel.vector, grid.shape[-1], grid.ghost)
                 kernel, scalar = scalar, None
         if grid.ghost < sweep.radius:
             raise StencilforgeError(f"grid ghost width {grid.ghost} is smaller than the stencil radius {sweep.radius}")
@@ -337,21 +337,23 @@ class CudaBackend:
         launch.steps = steps
         return launch
 
-    def _picker(self, kernel: Kernel, scalar: Kernel | None, dtype, ran: Launch) -> Callable:
+    def _picker(self, kernel: Kernel, scalar: Kernel | None, dtype, ran: Launch, ghost: int = 0) -> Callable:
         """pick(arrays, fits) -> (launch, kernel) for one call: `kernel`, or `scalar` where the call
         does not fit it (`Kernel.fits`, decided by the caller) or, for a vector kernel, one of the
-        arrays' pointers is not aligned to its vector (a misaligned vector access faults and poisons
-        the context). What runs is recorded in `ran`, so a run's summary names the kernel that ran."""
+        arrays' interiors (past `ghost` cells) does not start on its vector (a misaligned vector access
+        faults and poisons the context). What runs is recorded in `ran`, so a run's summary names the
+        kernel that ran."""
         launch = self._launcher(kernel, dtype)
         if scalar is None:
             return lambda arrays, fits=True: (launch, kernel)
         align = kernel.vector * np.dtype(dtype).itemsize
+        first = ghost * np.dtype(dtype).itemsize
         fallback: list[Callable] = []
         told: set[str] = set()
 
         def pick(arrays, fits=True):
             k, go = kernel, launch
-            misaligned = fits and kernel.vector > 1 and any(a.data.ptr % align for a in arrays)
+            misaligned = fits and kernel.vector > 1 and any((a.data.ptr + first) % align for a in arrays)
             if not fits or misaligned:
                 if not fallback:
                     fallback.append(self._launcher(scalar, dtype))
@@ -372,7 +374,7 @@ class CudaBackend:
         """Launch `kernel` (or `scalar`, see `_picker`) over the interior on fields checked against the
         grid, timed by CUDA events."""
         ran = Launch(None, kernel.strategy, kernel.tile)  # type: ignore[arg-type]  # run is set below: the picker records into `ran`
-        pick = self._picker(kernel, scalar, grid.dtype, ran)
+        pick = self._picker(kernel, scalar, grid.dtype, ran, grid.ghost)
         blocks = {k.name: k.grid(grid.shape) for k in (kernel, scalar) if k is not None}
         scalars = tuple(np.int32(n) for n in grid.shape) + (np.int32(grid.ghost),)
         shape, dtype = grid.padded_shape, grid.dtype

@@ -3,7 +3,7 @@ one entry point per kind of kernel (sweep, derivative operator, residual).
 
 The schedules live one module each in `schedules/`; what they share (the `Kernel`
 record, the printer of a cell's right-hand side, indexing) in `kernel.py`.
-Strategies for a `Sweep` (ghosted fields, interior written): naive, rows, tiled,
+Strategies for a `Sweep` (ghosted fields, interior written): naive, rows, rows_vec, tiled,
 streaming, streaming_vec, streaming_l1, pipelined (and the fused steps of
 `schedules.fused`); for an `AxisOperator`: naive, flat, rows, rows_vec, pencil.
 """
@@ -25,12 +25,13 @@ from .schedules.naive import naive_sweep
 from .schedules.operators import flat_operator, naive_operator, pencil_operator, rows_operator, rows_vector_operator
 from .schedules.pipelined import pipelined_sweep
 from .schedules.reduce import reduce_sweep
-from .schedules.rows import rows_sweep
+from .schedules.rows import row_vector_width, rows_sweep, rows_vector_sweep
 from .schedules.streaming import streaming_cached_sweep, streaming_sweep
 from .schedules.streaming_vec import streaming_vector_sweep, vector_width
 from .schedules.tiled import tiled_sweep
 
-SWEEP_STRATEGIES = ("naive", "rows", "tiled", "streaming", "streaming_vec", "streaming_l1", "pipelined")
+SWEEP_STRATEGIES = ("naive", "rows", "rows_vec", "tiled", "streaming", "streaming_vec", "streaming_l1", "pipelined")
+SCALAR_OF = {"rows_vec": "rows", "streaming_vec": "streaming"}  # what runs where a vector kernel's rows do not fit
 OPERATOR_STRATEGIES = ("naive", "flat", "rows", "rows_vec", "pencil")
 STRATEGIES = tuple(dict.fromkeys(SWEEP_STRATEGIES + OPERATOR_STRATEGIES))
 
@@ -50,14 +51,16 @@ def code_signature(plan: Sweep | AxisOperator, dtype) -> str:
 
 def applicable_strategies(plan: Sweep | AxisOperator, dtype) -> tuple[str, ...]:
     """The strategies offered for a plan: all of its kind, less the vector ones where no vector of
-    cells fits (`streaming_vec`: an odd x radius or 2D; `rows_vec`: derivatives along y) and the
-    marching ones where the stencil leaves the column (`streaming_applicable`: box stencils)."""
+    cells fits (`streaming_vec`: an odd x radius or 2D; `rows_vec`: 2D sweeps, x neighbours off the
+    cell's row, derivatives along y) and the marching ones where the stencil leaves the column
+    (`streaming_applicable`: box stencils)."""
     if isinstance(plan, AxisOperator):
         return tuple(s for s in OPERATOR_STRATEGIES if s != "rows_vec" or plan.axis == plan.ndim - 1)
     marching = streaming_applicable(plan) is None
     return tuple(
         s for s in SWEEP_STRATEGIES
-        if (s != "streaming_vec" or vector_width(plan, dtype)) and (marching or s not in MARCHING_STRATEGIES)
+        if (s != "streaming_vec" or vector_width(plan, dtype)) and (s != "rows_vec" or row_vector_width(plan, dtype))
+        and (marching or s not in MARCHING_STRATEGIES)
     )
 
 
@@ -80,6 +83,8 @@ def default_tile(plan: Sweep | AxisOperator, strategy: str, dtype="float32") -> 
         return (16, 32) if nd == 2 else (4, 8, 32)
     if strategy == "rows":  # the tiles of the rows results in h100-strategies-*-42f63af.json
         return (4, 512) if nd == 2 else (1, 4, 256)
+    if strategy == "rows_vec":  # the best of 8 tiles for heat3d 512^3 float32 on both an H100 and an H200 (vec4-3d-h{100,200}-*)
+        return (2, 4, 64)
     if nd == 2:  # H100 and H200: pipelined gains on rows of 512, streaming does not (docs/performance.md)
         return (64, 512) if strategy == "pipelined" else (64, 256)
     if strategy == "streaming":  # 2 x 256 planes for short halos; long ones: 256 planes of 32 x 32 (H100, commit 824fd67)
@@ -127,6 +132,10 @@ def sweep_kernel(sweep: Sweep, strategy: str, dtype, tile=None, limits: Limits =
         return build(sweep, dtype, tile, name)
     if strategy == "rows":
         return rows_sweep(sweep, dtype, _check_tile(tile, sweep.ndim, strategy, lambda t: t[-1]), name)
+    if strategy == "rows_vec":
+        if not row_vector_width(sweep, dtype):
+            raise StencilforgeError(f"strategy rows_vec needs a 3D sweep whose x neighbours lie in the cell's row; {sweep.out}'s does not")
+        return rows_vector_sweep(sweep, dtype, _check_tile(tile, 3, strategy, lambda t: t[-1]), name)
     tile = _check_tile(tile, sweep.ndim, strategy, math.prod)
     if strategy == "naive":
         return naive_sweep(sweep, dtype, tile, name)

@@ -74,11 +74,14 @@ class Kernel:
     dynamic_smem: int = 0
     vector: int = 1
     flat: bool = False  # one 1D launch over all cells (`flat` operators), which also take 1/n1
+    ghost_vectors: bool = False  # its x neighbours are read as vectors too (streaming_vec): whole vectors of ghosts
 
-    def fits(self, shape: tuple[int, ...]) -> bool:
-        """Whether this kernel can run on arrays of interior `shape`: a vector kernel needs rows that
-        are whole vectors, a flat one fewer than FLAT_CELLS cells; otherwise its scalar fallback runs."""
-        return shape[-1] % self.vector == 0 and (not self.flat or math.prod(shape) < FLAT_CELLS)
+    def fits(self, shape: tuple[int, ...], ghost: int = 0) -> bool:
+        """Whether this kernel can run on arrays of interior `shape` with `ghost` layers: a vector kernel
+        needs rows that are whole vectors (and, reading its x neighbours as vectors, ghost layers too), a
+        flat one fewer than FLAT_CELLS cells; otherwise its scalar fallback runs."""
+        return (shape[-1] % self.vector == 0 and not (self.ghost_vectors and ghost % self.vector)
+                and (not self.flat or math.prod(shape) < FLAT_CELLS))
 
     def grid(self, shape: tuple[int, ...]) -> tuple[int, int, int]:
         if self.flat:

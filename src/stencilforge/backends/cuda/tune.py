@@ -19,6 +19,7 @@ from .codegen import code_signature, default_tile
 from .facts import DeviceFacts
 from .schedules.fused import PAIR_TILE
 from .schedules.march import streaming_applicable
+from .schedules.rows import row_vector_width
 from .schedules.streaming_vec import vector_width
 
 log = logging.getLogger(__name__)
@@ -101,8 +102,10 @@ def choose(plan: Sweep | AxisOperator, grid_shape, dtype, device_name: str | Non
       of `rows_vec` (FUSED_ROWS_VEC_GBPS_PER_SM). Along y: one thread per
       cell (`naive`); L2 already serves the neighbouring rows
       (h100-derivatives-flat.txt).
-    - 3D star sweeps: `rows` for radius <= 2, which leads or ties `streaming`
-      in float32 and float64 at 256^3 and 512^3
+    - 3D star sweeps: `rows_vec` for a float32 one-field stencil of radius 1,
+      ahead of `rows` on an H100 and an H200 (heat3d,
+      vec4-3d-h{100,200}-2026-11-24.json); else `rows` for radius <= 2, which
+      leads or ties `streaming` in float32 and float64 at 256^3 and 512^3
       (h100-strategies-heat3d-{256,512}-42f63af.json); for longer stencils,
       whose reads through L1 make `rows` slow, `streaming_vec` where the x
       radius fits whole vectors, else `streaming` (h100-bench-74bc822.json).
@@ -133,6 +136,8 @@ def choose(plan: Sweep | AxisOperator, grid_shape, dtype, device_name: str | Non
             centre = any(not any(o) for t in plan.terms for o, _ in t.stencil.entries)
             strategy = "pipelined" if one_field and centre and np.dtype(dtype) == np.float32 else "rows"
             why = "a float32 one-field 2D stencil reading its centre" if strategy == "pipelined" else "a 2D sweep"
+        elif plan.radius == 1 and one_field and np.dtype(dtype) == np.float32 and row_vector_width(plan, dtype):
+            strategy, why = "rows_vec", "a float32 one-field 3D stencil of radius 1, vectors of cells along rows"
         else:
             strategy = "rows" if plan.radius <= 2 else "streaming_vec" if vector_width(plan, dtype) else "streaming"
             why = f"a 3D stencil of radius {plan.radius}" + (", vectors of cells fit" if strategy == "streaming_vec" else "")

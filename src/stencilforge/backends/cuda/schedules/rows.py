@@ -1,13 +1,21 @@
 """rows: naive's reads, but each thread of a one-row block writes a column of a few cells in
 consecutive rows (and planes), their loads issued together; consecutive blocks cover consecutive
-rows, so the grid walks memory in address order and the neighbouring rows come from L1/L2."""
+rows, so the grid walks memory in address order and the neighbouring rows come from L1/L2.
+
+rows_vec: the same for 3D sweeps whose x neighbours lie in the cell's own row, with a vector of
+cells (16 bytes) per thread and row: each neighbouring row or plane is one vector load, the x
+neighbours past the vector are scalar loads. Four times the bytes per load keep the L2 busy with
+fewer requests, where `rows` is bound by L2 throughput (benchmarks/results/ncu-3d-h200-2026-11-24.txt).
+"""
 
 from __future__ import annotations
 
 import numpy as np
 
 from ....plan import Sweep
-from ..kernel import Kernel, at_offset, cell_expression, kernel_params, strides, sweep_args
+from ..kernel import Kernel, at_offset, cell_expression, ctype, kernel_params, strides, sweep_args
+
+LANES = "xyzw"
 
 
 def _row_cells(tile: tuple[int, ...]) -> list[tuple[int, ...]]:
@@ -55,3 +63,63 @@ def rows_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str) -> Kernel:
     lines += [f"    if (in{k}) {out}[c{k}] = v{k};" for k in cells]
     lines.append("}")
     return Kernel(name, "\n".join(lines) + "\n", "rows", tile, (tx, 1, 1), tile, sweep_args(sweep, False))
+
+
+def row_vector_width(sweep: Sweep, dtype) -> int:
+    """Cells per thread and row of `rows_vec`: 16 bytes of the dtype, for a 3D sweep whose entries off the
+    cell's row have no x offset (a star along x); 0 where it does not apply."""
+    if sweep.ndim != 3 or any(o[-1] and any(o[:-1]) for t in sweep.terms for o, _ in t.stencil.entries):
+        return 0
+    return {"float": 4, "double": 2}[ctype(dtype)]
+
+
+def rows_vector_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str) -> Kernel:
+    """`rows` with a vector of cells per thread: tile (Z, R, X) is X threads, each writing a vector of cells in
+    Z planes x R rows. Every value is formed by `cell_expression` from the lanes of the loaded vectors, so the
+    bits are `rows`'. The backend runs `rows` instead where a row's interior does not start on a vector."""
+    width = row_vector_width(sweep, dtype)
+    z_rows, y_rows, tx = tile
+    vt = f"{ctype(dtype)}{width}"
+    reach: dict[str, int] = {}  # x reach per field read at x neighbours
+    rows: dict[tuple[str, int, int], None] = {}  # (field, dz, dy) of every row read
+    for t in sweep.terms:
+        for o, _ in t.stencil.entries:
+            rows.setdefault((t.field, o[0], o[1]))
+            if o[-1]:
+                reach[t.field] = max(reach.get(t.field, 0), abs(o[-1]))
+        if t.factor is not None:
+            rows.setdefault((t.factor, 0, 0))
+    lines = [
+        f'extern "C" __global__ void __launch_bounds__({tx}) {name}({kernel_params(sweep, False)})',
+        "{",
+        f"    const int i2 = {width} * (blockIdx.x * {tx} + threadIdx.x);",
+        "    if (i2 >= n2) return;",
+        *("    " + s for s in strides(3)),
+        f"    const int y0 = blockIdx.y * {y_rows}, z0 = blockIdx.z * {z_rows};",
+        "    const long long c = ((long long)z0 + g) * s0 + ((long long)y0 + g) * s1 + (i2 + g);",
+    ]
+    cells = list(np.ndindex(z_rows, y_rows))
+    for k, (dz, dy) in enumerate(cells):
+        lines += [f"    const bool in{k} = z0 + {dz} < n0 && y0 + {dy} < n1;", f"    const long long c{k} = c + {dz} * s0 + {dy} * s1;",
+                  f"    {vt} r{k};"]
+    for k in range(len(cells)):
+        lines.append(f"    if (in{k}) {{")
+        for f, dz, dy in rows:
+            lines.append(f"        const {vt} v{k}_{f}_{dz + 8}_{dy + 8} = *(const {vt}*)(f_{f} + {at_offset(f'c{k}', (dz, dy, 0))});")
+        for f, r in reach.items():
+            for d in range(1, r + 1):
+                lines += [f"        const real m{k}_{f}_{d} = f_{f}[c{k} - {d}];",
+                          f"        const real p{k}_{f}_{d} = f_{f}[c{k} + {width - 1 + d}];"]
+
+        def lane(f, o, j, k=k):
+            if any(o[:-1]):
+                return f"v{k}_{f}_{o[0] + 8}_{o[1] + 8}.{LANES[j]}"
+            x = j + o[-1]
+            return f"m{k}_{f}_{-x}" if x < 0 else f"p{k}_{f}_{x - width + 1}" if x >= width else f"v{k}_{f}_8_8.{LANES[x]}"
+
+        values = [cell_expression(sweep, dtype, lambda f, o, j=j: lane(f, o, j)) for j in range(width)]
+        lines += [f"        r{k} = make_{vt}({', '.join(values)});", "    }"]
+    lines += [f"    if (in{k}) *({vt}*)(f_{sweep.out} + c{k}) = r{k};" for k in range(len(cells))]
+    lines.append("}")
+    return Kernel(name, "\n".join(lines) + "\n", "rows_vec", tile, (tx, 1, 1), (z_rows, y_rows, tx * width),
+                  sweep_args(sweep, False), vector=width)

@@ -109,4 +109,5 @@ def streaming_vector_sweep(sweep: Sweep, dtype, tile: tuple[int, int, int], name
         lines.append("        }")
     lines += queue_shift(radii, unroll) + ["    }", "}"]
     block = (tx, ty_cells, 1)
-    return Kernel(name, "\n".join(lines) + "\n", "streaming_vec", tile, block, tuple(tile), sweep_args(sweep, False), vector=vector)
+    return Kernel(name, "\n".join(lines) + "\n", "streaming_vec", tile, block, tuple(tile), sweep_args(sweep, False), vector=vector,
+                  ghost_vectors=True)
