@@ -186,6 +186,7 @@ def test_rows_vec_matches_oracle_and_rows_bits(shape, name, params, dtype):
     setup = problems.build(name, shape=shape, dtype=dtype, **params)
     rng, seed = rng_with_seed()
     host = {n: rng.uniform(-1.0, 1.0, setup.grid.padded_shape).astype(setup.grid.dtype) for n in setup.sweep.inputs}
+    host.setdefault(setup.sweep.out, np.full(setup.grid.padded_shape, np.nan, setup.grid.dtype))
     out = {}
     for strategy in ("rows_vec", "rows"):
         dev = {n: backend(strategy).field(a, setup.grid.ghost) for n, a in host.items()}
