@@ -2,7 +2,7 @@
 
 A variant is problem:strategy[:tile], e.g. heat3d:streaming:64x8x64. Each
 variant is first checked against the float64 numpy oracle on a small shape
-that is no multiple of any tile (for streaming_vec its x extent is a multiple
+that is no multiple of any tile (for the vector strategies its x extent is a multiple
 of 4, or the scalar fallback would be checked), then timed on the large grid: random inputs,
 3 warm-up launches, median of 7 repeats x 10 launches between CUDA events. Fields take the layout the time loop and the
 bench give a sweep (`CudaBackend.field`: rows on 128-byte lines). The device's memcpy bandwidth is measured in the same run. `peer` as the
@@ -58,7 +58,7 @@ def runner(name, strategy, tile, shape):
 
 def check(name, strategy, tile) -> float:
     """Largest |gpu - oracle| / max|oracle| on the small shape; NaN-poisoned output."""
-    small = SMALL[name] if strategy != "streaming_vec" else SMALL[name][:-1] + (SMALL[name][-1] // 4 * 4,)
+    small = SMALL[name] if strategy not in ("streaming_vec", "rows_vec") else SMALL[name][:-1] + (SMALL[name][-1] // 4 * 4,)
     setup, step = runner(name, strategy, tile, small)
     sweep, grid = setup.sweep, setup.grid
     rng = np.random.default_rng(1)

@@ -57,6 +57,8 @@ def _sweep_tiles_2d(strategy: str) -> list[tuple[int, ...]]:
         return [(y, x) for y in (4, 8, 16, 32) for x in (32, 64, 128) if _threads_ok(y * x)]
     if strategy == "rows":
         return [(y, x) for y in (1, 2, 4, 8) for x in (256, 512, 1024)]
+    if strategy == "rows_vec":  # as rows, x in threads of a vector of cells each
+        return [(y, x) for y in (1, 2, 4, 8) for x in (64, 128, 256)]
     if strategy.startswith("streaming") or strategy == "pipelined":  # planes marched x row segment
         return [(c, x) for c in (64, 256, 1024) for x in (128, 256, 512, 1024)]
     return []

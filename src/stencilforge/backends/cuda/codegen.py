@@ -51,8 +51,8 @@ def code_signature(plan: Sweep | AxisOperator, dtype) -> str:
 
 def applicable_strategies(plan: Sweep | AxisOperator, dtype) -> tuple[str, ...]:
     """The strategies offered for a plan: all of its kind, less the vector ones where no vector of
-    cells fits (`streaming_vec`: an odd x radius or 2D; `rows_vec`: 2D sweeps, x neighbours off the
-    cell's row, derivatives along y) and the marching ones where the stencil leaves the column
+    cells fits (`streaming_vec`: an odd x radius or 2D; `rows_vec`: x neighbours off the cell's row,
+    derivatives along y) and the marching ones where the stencil leaves the column
     (`streaming_applicable`: box stencils)."""
     if isinstance(plan, AxisOperator):
         return tuple(s for s in OPERATOR_STRATEGIES if s != "rows_vec" or plan.axis == plan.ndim - 1)
@@ -83,8 +83,8 @@ def default_tile(plan: Sweep | AxisOperator, strategy: str, dtype="float32") -> 
         return (16, 32) if nd == 2 else (4, 8, 32)
     if strategy == "rows":  # the tiles of the rows results in h100-strategies-*-42f63af.json
         return (4, 512) if nd == 2 else (1, 4, 256)
-    if strategy == "rows_vec":  # the best of 8 tiles for heat3d 512^3 float32 on both an H100 and an H200 (vec4-3d-h{100,200}-*)
-        return (2, 4, 64)
+    if strategy == "rows_vec":  # 3D: the best of 8 tiles for heat3d 512^3 float32 on both an H100 and an H200 (vec4-3d-h{100,200}-*)
+        return (4, 128) if nd == 2 else (2, 4, 64)
     if nd == 2:  # H100 and H200: pipelined gains on rows of 512, streaming does not (docs/performance.md)
         return (64, 512) if strategy == "pipelined" else (64, 256)
     if strategy == "streaming":  # 2 x 256 planes for short halos; long ones: 256 planes of 32 x 32 (H100, commit 824fd67)
@@ -134,8 +134,8 @@ def sweep_kernel(sweep: Sweep, strategy: str, dtype, tile=None, limits: Limits =
         return rows_sweep(sweep, dtype, _check_tile(tile, sweep.ndim, strategy, lambda t: t[-1]), name)
     if strategy == "rows_vec":
         if not row_vector_width(sweep, dtype):
-            raise StencilforgeError(f"strategy rows_vec needs a 3D sweep whose x neighbours lie in the cell's row; {sweep.out}'s does not")
-        return rows_vector_sweep(sweep, dtype, _check_tile(tile, 3, strategy, lambda t: t[-1]), name)
+            raise StencilforgeError(f"strategy rows_vec needs a sweep whose x neighbours lie in the cell's row; {sweep.out}'s does not")
+        return rows_vector_sweep(sweep, dtype, _check_tile(tile, sweep.ndim, strategy, lambda t: t[-1]), name)
     tile = _check_tile(tile, sweep.ndim, strategy, math.prod)
     if strategy == "naive":
         return naive_sweep(sweep, dtype, tile, name)

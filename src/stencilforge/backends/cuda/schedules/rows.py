@@ -2,7 +2,7 @@
 consecutive rows (and planes), their loads issued together; consecutive blocks cover consecutive
 rows, so the grid walks memory in address order and the neighbouring rows come from L1/L2.
 
-rows_vec: the same for 3D sweeps whose x neighbours lie in the cell's own row, with a vector of
+rows_vec: the same for sweeps whose x neighbours lie in the cell's own row, with a vector of
 cells (16 bytes) per thread and row: each neighbouring row or plane is one vector load, the x
 neighbours past the vector are scalar loads. Four times the bytes per load keep the L2 busy with
 fewer requests, where `rows` is bound by L2 throughput (benchmarks/results/ncu-3d-h200-2026-11-24.txt).
@@ -66,46 +66,57 @@ def rows_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str) -> Kernel:
 
 
 def row_vector_width(sweep: Sweep, dtype) -> int:
-    """Cells per thread and row of `rows_vec`: 16 bytes of the dtype, for a 3D sweep whose entries off the
-    cell's row have no x offset (a star along x); 0 where it does not apply."""
-    if sweep.ndim != 3 or any(o[-1] and any(o[:-1]) for t in sweep.terms for o, _ in t.stencil.entries):
+    """Cells per thread and row of `rows_vec`: 16 bytes of the dtype, for a 2D or 3D sweep whose entries off
+    the cell's row have no x offset (a star along x); 0 where it does not apply."""
+    if sweep.ndim not in (2, 3) or any(o[-1] and any(o[:-1]) for t in sweep.terms for o, _ in t.stencil.entries):
         return 0
     return {"float": 4, "double": 2}[ctype(dtype)]
 
 
+def _row(lead: tuple[int, ...]) -> str:
+    return "_".join(str(d + 8) for d in lead)  # offsets of at most 8: the longest stencil
+
+
 def rows_vector_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str) -> Kernel:
-    """`rows` with a vector of cells per thread: tile (Z, R, X) is X threads, each writing a vector of cells in
-    Z planes x R rows. Every value is formed by `cell_expression` from the lanes of the loaded vectors, so the
-    bits are `rows`'. The backend runs `rows` instead where a row's interior does not start on a vector."""
-    width = row_vector_width(sweep, dtype)
-    z_rows, y_rows, tx = tile
+    """`rows` with a vector of cells per thread: tile (Z, R, X) or (R, X) is X threads, each writing a vector
+    of cells in Z planes x R rows. Every value is formed by `cell_expression` from the lanes of the loaded
+    vectors, so the bits are `rows`'. The backend runs `rows` instead where a row's interior does not start
+    on a vector."""
+    nd, width, tx = sweep.ndim, row_vector_width(sweep, dtype), tile[-1]
     vt = f"{ctype(dtype)}{width}"
     reach: dict[str, int] = {}  # x reach per field read at x neighbours
-    rows: dict[tuple[str, int, int], None] = {}  # (field, dz, dy) of every row read
+    rows: dict[tuple[str, tuple[int, ...]], None] = {}  # (field, offsets off the row) of every row read
     for t in sweep.terms:
         for o, _ in t.stencil.entries:
-            rows.setdefault((t.field, o[0], o[1]))
+            rows.setdefault((t.field, o[:-1]))
             if o[-1]:
                 reach[t.field] = max(reach.get(t.field, 0), abs(o[-1]))
         if t.factor is not None:
-            rows.setdefault((t.factor, 0, 0))
+            rows.setdefault((t.factor, (0,) * (nd - 1)))
+    x = f"i{nd - 1}"
     lines = [
         f'extern "C" __global__ void __launch_bounds__({tx}) {name}({kernel_params(sweep, False)})',
         "{",
-        f"    const int i2 = {width} * (blockIdx.x * {tx} + threadIdx.x);",
-        "    if (i2 >= n2) return;",
-        *("    " + s for s in strides(3)),
-        f"    const int y0 = blockIdx.y * {y_rows}, z0 = blockIdx.z * {z_rows};",
-        "    const long long c = ((long long)z0 + g) * s0 + ((long long)y0 + g) * s1 + (i2 + g);",
+        f"    const int {x} = {width} * (blockIdx.x * {tx} + threadIdx.x);",
+        f"    if ({x} >= n{nd - 1}) return;",
+        *("    " + s for s in strides(nd)),
     ]
-    cells = list(np.ndindex(z_rows, y_rows))
-    for k, (dz, dy) in enumerate(cells):
-        lines += [f"    const bool in{k} = z0 + {dz} < n0 && y0 + {dy} < n1;", f"    const long long c{k} = c + {dz} * s0 + {dy} * s1;",
-                  f"    {vt} r{k};"]
+    if nd == 3:
+        lines += [f"    const int y0 = blockIdx.y * {tile[1]}, z0 = blockIdx.z * {tile[0]};",
+                  "    const long long c = ((long long)z0 + g) * s0 + ((long long)y0 + g) * s1 + (i2 + g);"]
+        starts: tuple[str, ...] = ("z0", "y0")
+    else:
+        lines += [f"    const int y0 = blockIdx.y * {tile[0]};", "    const long long c = ((long long)y0 + g) * s0 + (i1 + g);"]
+        starts = ("y0",)
+    cells = list(np.ndindex(*tile[:-1]))
+    for k, lead in enumerate(cells):
+        inside = " && ".join(f"{first} + {d} < n{a}" for a, (first, d) in enumerate(zip(starts, lead)))
+        lines += [f"    const bool in{k} = {inside};", f"    const long long c{k} = {at_offset('c', lead + (0,))};", f"    {vt} r{k};"]
+    centre = _row((0,) * (nd - 1))
     for k in range(len(cells)):
         lines.append(f"    if (in{k}) {{")
-        for f, dz, dy in rows:
-            lines.append(f"        const {vt} v{k}_{f}_{dz + 8}_{dy + 8} = *(const {vt}*)(f_{f} + {at_offset(f'c{k}', (dz, dy, 0))});")
+        for f, lead in rows:
+            lines.append(f"        const {vt} v{k}_{f}_{_row(lead)} = *(const {vt}*)(f_{f} + {at_offset(f'c{k}', lead + (0,))});")
         for f, r in reach.items():
             for d in range(1, r + 1):
                 lines += [f"        const real m{k}_{f}_{d} = f_{f}[c{k} - {d}];",
@@ -113,13 +124,13 @@ def rows_vector_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str) -> 
 
         def lane(f, o, j, k=k):
             if any(o[:-1]):
-                return f"v{k}_{f}_{o[0] + 8}_{o[1] + 8}.{LANES[j]}"
+                return f"v{k}_{f}_{_row(o[:-1])}.{LANES[j]}"
             x = j + o[-1]
-            return f"m{k}_{f}_{-x}" if x < 0 else f"p{k}_{f}_{x - width + 1}" if x >= width else f"v{k}_{f}_8_8.{LANES[x]}"
+            return f"m{k}_{f}_{-x}" if x < 0 else f"p{k}_{f}_{x - width + 1}" if x >= width else f"v{k}_{f}_{centre}.{LANES[x]}"
 
         values = [cell_expression(sweep, dtype, lambda f, o, j=j: lane(f, o, j)) for j in range(width)]
         lines += [f"        r{k} = make_{vt}({', '.join(values)});", "    }"]
     lines += [f"    if (in{k}) *({vt}*)(f_{sweep.out} + c{k}) = r{k};" for k in range(len(cells))]
     lines.append("}")
-    return Kernel(name, "\n".join(lines) + "\n", "rows_vec", tile, (tx, 1, 1), (z_rows, y_rows, tx * width),
+    return Kernel(name, "\n".join(lines) + "\n", "rows_vec", tile, (tx, 1, 1), tuple(tile[:-1]) + (tx * width,),
                   sweep_args(sweep, False), vector=width)
