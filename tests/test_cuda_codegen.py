@@ -249,6 +249,18 @@ def test_auto_takes_rows_vec_only_where_it_was_measured():
                      ("poisson3d", "float64", 0): "rows", ("wave3d", "float32", 2): "rows", ("wave3d", "float64", 2): "rows"}
 
 
+def test_auto_takes_rows_vec_for_float32_2d_stars_in_a_tile_for_the_devices_bandwidth_per_sm():
+    from stencilforge.backends.cuda.facts import DeviceFacts
+
+    h100, h200 = DeviceFacts("NVIDIA H100 80GB HBM3", 132, 3013.0), DeviceFacts("NVIDIA H200", 132, 4254.0)
+    for name in ("heat2d", "poisson2d"):
+        sweep = problems.build(name, shape=(64, 64), dtype="float32").sweep
+        assert choose(sweep, (16384, 16384), "float32", facts=h100) == ("rows_vec", (1, 128))
+        assert choose(sweep, (16384, 16384), "float32", facts=h200) == ("rows_vec", (4, 128))
+        assert choose(sweep, (16384, 16384), "float32") == ("rows_vec", (1, 128))  # no device: the default tile
+        assert choose(problems.build(name, shape=(64, 64), dtype="float64").sweep, (16384, 16384), "float64")[0] == "rows"
+
+
 def test_streaming_refuses_off_column_offsets():
     box = Stencil.from_dict({(1, 1): 1.0, (0, 0): 1.0})
     with pytest.raises(StencilforgeError, match="streaming needs"):

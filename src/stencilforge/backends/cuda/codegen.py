@@ -83,8 +83,8 @@ def default_tile(plan: Sweep | AxisOperator, strategy: str, dtype="float32") -> 
         return (16, 32) if nd == 2 else (4, 8, 32)
     if strategy == "rows":  # the tiles of the rows results in h100-strategies-*-42f63af.json
         return (4, 512) if nd == 2 else (1, 4, 256)
-    if strategy == "rows_vec":  # 3D: the best of 8 tiles for heat3d 512^3 float32 on both an H100 and an H200 (vec4-3d-h{100,200}-*)
-        return (4, 128) if nd == 2 else (2, 4, 64)
+    if strategy == "rows_vec":  # 3D: the best of 8 tiles for heat3d 512^3 float32 on an H100 and an H200 (vec4-3d-h{100,200}-*);
+        return (1, 128) if nd == 2 else (2, 4, 64)  # 2D: the H100's best (auto picks by device: tune.ROWS_VEC_2D_TILES)
     if nd == 2:  # H100 and H200: pipelined gains on rows of 512, streaming does not (docs/performance.md)
         return (64, 512) if strategy == "pipelined" else (64, 256)
     if strategy == "streaming":  # 2 x 256 planes for short halos; long ones: 256 planes of 32 x 32 (H100, commit 824fd67)

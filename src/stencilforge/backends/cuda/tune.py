@@ -30,6 +30,12 @@ log = logging.getLogger(__name__)
 # (where rows_vec leads); both measured in benchmarks/results/derivatives-cuda-h{100,200}-552f1c6.json.
 FUSED_ROWS_VEC_GBPS_PER_SM = 27.0
 
+# float32 star sweeps along rows (x neighbours in the cell's row) run `rows_vec`: 16-byte loads, ahead of rows and
+# pipelined on an H100 and an H200 in 2D and 3D. In 2D, a device with more copy bandwidth per SM than
+# FUSED_ROWS_VEC_GBPS_PER_SM (the H200) needs more bytes in flight per thread: 4 rows per thread there, 1 on the
+# H100 (the best of 8 tiles on each; rows-vec-2d-h{100,200}-2026-11-24.json; 3D: vec4-3d-h{100,200}-2026-11-24.json).
+ROWS_VEC_2D_TILES = {"fewer bytes per SM": (1, 128), "more bytes per SM": (4, 128)}
+
 # 2D star sweeps of radius 1 take five steps per pass, in tiles of 16 rows x 128 threads; the rest two, in
 # PAIR_TILE. Measured on an H100 over 2..8 steps, four tiles and jacobi2d, heat2d (both dtypes) and poisson2d
 # (benchmarks/results/fused-steps-h100-2026-11-24.json): five steps in that tile were best or within a few
@@ -109,8 +115,10 @@ def choose(plan: Sweep | AxisOperator, grid_shape, dtype, device_name: str | Non
       (h100-strategies-heat3d-{256,512}-42f63af.json); for longer stencils,
       whose reads through L1 make `rows` slow, `streaming_vec` where the x
       radius fits whole vectors, else `streaming` (h100-bench-74bc822.json).
-    - 2D star sweeps: `rows`, except `pipelined` for a float32 single-field
-      stencil that reads its centre cell (heat2d), the one case it wins
+    - 2D star sweeps: `rows_vec` for float32 stencils of radius 1, in a tile
+      chosen by the device's copy bandwidth per SM (ROWS_VEC_2D_TILES);
+      otherwise `rows`, except `pipelined` for a float32 single-field
+      stencil that reads its centre cell, the one case it wins
       (h100-strategies-2d-{4096,16384}-42f63af.json, h100-auto-2d-53a2889.json).
     - Any other stencil: `tiled`.
     """
@@ -132,6 +140,12 @@ def choose(plan: Sweep | AxisOperator, grid_shape, dtype, device_name: str | Non
             strategy, why = "flat", "outputs fused along rows"
     elif (blocked := streaming_applicable(plan)) is None:
         one_field = not set(plan.inputs) - set(plan.stencil_inputs)
+        if plan.ndim == 2 and plan.radius == 1 and np.dtype(dtype) == np.float32 and row_vector_width(plan, dtype):
+            wide = facts is not None and facts.gbps_per_sm >= FUSED_ROWS_VEC_GBPS_PER_SM
+            tile = ROWS_VEC_2D_TILES["more bytes per SM" if wide else "fewer bytes per SM"]
+            log.info("strategy auto: rows_vec %s for %s (a float32 2D star of radius 1, %s)", tile, what,
+                     f"{facts.gbps_per_sm:.1f} GB/s per SM" if facts is not None else "no device facts")
+            return "rows_vec", tile
         if plan.ndim == 2:
             centre = any(not any(o) for t in plan.terms for o, _ in t.stencil.entries)
             strategy = "pipelined" if one_field and centre and np.dtype(dtype) == np.float32 else "rows"
