@@ -259,6 +259,9 @@ def test_auto_takes_rows_vec_for_float32_2d_stars_in_a_tile_for_the_devices_band
         assert choose(sweep, (16384, 16384), "float32", facts=h200) == ("rows_vec", (4, 128))
         assert choose(sweep, (16384, 16384), "float32") == ("rows_vec", (1, 128))  # no device: the default tile
         assert choose(problems.build(name, shape=(64, 64), dtype="float64").sweep, (16384, 16384), "float64")[0] == "rows"
+    laplace = poisson2d.jacobi_sweep(Stencil.laplacian(2, 1, (0.01, 0.01)), with_rhs=False)  # one field, no centre
+    assert choose(laplace, (16384, 16384), "float32", facts=h100) == ("rows", (4, 512))
+    assert choose(laplace, (16384, 16384), "float32", facts=h200) == ("rows_vec", (4, 128))
 
 
 def test_streaming_refuses_off_column_offsets():

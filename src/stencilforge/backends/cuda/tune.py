@@ -34,6 +34,8 @@ FUSED_ROWS_VEC_GBPS_PER_SM = 27.0
 # pipelined on an H100 and an H200 in 2D and 3D. In 2D, a device with more copy bandwidth per SM than
 # FUSED_ROWS_VEC_GBPS_PER_SM (the H200) needs more bytes in flight per thread: 4 rows per thread there, 1 on the
 # H100 (the best of 8 tiles on each; rows-vec-2d-h{100,200}-2026-11-24.json; 3D: vec4-3d-h{100,200}-2026-11-24.json).
+# On the H100 the one-field sweep that skips its centre (Jacobi's Laplace sweep) keeps rows, which led rows_vec there
+# in the bench (h100-bench-2d-rows-vec.json).
 ROWS_VEC_2D_TILES = {"fewer bytes per SM": (1, 128), "more bytes per SM": (4, 128)}
 
 # 2D star sweeps of radius 1 take five steps per pass, in tiles of 16 rows x 128 threads; the rest two, in
@@ -116,7 +118,8 @@ def choose(plan: Sweep | AxisOperator, grid_shape, dtype, device_name: str | Non
       whose reads through L1 make `rows` slow, `streaming_vec` where the x
       radius fits whole vectors, else `streaming` (h100-bench-74bc822.json).
     - 2D star sweeps: `rows_vec` for float32 stencils of radius 1, in a tile
-      chosen by the device's copy bandwidth per SM (ROWS_VEC_2D_TILES);
+      chosen by the device's copy bandwidth per SM (ROWS_VEC_2D_TILES), except
+      a one-field sweep that skips its centre on the H100 class;
       otherwise `rows`, except `pipelined` for a float32 single-field
       stencil that reads its centre cell, the one case it wins
       (h100-strategies-2d-{4096,16384}-42f63af.json, h100-auto-2d-53a2889.json).
@@ -140,14 +143,15 @@ def choose(plan: Sweep | AxisOperator, grid_shape, dtype, device_name: str | Non
             strategy, why = "flat", "outputs fused along rows"
     elif (blocked := streaming_applicable(plan)) is None:
         one_field = not set(plan.inputs) - set(plan.stencil_inputs)
-        if plan.ndim == 2 and plan.radius == 1 and np.dtype(dtype) == np.float32 and row_vector_width(plan, dtype):
-            wide = facts is not None and facts.gbps_per_sm >= FUSED_ROWS_VEC_GBPS_PER_SM
+        wide = facts is not None and facts.gbps_per_sm >= FUSED_ROWS_VEC_GBPS_PER_SM
+        centre = any(not any(o) for t in plan.terms for o, _ in t.stencil.entries)
+        if (plan.ndim == 2 and plan.radius == 1 and np.dtype(dtype) == np.float32 and row_vector_width(plan, dtype)
+                and (wide or centre or not one_field)):
             tile = ROWS_VEC_2D_TILES["more bytes per SM" if wide else "fewer bytes per SM"]
             log.info("strategy auto: rows_vec %s for %s (a float32 2D star of radius 1, %s)", tile, what,
                      f"{facts.gbps_per_sm:.1f} GB/s per SM" if facts is not None else "no device facts")
             return "rows_vec", tile
         if plan.ndim == 2:
-            centre = any(not any(o) for t in plan.terms for o, _ in t.stencil.entries)
             strategy = "pipelined" if one_field and centre and np.dtype(dtype) == np.float32 else "rows"
             why = "a float32 one-field 2D stencil reading its centre" if strategy == "pipelined" else "a 2D sweep"
         elif plan.radius == 1 and one_field and np.dtype(dtype) == np.float32 and row_vector_width(plan, dtype):
