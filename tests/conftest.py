@@ -14,3 +14,16 @@ def rng():
 
 CPU_BACKENDS = ("numpy", "numba")
 TOLERANCES = {"float32": dict(rtol=2e-5, atol=2e-5), "float64": dict(rtol=1e-12, atol=1e-12)}
+
+
+@pytest.fixture(scope="session")
+def nvrtc():
+    """NVRTC from cuda-bindings, for compiling generated CUDA C without a GPU; the test skips without it."""
+    nv = pytest.importorskip("cuda.bindings.nvrtc", reason="cuda-bindings is not installed")
+    try:
+        err, _, _ = nv.nvrtcVersion()
+    except Exception as exc:  # the bindings are there but libnvrtc is not
+        pytest.skip(f"NVRTC library not loadable: {exc}")
+    if err != nv.nvrtcResult.NVRTC_SUCCESS:
+        pytest.skip(f"NVRTC not usable: {err}")
+    return nv

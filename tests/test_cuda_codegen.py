@@ -82,18 +82,6 @@ def _modules():
 MODULES = _modules()
 
 
-@pytest.fixture(scope="module")
-def nvrtc():
-    nv = pytest.importorskip("cuda.bindings.nvrtc", reason="cuda-bindings is not installed")
-    try:
-        err, _, _ = nv.nvrtcVersion()
-    except Exception as exc:  # the bindings are there but libnvrtc is not
-        pytest.skip(f"NVRTC library not loadable: {exc}")
-    if err != nv.nvrtcResult.NVRTC_SUCCESS:
-        pytest.skip(f"NVRTC not usable: {err}")
-    return nv
-
-
 @pytest.mark.parametrize("vid,source", MODULES, ids=[m[0] for m in MODULES])
 def test_every_variant_compiles_for_sm90(nvrtc, vid, source):
     cubin = compile_cubin(source, ARCH, vid)

@@ -48,18 +48,6 @@ def test_a_constant_missing_from_params_takes_its_own_value():
     assert (tabulated(expr, lattice, "float64", {"k": 4.0}, 0.0) == 4.0).all()
 
 
-@pytest.fixture(scope="module")
-def nvrtc():
-    nv = pytest.importorskip("cuda.bindings.nvrtc", reason="cuda-bindings is not installed")
-    try:
-        err, _, _ = nv.nvrtcVersion()
-    except Exception as exc:  # the bindings are there but libnvrtc is not
-        pytest.skip(f"NVRTC library not loadable: {exc}")
-    if err != nv.nvrtcResult.NVRTC_SUCCESS:
-        pytest.skip(f"NVRTC not usable: {err}")
-    return nv
-
-
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 @pytest.mark.parametrize("out", ["float64", "float32", "float16"])
 def test_tabulate_kernels_compile(nvrtc, arch, out):
