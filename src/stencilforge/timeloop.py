@@ -232,12 +232,13 @@ class SweepStepper:
             apply = backend.axis_operator(op, setup.grid.dtype, setup.grid.shape)
             names = [op.inp] + [d.out for d in op.outputs]
             self.step = Launch(lambda f: apply(*(f[n] for n in names)), apply.strategy, apply.tile)
+        self.residual_fn = backend.sum_squares(setup.residual, setup.grid) if setup.residual is not None else None
+        # last: a fused kernel may compile in the background, and a compile here would wait for Numba's lock
         self.fused = self._fused()
         if self.fused is not None and not self.opts.fuse_when_compiled:
             self.fused.wait()
         if self.fused is not None:
             self.carriers = self._carriers()
-        self.residual_fn = backend.sum_squares(setup.residual, setup.grid) if setup.residual is not None else None
 
     def _carriers(self) -> list:
         """Arrays for the walls of the middle steps past the first, where u's walls change in time; where
