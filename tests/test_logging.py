@@ -47,10 +47,10 @@ def test_the_library_adds_no_handlers():
 ])
 def test_auto_logs_the_strategy_it_picks_and_why(info, problem, radius, strategy, reason):
     setup = problems.build(problem, shape=(24, 24, 24), dtype="float64", **({"radius": radius} if radius else {}))
-    picked, _ = choose(setup.sweep, setup.grid.shape, setup.grid.dtype)
+    picked, tile = choose(setup.sweep, setup.grid.shape, setup.grid.dtype)
     assert picked == strategy
     assert messages(info, "stencilforge.backends.cuda.tune") == [
-        f"strategy auto: {strategy} for the 3D sweep of {setup.sweep.out} ({reason}; no tuned winner)"]
+        f"strategy auto: {strategy} {tile} for the 3D sweep of {setup.sweep.out} ({reason}; no tuned winner)"]
 
 
 def test_steps_per_pass_used_or_not_and_why(info):

@@ -31,8 +31,11 @@ class Launch:
         return self.run(*args)
 
     def ready(self) -> bool:
-        """Compiled (a kernel whose compile failed never is)."""
-        return self.compiling is None or (self.compiling.done() and self.compiling.exception() is None)
+        """Compiled (a kernel whose compile failed never is). Asked before every step: once compiled, the
+        Future is dropped, so later calls test one attribute."""
+        if self.compiling is not None and self.compiling.done() and self.compiling.exception() is None:
+            self.compiling = None
+        return self.compiling is None
 
     def wait(self) -> None:
         """Until compiled; a compile error is raised here."""

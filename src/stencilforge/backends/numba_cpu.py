@@ -569,15 +569,15 @@ class NumbaBackend(HostMemory):
         g = grid.ghost
         threads = (numba.get_num_threads,) if takes_threads(source) else ()
         dummy = np.zeros((2 * g + 1,) * grid.ndim, dtype=grid.dtype)
-        signature = tuple(numba.typeof(a) for a in [*([dummy] * (len(names) + 1)), coef, g, *(t() for t in threads)])
+        tiny = (*([dummy] * (len(names) + 1)), coef, g, *(t() for t in threads))
 
         def run(fields):
             return kernel(fields[target], *(fields[n] for n in names), coef, g, *(t() for t in threads))
 
-        if not background:
-            kernel(*([dummy] * (len(names) + 1)), coef, g, *(t() for t in threads))
-            return run, None
-        return run, _compile_in_background(kernel, signature, sweep.out)
+        if background:
+            return run, _compile_in_background(kernel, tuple(numba.typeof(a) for a in tiny), sweep.out)
+        kernel(*tiny)
+        return run, None
 
     def sweep(self, sweep: Sweep, grid: Grid) -> Launch:
         return Launch(self._bound(sweep_source(sweep, reduce=False), sweep, grid, sweep.out)[0])

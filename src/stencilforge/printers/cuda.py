@@ -36,6 +36,9 @@ __device__ __forceinline__ unsigned int sf_word(const unsigned short* a, long lo
 """
 
 
+STORED_CTYPE = {"float16": "unsigned short", "float32": "float", "float64": "double"}  # an array's element in C
+
+
 def _ctype(dtype) -> str:
     return {"float32": "float", "float64": "double"}[np.dtype(dtype).name]
 
@@ -300,7 +303,7 @@ def tabulate_source(expr: Expr, ndim: int, out_dtype, name: str = "sf_tabulate")
     constants = tuple(dict.fromkeys(n.name for n in walk(expr) if isinstance(n, Constant)))
     value = pr(expr)
     out = np.dtype(out_dtype).name
-    ctype = {"float16": "unsigned short", "float32": "float", "float64": "double"}[out]
+    ctype = STORED_CTYPE[out]
     store = {"float16": "sf_f2h((float)v)", "float32": "(float)v", "float64": "v"}[out]
     params = [f"{ctype}* __restrict__ out", "const long long n"]
     params += [f"const long long e{a}" for a in range(1, ndim)] + [f"const long long b{a}" for a in range(ndim)]

@@ -506,7 +506,7 @@ class CudaBackend:
             key = (group[0].dtype, len(group))
             kernel = self._copy_kernels.get(key)
             if kernel is None:
-                ctype = {"float16": "unsigned short", "float32": "float", "float64": "double"}[group[0].dtype.name]
+                ctype = printers_cuda.STORED_CTYPE[group[0].dtype.name]
                 k = len(group)
                 args = ", ".join(f"{ctype}* a{j}" for j in range(k))
                 body = " ".join(f"a{j}[di] = a{j}[si];" for j in range(k))

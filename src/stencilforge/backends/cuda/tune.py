@@ -126,6 +126,7 @@ def choose(plan: Sweep | AxisOperator, grid_shape, dtype, device_name: str | Non
     - Any other stencil: `tiled`.
     """
     what = f"derivatives along axis {plan.axis}" if isinstance(plan, AxisOperator) else f"the {plan.ndim}D sweep of {plan.out}"
+    tile: tuple[int, ...] | None = None  # a rule's own tile, else the strategy's default
     if device_name is not None:
         hit = cached_choice(device_name, plan, grid_shape, dtype, code_signature(plan, dtype))
         if hit is not None:
@@ -145,21 +146,20 @@ def choose(plan: Sweep | AxisOperator, grid_shape, dtype, device_name: str | Non
         one_field = not set(plan.inputs) - set(plan.stencil_inputs)
         wide = facts is not None and facts.gbps_per_sm >= FUSED_ROWS_VEC_GBPS_PER_SM
         centre = any(not any(o) for t in plan.terms for o, _ in t.stencil.entries)
-        if (plan.ndim == 2 and plan.radius == 1 and np.dtype(dtype) == np.float32 and row_vector_width(plan, dtype)
-                and (wide or centre or not one_field)):
-            tile = ROWS_VEC_2D_TILES["more bytes per SM" if wide else "fewer bytes per SM"]
-            log.info("strategy auto: rows_vec %s for %s (a float32 2D star of radius 1, %s)", tile, what,
-                     f"{facts.gbps_per_sm:.1f} GB/s per SM" if facts is not None else "no device facts")
-            return "rows_vec", tile
-        if plan.ndim == 2:
+        vectors = plan.radius == 1 and np.dtype(dtype) == np.float32 and row_vector_width(plan, dtype)
+        if plan.ndim == 2 and vectors and (wide or centre or not one_field):
+            strategy, tile = "rows_vec", ROWS_VEC_2D_TILES["more bytes per SM" if wide else "fewer bytes per SM"]
+            why = f"a float32 2D star of radius 1, {f'{facts.gbps_per_sm:.1f} GB/s' if facts else 'no device facts'} per SM"
+        elif plan.ndim == 2:
             strategy = "pipelined" if one_field and centre and np.dtype(dtype) == np.float32 else "rows"
             why = "a float32 one-field 2D stencil reading its centre" if strategy == "pipelined" else "a 2D sweep"
-        elif plan.radius == 1 and one_field and np.dtype(dtype) == np.float32 and row_vector_width(plan, dtype):
+        elif vectors and one_field:
             strategy, why = "rows_vec", "a float32 one-field 3D stencil of radius 1, vectors of cells along rows"
         else:
             strategy = "rows" if plan.radius <= 2 else "streaming_vec" if vector_width(plan, dtype) else "streaming"
             why = f"a 3D stencil of radius {plan.radius}" + (", vectors of cells fit" if strategy == "streaming_vec" else "")
     else:
         strategy, why = "tiled", blocked
-    log.info("strategy auto: %s for %s (%s; no tuned winner)", strategy, what, why)
-    return strategy, default_tile(plan, strategy, dtype)
+    tile = tile or default_tile(plan, strategy, dtype)
+    log.info("strategy auto: %s %s for %s (%s; no tuned winner)", strategy, tile, what, why)
+    return strategy, tile

@@ -18,9 +18,35 @@ from ..kernel import Kernel, at_offset, cell_expression, ctype, kernel_params, s
 LANES = "xyzw"
 
 
-def _row_cells(tile: tuple[int, ...]) -> list[tuple[int, ...]]:
-    """The (plane, row) offsets of the cells one `rows` thread writes, for a tile (Z, R, X) or (R, X)."""
-    return [tuple(c) for c in np.ndindex(*tile[:-1])]
+def _column_head(sweep: Sweep, tile: tuple[int, ...], name: str, width: int, value: str) -> tuple[list[str], int]:
+    """The opening of a `rows` or `rows_vec` kernel and its number of cells: a block of one row of tile[-1]
+    threads, each writing `width` cells along x in tile[:-1] consecutive planes/rows; per cell k whether it
+    is inside (in{k}), its index (c{k}) and its value, declared as `value` with {k}."""
+    nd, tx = sweep.ndim, tile[-1]
+    x = f"i{nd - 1}"
+    first = f"blockIdx.x * {tx} + threadIdx.x" if width == 1 else f"{width} * (blockIdx.x * {tx} + threadIdx.x)"
+    lines = [
+        f'extern "C" __global__ void __launch_bounds__({tx}) {name}({kernel_params(sweep, False)})',
+        "{",
+        f"    const int {x} = {first};",
+        f"    if ({x} >= n{nd - 1}) return;",
+        *("    " + s for s in strides(nd)),
+    ]
+    if nd == 3:
+        lines += [
+            f"    const int y0 = blockIdx.y * {tile[1]}, z0 = blockIdx.z * {tile[0]};",
+            "    const long long c = ((long long)z0 + g) * s0 + ((long long)y0 + g) * s1 + (i2 + g);",
+        ]
+    else:
+        lines += [f"    const int y0 = blockIdx.y * {tile[0]};", "    const long long c = ((long long)y0 + g) * s0 + (i1 + g);"]
+    cells = list(np.ndindex(*tile[:-1]))
+    for k, off in enumerate(cells):
+        if nd == 3:
+            inside, shift = f"z0 + {off[0]} < n0 && y0 + {off[1]} < n1", f"{off[0]} * s0 + {off[1]} * s1"
+        else:
+            inside, shift = f"y0 + {off[0]} < n0", f"{off[0]} * s0"
+        lines += [f"    const bool in{k} = {inside};", f"    const long long c{k} = c + {shift};", "    " + value.format(k=k)]
+    return lines, len(cells)
 
 
 def rows_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str) -> Kernel:
@@ -31,38 +57,13 @@ def rows_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str) -> Kernel:
     hoist them); blockIdx.x runs along x and blockIdx.y along rows, which
     walks the arrays in address order like a flat elementwise kernel.
     """
-    nd = sweep.ndim
-    tx = tile[-1]
-    out = f"f_{sweep.out}"
-    last = f"n{nd - 1}"
-    lines = [
-        f'extern "C" __global__ void __launch_bounds__({tx}) {name}({kernel_params(sweep, False)})',
-        "{",
-        f"    const int i{nd - 1} = blockIdx.x * {tx} + threadIdx.x;",
-        f"    if (i{nd - 1} >= {last}) return;",
-        *("    " + s for s in strides(nd)),
-    ]
-    if nd == 3:
-        lines += [
-            f"    const int y0 = blockIdx.y * {tile[1]}, z0 = blockIdx.z * {tile[0]};",
-            "    const long long c = ((long long)z0 + g) * s0 + ((long long)y0 + g) * s1 + (i2 + g);",
-        ]
-    else:
-        lines += [f"    const int y0 = blockIdx.y * {tile[0]};", "    const long long c = ((long long)y0 + g) * s0 + (i1 + g);"]
-    cells = []
-    for k, off in enumerate(_row_cells(tile)):
-        if nd == 3:
-            inside, shift = f"z0 + {off[0]} < n0 && y0 + {off[1]} < n1", f"{off[0]} * s0 + {off[1]} * s1"
-        else:
-            inside, shift = f"y0 + {off[0]} < n0", f"{off[0]} * s0"
-        lines += [f"    const bool in{k} = {inside};", f"    const long long c{k} = c + {shift};", f"    real v{k};"]
-        cells.append(k)
-    for k in cells:
+    lines, cells = _column_head(sweep, tile, name, 1, "real v{k};")
+    for k in range(cells):
         expr = cell_expression(sweep, dtype, lambda f, o, k=k: f"f_{f}[{at_offset(f'c{k}', o)}]")
         lines.append(f"    if (in{k}) v{k} = {expr};")
-    lines += [f"    if (in{k}) {out}[c{k}] = v{k};" for k in cells]
+    lines += [f"    if (in{k}) f_{sweep.out}[c{k}] = v{k};" for k in range(cells)]
     lines.append("}")
-    return Kernel(name, "\n".join(lines) + "\n", "rows", tile, (tx, 1, 1), tile, sweep_args(sweep, False))
+    return Kernel(name, "\n".join(lines) + "\n", "rows", tile, (tile[-1], 1, 1), tile, sweep_args(sweep, False))
 
 
 def row_vector_width(sweep: Sweep, dtype) -> int:
@@ -93,27 +94,9 @@ def rows_vector_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str) -> 
                 reach[t.field] = max(reach.get(t.field, 0), abs(o[-1]))
         if t.factor is not None:
             rows.setdefault((t.factor, (0,) * (nd - 1)))
-    x = f"i{nd - 1}"
-    lines = [
-        f'extern "C" __global__ void __launch_bounds__({tx}) {name}({kernel_params(sweep, False)})',
-        "{",
-        f"    const int {x} = {width} * (blockIdx.x * {tx} + threadIdx.x);",
-        f"    if ({x} >= n{nd - 1}) return;",
-        *("    " + s for s in strides(nd)),
-    ]
-    if nd == 3:
-        lines += [f"    const int y0 = blockIdx.y * {tile[1]}, z0 = blockIdx.z * {tile[0]};",
-                  "    const long long c = ((long long)z0 + g) * s0 + ((long long)y0 + g) * s1 + (i2 + g);"]
-        starts: tuple[str, ...] = ("z0", "y0")
-    else:
-        lines += [f"    const int y0 = blockIdx.y * {tile[0]};", "    const long long c = ((long long)y0 + g) * s0 + (i1 + g);"]
-        starts = ("y0",)
-    cells = list(np.ndindex(*tile[:-1]))
-    for k, lead in enumerate(cells):
-        inside = " && ".join(f"{first} + {d} < n{a}" for a, (first, d) in enumerate(zip(starts, lead)))
-        lines += [f"    const bool in{k} = {inside};", f"    const long long c{k} = {at_offset('c', lead + (0,))};", f"    {vt} r{k};"]
+    lines, cells = _column_head(sweep, tile, name, width, f"{vt} r{{k}};")
     centre = _row((0,) * (nd - 1))
-    for k in range(len(cells)):
+    for k in range(cells):
         lines.append(f"    if (in{k}) {{")
         for f, lead in rows:
             lines.append(f"        const {vt} v{k}_{f}_{_row(lead)} = *(const {vt}*)(f_{f} + {at_offset(f'c{k}', lead + (0,))});")
@@ -130,7 +113,7 @@ def rows_vector_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str) -> 
 
         values = [cell_expression(sweep, dtype, lambda f, o, j=j: lane(f, o, j)) for j in range(width)]
         lines += [f"        r{k} = make_{vt}({', '.join(values)});", "    }"]
-    lines += [f"    if (in{k}) *({vt}*)(f_{sweep.out} + c{k}) = r{k};" for k in range(len(cells))]
+    lines += [f"    if (in{k}) *({vt}*)(f_{sweep.out} + c{k}) = r{k};" for k in range(cells)]
     lines.append("}")
     return Kernel(name, "\n".join(lines) + "\n", "rows_vec", tile, (tx, 1, 1), tuple(tile[:-1]) + (tx * width,),
                   sweep_args(sweep, False), vector=width)
