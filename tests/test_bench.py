@@ -248,15 +248,20 @@ def test_cpu_compiler_peers_are_skipped_with_a_note_when_not_installed(name, mon
 
 @pytest.mark.parametrize("name", ["devito", "pystencils"])
 def test_cpu_compiler_peers_compute_our_update(name):
-    """Where the library is installed (never required): each workload kind it expresses passes the
-    bench's checks against the oracle and ours, two steps in; axis operators are skipped."""
+    """Where the library is installed (never required): each workload kind passes the bench's checks
+    against the oracle and ours, two steps in, the axis operators with their closure rows on odd shapes,
+    along x and along y."""
     pytest.importorskip(name)
-    workloads = (Workload("poisson2d", (19, 22), "float64"), Workload("wave3d", (17, 18, 19), "float32"), TINY[3])
+    operators = (TINY[3], Workload("derivatives", (23, 37), "float64"), Workload("derivatives-fused", (17, 45), "float64"),
+                 Workload("derivatives-y", (29, 19), "float64"))
+    workloads = (Workload("poisson2d", (19, 22), "float64"), Workload("wave3d", (17, 18, 19), "float32"), *operators)
     rep = run_bench(BenchOptions(workloads, backend="numpy", peers=(name,), measure=FAST, copy_bytes=2**20))
-    rows = {r["workload"]: r for r in rep["results"] if r["impl"] == name}
-    assert rows["poisson2d"]["status"] == rows["wave3d"]["status"] == "ok", rows
-    assert rows["poisson2d"]["check"]["reference_error"] < 1e-12
-    assert rows["derivatives-fused"]["status"] == "skipped"
+    rows = {r["label"]: r for r in rep["results"] if r["impl"] == name}
+    assert {r["status"] for r in rows.values()} == {"ok"} and len(rows) == len(workloads), rows
+    assert rows[workloads[0].label]["check"]["reference_error"] < 1e-12
+    for w in operators:
+        check = rows[w.label]["check"]
+        assert check["oracle_error"] < 1e-12 and check["reference_error"] < 1e-12, (w.label, check)
     assert (np.array([1e-310]) * 1.0)[0] != 0, "the peer left flush-to-zero on in this process"
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import ctypes.util
+import functools
 import importlib.util
 import os
 from dataclasses import dataclass, field
@@ -416,9 +417,8 @@ def _keeping_fp_env():
 def _swept(case: Case) -> tuple[Sweep, str, str, bool]:
     """The sweep, its swapped pair (newest, other) and whether it is a leapfrog (reads the level it
     overwrites); Unsupported for what these peers do not express."""
-    if not case.is_sweep:
-        raise Unsupported("axis operators with one-sided closures are not expressed for this library")
     plan = case.plan
+    assert isinstance(plan, Sweep) and case.swap is not None, "axis operators are expressed apart"
     a, b = case.swap
     if plan.stencil_inputs != (a,):
         raise Unsupported("only sweeps whose stencil reads the swapped field alone are expressed here")
@@ -457,15 +457,57 @@ class TimeLoopRunner:
         return {self.case.outputs[0]: np.array(self.buffers[self.t % len(self.buffers)], copy=True)}
 
 
+@dataclass
+class KernelsRunner:
+    """Compiled kernels, each bound to its arrays, called in turn once per step (an axis operator's regions)."""
+
+    case: Case
+    fields: dict[str, np.ndarray]
+    kernels: list[Callable[[], object]]
+    clock: Clock = wall_clock
+
+    def run(self, steps: int) -> None:
+        with _keeping_fp_env():  # pystencils' kernels are linked with -ffast-math; Devito's turn flush-to-zero on
+            for _ in range(steps):
+                for kernel in self.kernels:
+                    kernel()
+
+    def sync(self) -> None:
+        pass
+
+    def latest(self) -> dict[str, np.ndarray]:
+        return {name: np.array(self.fields[name], copy=True) for name in self.case.outputs}
+
+
+def closure_rows(op: AxisOperator) -> tuple[int, int, list[tuple[int, list]]]:
+    """(left, right, rows): how many rows at each end are not interior rows for every output, and for each
+    such row (k from the start, -1 - k from the end) every output's weights there; an output with
+    fewer closure rows than another has its interior weights on the rows between."""
+    nl, nr = max(len(d.left) for d in op.outputs), max(len(d.right) for d in op.outputs)
+
+    def pick(rows: tuple, k: int, interior: tuple) -> tuple:
+        return rows[k] if k < len(rows) else interior
+
+    rows = [(k, [pick(d.left, k, d.interior) for d in op.outputs]) for k in range(nl)]
+    rows += [(-1 - k, [pick(d.right, k, d.interior) for d in op.outputs]) for k in range(nr)]
+    return nl, nr, rows
+
+
+def _along(op: AxisOperator, o: int) -> tuple[int, ...]:
+    return tuple(o if a == op.axis else 0 for a in range(op.ndim))
+
+
 def _devito(case: Case):
     """Devito's Operator with OpenMP (its default compiler and optimisation level), the update written
-    term by term with our coefficients and the time loop inside the operator."""
+    term by term with our coefficients and, for a sweep, the time loop inside the operator."""
     _need("devito", "devito")
-    plan, a, b, leapfrog = _swept(case)
     import devito
 
     devito.configuration["language"] = "openmp"
     devito.configuration["log-level"] = "ERROR"
+    if not case.is_sweep:
+        return _devito_operator(case, devito)
+    plan, a, b, leapfrog = _swept(case)
     grid, g = case.grid, case.grid.ghost
     dgrid = devito.Grid(shape=grid.shape, dtype=grid.dtype.type)
     dims, t = dgrid.dimensions, dgrid.stepping_dim
@@ -504,22 +546,96 @@ def _devito(case: Case):
     return TimeLoopRunner(case, buffers, advance, t0)
 
 
-def _pystencils(case: Case):
-    """pystencils: one kernel, vectorised for this CPU with OpenMP, called with source and destination
-    alternated from Python (as its examples run a time loop)."""
-    _need("pystencils", "pystencils")
-    plan, a, b, _ = _swept(case)
-    import pystencils as ps
+def _devito_operator(case: Case, devito) -> KernelsRunner:
+    """An axis operator as one Devito Operator: an equation per output and region (the interior rows, each
+    closure row), a region a SubDomain, so Devito fuses the outputs of a region into one loop. Applied once
+    per step: no time loop to put inside, so its argument processing in Python counts, as a user's would."""
+    op, shape = case.plan, case.grid.shape
+    assert isinstance(op, AxisOperator), "called for axis operators only"
+    n, dgrid = shape[op.axis], devito.Grid(shape=shape, dtype=case.grid.dtype.type)
 
-    grid = case.grid
-    fields = {n: ps.fields(f"{n}: {grid.dtype.name}[{grid.ndim}D]", layout="c") for n in plan.inputs + (b,)}
-    config = ps.CreateKernelConfig(target=ps.Target.CurrentCPU, ghost_layers=grid.ghost)
+    class Band(devito.SubDomain):
+        """Rows lo .. n-1-hi along the operator's axis, every row across it."""
+
+        def __init__(self, lo: int, hi: int):
+            self.lo, self.hi, self.name = lo, hi, f"band_{lo}_{hi}"
+            super().__init__(grid=dgrid)
+
+        def define(self, dimensions):
+            return {d: ("middle", self.lo, self.hi) if a == op.axis else d for a, d in enumerate(dimensions)}
+
+    width = max(abs(o) for d in op.outputs for row in (d.interior, *d.left, *d.right) for o, _ in row)
+    u = devito.Function(name=op.inp, grid=dgrid, space_order=width)
+    u.data[:] = case.fields[op.inp]
+    outs = [devito.Function(name=d.out, grid=dgrid, space_order=width) for d in op.outputs]
+    nl, nr, rows = closure_rows(op)
+    bands = [(Band(nl, nr), [d.interior for d in op.outputs])]
+    bands += [(Band(k % n, n - 1 - k % n), weights) for k, weights in rows]
+
+    def at(o: int):
+        return u[tuple(x + s for x, s in zip(dgrid.dimensions, _along(op, o)))]
+
+    eqs = [
+        devito.Eq(out, sum(float(w) * at(o) for o, w in row) * float(d.scale), subdomain=band)
+        for band, weights in bands
+        for d, out, row in zip(op.outputs, outs, weights)
+    ]
+    operator = devito.Operator(eqs)
+    with _keeping_fp_env():
+        _ = operator.cfunction  # compiles and loads the kernel now, not inside a timed call
+    return KernelsRunner(case, {f.name: f.data for f in (u, *outs)}, [operator.apply])
+
+
+def _pystencils_config(ps, **space):
+    """A kernel vectorised for this CPU with OpenMP over `space` (its ghost layers or iteration slice)."""
+    config = ps.CreateKernelConfig(target=ps.Target.CurrentCPU, **space)
     config.cpu.openmp.enable = True
     config.cpu.vectorize.enable = True
     config.cpu.vectorize.assume_inner_stride_one = True
+    return config
+
+
+def _pystencils_operator(case: Case, ps) -> KernelsRunner:
+    """An axis operator as pystencils kernels: one over the interior rows writing every output (one pass,
+    as ours), then one per closure row index along the axis, over that slice of the grid."""
+    op, dtype = case.plan, case.grid.dtype.name
+    assert isinstance(op, AxisOperator), "called for axis operators only"
+    fields = {n: ps.fields(f"{n}: {dtype}[{op.ndim}D]", layout="c") for n in case.fields}
+
+    def assignments(weights: list) -> list:
+        """Each output's weighted sum into a local, then scaled, as the NumPy peer does (sympy would
+        distribute the scale over a sum, rounding differently)."""
+        out = []
+        for d, row in zip(op.outputs, weights):
+            acc = ps.TypedSymbol(f"{d.out}_sum", dtype)
+            out.append(ps.Assignment(acc, sum(float(w) * fields[op.inp][_along(op, o)] for o, w in row)))
+            out.append(ps.Assignment(fields[d.out].center, acc * float(d.scale)))
+        return out
+
+    nl, nr, rows = closure_rows(op)
+    regions = [({"ghost_layers": [(nl, nr) if a == op.axis else 0 for a in range(op.ndim)]}, [d.interior for d in op.outputs])]
+    regions += [({"iteration_slice": tuple(k if a == op.axis else slice(None) for a in range(op.ndim))}, w) for k, w in rows]
+    with _keeping_fp_env():
+        kernels = [ps.create_kernel(assignments(w), _pystencils_config(ps, **space)).compile() for space, w in regions]
+    arrays = {n: a.copy() for n, a in case.fields.items()}
+    return KernelsRunner(case, arrays, [functools.partial(kernel, **arrays) for kernel in kernels])
+
+
+def _pystencils(case: Case):
+    """pystencils: a sweep is one kernel, vectorised for this CPU with OpenMP, called with source and
+    destination alternated from Python (as its examples run a time loop); an axis operator, kernels
+    over its interior and closure rows."""
+    _need("pystencils", "pystencils")
+    import pystencils as ps
+
+    if not case.is_sweep:
+        return _pystencils_operator(case, ps)
+    plan, a, b, _ = _swept(case)
+    grid = case.grid
+    fields = {n: ps.fields(f"{n}: {grid.dtype.name}[{grid.ndim}D]", layout="c") for n in plan.inputs + (b,)}
     update = ps.Assignment(fields[b].center, _update(plan, lambda name, offset: fields[name][offset]))
     with _keeping_fp_env():
-        kernel = ps.create_kernel([update], config).compile()
+        kernel = ps.create_kernel([update], _pystencils_config(ps, ghost_layers=grid.ghost)).compile()
     static = {n: case.fields[n].copy() for n in plan.inputs if n not in (a, b)}
     buffers = [case.fields[a].copy(), case.fields[b].copy()]
 
@@ -534,8 +650,8 @@ PEERS = {
     p.name: p
     for p in (
         Peer("numpy", "cpu", "NumPy slicing", _numpy),
-        Peer("devito", "cpu", "Devito Operator (OpenMP), its time loop inside", _devito),
-        Peer("pystencils", "cpu", "pystencils kernels (vectorised, OpenMP), source and destination alternated", _pystencils),
+        Peer("devito", "cpu", "Devito Operator (OpenMP), a sweep's time loop inside", _devito),
+        Peer("pystencils", "cpu", "pystencils kernels (vectorised, OpenMP): buffers alternated, or a kernel per region", _pystencils),
         Peer("cupy", "gpu", "CuPy slicing", _cupy),
         Peer("naive-cuda", "gpu", "hand-written one-thread-per-cell CUDA kernel (cupy.RawKernel)", _naive_cuda),
         Peer("torch", "gpu", "PyTorch eager slicing", _torch),
