@@ -399,12 +399,19 @@ def _naive_cuda(case: Case):
 # ---------------------------------------------------------------- CPU stencil compilers
 
 
+@functools.cache
+def _libm() -> ctypes.CDLL:
+    """The C maths library, looked up once: find_library runs ldconfig, about a millisecond that would
+    otherwise be timed with every batch of a peer's steps."""
+    return ctypes.CDLL(ctypes.util.find_library("m"))
+
+
 @contextlib.contextmanager
 def _keeping_fp_env():
     """Restore this thread's floating-point environment after code that turns flush-to-zero on for it
     (loading a library linked with -ffast-math, as pystencils builds its kernels; Devito's operators
     themselves), which would otherwise change our results and every later computation here."""
-    libm = ctypes.CDLL(ctypes.util.find_library("m"))
+    libm = _libm()
     env = ctypes.create_string_buffer(256)  # larger than any fenv_t
     if libm.fegetenv(env) != 0:
         raise Unsupported("cannot save the floating-point environment around a fast-math library")
