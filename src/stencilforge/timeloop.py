@@ -522,12 +522,12 @@ def _advance(stepper: Stepper, backend, opts: LoopOptions) -> Result:
     if opts.steps is None and opts.tol is None and stepper.default_tol is not None:
         opts = replace(opts, tol=stepper.default_tol)
     steps = _validate(stepper, opts)
-    # first calls (Numba's wall writer, the finite test) before the kernels: a fused kernel compiling in
-    # the background holds Numba's compiler lock, and any compile on this thread would wait for it
-    stepper.warm()
     if opts.status is not None:
         opts.status("compiling kernels (first run only)")
     compile_start = time.perf_counter()
+    # first calls (Numba's wall writer, the finite test) before the kernels: a fused kernel compiling in
+    # the background holds Numba's compiler lock, and any compile on this thread would wait for it
+    stepper.warm()
     stepper.compile()
     compile_s = time.perf_counter() - compile_start
     if opts.status is not None:
