@@ -102,7 +102,7 @@ def fail_rank(backend_name: str) -> None:
         def __getattr__(self, attr):
             return getattr(backend, attr)
 
-        def sweep(self, plan, grid):
+        def sweep(self, plan, grid, background=False):
             inner = backend.sweep(plan, grid)
             calls = [0]
 

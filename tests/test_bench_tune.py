@@ -116,7 +116,7 @@ class _Garbage:
         self.inner = get_backend("numpy")
         self.name = "numpy"
 
-    def sweep(self, plan, grid):
+    def sweep(self, plan, grid, background=False):
         run = self.inner.sweep(plan, grid)
 
         def wrong(fields):

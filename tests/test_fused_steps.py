@@ -246,7 +246,7 @@ class CompilingNumpy(FusedNumpy):
         super().__init__(steps=2)
         self.until, self.failure, self.singles = until, failure, 0
 
-    def sweep(self, sweep, grid):
+    def sweep(self, sweep, grid, background=False):
         one = super().sweep(sweep, grid)
 
         def run(fields):

@@ -224,16 +224,17 @@ class SweepStepper:
 
     def compile(self) -> None:
         setup, backend = self.setup, self.backend
+        # the residual's kernel first: the step's and the fused kernel may compile in the background (the loop
+        # stepping meanwhile), and a compile on this thread would wait for Numba's lock
+        self.residual_fn = backend.sum_squares(setup.residual, setup.grid) if setup.residual is not None else None
         if setup.sweep is not None:
-            self.step = backend.sweep(setup.sweep, setup.grid)
+            self.step = backend.sweep(setup.sweep, setup.grid, background=True)
         else:
             op = setup.operator
             assert op is not None, "a setup has a sweep or an axis operator"
             apply = backend.axis_operator(op, setup.grid.dtype, setup.grid.shape)
             names = [op.inp] + [d.out for d in op.outputs]
             self.step = Launch(lambda f: apply(*(f[n] for n in names)), apply.strategy, apply.tile)
-        self.residual_fn = backend.sum_squares(setup.residual, setup.grid) if setup.residual is not None else None
-        # last: a fused kernel may compile in the background, and a compile here would wait for Numba's lock
         self.fused = self._fused()
         if self.fused is not None and not self.opts.fuse_when_compiled:
             self.fused.wait()
@@ -525,8 +526,8 @@ def _advance(stepper: Stepper, backend, opts: LoopOptions) -> Result:
     if opts.status is not None:
         opts.status("compiling kernels (first run only)")
     compile_start = time.perf_counter()
-    # first calls (Numba's wall writer, the finite test) before the kernels: a fused kernel compiling in
-    # the background holds Numba's compiler lock, and any compile on this thread would wait for it
+    # first calls (Numba's wall writer, the finite test) before the kernels: a kernel compiling in the
+    # background holds Numba's compiler lock, and any compile on this thread would wait for it
     stepper.warm()
     stepper.compile()
     compile_s = time.perf_counter() - compile_start

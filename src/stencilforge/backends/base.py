@@ -19,15 +19,21 @@ class Launch:
     """A built kernel: call it as the backend documents; `strategy` and `tile` name what its last
     call ran (None where a backend has one way to run it); `steps` is how many time steps one call advances.
     `compiling`: the Future of a compile still running in the background, else None; a call before it
-    finishes waits for it."""
+    finishes waits for it, unless there is a `fallback`: a path with the same bits (the NumPy oracle)
+    that calls take until the compile is done, so a run steps on instead of waiting."""
 
-    __slots__ = ("run", "strategy", "tile", "steps", "compiling")
+    __slots__ = ("run", "strategy", "tile", "steps", "compiling", "fallback")
 
     def __init__(self, run: Callable, strategy: str | None = None, tile: tuple | None = None, steps: int = 1,
-                 compiling: Future | None = None):
+                 compiling: Future | None = None, fallback: Callable | None = None):
         self.run, self.strategy, self.tile, self.steps, self.compiling = run, strategy, tile, steps, compiling
+        self.fallback = fallback
 
     def __call__(self, *args):
+        if self.fallback is not None:
+            if not self.ready():
+                return self.fallback(*args)
+            self.fallback = None
         return self.run(*args)
 
     def ready(self) -> bool:
@@ -78,8 +84,10 @@ class Backend(Protocol):
     def kernel_seconds(self) -> float | None:
         """Seconds in kernels since the first call (which starts the clock), or None where not measured."""
 
-    def sweep(self, sweep: Sweep, grid: Grid) -> Launch:
-        """run(fields): the sweep's output written over the interior."""
+    def sweep(self, sweep: Sweep, grid: Grid, background: bool = False) -> Launch:
+        """run(fields): the sweep's output written over the interior. `background`: the caller steps on while
+        a compile of seconds runs (the time loop); a backend may then return at once, its Launch taking a
+        path with the same bits until compiled (`Launch.fallback`)."""
 
     def sweep_fused(self, sweep: Sweep, grid: Grid) -> Launch | None:
         """run(fields): `steps` steps in one pass (out = S(...S(u))), or None where this sweep cannot fuse.

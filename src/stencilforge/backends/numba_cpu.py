@@ -15,16 +15,19 @@ import sys
 import threading
 import time
 from concurrent.futures import Future
+from pathlib import Path
 from typing import Callable, Mapping
 
 import numpy as np
 
+from ..boundary import scale_with_numpy
 from ..cache import cache_dir, write_atomic
 from ..errors import StencilforgeError
 from ..grid import Grid
 from ..plan import AxisOperator, Sweep
 from ..printers.numba import pass_source
 from .base import HostMemory, Launch
+from .numpy_ref import NumpyBackend
 
 log = logging.getLogger(__name__)
 
@@ -255,6 +258,9 @@ def sweep_source(sweep: Sweep, reduce: bool) -> str:
     return HEADER + "\n".join(lines) + "\n"
 
 
+# Cells x stencil entries of a sweep whose first steps NumPy may take while its kernel compiles: about a second of
+# NumPy on one core, against compiles of 1-6 s (cpu-oracle-first-2026-11-24.json).
+ORACLE_STEP_BUDGET = 5e8
 PAIR_BLOCK = 8  # output rows per task of `_pair_rows_source`: its rows of u, f and the middle state stay in the core's cache
 
 
@@ -473,10 +479,14 @@ def takes_threads(source: str) -> bool:
     return ", g, nt):" in source
 
 
+def _kernel_path(source: str) -> Path:
+    return cache_dir("numba") / f"sf_{hashlib.sha256(source.encode()).hexdigest()[:24]}.py"
+
+
 def load_kernel(source: str) -> Callable:
     """Import generated source from the on-disk cache (written atomically) and return `kernel`."""
-    digest = hashlib.sha256(source.encode()).hexdigest()[:24]
-    path = cache_dir("numba") / f"sf_{digest}.py"
+    path = _kernel_path(source)
+    digest = path.stem[3:]
     cached = path.exists()
     if not cached:
         write_atomic(path, source.encode())
@@ -492,22 +502,22 @@ def load_kernel(source: str) -> Callable:
     return module.kernel
 
 
-def _compile_in_background(kernel, signature: tuple, what: str) -> Future:
-    """Compile `kernel` for `signature` in a thread while the caller steps on: Numba's code generation
+def _compile_in_background(kernel, signature: tuple, what: str, instead: str) -> Future:
+    """Compile `kernel` (`what`) for `signature` in a thread while the caller steps on: Numba's code generation
     releases the GIL and the kernels run without it. The Future is done once it is compiled (and in
     Numba's cache). The thread is no daemon, so a process that finishes first waits for the cache to be
-    written. A kernel that fails to compile sets the Future's exception: the loop keeps single steps."""
+    written. A kernel that fails to compile sets the Future's exception: the caller keeps `instead`."""
     future: Future = Future()
 
     def build():
         start = time.perf_counter()
         try:
             kernel.compile(signature)
-        except Exception as exc:  # any compile failure: the single steps it would replace still run
-            log.warning("%s: the two-step kernel did not compile (%s); single steps", what, str(exc).splitlines()[0])
+        except Exception as exc:  # any compile failure: the path it would replace still runs
+            log.warning("%s did not compile (%s); %s", what, str(exc).splitlines()[0], instead)
             future.set_exception(exc)
             return
-        log.info("%s: two-step kernel compiled in the background in %.2f s", what, time.perf_counter() - start)
+        log.info("%s compiled in the background in %.2f s", what, time.perf_counter() - start)
         future.set_result(None)
 
     threading.Thread(target=build, name=f"stencilforge-compile-{what}").start()
@@ -535,14 +545,27 @@ class NumbaBackend(HostMemory):
     def wall_scaler() -> Callable[[np.ndarray, np.ndarray, float], None]:
         """out = values * factor in float64, rounded once to out's dtype, as NumPy's multiply does, on every core:
         a ghost box's rows in one parallel range (against NumPy's one thread: cpu-wall-fill-2026-11-24.json).
-        The kernel is loaded here, once per binding: a fill calls the writer once per ghost box."""
+        The kernel is loaded here, once per binding: a fill calls the writer once per ghost box. Each kind of
+        box (dtype, layout) compiles in the background on its first fill; NumPy writes it until then."""
+        import numba
+
         kernel = load_kernel(SCALED_WALLS)
+        compiled: dict[tuple, Future] = {}
 
         def scale(out: np.ndarray, values: np.ndarray, factor: float) -> None:
             if out.shape != values.shape:  # the kernel does not check its indices
                 raise ValueError(f"wall values of shape {values.shape} for a box of shape {out.shape}")
             lead = (None,) * (3 - values.ndim)
-            kernel(out[lead], values[lead], np.float64(factor))
+            args = (out[lead], values[lead], np.float64(factor))
+            kind = (out.dtype, out.flags.c_contiguous, out.flags.f_contiguous)  # what Numba's types of the call tell apart
+            if kind not in compiled:
+                compiled[kind] = _compile_in_background(kernel, tuple(numba.typeof(a) for a in args), "the walls' writer",
+                                                        "NumPy writes the walls")
+            ready = compiled[kind]
+            if ready.done() and ready.exception() is None:
+                kernel(*args)
+            else:
+                scale_with_numpy(out, values, factor)
 
         return scale
 
@@ -551,9 +574,10 @@ class NumbaBackend(HostMemory):
         return importlib.util.find_spec("numba") is not None
 
     @staticmethod
-    def _bound(source: str, sweep: Sweep, grid: Grid, target: str, background: bool = False):
+    def _bound(source: str, sweep: Sweep, grid: Grid, target: str, background: tuple[str, str] | None = None):
         """(run, compiling): a sweep kernel bound to its coefficients, compiled now so no timed region pays for
-        it (compiling None), or with `background` in a thread of its own while the caller goes on (a Future).
+        it (compiling None), or with `background` (what it is, what runs meanwhile) in a thread of its own
+        while the caller goes on (a Future).
 
         `target` is the array passed first: the output, or for a reduction (which
         has none) the first input, which only supplies the loop bounds. Kernels that
@@ -575,12 +599,22 @@ class NumbaBackend(HostMemory):
             return kernel(fields[target], *(fields[n] for n in names), coef, g, *(t() for t in threads))
 
         if background:
-            return run, _compile_in_background(kernel, tuple(numba.typeof(a) for a in tiny), sweep.out)
+            return run, _compile_in_background(kernel, tuple(numba.typeof(a) for a in tiny), *background)
         kernel(*tiny)
         return run, None
 
-    def sweep(self, sweep: Sweep, grid: Grid) -> Launch:
-        return Launch(self._bound(sweep_source(sweep, reduce=False), sweep, grid, sweep.out)[0])
+    def sweep(self, sweep: Sweep, grid: Grid, background: bool = False) -> Launch:
+        """With `background`, a kernel not yet in the cache compiles in a thread while NumPy's oracle takes
+        the steps (the same bits: tests/test_numba_oracle_first.py), where one NumPy step is shorter than a
+        compile (`ORACLE_STEP_BUDGET`); a cached kernel loads in a fraction of a second, before stepping."""
+        source = sweep_source(sweep, reduce=False)
+        entries = sum(len(t.stencil.entries) for t in sweep.terms)
+        early = background and not _kernel_path(source).exists() and grid.cells * entries <= ORACLE_STEP_BUDGET
+        if not early:
+            return Launch(self._bound(source, sweep, grid, sweep.out)[0])
+        log.info("%s: NumPy takes the first steps while the kernel compiles", sweep.out)
+        run, compiling = self._bound(source, sweep, grid, sweep.out, (f"{sweep.out}: the kernel", "NumPy's steps"))
+        return Launch(run, compiling=compiling, fallback=NumpyBackend().sweep(sweep, grid))
 
     def sweep_fused(self, sweep: Sweep, grid: Grid) -> Launch | None:
         """Two steps in one pass (the middle state's ghost cells taken from out's) for 2D and 3D sweeps of
@@ -590,7 +624,7 @@ class NumbaBackend(HostMemory):
             log.info("%s: single steps: numba has two-step kernels for 2D and 3D sweeps of one field that read at most "
                      "%d rows within the ghost layer", sweep.out, FUSED_VIEW_LIMIT)
             return None
-        run, compiling = self._bound(pair_source(sweep), sweep, grid, sweep.out, background=True)
+        run, compiling = self._bound(pair_source(sweep), sweep, grid, sweep.out, (f"{sweep.out}: the two-step kernel", "single steps"))
         return Launch(run, steps=2, compiling=compiling)
 
     def sum_squares(self, sweep: Sweep, grid: Grid) -> Callable[[Mapping[str, np.ndarray]], float]:

@@ -67,7 +67,7 @@ class NumpyBackend(HostMemory):
     def available() -> bool:
         return True
 
-    def sweep(self, sweep: Sweep, grid: Grid) -> Launch:
+    def sweep(self, sweep: Sweep, grid: Grid, background: bool = False) -> Launch:
         interior = grid.interior
 
         def run(fields):

@@ -267,7 +267,8 @@ class DecomposedBackend:
         nd = grid.ndim
         return self._domain.exchanger(grid.padded_shape, grid.dtype, (g,) * nd, (g,) * nd, (g,) * nd, self._backend.xp)
 
-    def sweep(self, sweep, grid):
+    def sweep(self, sweep, grid, background=False):
+        """The rank's sweep after the halo exchange; compiled before stepping (`background` is not taken)."""
         inner = self._backend.sweep(sweep, grid)
         exchange = self._halo(grid)
         names = sweep.stencil_inputs

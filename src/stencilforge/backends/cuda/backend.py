@@ -304,7 +304,7 @@ class CudaBackend:
 
     # ------------------------------------------------------------ the interface
 
-    def sweep(self, sweep: Sweep, grid: Grid) -> Launch:
+    def sweep(self, sweep: Sweep, grid: Grid, background: bool = False) -> Launch:
         kernel = resolve(sweep, self.requested, self.requested_tile, grid.shape, grid.dtype, self.device_name,
                          self.facts() if self.requested == "auto" else None, self.limits)
         scalar = None

@@ -1,0 +1,110 @@
+"""A run's first steps while Numba compiles: NumPy's oracle steps (and writes the walls) until the kernel is
+ready, with the same bits, so a cold run starts stepping at once; cached kernels and large grids compile first."""
+
+from __future__ import annotations
+
+from concurrent.futures import Future
+
+import numpy as np
+import pytest
+
+from stencilforge import problems
+from stencilforge.backends import numba_cpu
+from stencilforge.backends.numba_cpu import NumbaBackend
+from stencilforge.backends.numpy_ref import NumpyBackend, evaluate_sweep
+from stencilforge.boundary import scale_with_numpy
+from stencilforge.timeloop import LoopOptions, run
+
+pytest.importorskip("numba")
+
+
+@pytest.fixture
+def held(monkeypatch, tmp_path):
+    """An empty kernel cache, and background compiles that finish only when the test says so."""
+    monkeypatch.setenv("STENCILFORGE_CACHE_DIR", str(tmp_path))
+    futures: list[Future] = []
+
+    def hold(kernel, signature, what, instead):
+        futures.append(Future())
+        futures[-1].kernel, futures[-1].signature = kernel, signature
+        return futures[-1]
+
+    monkeypatch.setattr(numba_cpu, "_compile_in_background", hold)
+    return futures
+
+
+def _fields(setup, seed=3):
+    rng = np.random.default_rng(seed)
+    return {n: rng.uniform(-1, 1, setup.grid.padded_shape).astype(setup.grid.dtype) for n in setup.fields}
+
+
+@pytest.mark.parametrize("name, shape, params", [("wave3d", (9, 21, 19), {"radius": 4}), ("heat2d", (23, 37), {}),
+                                                 ("poisson2d", (17, 31), {})])
+def test_numpy_steps_until_the_kernel_is_compiled_with_the_same_bits(held, name, shape, params):
+    setup = problems.build(name, shape=shape, dtype="float32", **params)
+    sweep, grid = setup.sweep, setup.grid
+    launch = NumbaBackend().sweep(sweep, grid, background=True)
+    assert launch.fallback is not None and not launch.ready()
+    before, after = _fields(setup), _fields(setup)
+    ref = evaluate_sweep(sweep, grid, before)
+    oracle, calls = launch.fallback, []
+    launch.fallback = lambda f: (calls.append(1), oracle(f))
+    launch(before)  # NumPy's step: the kernel's compile is still held
+    assert calls == [1]
+    held[0].set_result(None)
+    launch(after)  # compiled now (Numba compiles it on this call, as the held thread would have)
+    assert calls == [1] and launch.fallback is None and launch.ready()
+    assert np.array_equal(before[sweep.out][grid.interior], ref)
+    assert np.array_equal(after[sweep.out][grid.interior], ref)
+
+
+def test_a_kernel_that_fails_to_compile_leaves_numpy_stepping(held):
+    setup = problems.build("heat2d", shape=(11, 13), dtype="float64")
+    launch = NumbaBackend().sweep(setup.sweep, setup.grid, background=True)
+    held[0].set_exception(RuntimeError("no"))
+    f = _fields(setup)
+    launch(f)
+    assert launch.fallback is not None
+    assert np.array_equal(f[setup.sweep.out][setup.grid.interior], evaluate_sweep(setup.sweep, setup.grid, _fields(setup)))
+
+
+def test_cached_kernels_and_large_grids_compile_before_stepping(held, monkeypatch):
+    setup = problems.build("heat2d", shape=(11, 13), dtype="float64")
+    NumbaBackend().sweep(setup.sweep, setup.grid)  # compiles now, and leaves the kernel in the cache
+    cached = NumbaBackend().sweep(setup.sweep, setup.grid, background=True)
+    assert cached.fallback is None and cached.ready()
+    other = problems.build("heat2d", shape=(11, 13), dtype="float32")
+    monkeypatch.setattr(numba_cpu, "ORACLE_STEP_BUDGET", other.grid.cells * 5 - 1)  # one cell over: 5 entries
+    assert NumbaBackend().sweep(other.sweep, other.grid, background=True).fallback is None
+    assert not held, "nothing compiled in the background"
+
+
+def test_walls_written_by_numpy_until_the_writer_is_compiled(held, monkeypatch):
+    by_numpy = []
+    monkeypatch.setattr(numba_cpu, "scale_with_numpy", lambda *args: (by_numpy.append(1), scale_with_numpy(*args)))
+    scale = NumbaBackend.wall_scaler()
+    rng = np.random.default_rng(0)
+    field = np.full((6, 7, 8), np.nan, dtype=np.float32)
+    values = rng.uniform(-1, 1, (6, 7, 1))
+    scale(field[:, :, :1], values, 0.3)  # a strided box: NumPy writes it while its kernel compiles
+    expected = np.full_like(field, np.nan)
+    expected[:, :, :1] = values * 0.3
+    assert np.array_equal(field, expected, equal_nan=True) and by_numpy == [1]
+    (box,) = held
+    box.set_result(None)
+    field[:] = np.nan
+    scale(field[:, :, 7:], values, 0.3)  # the same kind of box: the kernel now
+    expected[:] = np.nan
+    expected[:, :, 7:] = values * 0.3
+    assert np.array_equal(field, expected, equal_nan=True) and by_numpy == [1]
+    scale(field[:1], rng.uniform(-1, 1, (1, 7, 8)), 2.0)  # a contiguous box is another kind: compiles too
+    assert len(held) == 2
+
+
+def test_a_cold_run_gives_the_oracles_fields(monkeypatch, tmp_path):
+    """Real background compiles on an empty cache (a run short enough to end while they may still run)."""
+    monkeypatch.setenv("STENCILFORGE_CACHE_DIR", str(tmp_path))
+    setup = problems.build("heat3d", shape=(12, 14, 16), dtype="float32")
+    ours = run(setup, NumbaBackend(), LoopOptions(steps=7)).fields
+    oracle = run(setup, NumpyBackend(), LoopOptions(steps=7)).fields
+    assert all(np.array_equal(ours[k], oracle[k]) for k in oracle)
