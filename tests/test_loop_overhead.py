@@ -121,7 +121,7 @@ def test_scaled_walls_fill_host_boxes_with_the_gathers_bits(name, shape, dtype):
 def test_numba_scaled_walls_round_as_numpy(ndim):
     """Products in float64 rounded once to float32 or float64, on boxes of every rank and strided views."""
     rng = np.random.default_rng(ndim)
-    scale = NumbaBackend.wall_scaler()
+    scale = NumbaBackend().wall_scaler()
     for dtype in (np.float32, np.float64):
         values = rng.standard_normal((5, 7, 3)[:ndim]) * 10.0 ** rng.integers(-30, 30, (5, 7, 3)[:ndim])
         out, want = (np.full((20, 20, 20)[:ndim], np.nan, dtype) for _ in range(2))

@@ -24,12 +24,11 @@ def held(monkeypatch, tmp_path):
     monkeypatch.setenv("STENCILFORGE_CACHE_DIR", str(tmp_path))
     futures: list[Future] = []
 
-    def hold(kernel, signature, what, instead):
+    def hold(self, kernel, signature, what, instead):
         futures.append(Future())
-        futures[-1].kernel, futures[-1].signature = kernel, signature
         return futures[-1]
 
-    monkeypatch.setattr(numba_cpu, "_compile_in_background", hold)
+    monkeypatch.setattr(NumbaBackend, "_in_background", hold)
     return futures
 
 
@@ -82,7 +81,7 @@ def test_cached_kernels_and_large_grids_compile_before_stepping(held, monkeypatc
 def test_walls_written_by_numpy_until_the_writer_is_compiled(held, monkeypatch):
     by_numpy = []
     monkeypatch.setattr(numba_cpu, "scale_with_numpy", lambda *args: (by_numpy.append(1), scale_with_numpy(*args)))
-    scale = NumbaBackend.wall_scaler()
+    scale = NumbaBackend().wall_scaler()
     rng = np.random.default_rng(0)
     field = np.full((6, 7, 8), np.nan, dtype=np.float32)
     values = rng.uniform(-1, 1, (6, 7, 1))
@@ -108,3 +107,13 @@ def test_a_cold_run_gives_the_oracles_fields(monkeypatch, tmp_path):
     ours = run(setup, NumbaBackend(), LoopOptions(steps=7)).fields
     oracle = run(setup, NumpyBackend(), LoopOptions(steps=7)).fields
     assert all(np.array_equal(ours[k], oracle[k]) for k in oracle)
+
+
+def test_the_residuals_kernel_compiles_in_the_background_and_a_check_before_then_compiles_it(held):
+    setup = problems.build("poisson2d", shape=(17, 31), dtype="float32")
+    fields = _fields(setup)
+    early = NumbaBackend().sum_squares(setup.residual, setup.grid, background=True)
+    assert len(held) == 1 and not held[0].done()
+    expected = NumbaBackend().sum_squares(setup.residual, setup.grid)(fields)
+    assert early(fields) == expected == pytest.approx(float(np.sum(evaluate_sweep(setup.residual, setup.grid, fields)
+                                                                  .astype(np.float64) ** 2)), rel=1e-6)

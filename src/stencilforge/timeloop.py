@@ -224,9 +224,8 @@ class SweepStepper:
 
     def compile(self) -> None:
         setup, backend = self.setup, self.backend
-        # the residual's kernel first: the step's and the fused kernel may compile in the background (the loop
-        # stepping meanwhile), and a compile on this thread would wait for Numba's lock
-        self.residual_fn = backend.sum_squares(setup.residual, setup.grid) if setup.residual is not None else None
+        # in the order they are needed: kernels may compile in the background (Numba's, one after another)
+        # while the loop steps
         if setup.sweep is not None:
             self.step = backend.sweep(setup.sweep, setup.grid, background=True)
         else:
@@ -235,6 +234,8 @@ class SweepStepper:
             apply = backend.axis_operator(op, setup.grid.dtype, setup.grid.shape)
             names = [op.inp] + [d.out for d in op.outputs]
             self.step = Launch(lambda f: apply(*(f[n] for n in names)), apply.strategy, apply.tile)
+        if setup.residual is not None:
+            self.residual_fn = backend.sum_squares(setup.residual, setup.grid, background=True)
         self.fused = self._fused()
         if self.fused is not None and not self.opts.fuse_when_compiled:
             self.fused.wait()

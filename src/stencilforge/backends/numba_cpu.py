@@ -12,9 +12,8 @@ import hashlib
 import importlib.util
 import logging
 import sys
-import threading
 import time
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable, Mapping
 
@@ -502,28 +501,6 @@ def load_kernel(source: str) -> Callable:
     return module.kernel
 
 
-def _compile_in_background(kernel, signature: tuple, what: str, instead: str) -> Future:
-    """Compile `kernel` (`what`) for `signature` in a thread while the caller steps on: Numba's code generation
-    releases the GIL and the kernels run without it. The Future is done once it is compiled (and in
-    Numba's cache). The thread is no daemon, so a process that finishes first waits for the cache to be
-    written. A kernel that fails to compile sets the Future's exception: the caller keeps `instead`."""
-    future: Future = Future()
-
-    def build():
-        start = time.perf_counter()
-        try:
-            kernel.compile(signature)
-        except Exception as exc:  # any compile failure: the path it would replace still runs
-            log.warning("%s did not compile (%s); %s", what, str(exc).splitlines()[0], instead)
-            future.set_exception(exc)
-            return
-        log.info("%s compiled in the background in %.2f s", what, time.perf_counter() - start)
-        future.set_result(None)
-
-    threading.Thread(target=build, name=f"stencilforge-compile-{what}").start()
-    return future
-
-
 SCALED_WALLS = HEADER + """@JIT
 def kernel(out, values, factor):
     n0, n1, n2 = values.shape
@@ -541,8 +518,29 @@ class NumbaBackend(HostMemory):
     fuses_steps = True  # 2D and 3D sweeps of one field whose row views fit one vectorised loop
     half_storage = False  # Numba has no float16 type
 
-    @staticmethod
-    def wall_scaler() -> Callable[[np.ndarray, np.ndarray, float], None]:
+    def __init__(self) -> None:
+        # one compile thread per backend: kernels asked for in the background compile in the order asked (the
+        # step's before the residual's and the pair's). Its thread is joined at exit, so a process that
+        # finishes first waits for the cache to be written.
+        self._compiles = ThreadPoolExecutor(max_workers=1, thread_name_prefix="stencilforge-compile")
+
+    def _in_background(self, kernel, signature: tuple, what: str, instead: str) -> Future:
+        """Compile `kernel` (`what`) for `signature` while the caller steps on: Numba's code generation
+        releases the GIL and the kernels run without it. The Future is done once it is compiled (and in
+        Numba's cache); a kernel that fails to compile sets its exception and the caller keeps `instead`."""
+
+        def build() -> None:
+            start = time.perf_counter()
+            try:
+                kernel.compile(signature)
+            except Exception as exc:  # any compile failure: the path it would replace still runs
+                log.warning("%s did not compile (%s); %s", what, str(exc).splitlines()[0], instead)
+                raise
+            log.info("%s compiled in the background in %.2f s", what, time.perf_counter() - start)
+
+        return self._compiles.submit(build)
+
+    def wall_scaler(self) -> Callable[[np.ndarray, np.ndarray, float], None]:
         """out = values * factor in float64, rounded once to out's dtype, as NumPy's multiply does, on every core:
         a ghost box's rows in one parallel range (against NumPy's one thread: cpu-wall-fill-2026-11-24.json).
         The kernel is loaded here, once per binding: a fill calls the writer once per ghost box. Each kind of
@@ -559,8 +557,8 @@ class NumbaBackend(HostMemory):
             args = (out[lead], values[lead], np.float64(factor))
             kind = (out.dtype, out.flags.c_contiguous, out.flags.f_contiguous)  # what Numba's types of the call tell apart
             if kind not in compiled:
-                compiled[kind] = _compile_in_background(kernel, tuple(numba.typeof(a) for a in args), "the walls' writer",
-                                                        "NumPy writes the walls")
+                compiled[kind] = self._in_background(kernel, tuple(numba.typeof(a) for a in args), "the walls' writer",
+                                                     "NumPy writes the walls")
             ready = compiled[kind]
             if ready.done() and ready.exception() is None:
                 kernel(*args)
@@ -573,8 +571,7 @@ class NumbaBackend(HostMemory):
     def available() -> bool:
         return importlib.util.find_spec("numba") is not None
 
-    @staticmethod
-    def _bound(source: str, sweep: Sweep, grid: Grid, target: str, background: tuple[str, str] | None = None):
+    def _bound(self, source: str, sweep: Sweep, grid: Grid, target: str, background: tuple[str, str] | None = None):
         """(run, compiling): a sweep kernel bound to its coefficients, compiled now so no timed region pays for
         it (compiling None), or with `background` (what it is, what runs meanwhile) in a thread of its own
         while the caller goes on (a Future).
@@ -599,7 +596,7 @@ class NumbaBackend(HostMemory):
             return kernel(fields[target], *(fields[n] for n in names), coef, g, *(t() for t in threads))
 
         if background:
-            return run, _compile_in_background(kernel, tuple(numba.typeof(a) for a in tiny), *background)
+            return run, self._in_background(kernel, tuple(numba.typeof(a) for a in tiny), *background)
         kernel(*tiny)
         return run, None
 
@@ -627,8 +624,11 @@ class NumbaBackend(HostMemory):
         run, compiling = self._bound(pair_source(sweep), sweep, grid, sweep.out, (f"{sweep.out}: the two-step kernel", "single steps"))
         return Launch(run, steps=2, compiling=compiling)
 
-    def sum_squares(self, sweep: Sweep, grid: Grid) -> Callable[[Mapping[str, np.ndarray]], float]:
-        run, _ = self._bound(sweep_source(sweep, reduce=True), sweep, grid, sweep.inputs[0])
+    def sum_squares(self, sweep: Sweep, grid: Grid, background: bool = False) -> Callable[[Mapping[str, np.ndarray]], float]:
+        """With `background`, the kernel compiles after those asked for before it; a call before then compiles
+        it (or waits for the compile under way) and gives the same sum."""
+        why = (f"{sweep.out}: the residual's kernel", "the first check raises the error") if background else None
+        run, _ = self._bound(sweep_source(sweep, reduce=True), sweep, grid, sweep.inputs[0], why)
         return lambda fields: float(run(fields))
 
     def axis_operator(self, op: AxisOperator, dtype, shape=None) -> Launch:

@@ -79,7 +79,7 @@ class NumpyBackend(HostMemory):
         """The oracle steps one at a time."""
         return None
 
-    def sum_squares(self, sweep: Sweep, grid: Grid) -> Callable[[Mapping[str, np.ndarray]], float]:
+    def sum_squares(self, sweep: Sweep, grid: Grid, background: bool = False) -> Callable[[Mapping[str, np.ndarray]], float]:
         def run(fields):
             r = evaluate_sweep(sweep, grid, fields).astype(np.float64)
             return float(np.sum(r * r))

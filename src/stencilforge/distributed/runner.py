@@ -345,7 +345,7 @@ class DecomposedBackend:
 
         return run
 
-    def sum_squares(self, sweep, grid):
+    def sum_squares(self, sweep, grid, background=False):
         exchange = self._halo(grid)
         names = sweep.stencil_inputs
 

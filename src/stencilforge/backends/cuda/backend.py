@@ -390,7 +390,7 @@ class CudaBackend:
         ran.run = run
         return ran
 
-    def sum_squares(self, sweep: Sweep, grid: Grid) -> Callable[[Mapping], float]:
+    def sum_squares(self, sweep: Sweep, grid: Grid, background: bool = False) -> Callable[[Mapping], float]:
         kernel = codegen.residual_kernel(sweep, grid.dtype)
         launch = self._launcher(kernel, grid.dtype)
         rows = math.prod(grid.shape[:-1])
