@@ -117,3 +117,23 @@ def test_the_residuals_kernel_compiles_in_the_background_and_a_check_before_then
     expected = NumbaBackend().sum_squares(setup.residual, setup.grid)(fields)
     assert early(fields) == expected == pytest.approx(float(np.sum(evaluate_sweep(setup.residual, setup.grid, fields)
                                                                   .astype(np.float64) ** 2)), rel=1e-6)
+
+
+def test_numpy_applies_an_axis_operator_until_its_kernel_is_compiled(held):
+    from stencilforge.backends.numpy_ref import evaluate_axis_operator
+    from stencilforge.problems import derivatives
+
+    op = derivatives.operator(1, 0.37, 4)
+    shape = (13, 29)
+    u = np.random.default_rng(2).uniform(-1, 1, shape)
+    launch = NumbaBackend().axis_operator(op, np.float64, shape, background=True)
+    oracle, calls = launch.fallback, []
+    launch.fallback = lambda *a: (calls.append(1), oracle(*a))
+    ref = [np.full(shape, np.nan) for _ in op.outputs]
+    evaluate_axis_operator(op, u, ref)
+    before, after = ([np.full(shape, np.nan) for _ in op.outputs] for _ in range(2))
+    launch(u, *before)  # NumPy: the compile is held
+    held[0].set_result(None)
+    launch(u, *after)  # the kernel
+    assert calls == [1] and launch.fallback is None
+    assert all(np.array_equal(b, r) and np.array_equal(a, r) for b, a, r in zip(before, after, ref))

@@ -231,7 +231,7 @@ class SweepStepper:
         else:
             op = setup.operator
             assert op is not None, "a setup has a sweep or an axis operator"
-            apply = backend.axis_operator(op, setup.grid.dtype, setup.grid.shape)
+            apply = backend.axis_operator(op, setup.grid.dtype, setup.grid.shape, background=True)
             names = [op.inp] + [d.out for d in op.outputs]
             self.step = Launch(lambda f: apply(*(f[n] for n in names)), apply.strategy, apply.tile)
         if setup.residual is not None:

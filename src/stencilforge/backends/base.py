@@ -98,8 +98,9 @@ class Backend(Protocol):
         """The sum of the squares of the sweep's values; `background` as for `sweep` (a call before its compile
         is done waits for it)."""
 
-    def axis_operator(self, op: AxisOperator, dtype, shape=None) -> Launch:
-        """run(u, *outs) for 1D derivatives with closures; `shape` (when known) helps choose a kernel."""
+    def axis_operator(self, op: AxisOperator, dtype, shape=None, background: bool = False) -> Launch:
+        """run(u, *outs) for 1D derivatives with closures; `shape` (when known) helps choose a kernel;
+        `background` as for `sweep`."""
 
     def equation_pass(self, p, lattice: Grid, constants, images=None) -> Callable:
         """run(arrays, params, t) for one pass of a problem's equations.

@@ -631,16 +631,29 @@ class NumbaBackend(HostMemory):
         run, _ = self._bound(sweep_source(sweep, reduce=True), sweep, grid, sweep.inputs[0], why)
         return lambda fields: float(run(fields))
 
-    def axis_operator(self, op: AxisOperator, dtype, shape=None) -> Launch:
+    def axis_operator(self, op: AxisOperator, dtype, shape=None, background: bool = False) -> Launch:
+        """`background` with a `shape`: as for `sweep`, NumPy's oracle (the same bits) applies the operator
+        until a kernel not yet in the cache has compiled, where that is cheaper than waiting."""
+        import numba
+
         source, coef = axis_operator_source(op)
+        entries = sum(len(d.interior) for d in op.outputs)
+        early = (background and shape is not None and not _kernel_path(source).exists()
+                 and int(np.prod(shape)) * entries <= ORACLE_STEP_BUDGET)
         kernel = load_kernel(source)
         coef = coef.astype(dtype)
         dummy = np.zeros((op.min_length + 1,) * 2, dtype=dtype)
-        kernel(dummy, *[np.empty_like(dummy) for _ in op.outputs], coef)
+        tiny = (dummy, *[np.empty_like(dummy) for _ in op.outputs], coef)
 
         def run(u, *outs):
             kernel(u, *outs, coef)
 
+        if early:
+            log.info("%s: NumPy applies the operator while its kernel compiles", op.inp)
+            compiling = self._in_background(kernel, tuple(numba.typeof(a) for a in tiny), f"{op.inp}: the operator's kernel",
+                                            "NumPy's steps")
+            return Launch(run, compiling=compiling, fallback=NumpyBackend().axis_operator(op, dtype, shape))
+        kernel(*tiny)
         return Launch(run)
 
     def equation_pass(self, p, lattice: Grid, constants) -> Callable:

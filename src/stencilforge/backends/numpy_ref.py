@@ -86,7 +86,7 @@ class NumpyBackend(HostMemory):
 
         return run
 
-    def axis_operator(self, op: AxisOperator, dtype, shape=None) -> Launch:
+    def axis_operator(self, op: AxisOperator, dtype, shape=None, background: bool = False) -> Launch:
         def run(u, *outs):
             evaluate_axis_operator(op, u, outs)
 

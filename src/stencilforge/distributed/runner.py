@@ -357,7 +357,7 @@ class DecomposedBackend:
 
         return run_sum
 
-    def axis_operator(self, op: AxisOperator, dtype, shape=None):
+    def axis_operator(self, op: AxisOperator, dtype, shape=None, background=False):
         """Apply on the block extended by a halo along the axis; closures then fall only on global ends."""
         lo_rank, hi_rank = self._domain.neighbours[op.axis]
         if lo_rank < 0 and hi_rank < 0:

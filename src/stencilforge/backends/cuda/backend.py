@@ -408,7 +408,7 @@ class CudaBackend:
 
         return run
 
-    def axis_operator(self, op: AxisOperator, dtype, shape=None) -> Launch:
+    def axis_operator(self, op: AxisOperator, dtype, shape=None, background: bool = False) -> Launch:
         """`shape` (the arrays' shape, when known) lets `auto` use the winner tuned for it."""
         dtype = np.dtype(dtype)
         kernel = resolve(op, self.requested, self.requested_tile, None if shape is None else tuple(shape), dtype, self.device_name,
