@@ -137,3 +137,27 @@ def test_numpy_applies_an_axis_operator_until_its_kernel_is_compiled(held):
     launch(u, *after)  # the kernel
     assert calls == [1] and launch.fallback is None
     assert all(np.array_equal(b, r) and np.array_equal(a, r) for b, a, r in zip(before, after, ref))
+
+
+def test_a_backends_background_compiles_run_in_the_order_asked_and_leave_no_thread():
+    import threading
+    import time
+
+    order: list[str] = []
+
+    class Kernel:
+        def __init__(self, name: str, pause: float):
+            self.name, self.pause = name, pause
+
+        def compile(self, signature):
+            time.sleep(self.pause)
+            order.append(self.name)
+
+    backend = NumbaBackend()
+    first = backend._in_background(Kernel("step", 0.3), (), "step", "-")
+    second = backend._in_background(Kernel("pair", 0.0), (), "pair", "-")
+    second.result(timeout=30)
+    assert first.done() and order == ["step", "pair"]
+    for thread in [t for t in threading.enumerate() if t.name == "stencilforge-compile"]:
+        thread.join(timeout=30)
+        assert not thread.is_alive()

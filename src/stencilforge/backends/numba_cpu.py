@@ -12,8 +12,9 @@ import hashlib
 import importlib.util
 import logging
 import sys
+import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, wait
 from pathlib import Path
 from typing import Callable, Mapping
 
@@ -519,26 +520,34 @@ class NumbaBackend(HostMemory):
     half_storage = False  # Numba has no float16 type
 
     def __init__(self) -> None:
-        # one compile thread per backend: kernels asked for in the background compile in the order asked (the
-        # step's before the residual's and the pair's). Its thread is joined at exit, so a process that
-        # finishes first waits for the cache to be written.
-        self._compiles = ThreadPoolExecutor(max_workers=1, thread_name_prefix="stencilforge-compile")
+        self._last_compile: Future | None = None  # the compile asked for last, which the next one waits for
 
     def _in_background(self, kernel, signature: tuple, what: str, instead: str) -> Future:
-        """Compile `kernel` (`what`) for `signature` while the caller steps on: Numba's code generation
-        releases the GIL and the kernels run without it. The Future is done once it is compiled (and in
-        Numba's cache); a kernel that fails to compile sets its exception and the caller keeps `instead`."""
+        """Compile `kernel` (`what`) for `signature` in a thread while the caller steps on: Numba's code
+        generation releases the GIL and the kernels run without it. A backend's kernels compile one after
+        another in the order asked (the step's before the residual's and the pair's); each thread ends with
+        its compile, and none is a daemon, so a process that finishes first waits for the cache to be
+        written. The Future is done once it is compiled (and in Numba's cache); a kernel that fails to
+        compile sets its exception and the caller keeps `instead`."""
+        future: Future = Future()
+        before = self._last_compile
+        self._last_compile = future
 
         def build() -> None:
+            if before is not None:
+                wait([before])
             start = time.perf_counter()
             try:
                 kernel.compile(signature)
             except Exception as exc:  # any compile failure: the path it would replace still runs
                 log.warning("%s did not compile (%s); %s", what, str(exc).splitlines()[0], instead)
-                raise
+                future.set_exception(exc)
+                return
             log.info("%s compiled in the background in %.2f s", what, time.perf_counter() - start)
+            future.set_result(None)
 
-        return self._compiles.submit(build)
+        threading.Thread(target=build, name="stencilforge-compile").start()
+        return future
 
     def wall_scaler(self) -> Callable[[np.ndarray, np.ndarray, float], None]:
         """out = values * factor in float64, rounded once to out's dtype, as NumPy's multiply does, on every core:
