@@ -61,9 +61,14 @@ def test_a_kernel_that_fails_to_compile_leaves_numpy_stepping(held):
     setup = problems.build("heat2d", shape=(11, 13), dtype="float64")
     launch = NumbaBackend().sweep(setup.sweep, setup.grid, background=True)
     held[0].set_exception(RuntimeError("no"))
+    oracle, calls = launch.fallback, []
+    launch.fallback = lambda f: (calls.append(1), oracle(f))
     f = _fields(setup)
     launch(f)
-    assert launch.fallback is not None
+    launch(f)
+    assert calls == [1, 1] and not launch.ready()
+    f = _fields(setup)
+    launch(f)
     assert np.array_equal(f[setup.sweep.out][setup.grid.interior], evaluate_sweep(setup.sweep, setup.grid, _fields(setup)))
 
 
@@ -76,6 +81,10 @@ def test_cached_kernels_and_large_grids_compile_before_stepping(held, monkeypatc
     monkeypatch.setattr(numba_cpu, "ORACLE_STEP_BUDGET", other.grid.cells * 5 - 1)  # one cell over: 5 entries
     assert NumbaBackend().sweep(other.sweep, other.grid, background=True).fallback is None
     assert not held, "nothing compiled in the background"
+    fresh = problems.build("poisson2d", shape=(11, 13), dtype="float32")  # another kernel: not in the cache
+    entries = sum(len(term.stencil.entries) for term in fresh.sweep.terms)
+    monkeypatch.setattr(numba_cpu, "ORACLE_STEP_BUDGET", fresh.grid.cells * entries)  # at the budget: NumPy first
+    assert NumbaBackend().sweep(fresh.sweep, fresh.grid, background=True).fallback is not None and len(held) == 1
 
 
 def test_walls_written_by_numpy_until_the_writer_is_compiled(held, monkeypatch):

@@ -483,6 +483,12 @@ def _kernel_path(source: str) -> Path:
     return cache_dir("numba") / f"sf_{hashlib.sha256(source.encode()).hexdigest()[:24]}.py"
 
 
+def _numpy_first(background: bool, source: str, cells: int, entries: int) -> bool:
+    """Whether NumPy's oracle takes the first steps while `source`'s kernel compiles: asked for, the kernel not
+    in the cache, and a NumPy step over `cells` x `entries` cheaper than the compile (`ORACLE_STEP_BUDGET`)."""
+    return background and cells * entries <= ORACLE_STEP_BUDGET and not _kernel_path(source).exists()
+
+
 def load_kernel(source: str) -> Callable:
     """Import generated source from the on-disk cache (written atomically) and return `kernel`."""
     path = _kernel_path(source)
@@ -614,9 +620,7 @@ class NumbaBackend(HostMemory):
         the steps (the same bits: tests/test_numba_oracle_first.py), where one NumPy step is shorter than a
         compile (`ORACLE_STEP_BUDGET`); a cached kernel loads in a fraction of a second, before stepping."""
         source = sweep_source(sweep, reduce=False)
-        entries = sum(len(t.stencil.entries) for t in sweep.terms)
-        early = background and not _kernel_path(source).exists() and grid.cells * entries <= ORACLE_STEP_BUDGET
-        if not early:
+        if not _numpy_first(background, source, grid.cells, sum(len(t.stencil.entries) for t in sweep.terms)):
             return Launch(self._bound(source, sweep, grid, sweep.out)[0])
         log.info("%s: NumPy takes the first steps while the kernel compiles", sweep.out)
         run, compiling = self._bound(source, sweep, grid, sweep.out, (f"{sweep.out}: the kernel", "NumPy's steps"))
@@ -646,9 +650,7 @@ class NumbaBackend(HostMemory):
         import numba
 
         source, coef = axis_operator_source(op)
-        entries = sum(len(d.interior) for d in op.outputs)
-        early = (background and shape is not None and not _kernel_path(source).exists()
-                 and int(np.prod(shape)) * entries <= ORACLE_STEP_BUDGET)
+        early = shape is not None and _numpy_first(background, source, int(np.prod(shape)), sum(len(d.interior) for d in op.outputs))
         kernel = load_kernel(source)
         coef = coef.astype(dtype)
         dummy = np.zeros((op.min_length + 1,) * 2, dtype=dtype)
