@@ -129,7 +129,7 @@ class Dirichlet:
         if factor is not None:
             spatial = np.broadcast_to(np.asarray(func(*coords, 0.0), dtype=np.float64), index.shape)
             if xp is np:
-                return _scaled_boxes(grid, faces, spatial, factor, (scaler and scaler()) or scale_with_numpy)
+                return _scaled_boxes(grid, _box_values(grid, faces, spatial), factor, (scaler and scaler()) or scale_with_numpy)
         cells = xp.asarray(index)
         if factor is not None:
             return _scaled_scatter(xp, cells, xp.asarray(np.ascontiguousarray(spatial)), factor, pitch)
@@ -140,22 +140,71 @@ class Dirichlet:
 
         return fill_function
 
+    def row_walls(self, grid: Grid, scaler: Callable[[], Scale | None] | None = None) -> RowWalls | None:
+        """This wall's x and y faces as `RowWalls`, for kernels that write them row by row (`Launch.walls`): on a
+        3D host field whose values scale in time (`time_factor`); else None. `scaler` as for `bind`."""
+        if grid.ndim != 3 or self.time_factor is None or not callable(self.value):
+            return None
+        faces = all_faces(3)
+        index, coords = _ghost_cells(grid, faces, grid.padded_shape[-1])
+        spatial = np.broadcast_to(np.asarray(self.value(*coords, 0.0), dtype=np.float64), index.shape)
+        boxes = _box_values(grid, faces, spatial)  # z, y and x faces, low then high (`ghost_boxes`)
+        rest = _scaled_boxes(grid, boxes[:2], self.time_factor, (scaler and scaler()) or scale_with_numpy)
+        y = np.ascontiguousarray(np.concatenate([v for _, v in boxes[2:4]], axis=1))
+        x = np.ascontiguousarray(np.concatenate([v for _, v in boxes[4:6]], axis=2))
+        return RowWalls(x, y, self.time_factor, rest)
+
+
+@dataclass(frozen=True)
+class RowWalls:
+    """Dirichlet walls value(x) * f(t) of a 3D field's x and y faces, laid out for a kernel that writes them as it
+    reaches each row, while the row is in cache: a strided fill of the x faces moves a cache line per row.
+
+    x (n0, n1, 2g): each interior row's low then high ghost columns; y (n0, 2g, n2 + 2g): each interior
+    plane's low then high ghost rows, their ghost columns included. `rest` fills the z faces' planes."""
+
+    x: np.ndarray
+    y: np.ndarray
+    factor: Callable[[float], float]
+    rest: Filler
+
+    def at(self, *times: float) -> tuple:
+        """A kernel's wall arguments for the steps at `times`: (x, y, factor(t), ...)."""
+        return (self.x, self.y, *(float(self.factor(t)) for t in times))
+
+
+def write_row_walls(arr: np.ndarray, walls: tuple) -> None:
+    """What a kernel handed `walls` (`RowWalls.at`) writes into arr's ghost cells, with NumPy: the same bits."""
+    x, y, factor = walls[:3]
+    n0, n1, g2 = x.shape
+    g = g2 // 2
+    planes = slice(g, g + n0)
+    scale_with_numpy(arr[planes, :g], y[:, :g], factor)
+    scale_with_numpy(arr[planes, g + n1:], y[:, g:], factor)
+    scale_with_numpy(arr[planes, g:g + n1, :g], x[..., :g], factor)
+    scale_with_numpy(arr[planes, g:g + n1, arr.shape[2] - g:], x[..., g:], factor)
+
 
 def scale_with_numpy(out: np.ndarray, values: np.ndarray, factor: float) -> None:
     """out = values * factor in float64, rounded once to out's dtype."""
     np.multiply(values, factor, out=out)
 
 
-def _scaled_boxes(grid: Grid, faces: Sequence[Face], spatial: np.ndarray, factor, scale: Scale) -> Filler:
-    """Host arrays: each ghost box written in place as spatial * factor(t), rounded to the field's dtype
-    once, as the gather does. No index array, no temporary, and the boxes' rows stay contiguous, so a
-    fill moves little more than the ghost cells' own bytes."""
+def _box_values(grid: Grid, faces: Sequence[Face], spatial: np.ndarray) -> list[tuple[tuple[slice, ...], np.ndarray]]:
+    """(box, values) of each of the faces' ghost boxes (`ghost_boxes`), from values in `_ghost_cells` order."""
     parts, start = [], 0
     for box in ghost_boxes(grid, faces):
         shape = tuple(s.stop - s.start for s in box)
         size = math.prod(shape)
         parts.append((box, spatial[start:start + size].reshape(shape)))
         start += size
+    return parts
+
+
+def _scaled_boxes(grid: Grid, parts: list[tuple[tuple[slice, ...], np.ndarray]], factor, scale: Scale) -> Filler:
+    """Host arrays: each ghost box written in place as values * factor(t), rounded to the field's dtype
+    once, as the gather does. No index array, no temporary, and the boxes' rows stay contiguous, so a
+    fill moves little more than the ghost cells' own bytes."""
 
     def fill_scaled(arr, t):
         f = factor(t)

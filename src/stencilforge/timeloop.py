@@ -15,7 +15,7 @@ from typing import Callable, Mapping, Protocol
 import numpy as np
 
 from .backends.base import Launch, with_walls
-from .boundary import bind
+from .boundary import Dirichlet, RowWalls, bind
 from .errors import StencilforgeError
 from .grid import row_pitch
 from .metrics import error_norms, throughput
@@ -218,6 +218,7 @@ class SweepStepper:
         self.fused: Launch | None = None
         self.carriers: list = []  # the middle states' wall arrays past the first (time-dependent walls only)
         self.residual_fn: Callable | None = None
+        self.row_walls: tuple[str, RowWalls] | None = None  # a field's x and y walls, which the kernels write
 
     def time_at(self, n: int) -> float:
         return self.setup.t0 + n * self.setup.dt
@@ -241,6 +242,23 @@ class SweepStepper:
             self.fused.wait()
         if self.fused is not None:
             self.carriers = self._carriers()
+        self.row_walls = self._row_walls()
+
+    def _row_walls(self) -> tuple[str, RowWalls] | None:
+        """(u, its walls) where the step's kernels write u's x and y walls as they reach each row (`Launch.walls`;
+        the loop then fills only the z faces' planes), u being the field the sweep reads around the cell and
+        its walls Dirichlet values that scale in time; else None. A decomposed run's faces are partly halos."""
+        sweep = self.setup.sweep
+        if sweep is None or self.domain is not None or not self.step.walls or len(sweep.stencil_inputs) != 1:
+            return None
+        if self.fused is not None and not self.fused.walls:
+            return None
+        (u,) = sweep.stencil_inputs
+        bc = self.setup.boundaries.get(u)
+        if not isinstance(bc, Dirichlet) or u not in dict(self.dynamic):
+            return None
+        walls = bc.row_walls(self.setup.grid, self.backend.wall_scaler)
+        return None if walls is None else (u, walls)
 
     def _carriers(self) -> list:
         """Arrays for the walls of the middle steps past the first, where u's walls change in time; where
@@ -308,20 +326,22 @@ class SweepStepper:
         fields, setup = self._fields, self.setup
         fused = self.fused if fuse else None
         t = self.time_at(n)
+        rows = self.row_walls
         for name, fill in self.dynamic:
-            fill(fields[name], t)
+            ahead = rows[1].rest if rows is not None and name == rows[0] else fill  # the kernel writes the rest
+            ahead(fields[name], t)
             if fused is not None:  # the middle states' walls: the output buffer's ghost cells, then the carriers'
-                fill(fields[self.partner[name]], self.time_at(n + 1))
+                ahead(fields[self.partner[name]], self.time_at(n + 1))
                 for s, carrier in enumerate(self.carriers, start=2):
                     fill(carrier, self.time_at(n + s))
             elif self.after_fused:  # the buffer this step writes: single steps would have left step n - 1's walls in it
                 fill(fields[self.partner[name]], self.time_at(n - 1))
         self.after_fused = fused is not None
         if fused is not None:
-            fused(self.with_walls(fields))
+            fused(self.with_walls(fields), *([rows[1].at(t, self.time_at(n + 1))] if rows is not None else []))
             self.fused_steps += fused.steps
         else:
-            self.step(fields)
+            self.step(fields, *([rows[1].at(t)] if rows is not None else []))
             for src in setup.sources:
                 fields[src.field][src.index] += src.scale * src.wavelet(t)
         if setup.swap is not None:

@@ -20,7 +20,7 @@ from typing import Callable, Mapping
 
 import numpy as np
 
-from ..boundary import scale_with_numpy
+from ..boundary import scale_with_numpy, write_row_walls
 from ..cache import cache_dir, write_atomic
 from ..errors import StencilforgeError
 from ..grid import Grid
@@ -31,7 +31,8 @@ from .numpy_ref import NumpyBackend
 
 log = logging.getLogger(__name__)
 
-HEADER = "import numba\nimport numpy as np\n\nJIT = numba.njit(parallel=True, cache=True, nogil=True)\n\n"
+HEADER = ("import numba\nimport numpy as np\n\nJIT = numba.njit(parallel=True, cache=True, nogil=True)\n"
+          "SERIAL = numba.njit(cache=True, nogil=True)\n\n")
 
 
 def _tag(o: int) -> str:
@@ -75,7 +76,35 @@ def sweep_coefficients(sweep: Sweep, dtype) -> np.ndarray:
 FUSED_VIEW_LIMIT = 16
 WIDE_LOOP_VIEWS = 30  # row views per loop of `_wide_source`: fastest of 16 to 60 (cpu-wave3d-loop-views-2026-11-24.txt)
 Y_TILE = 32  # rows along axis 1 per task of `_wide_source`: its planes' rows around the tile stay in L2
-ROWS = 2  # rows per flat range of `_wide_source`
+WALL_ARGS = ("wx", "wy", "fac")  # a 3D kernel's walls: x and y ghost values (RowWalls) and the factor of the step's time
+WALLS = """@SERIAL
+def wall_rows(a, wy, fac, g, low, high):
+    n1 = a.shape[0] - 2 * g
+    for i in range(g):
+        for c in range(a.shape[1]):
+            if low:
+                a[i, c] = wy[i, c] * fac
+            if high:
+                a[g + n1 + i, c] = wy[g + i, c] * fac
+
+
+@SERIAL
+def wall_cols(a, wx, fac, g, i):
+    m = a.shape[1] - 2 * g
+    for c in range(g):
+        a[i, c] = wx[i - g, c] * fac
+        a[i, g + m + c] = wx[i - g, g + c] * fac
+
+
+@SERIAL
+def wall_plane(a, wx, wy, fac, g):
+    wall_rows(a, wy, fac, g, True, True)
+    for i in range(g, a.shape[0] - g):
+        wall_cols(a, wx, fac, g, i)
+
+
+"""  # a plane's ghost rows (the low, the high or both), row i's ghost columns, or both of a whole plane, as value * factor in float64
+# rounded once to the field's dtype: the bits of `boundary.scale_with_numpy`
 
 
 def _shift(index: str, o: int) -> str:
@@ -83,11 +112,12 @@ def _shift(index: str, o: int) -> str:
     return f"{index} + {o}" if o > 0 else (f"{index} - {-o}" if o < 0 else index)
 
 
-def _prologue(sweep: Sweep) -> tuple[list[str], list[str], dict]:
-    """The kernel's def line and coefficient locals, the coefficient names and the row views, shared by
-    the single-step and the two-step kernels so both evaluate the same expression."""
+def _prologue(sweep: Sweep, walls: tuple[str, ...] = ()) -> tuple[list[str], list[str], dict]:
+    """The kernel's def line (`walls`: the wall arguments it takes, `WALL_ARGS`) and coefficient locals, the
+    coefficient names and the row views, shared by the single-step and the two-step kernels so both evaluate
+    the same expression."""
     cnames = [f"c{k}" for k in range(sum(len(t.stencil.entries) for t in sweep.terms))]
-    args = ["out"] + [f"f_{n}" for n in sweep.inputs] + ["coef", "g"]
+    args = ["out"] + [f"f_{n}" for n in sweep.inputs] + ["coef", "g", *walls]
     lines = [f"@JIT\ndef kernel({', '.join(args)}):"] + [f"    {c} = coef[{k}]" for k, c in enumerate(cnames)]
     return lines, cnames, _views(sweep)
 
@@ -148,61 +178,68 @@ def _row_loops(sweep: Sweep, cnames: list[str], views: dict, budget: int = FUSED
     return loops, pending
 
 
-def _wide_source(sweep: Sweep, reduce: bool, lines: list[str], cnames: list[str], views: dict) -> str:
-    """3D sweeps too wide for one loop: each task takes a tile of rows along axis 1 and walks axis 0;
-    the loops of `_row_loops` run over a flat range spanning several rows (their ghost columns included
-    and discarded), so the per-loop cost is paid once per several rows.
+def _wide_source(sweep: Sweep, reduce: bool, lines: list[str], cnames: list[str], views: dict, walls: bool) -> str:
+    """3D sweeps too wide for one loop: each task takes a tile of rows along axis 1 and walks axis 0,
+    evaluating each row with the loops of `_row_loops` over views of the flattened fields (cheaper to
+    make than views of 3D arrays: cpu-wave3d-row-walls-2026-11-24.json).
 
     The result goes through `acc`, not straight to `out`: the output may be an input read at the
     cell (wave3d's u.prev), and a loop whose store overlaps one of its loads fails LLVM's runtime
     alias check and runs scalar.
     Loops of WIDE_LOOP_VIEWS views measured fastest: one loop of all 51 of wave3d's views vectorises
     too, but its chain of 49 dependent additions per cell outruns the out-of-order window.
+    Tiles hold at least the stencil's reach of rows, so the walls of a plane's first (last) rows are
+    read by the first (last) tile alone, which writes them (`walls`).
     """
     stmts, value = _row_loops(sweep, cnames, views, WIDE_LOOP_VIEWS)
-    lines[0] = lines[0].replace(", g):", ", g, nt):")
+    lines[0] = lines[0].replace("):", ", nt):")
     lines += [
         "    w = out.shape[2]",
         "    p = out.shape[1] * w",
         "    m = w - 2 * g",
         "    n1 = out.shape[1] - 2 * g",
         *[f"    x_{n} = f_{n}.reshape(-1)" for n in sweep.inputs],
-    ]
-    if reduce:
-        lines.append("    total = 0.0")
-    lines += [
-        f"    tiles = nt * ((n1 + {Y_TILE} * nt - 1) // ({Y_TILE} * nt))",
-        "    ty = (n1 + tiles - 1) // tiles",
+        *(["    total = 0.0"] if reduce else []),
+        f"    tiles = max(1, min(nt * ((n1 + {Y_TILE} * nt - 1) // ({Y_TILE} * nt)), n1 // {sweep.radius}))",
         "    for t in numba.prange(tiles):",
-        "        y0 = min(n1, t * ty)",
-        "        y1 = min(n1, y0 + ty)",
-        f"        acc = np.empty({ROWS} * w, dtype=out.dtype)",
-        f"        part = np.empty({ROWS} * w, dtype=out.dtype)",
+        "        y0 = g + t * n1 // tiles",
+        "        y1 = g + (t + 1) * n1 // tiles",
+        "        acc = np.empty(m, dtype=out.dtype)",
+        "        part = np.empty(m, dtype=out.dtype)",
         "        for i0 in range(g, out.shape[0] - g):",
-        f"            for r0 in range(y0, y1, {ROWS}):",
-        f"                r1 = min(y1, r0 + {ROWS})",
-        "                base = i0 * p + (g + r0) * w + g",
-        "                n = (r1 - r0 - 1) * w + m",
     ]
     indent = "                "
+    if walls:
+        (u,) = sweep.stencil_inputs
+        lines += ["            if wx.shape[0]:", f"                wall_rows(f_{u}[i0], wy[i0 - g], fac, g, t == 0, t == tiles - 1)"]
+    lines.append("            for i1 in range(y0, y1):")
+    if walls:
+        lines += [f"{indent}if wx.shape[0]:", f"{indent}    wall_cols(f_{u}[i0], wx[i0 - g], fac, g, i1)"]
+    lines.append(f"{indent}base = i0 * p + i1 * w + g")
     for (field, offset), name in views.items():
-        o0, o1, o2 = offset
-        shift = "".join(f" {'+' if o > 0 else '-'} {abs(o)}{s}" for o, s in ((o0, " * p"), (o1, " * w"), (o2, "")) if o)
-        lines.append(f"{indent}{name} = x_{field}[base{shift}:base{shift} + n]")
+        shift = "".join(f" {'+' if o > 0 else '-'} {abs(o)}{s}" for o, s in zip(offset, (" * p", " * w", "")) if o)
+        lines.append(f"{indent}{name} = x_{field}[base{shift}:base{shift} + m]")
     for stmt in stmts:
-        lines.append(f"{indent}for j in range(n):")
+        lines.append(f"{indent}for j in range(m):")
         lines.append(f"{indent}    {stmt}")
-    lines.append(f"{indent}for j in range(n):")
+    lines.append(f"{indent}for j in range(m):")
     lines.append(f"{indent}    acc[j] = {value}")
-    lines.append(f"{indent}for k in range(r1 - r0):")
     if reduce:
-        lines.append(f"{indent}    for j in range(k * w, k * w + m):")
-        lines.append(f"{indent}        r = np.float64(acc[j])")
-        lines.append(f"{indent}        total += r * r")
-        lines.append("    return total")
+        lines += [f"{indent}for j in range(m):", f"{indent}    r = np.float64(acc[j])", f"{indent}    total += r * r",
+                  "    return total"]
     else:
-        lines.append(f"{indent}    out[i0, g + r0 + k, g:g + m] = acc[k * w:k * w + m]")
-    return HEADER + "\n".join(lines) + "\n"
+        lines.append(f"{indent}out[i0, i1, g:g + m] = acc")
+    return HEADER + (WALLS if walls else "") + "\n".join(lines) + "\n"
+
+
+def writes_walls(sweep: Sweep) -> bool:
+    """Whether a sweep's kernels write its input's walls as they reach them (`WALLS`): a 3D sweep that reads one
+    field around the cell, along the axes only. Then a row's ghost columns are read by that row alone, and a
+    plane's ghost rows by that plane alone."""
+    if sweep.ndim != 3 or len(sweep.stencil_inputs) != 1:
+        return False
+    (u,) = sweep.stencil_inputs
+    return all(sum(1 for v in o if v) <= 1 for t in sweep.terms if t.field == u for o, _ in t.stencil.entries)
 
 
 def sweep_source(sweep: Sweep, reduce: bool) -> str:
@@ -213,12 +250,16 @@ def sweep_source(sweep: Sweep, reduce: bool) -> str:
     Up to FUSED_VIEW_LIMIT views, one loop evaluates the whole expression. Wider
     stencils are split by `_row_loops` into loops over per-thread row buffers held
     in L1, in the same order of operations (3D: `_wide_source`).
+    A 3D kernel of a sweep that `writes_walls` takes WALL_ARGS: it writes its input's x and y
+    walls, a plane's ghost rows before its rows and a row's ghost columns before the row, while
+    both are in cache (zero-sized arrays: it writes none).
     """
     nd = sweep.ndim
-    lines, cnames, views = _prologue(sweep)
+    walls = not reduce and writes_walls(sweep)
+    lines, cnames, views = _prologue(sweep, WALL_ARGS if walls else ())
     fused = len(views) <= FUSED_VIEW_LIMIT
     if nd == 3 and not fused:
-        return _wide_source(sweep, reduce, lines, cnames, views)
+        return _wide_source(sweep, reduce, lines, cnames, views, walls)
     lines.append(f"    m = out.shape[{nd - 1}] - 2 * g")
     if reduce:
         lines.append("    total = 0.0")
@@ -228,7 +269,12 @@ def sweep_source(sweep: Sweep, reduce: bool) -> str:
         if a == 0 and not fused:
             lines.append("        acc = np.empty(m, dtype=out.dtype)")
             lines.append("        part = np.empty(m, dtype=out.dtype)")
+        if a == 0 and walls:
+            (u,) = sweep.stencil_inputs
+            lines += ["        if wx.shape[0]:", f"            wall_rows(f_{u}[i0], wy[i0 - g], fac, g, True, True)"]
     indent = "    " * nd
+    if walls:
+        lines += [f"{indent}if wx.shape[0]:", f"{indent}    wall_cols(f_{u}[i0], wx[i0 - g], fac, g, i1)"]
     outer = [f"i{a}" for a in range(nd - 1)]
 
     def row(offset: tuple[int, ...]) -> str:
@@ -255,7 +301,7 @@ def sweep_source(sweep: Sweep, reduce: bool) -> str:
         lines.append(f"{indent}    o[j] = {value}")
     if reduce:
         lines.append("    return total")
-    return HEADER + "\n".join(lines) + "\n"
+    return HEADER + (WALLS if walls else "") + "\n".join(lines) + "\n"
 
 
 # Cells x stencil entries of a sweep whose first steps NumPy may take while its kernel compiles: about a second of
@@ -337,15 +383,20 @@ def _pair_planes_source(sweep: Sweep) -> str:
     A middle plane outside the interior is out's wall plane; an interior one
     is evaluated in one loop over its interior rows as a flat range (the ghost
     columns it passes are scratch), then takes its ghost rows and columns
-    from out's plane. Only the 2r middle planes at each end of a task's range
+    from out's plane, or with the walls (`writes_walls`: fac2, the factor of the
+    middle state's time) from their values. Only the 2r middle planes at each end of a task's range
     are evaluated twice. The march is a serial function that the parallel
     loop only calls: Numba compiles it in a fraction of the time it takes
     over the same code inside the parallel loop.
+    With the walls, the input's x and y walls of the planes within 2r of a task's ends, which two
+    tasks read, are written by their own task in a first parallel loop; every other plane's, by
+    the one task that reads it, before its middle plane.
     """
     (u,) = sweep.stencil_inputs
     r = sweep.radius
     ring = 2 * r + 1
-    lines, cnames, views = _prologue(sweep)
+    walls = writes_walls(sweep)
+    lines, cnames, views = _prologue(sweep, (*WALL_ARGS, "fac2") if walls else ())
     args = lines[0][len("@JIT\ndef kernel("):-len("):")]
     value = sweep_expression(sweep, cnames, views)
 
@@ -365,6 +416,23 @@ def _pair_planes_source(sweep: Sweep) -> str:
 
     planes = sorted({o[0] for (field, o) in views if field == u})
     flat_planes = sorted({(field, o[0]) for field, o in views})
+    own_walls = [
+        f"            if wx.shape[0] and q >= z0 + {2 * r} and q < z1 - {2 * r}:",
+        f"                wall_plane(f_{u}[q], wx[q - g], wy[q - g], fac, g)",
+    ] if walls else []
+    copy_walls = [
+        "        for i in range(out.shape[1]):",
+        "            if wall or i < g or i >= g + n1:",
+        "                for j in range(wd):",
+        "                    w[i, j] = out[q, i, j]",
+        "            else:",
+        "                for j in range(g):",
+        "                    w[i, j] = out[q, i, j]",
+        "                    w[i, g + m + j] = out[q, i, g + m + j]",
+    ]
+    if walls:
+        copy_walls = ["        if not wall and wx.shape[0]:", "            wall_plane(w, wx[q - g], wy[q - g], fac2, g)",
+                      "        else:", *[f"    {line}" for line in copy_walls]]
     march = [
         f"@SERIAL\ndef march({args}, z0, z1):",
         *lines[1:],
@@ -379,19 +447,13 @@ def _pair_planes_source(sweep: Sweep) -> str:
         f"        w = mid[q % {ring}]",
         "        wall = q < g or q >= g + n0",
         "        if not wall:",
+        *own_walls,
         *[f"            x_{field}_{_tag(k)} = f_{field}[{_shift('q', k)}].reshape(-1)" for field, k in flat_planes],
         *_pair_views(sweep, "            ", flat, lambda o: flat(u, o)),
         "            o = w.reshape(-1)[base:base + n]",
         "            for j in range(n):",
         f"                o[j] = {value}",
-        "        for i in range(out.shape[1]):",
-        "            if wall or i < g or i >= g + n1:",
-        "                for j in range(wd):",
-        "                    w[i, j] = out[q, i, j]",
-        "            else:",
-        "                for j in range(g):",
-        "                    w[i, j] = out[q, i, j]",
-        "                    w[i, g + m + j] = out[q, i, g + m + j]",
+        *copy_walls,
         f"        if q >= z0 + {r}:",
         f"            z = q - {r}",
         *[f"            w_{_tag(k)} = mid[{slot(k)}]" for k in planes],
@@ -405,12 +467,24 @@ def _pair_planes_source(sweep: Sweep) -> str:
         f"@JIT\ndef kernel({args}, nt):",
         "    n0 = out.shape[0] - 2 * g",
         "    span = (n0 + nt - 1) // nt",
-        "    for t in numba.prange((n0 + span - 1) // span):",
+        "    tasks = (n0 + span - 1) // span",
+    ]
+    if walls:
+        kernel += [
+            "    if wx.shape[0]:",
+            "        for t in numba.prange(tasks):",
+            "            z0 = g + t * span",
+            "            z1 = min(g + n0, z0 + span)",
+            "            for q in range(z0, z1):",
+            f"                if q < z0 + {2 * r} or q >= z1 - {2 * r}:",
+            f"                    wall_plane(f_{u}[q], wx[q - g], wy[q - g], fac, g)",
+        ]
+    kernel += [
+        "    for t in numba.prange(tasks):",
         "        z0 = g + t * span",
         f"        march({args}, z0, min(g + n0, z0 + span))",
     ]
-    serial = "SERIAL = numba.njit(cache=True, nogil=True)\n\n"
-    return HEADER + serial + "\n".join(march) + "\n\n\n" + "\n".join(kernel) + "\n"
+    return HEADER + (WALLS if walls else "") + "\n".join(march) + "\n\n\n" + "\n".join(kernel) + "\n"
 
 
 def _row_expr(weights, start: int, row: str, col: str, axis: int) -> tuple[str, list[float]]:
@@ -476,7 +550,13 @@ def axis_operator_source(op: AxisOperator) -> tuple[str, np.ndarray]:
 
 def takes_threads(source: str) -> bool:
     """Whether a generated sweep kernel takes the thread count as its last argument."""
-    return ", g, nt):" in source
+    return ", nt):" in source
+
+
+def wall_arity(source: str) -> int:
+    """How many wall arguments a generated sweep kernel takes after g: WALL_ARGS, a pair's with fac2, or none."""
+    head = source[source.index("def kernel("):].split("\n", 1)[0]
+    return 0 if ", wx, " not in head else len(WALL_ARGS) + (", fac2" in head)
 
 
 def _kernel_path(source: str) -> Path:
@@ -594,8 +674,9 @@ class NumbaBackend(HostMemory):
         `target` is the array passed first: the output, or for a reduction (which
         has none) the first input, which only supplies the loop bounds. Kernels that
         split the grid into tiles per thread also take Numba's thread count, read at
-        each call (a kernel reading it itself could not be cached). The compile is
-        for the argument types of tiny arrays of the fields' layout, the ones every call passes.
+        each call (a kernel reading it itself could not be cached). run(fields, walls) passes
+        `walls` (x, y, factors: `RowWalls.at`) to a kernel that writes them, or nothing to write.
+        The compile is for the argument types of tiny arrays of the fields' layout, the ones every call passes.
         """
         import numba
 
@@ -604,11 +685,13 @@ class NumbaBackend(HostMemory):
         names = sweep.inputs
         g = grid.ghost
         threads = (numba.get_num_threads,) if takes_threads(source) else ()
+        arity = wall_arity(source)
+        none = (np.zeros((0, 0, 0)), np.zeros((0, 0, 0)), *(0.0,) * (arity - 2)) if arity else ()
         dummy = np.zeros((2 * g + 1,) * grid.ndim, dtype=grid.dtype)
-        tiny = (*([dummy] * (len(names) + 1)), coef, g, *(t() for t in threads))
+        tiny = (*([dummy] * (len(names) + 1)), coef, g, *none, *(t() for t in threads))
 
-        def run(fields):
-            return kernel(fields[target], *(fields[n] for n in names), coef, g, *(t() for t in threads))
+        def run(fields, walls=None):
+            return kernel(fields[target], *(fields[n] for n in names), coef, g, *(walls or none), *(t() for t in threads))
 
         if background:
             return run, self._in_background(kernel, tuple(numba.typeof(a) for a in tiny), *background)
@@ -620,22 +703,32 @@ class NumbaBackend(HostMemory):
         the steps (the same bits: tests/test_numba_oracle_first.py), where one NumPy step is shorter than a
         compile (`ORACLE_STEP_BUDGET`); a cached kernel loads in a fraction of a second, before stepping."""
         source = sweep_source(sweep, reduce=False)
+        walls = wall_arity(source) > 0
         if not _numpy_first(background, source, grid.cells, sum(len(t.stencil.entries) for t in sweep.terms)):
-            return Launch(self._bound(source, sweep, grid, sweep.out)[0])
+            return Launch(self._bound(source, sweep, grid, sweep.out)[0], walls=walls)
         log.info("%s: NumPy takes the first steps while the kernel compiles", sweep.out)
         run, compiling = self._bound(source, sweep, grid, sweep.out, (f"{sweep.out}: the kernel", "NumPy's steps"))
-        return Launch(run, compiling=compiling, fallback=NumpyBackend().sweep(sweep, grid))
+        numpy_step = NumpyBackend().sweep(sweep, grid)
+
+        def fallback(fields, row_walls=None):
+            if row_walls is not None:
+                write_row_walls(fields[sweep.stencil_inputs[0]], row_walls)
+            numpy_step(fields)
+
+        return Launch(run, compiling=compiling, fallback=fallback, walls=walls)
 
     def sweep_fused(self, sweep: Sweep, grid: Grid) -> Launch | None:
-        """Two steps in one pass (the middle state's ghost cells taken from out's) for 2D and 3D sweeps of
-        one field whose row views fit one vectorised loop and whose reach fits the ghost layer; None otherwise."""
+        """Two steps in one pass (the middle state's ghost cells taken from out's, or its x and y walls from
+        their values: `Launch.walls`) for 2D and 3D sweeps of one field whose row views fit one vectorised loop
+        and whose reach fits the ghost layer; None otherwise."""
         if (grid.ndim not in (2, 3) or not sweep.iterates_one_field or len(_views(sweep)) > FUSED_VIEW_LIMIT
                 or grid.ghost < sweep.radius):
             log.info("%s: single steps: numba has two-step kernels for 2D and 3D sweeps of one field that read at most "
                      "%d rows within the ghost layer", sweep.out, FUSED_VIEW_LIMIT)
             return None
-        run, compiling = self._bound(pair_source(sweep), sweep, grid, sweep.out, (f"{sweep.out}: the two-step kernel", "single steps"))
-        return Launch(run, steps=2, compiling=compiling)
+        source = pair_source(sweep)
+        run, compiling = self._bound(source, sweep, grid, sweep.out, (f"{sweep.out}: the two-step kernel", "single steps"))
+        return Launch(run, steps=2, compiling=compiling, walls=wall_arity(source) > 0)
 
     def sum_squares(self, sweep: Sweep, grid: Grid, background: bool = False) -> Callable[[Mapping[str, np.ndarray]], float]:
         """With `background`, the kernel compiles after those asked for before it; a call before then compiles

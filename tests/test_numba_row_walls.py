@@ -1,0 +1,169 @@
+"""Numba's 3D kernels write their input's x and y walls as they reach each row (`Launch.walls`): bit for bit
+what NumPy's fill writes, before the rows that read them, on every split of rows and planes among threads;
+and the time loop that hands them the walls gives the NumPy oracle's run."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from stencilforge import problems
+from stencilforge.backends.numba_cpu import NumbaBackend, load_kernel, pair_source, sweep_coefficients, sweep_source, writes_walls
+from stencilforge.backends.numpy_ref import NumpyBackend, evaluate_sweep
+from stencilforge.boundary import Dirichlet, bind, write_row_walls
+from stencilforge.grid import Grid
+from stencilforge.plan import Sweep, Term
+from stencilforge.stencil import Stencil
+from stencilforge.timeloop import LoopOptions, SweepStepper, run
+from test_numba_pair3d import jacobi3d
+
+
+def moving_wall(grid: Grid) -> Dirichlet:
+    """A wall whose values differ at every ghost cell, scaled in time."""
+    return Dirichlet(lambda x, y, z, t: np.sin(3 * x + 1) * np.cos(2 * y) + z * z, time_factor=lambda t: 1.0 + 0.37 * t)
+
+
+def poisoned(grid, names, seed=3):
+    """Random fields whose x and y ghost cells (z planes excepted) are NaN: a kernel must write them before reading."""
+    rng = np.random.default_rng(seed)
+    fields = {n: rng.uniform(-1, 1, grid.padded_shape).astype(grid.dtype) for n in names}
+    g = grid.ghost
+    for a in fields.values():
+        a[g:-g, :g] = a[g:-g, -g:] = np.nan
+        a[g:-g, :, :g] = a[g:-g, :, -g:] = np.nan
+    return fields
+
+
+def expected_single(sweep, grid, fields, walls):
+    """NumPy: u's x and y walls written, then the oracle's sweep."""
+    (u,) = sweep.stencil_inputs
+    ref = {n: a.copy() for n, a in fields.items()}
+    write_row_walls(ref[u], walls)
+    return ref, evaluate_sweep(sweep, grid, ref)
+
+
+def star(radius):
+    return lambda grid: Sweep("out", (Term("u", Stencil.laplacian(3, radius, grid.spacing)), Term("f", Stencil.identity(3))))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("make,shape,ghost", [
+    (star(1), (7, 5, 9), 1),  # one vectorised loop per row, planes split among threads
+    (star(2), (6, 11, 5), 3),  # ghost layers wider than the reach
+    (star(8), (9, 17, 13), 8),  # wider than one loop: tiles of rows walking the planes (`_wide_source`)
+    (star(8), (5, 40, 7), 8),
+])
+def test_single_step_kernel_writes_the_walls_it_reads(make, shape, ghost, dtype):
+    grid = Grid(shape, (0.01, 0.013, 0.017), np.dtype(dtype), ghost, (0.0,) * 3)
+    sweep = make(grid)
+    assert writes_walls(sweep)
+    rows = moving_wall(grid).row_walls(grid)
+    walls = rows.at(0.7)
+    kernel = load_kernel(sweep_source(sweep, reduce=False))
+    coef = sweep_coefficients(sweep, grid.dtype)
+    threads = [1, 2, 3, 7] if "nt):" in sweep_source(sweep, reduce=False) else [None]
+    base = poisoned(grid, ("u", "f"))
+    ref, expected = expected_single(sweep, grid, base, walls)
+    for nt in threads:
+        fields = {n: a.copy() for n, a in base.items()}
+        out = np.full(grid.padded_shape, np.nan, grid.dtype)
+        kernel(out, fields["u"], fields["f"], coef, grid.ghost, *walls, *([nt] if nt else []))
+        assert np.array_equal(out[grid.interior], expected), f"{nt} threads"
+        assert np.array_equal(fields["u"], ref["u"], equal_nan=True), "u's walls, and only those, written"
+
+
+def test_wave3d_kernel_through_the_launch_with_and_without_walls():
+    """wave3d's own sweep (u.next written over u.prev, read at the cell); without walls the launch writes no ghost."""
+    setup = problems.build("wave3d", shape=(17, 18, 19), radius=8)
+    grid, sweep = setup.grid, setup.sweep
+    launch = NumbaBackend().sweep(sweep, grid)
+    assert launch.walls
+    walls = moving_wall(grid).row_walls(grid).at(1.3)
+    base = poisoned(grid, ("u", "u_prev", "vel"))
+    ref, expected = expected_single(sweep, grid, base, walls)
+    fields = {n: a.copy() for n, a in base.items()}
+    launch(fields, walls)
+    assert np.array_equal(fields["u_prev"][grid.interior], expected)
+    assert np.array_equal(fields["u"], ref["u"], equal_nan=True)
+    fields = {n: a.copy() for n, a in ref.items()}
+    launch(fields)
+    assert np.array_equal(fields["u"], ref["u"], equal_nan=True), "no walls given, none written"
+    assert np.array_equal(fields["u_prev"][grid.interior], expected)
+
+
+@pytest.mark.parametrize("radius,shape", [(1, (13, 6, 7)), (2, (19, 5, 6))])
+def test_pair_writes_both_states_walls_on_any_split_of_the_planes(radius, shape):
+    """The input's walls at t (planes near a task's ends in a first parallel loop, the others in the march) and
+    the middle state's at t + dt from their values, not from out; out's z planes give the middle state's."""
+    grid, sweep = jacobi3d(shape, radius, "float32")
+    rows = moving_wall(grid).row_walls(grid)
+    walls = rows.at(0.2, 0.45)
+    kernel = load_kernel(pair_source(sweep))
+    coef = sweep_coefficients(sweep, grid.dtype)
+    base = poisoned(grid, ("u", "f", "u_new"))
+    g = grid.ghost
+    middle_ref, _ = expected_single(sweep, grid, base, walls)
+    middle = base["u_new"].copy()
+    middle[grid.interior] = evaluate_sweep(sweep, grid, middle_ref)
+    write_row_walls(middle, (*walls[:2], walls[3]))
+    expected = evaluate_sweep(sweep, grid, {"u": middle, "f": base["f"]})
+    for tasks in (1, 2, 3, 4, 6, 13, 20):
+        fields = {n: a.copy() for n, a in base.items()}
+        out = fields.pop("u_new")
+        kernel(out, fields["u"], fields["f"], coef, g, *walls, tasks)
+        assert np.array_equal(out[grid.interior], expected), f"{tasks} tasks"
+        assert np.array_equal(fields["u"], middle_ref["u"], equal_nan=True), f"{tasks} tasks: u's walls at t"
+
+
+def test_rest_and_the_rows_are_the_whole_fill():
+    """The loop fills the z planes (`rest`) and the kernel the rest: together, bit for bit the one fill of every face."""
+    grid = Grid((6, 7, 9), (0.1, 0.12, 0.09), np.dtype("float32"), 2, (0.0,) * 3)
+    wall = moving_wall(grid)
+    rows = wall.row_walls(grid)
+    whole = np.full(grid.padded_shape, np.nan, grid.dtype)
+    bind(wall, grid, NumpyBackend())(whole, 2.5)
+    split = np.full(grid.padded_shape, np.nan, grid.dtype)
+    rows.rest(split, 2.5)
+    write_row_walls(split, rows.at(2.5))
+    assert np.array_equal(whole, split, equal_nan=True)
+    ghost = np.ones(grid.padded_shape, bool)
+    ghost[grid.interior] = False
+    assert not np.isnan(split[ghost]).any(), "every ghost cell written"
+
+
+def test_only_3d_stars_of_one_field_and_scaled_walls_take_the_rows():
+    grid = Grid((6, 7, 9), (0.1, 0.12, 0.09), np.dtype("float32"), 1, (0.0,) * 3)
+    box = Stencil.from_dict({(0, 1, 1): 1.0, (0, 0, 0): -1.0})
+    assert not writes_walls(Sweep("out", (Term("u", box),)))  # a diagonal neighbour reads another row's walls
+    lap = Stencil.laplacian(3, 1, grid.spacing)
+    assert not writes_walls(Sweep("out", (Term("u", lap), Term("f", lap))))  # two fields read around the cell
+    assert not writes_walls(Sweep("out", (Term("u", Stencil.laplacian(2, 1, (0.1, 0.1))),)))
+    assert Dirichlet(lambda x, y, z, t: x + t, time_dependent=True).row_walls(grid) is None  # re-evaluated, not scaled
+    assert Dirichlet(1.0).row_walls(grid) is None
+    assert moving_wall(grid).row_walls(dataclasses.replace(grid, shape=(6, 7), spacing=(0.1, 0.1), lower=(0.0, 0.0))) is None
+
+
+@pytest.mark.parametrize("name,shape,kw", [("heat3d", (13, 17, 19), {}), ("wave3d", (17, 21, 18), {"radius": 8}),
+                                           ("heat3d", (5, 3, 4), {})])
+@pytest.mark.parametrize("opts", [dict(steps=37, check_every=5), dict(steps=40, check_every=100, fuse_when_compiled=False)])
+def test_loop_hands_the_kernels_the_walls_and_gives_the_oracles_run(name, shape, kw, opts):
+    setup = problems.build(name, shape=shape, **kw)
+    stepper = SweepStepper(setup, NumbaBackend(), LoopOptions(**opts))
+    stepper.compile()
+    assert stepper.row_walls is not None and stepper.row_walls[0] == setup.sweep.stencil_inputs[0]
+    numba = run(problems.build(name, shape=shape, **kw), NumbaBackend(), LoopOptions(**opts))
+    oracle = run(problems.build(name, shape=shape, **kw), NumpyBackend(), LoopOptions(**opts))
+    for field, values in oracle.fields.items():
+        assert np.array_equal(numba.fields[field], values), field
+    if opts["check_every"] == 100 and name == "heat3d":
+        assert numba.summary["fused_steps"] > 0
+
+
+@pytest.mark.parametrize("backend,name", [(NumpyBackend, "heat3d"), (NumbaBackend, "heat2d"), (NumbaBackend, "poisson3d")])
+def test_other_backends_dimensions_and_walls_fill_every_face_in_the_loop(backend, name):
+    """NumPy's kernels write no walls; 2D walls are a row's; poisson3d's do not move."""
+    stepper = SweepStepper(problems.build(name, shape=(6, 7, 8)[: 2 if name == "heat2d" else 3]), backend(), LoopOptions(steps=4))
+    stepper.compile()
+    assert stepper.row_walls is None
