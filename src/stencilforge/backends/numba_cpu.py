@@ -81,30 +81,38 @@ WALLS = """@SERIAL
 def wall_rows(a, wy, fac, g, low, high):
     n1 = a.shape[0] - 2 * g
     for i in range(g):
-        for c in range(a.shape[1]):
-            if low:
-                a[i, c] = wy[i, c] * fac
-            if high:
-                a[g + n1 + i, c] = wy[g + i, c] * fac
+        if low:
+            row, values = a[i], wy[i]
+            for c in range(row.size):
+                row[c] = values[c] * fac
+        if high:
+            row, values = a[g + n1 + i], wy[g + i]
+            for c in range(row.size):
+                row[c] = values[c] * fac
 
 
 @SERIAL
-def wall_cols(a, wx, fac, g, i):
+def wall_cols(a, wx, fac, g, i0, i1):
     m = a.shape[1] - 2 * g
-    for c in range(g):
-        a[i, c] = wx[i - g, c] * fac
-        a[i, g + m + c] = wx[i - g, g + c] * fac
+    for i in range(i0, i1):
+        row, values = a[i], wx[i - g]
+        for c in range(g):
+            row[c] = values[c] * fac
+        right, values = row[g + m:], values[g:]
+        for c in range(g):
+            right[c] = values[c] * fac
 
 
 @SERIAL
 def wall_plane(a, wx, wy, fac, g):
     wall_rows(a, wy, fac, g, True, True)
-    for i in range(g, a.shape[0] - g):
-        wall_cols(a, wx, fac, g, i)
+    wall_cols(a, wx, fac, g, g, a.shape[0] - g)
 
 
-"""  # a plane's ghost rows (the low, the high or both), row i's ghost columns, or both of a whole plane, as value * factor in float64
-# rounded once to the field's dtype: the bits of `boundary.scale_with_numpy`
+"""  # a plane's ghost rows (the low, the high or both), the ghost columns of rows i0 to i1, or both of a whole
+# plane, as value * factor in float64 rounded once to the field's dtype: the bits of `boundary.scale_with_numpy`.
+# Kernels write them a plane (or a tile's rows of it) ahead of the rows that read them: a vector load of a row
+# just after a store to its ghost cell waits for the store (measured: cpu-wave3d-row-walls-2026-11-24.json).
 
 
 def _shift(index: str, o: int) -> str:
@@ -211,10 +219,10 @@ def _wide_source(sweep: Sweep, reduce: bool, lines: list[str], cnames: list[str]
     indent = "                "
     if walls:
         (u,) = sweep.stencil_inputs
-        lines += ["            if wx.shape[0]:", f"                wall_rows(f_{u}[i0], wy[i0 - g], fac, g, t == 0, t == tiles - 1)"]
+        lines += ["            if wx.shape[0]:",
+                  f"                wall_rows(f_{u}[i0], wy[i0 - g], fac, g, t == 0, t == tiles - 1)",
+                  f"                wall_cols(f_{u}[i0], wx[i0 - g], fac, g, y0, y1)"]
     lines.append("            for i1 in range(y0, y1):")
-    if walls:
-        lines += [f"{indent}if wx.shape[0]:", f"{indent}    wall_cols(f_{u}[i0], wx[i0 - g], fac, g, i1)"]
     lines.append(f"{indent}base = i0 * p + i1 * w + g")
     for (field, offset), name in views.items():
         shift = "".join(f" {'+' if o > 0 else '-'} {abs(o)}{s}" for o, s in zip(offset, (" * p", " * w", "")) if o)
@@ -251,8 +259,8 @@ def sweep_source(sweep: Sweep, reduce: bool) -> str:
     stencils are split by `_row_loops` into loops over per-thread row buffers held
     in L1, in the same order of operations (3D: `_wide_source`).
     A 3D kernel of a sweep that `writes_walls` takes WALL_ARGS: it writes its input's x and y
-    walls, a plane's ghost rows before its rows and a row's ghost columns before the row, while
-    both are in cache (zero-sized arrays: it writes none).
+    walls of a plane just before the plane's rows (`_wide_source`: a tile's rows of it), while
+    they are in cache (zero-sized arrays: it writes none).
     """
     nd = sweep.ndim
     walls = not reduce and writes_walls(sweep)
@@ -271,10 +279,8 @@ def sweep_source(sweep: Sweep, reduce: bool) -> str:
             lines.append("        part = np.empty(m, dtype=out.dtype)")
         if a == 0 and walls:
             (u,) = sweep.stencil_inputs
-            lines += ["        if wx.shape[0]:", f"            wall_rows(f_{u}[i0], wy[i0 - g], fac, g, True, True)"]
+            lines += ["        if wx.shape[0]:", f"            wall_plane(f_{u}[i0], wx[i0 - g], wy[i0 - g], fac, g)"]
     indent = "    " * nd
-    if walls:
-        lines += [f"{indent}if wx.shape[0]:", f"{indent}    wall_cols(f_{u}[i0], wx[i0 - g], fac, g, i1)"]
     outer = [f"i{a}" for a in range(nd - 1)]
 
     def row(offset: tuple[int, ...]) -> str:
