@@ -112,7 +112,8 @@ def wall_plane(a, wx, wy, fac, g):
 """  # a plane's ghost rows (the low, the high or both), the ghost columns of rows i0 to i1, or both of a whole
 # plane, as value * factor in float64 rounded once to the field's dtype: the bits of `boundary.scale_with_numpy`.
 # Kernels write them a plane (or a tile's rows of it) ahead of the rows that read them: a vector load of a row
-# just after a store to its ghost cell waits for the store (measured: cpu-wave3d-row-walls-2026-11-24.json).
+# just after a store to its ghost cell waits for the store (measured slower, 4e2f3eb). What writing them costs
+# a kernel, against a fill apart from it: cpu-row-walls-2026-11-24.json.
 
 
 def _shift(index: str, o: int) -> str:
@@ -188,8 +189,8 @@ def _row_loops(sweep: Sweep, cnames: list[str], views: dict, budget: int = FUSED
 
 def _wide_source(sweep: Sweep, reduce: bool, lines: list[str], cnames: list[str], views: dict, walls: bool) -> str:
     """3D sweeps too wide for one loop: each task takes a tile of rows along axis 1 and walks axis 0,
-    evaluating each row with the loops of `_row_loops` over views of the flattened fields (cheaper to
-    make than views of 3D arrays: cpu-wave3d-row-walls-2026-11-24.json).
+    evaluating each row with the loops of `_row_loops` over views of the flattened fields (views of the
+    3D arrays, made per row, measured slower).
 
     The result goes through `acc`, not straight to `out`: the output may be an input read at the
     cell (wave3d's u.prev), and a loop whose store overlaps one of its loads fails LLVM's runtime
