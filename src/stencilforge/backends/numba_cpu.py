@@ -77,43 +77,35 @@ FUSED_VIEW_LIMIT = 16
 WIDE_LOOP_VIEWS = 30  # row views per loop of `_wide_source`: fastest of 16 to 60 (cpu-wave3d-loop-views-2026-11-24.txt)
 Y_TILE = 32  # rows along axis 1 per task of `_wide_source`: its planes' rows around the tile stay in L2
 WALL_ARGS = ("wx", "wy", "fac")  # a 3D kernel's walls: x and y ghost values (RowWalls) and the factor of the step's time
-WALLS = """@SERIAL
-def wall_rows(a, wy, fac, g, low, high):
-    n1 = a.shape[0] - 2 * g
-    for i in range(g):
-        if low:
-            row, values = a[i], wy[i]
-            for c in range(row.size):
-                row[c] = values[c] * fac
-        if high:
-            row, values = a[g + n1 + i], wy[g + i]
-            for c in range(row.size):
-                row[c] = values[c] * fac
+def _wall_lines(a: str, plane: str, factor: str, indent: str, low: str = "True", high: str = "True",
+                rows: tuple[str, str] = ("g", "g + n1")) -> list[str]:
+    """Statements writing walls into the 2D plane `a` (a plane of u, or a ring plane) of interior plane `plane`
+    (padded index): its ghost rows where `low` / `high` hold, and the ghost columns of its rows `rows`, as
+    value * factor in float64 rounded once to the field's dtype, the bits of `boundary.scale_with_numpy`.
+    Loops written out, not a function called: the calls cost Numba more compile time (about a second a kernel).
+    Kernels write a plane (or a tile's rows of it) ahead of the rows that read it: a vector load of a row just
+    after a store to its ghost cell waits for the store (measured slower, 4e2f3eb)."""
+    lo, hi = rows
+    return [f"{indent}{line}" for line in (
+        f"if {low}:",
+        "    for a_i in range(g):",
+        "        for a_c in range(m + 2 * g):",
+        f"            {a}[a_i, a_c] = wy[{plane} - g, a_i, a_c] * {factor}",
+        f"if {high}:",
+        "    for a_i in range(g):",
+        "        for a_c in range(m + 2 * g):",
+        f"            {a}[g + n1 + a_i, a_c] = wy[{plane} - g, g + a_i, a_c] * {factor}",
+        f"for a_i in range({lo}, {hi}):",
+        "    for a_c in range(g):",
+        f"        {a}[a_i, a_c] = wx[{plane} - g, a_i - g, a_c] * {factor}",
+        f"        {a}[a_i, g + m + a_c] = wx[{plane} - g, a_i - g, g + a_c] * {factor}",
+    )]
 
 
-@SERIAL
-def wall_cols(a, wx, fac, g, i0, i1):
-    m = a.shape[1] - 2 * g
-    for i in range(i0, i1):
-        row, values = a[i], wx[i - g]
-        for c in range(g):
-            row[c] = values[c] * fac
-        right, values = row[g + m:], values[g:]
-        for c in range(g):
-            right[c] = values[c] * fac
-
-
-@SERIAL
-def wall_plane(a, wx, wy, fac, g):
-    wall_rows(a, wy, fac, g, True, True)
-    wall_cols(a, wx, fac, g, g, a.shape[0] - g)
-
-
-"""  # a plane's ghost rows (the low, the high or both), the ghost columns of rows i0 to i1, or both of a whole
-# plane, as value * factor in float64 rounded once to the field's dtype: the bits of `boundary.scale_with_numpy`.
-# Kernels write them a plane (or a tile's rows of it) ahead of the rows that read them: a vector load of a row
-# just after a store to its ghost cell waits for the store (measured slower, 4e2f3eb). What writing them costs
-# a kernel, against a fill apart from it: cpu-row-walls-2026-11-24.json.
+# The two-step kernel's march (a serial function) writes a plane's walls through this: written out there, the
+# loops compiled slower than the call.
+PLANE_WALLS = "\n".join(["@SERIAL", "def plane_walls(a, wx, wy, fac, g, q):", "    n1 = a.shape[0] - 2 * g",
+                         "    m = a.shape[1] - 2 * g", *_wall_lines("a", "q", "fac", "    "), "", "", ""])
 
 
 def _shift(index: str, o: int) -> str:
@@ -220,9 +212,8 @@ def _wide_source(sweep: Sweep, reduce: bool, lines: list[str], cnames: list[str]
     indent = "                "
     if walls:
         (u,) = sweep.stencil_inputs
-        lines += ["            if wx.shape[0]:",
-                  f"                wall_rows(f_{u}[i0], wy[i0 - g], fac, g, t == 0, t == tiles - 1)",
-                  f"                wall_cols(f_{u}[i0], wx[i0 - g], fac, g, y0, y1)"]
+        lines += ["            if wx.shape[0]:", f"                a = f_{u}[i0]",
+                  *_wall_lines("a", "i0", "fac", "                ", "t == 0", "t == tiles - 1", ("y0", "y1"))]
     lines.append("            for i1 in range(y0, y1):")
     lines.append(f"{indent}base = i0 * p + i1 * w + g")
     for (field, offset), name in views.items():
@@ -238,11 +229,11 @@ def _wide_source(sweep: Sweep, reduce: bool, lines: list[str], cnames: list[str]
                   "    return total"]
     else:
         lines.append(f"{indent}out[i0, i1, g:g + m] = acc")
-    return HEADER + (WALLS if walls else "") + "\n".join(lines) + "\n"
+    return HEADER + "\n".join(lines) + "\n"
 
 
 def writes_walls(sweep: Sweep) -> bool:
-    """Whether a sweep's kernels write its input's walls as they reach them (`WALLS`): a 3D sweep that reads one
+    """Whether a sweep's kernels write its input's walls as they reach them (`_wall_lines`): a 3D sweep that reads one
     field around the cell, along the axes only. Then a row's ghost columns are read by that row alone, and a
     plane's ghost rows by that plane alone."""
     if sweep.ndim != 3 or len(sweep.stencil_inputs) != 1:
@@ -270,6 +261,8 @@ def sweep_source(sweep: Sweep, reduce: bool) -> str:
     if nd == 3 and not fused:
         return _wide_source(sweep, reduce, lines, cnames, views, walls)
     lines.append(f"    m = out.shape[{nd - 1}] - 2 * g")
+    if walls:
+        lines.append("    n1 = out.shape[1] - 2 * g")
     if reduce:
         lines.append("    total = 0.0")
     for a in range(nd - 1):
@@ -280,7 +273,7 @@ def sweep_source(sweep: Sweep, reduce: bool) -> str:
             lines.append("        part = np.empty(m, dtype=out.dtype)")
         if a == 0 and walls:
             (u,) = sweep.stencil_inputs
-            lines += ["        if wx.shape[0]:", f"            wall_plane(f_{u}[i0], wx[i0 - g], wy[i0 - g], fac, g)"]
+            lines += ["        if wx.shape[0]:", f"            a = f_{u}[i0]", *_wall_lines("a", "i0", "fac", "            ")]
     indent = "    " * nd
     outer = [f"i{a}" for a in range(nd - 1)]
 
@@ -308,7 +301,7 @@ def sweep_source(sweep: Sweep, reduce: bool) -> str:
         lines.append(f"{indent}    o[j] = {value}")
     if reduce:
         lines.append("    return total")
-    return HEADER + (WALLS if walls else "") + "\n".join(lines) + "\n"
+    return HEADER + "\n".join(lines) + "\n"
 
 
 # Cells x stencil entries of a sweep whose first steps NumPy may take while its kernel compiles: about a second of
@@ -425,7 +418,7 @@ def _pair_planes_source(sweep: Sweep) -> str:
     flat_planes = sorted({(field, o[0]) for field, o in views})
     own_walls = [
         f"            if wx.shape[0] and q >= z0 + {2 * r} and q < z1 - {2 * r}:",
-        f"                wall_plane(f_{u}[q], wx[q - g], wy[q - g], fac, g)",
+        f"                plane_walls(f_{u}[q], wx, wy, fac, g, q)",
     ] if walls else []
     copy_walls = [
         "        for i in range(out.shape[1]):",
@@ -438,7 +431,7 @@ def _pair_planes_source(sweep: Sweep) -> str:
         "                    w[i, g + m + j] = out[q, i, g + m + j]",
     ]
     if walls:
-        copy_walls = ["        if not wall and wx.shape[0]:", "            wall_plane(w, wx[q - g], wy[q - g], fac2, g)",
+        copy_walls = ["        if not wall and wx.shape[0]:", "            plane_walls(w, wx, wy, fac2, g, q)",
                       "        else:", *[f"    {line}" for line in copy_walls]]
     march = [
         f"@SERIAL\ndef march({args}, z0, z1):",
@@ -478,20 +471,23 @@ def _pair_planes_source(sweep: Sweep) -> str:
     ]
     if walls:
         kernel += [
+            "    n1 = out.shape[1] - 2 * g",
+            "    m = out.shape[2] - 2 * g",
             "    if wx.shape[0]:",
             "        for t in numba.prange(tasks):",
             "            z0 = g + t * span",
             "            z1 = min(g + n0, z0 + span)",
             "            for q in range(z0, z1):",
             f"                if q < z0 + {2 * r} or q >= z1 - {2 * r}:",
-            f"                    wall_plane(f_{u}[q], wx[q - g], wy[q - g], fac, g)",
+            f"                    a = f_{u}[q]",
+            *_wall_lines("a", "q", "fac", "                    "),
         ]
     kernel += [
         "    for t in numba.prange(tasks):",
         "        z0 = g + t * span",
         f"        march({args}, z0, min(g + n0, z0 + span))",
     ]
-    return HEADER + (WALLS if walls else "") + "\n".join(march) + "\n\n\n" + "\n".join(kernel) + "\n"
+    return HEADER + (PLANE_WALLS if walls else "") + "\n".join(march) + "\n\n\n" + "\n".join(kernel) + "\n"
 
 
 def _row_expr(weights, start: int, row: str, col: str, axis: int) -> tuple[str, list[float]]:
