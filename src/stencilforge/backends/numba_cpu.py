@@ -77,12 +77,14 @@ FUSED_VIEW_LIMIT = 16
 WIDE_LOOP_VIEWS = 30  # row views per loop of `_wide_source`: fastest of 16 to 60 (cpu-wave3d-loop-views-2026-11-24.txt)
 Y_TILE = 32  # rows along axis 1 per task of `_wide_source`: its planes' rows around the tile stay in L2
 WALL_ARGS = ("wx", "wy", "fac")  # a 3D kernel's walls: x and y ghost values (RowWalls) and the factor of the step's time
+
+
 def _wall_lines(a: str, plane: str, factor: str, indent: str, low: str = "True", high: str = "True",
                 rows: tuple[str, str] = ("g", "g + n1")) -> list[str]:
     """Statements writing walls into the 2D plane `a` (a plane of u, or a ring plane) of interior plane `plane`
     (padded index): its ghost rows where `low` / `high` hold, and the ghost columns of its rows `rows`, as
     value * factor in float64 rounded once to the field's dtype, the bits of `boundary.scale_with_numpy`.
-    Loops written out, not a function called: the calls cost Numba more compile time (about a second a kernel).
+    Loops written out, not a function called, in the parallel kernels: the calls compiled slower (5ad437b).
     Kernels write a plane (or a tile's rows of it) ahead of the rows that read it: a vector load of a row just
     after a store to its ghost cell waits for the store (measured slower, 4e2f3eb)."""
     lo, hi = rows
