@@ -12,7 +12,7 @@ import pytest
 from stencilforge import problems
 from stencilforge.backends.numba_cpu import NumbaBackend, load_kernel, pair_source, sweep_coefficients, sweep_source, writes_walls
 from stencilforge.backends.numpy_ref import NumpyBackend, evaluate_sweep
-from stencilforge.boundary import Dirichlet, bind, write_row_walls
+from stencilforge.boundary import Dirichlet, ScaledWalls, bind, write_row_walls
 from stencilforge.grid import Grid
 from stencilforge.plan import Sweep, Term
 from stencilforge.stencil import Stencil
@@ -23,6 +23,12 @@ from test_numba_pair3d import jacobi3d
 def moving_wall(grid: Grid) -> Dirichlet:
     """A wall whose values differ at every ghost cell, scaled in time."""
     return Dirichlet(lambda x, y, z, t: np.sin(3 * x + 1) * np.cos(2 * y) + z * z, time_factor=lambda t: 1.0 + 0.37 * t)
+
+
+def rows_of(wall: Dirichlet, grid: Grid, faces=None):
+    """The x and y walls split off the wall's host filler (None where it has none to give)."""
+    fill = bind(wall, grid, NumpyBackend(), faces)
+    return fill.rows() if isinstance(fill, ScaledWalls) else None
 
 
 def poisoned(grid, names, seed=3):
@@ -59,7 +65,7 @@ def test_single_step_kernel_writes_the_walls_it_reads(make, shape, ghost, dtype)
     grid = Grid(shape, (0.01, 0.013, 0.017), np.dtype(dtype), ghost, (0.0,) * 3)
     sweep = make(grid)
     assert writes_walls(sweep)
-    rows = moving_wall(grid).row_walls(grid)
+    rows = rows_of(moving_wall(grid), grid)
     walls = rows.at(0.7)
     kernel = load_kernel(sweep_source(sweep, reduce=False))
     coef = sweep_coefficients(sweep, grid.dtype)
@@ -80,7 +86,7 @@ def test_wave3d_kernel_through_the_launch_with_and_without_walls():
     grid, sweep = setup.grid, setup.sweep
     launch = NumbaBackend().sweep(sweep, grid)
     assert launch.walls
-    walls = moving_wall(grid).row_walls(grid).at(1.3)
+    walls = rows_of(moving_wall(grid), grid).at(1.3)
     base = poisoned(grid, ("u", "u_prev", "vel"))
     ref, expected = expected_single(sweep, grid, base, walls)
     fields = {n: a.copy() for n, a in base.items()}
@@ -98,7 +104,7 @@ def test_pair_writes_both_states_walls_on_any_split_of_the_planes(radius, shape)
     """The input's walls at t (planes near a task's ends in a first parallel loop, the others in the march) and
     the middle state's at t + dt from their values, not from out; out's z planes give the middle state's."""
     grid, sweep = jacobi3d(shape, radius, "float32")
-    rows = moving_wall(grid).row_walls(grid)
+    rows = rows_of(moving_wall(grid), grid)
     walls = rows.at(0.2, 0.45)
     kernel = load_kernel(pair_source(sweep))
     coef = sweep_coefficients(sweep, grid.dtype)
@@ -121,7 +127,7 @@ def test_rest_and_the_rows_are_the_whole_fill():
     """The loop fills the z planes (`rest`) and the kernel the rest: together, bit for bit the one fill of every face."""
     grid = Grid((6, 7, 9), (0.1, 0.12, 0.09), np.dtype("float32"), 2, (0.0,) * 3)
     wall = moving_wall(grid)
-    rows = wall.row_walls(grid)
+    rows = rows_of(wall, grid)
     whole = np.full(grid.padded_shape, np.nan, grid.dtype)
     bind(wall, grid, NumpyBackend())(whole, 2.5)
     split = np.full(grid.padded_shape, np.nan, grid.dtype)
@@ -140,9 +146,12 @@ def test_only_3d_stars_of_one_field_and_scaled_walls_take_the_rows():
     lap = Stencil.laplacian(3, 1, grid.spacing)
     assert not writes_walls(Sweep("out", (Term("u", lap), Term("f", lap))))  # two fields read around the cell
     assert not writes_walls(Sweep("out", (Term("u", Stencil.laplacian(2, 1, (0.1, 0.1))),)))
-    assert Dirichlet(lambda x, y, z, t: x + t, time_dependent=True).row_walls(grid) is None  # re-evaluated, not scaled
-    assert Dirichlet(1.0).row_walls(grid) is None
-    assert moving_wall(grid).row_walls(dataclasses.replace(grid, shape=(6, 7), spacing=(0.1, 0.1), lower=(0.0, 0.0))) is None
+    assert rows_of(Dirichlet(lambda x, y, z, t: x + t, time_dependent=True), grid) is None  # re-evaluated, not scaled
+    assert rows_of(Dirichlet(1.0), grid) is None
+    assert rows_of(moving_wall(grid), grid, faces=[(0, 0), (1, 0), (1, 1), (2, 0), (2, 1)]) is None  # a block's faces
+    flat = dataclasses.replace(grid, shape=(6, 7), spacing=(0.1, 0.1), lower=(0.0, 0.0))
+    assert rows_of(Dirichlet(lambda x, y, t: x + y, time_factor=lambda t: t), flat) is None
+    assert rows_of(moving_wall(grid), grid) is not None
 
 
 @pytest.mark.parametrize("name,shape,kw", [("heat3d", (13, 17, 19), {}), ("wave3d", (17, 21, 18), {"radius": 8}),

@@ -97,7 +97,7 @@ class Dirichlet:
     With `time_factor`, value(x, t) = value(x, 0) * time_factor(t): the spatial
     part is evaluated once, on the host in float64 (the same bits on every
     backend), and each step only scales it; on the host, straight into each
-    face's box (`_scaled_boxes`), where a scatter would cost more than the scaling.
+    face's box (`ScaledWalls`), where a scatter would cost more than the scaling.
     """
 
     value: float | Callable = 0.0
@@ -129,7 +129,7 @@ class Dirichlet:
         if factor is not None:
             spatial = np.broadcast_to(np.asarray(func(*coords, 0.0), dtype=np.float64), index.shape)
             if xp is np:
-                return _scaled_boxes(grid, _box_values(grid, faces, spatial), factor, (scaler and scaler()) or scale_with_numpy)
+                return ScaledWalls(grid, tuple(faces), _box_values(grid, faces, spatial), factor, (scaler and scaler()) or scale_with_numpy)
         cells = xp.asarray(index)
         if factor is not None:
             return _scaled_scatter(xp, cells, xp.asarray(np.ascontiguousarray(spatial)), factor, pitch)
@@ -140,20 +140,6 @@ class Dirichlet:
 
         return fill_function
 
-    def row_walls(self, grid: Grid, scaler: Callable[[], Scale | None] | None = None) -> RowWalls | None:
-        """This wall's x and y faces as `RowWalls`, for kernels that write them row by row (`Launch.walls`): on a
-        3D host field whose values scale in time (`time_factor`); else None. `scaler` as for `bind`."""
-        if grid.ndim != 3 or self.time_factor is None or not callable(self.value):
-            return None
-        faces = all_faces(3)
-        index, coords = _ghost_cells(grid, faces, grid.padded_shape[-1])
-        spatial = np.broadcast_to(np.asarray(self.value(*coords, 0.0), dtype=np.float64), index.shape)
-        boxes = _box_values(grid, faces, spatial)  # z, y and x faces, low then high (`ghost_boxes`)
-        rest = _scaled_boxes(grid, boxes[:2], self.time_factor, (scaler and scaler()) or scale_with_numpy)
-        y = np.ascontiguousarray(np.concatenate([v for _, v in boxes[2:4]], axis=1))
-        x = np.ascontiguousarray(np.concatenate([v for _, v in boxes[4:6]], axis=2))
-        return RowWalls(x, y, self.time_factor, rest)
-
 
 @dataclass(frozen=True)
 class RowWalls:
@@ -161,7 +147,8 @@ class RowWalls:
     reaches each row, while the row is in cache: a strided fill of the x faces moves a cache line per row.
 
     x (n0, n1, 2g): each interior row's low then high ghost columns; y (n0, 2g, n2 + 2g): each interior
-    plane's low then high ghost rows, their ghost columns included. `rest` fills the z faces' planes."""
+    plane's low then high ghost rows, their ghost columns included. `rest` fills the z faces' planes
+    (`ScaledWalls.rows` splits them off)."""
 
     x: np.ndarray
     y: np.ndarray
@@ -201,20 +188,31 @@ def _box_values(grid: Grid, faces: Sequence[Face], spatial: np.ndarray) -> list[
     return parts
 
 
-def _scaled_boxes(grid: Grid, parts: list[tuple[tuple[slice, ...], np.ndarray]], factor, scale: Scale) -> Filler:
+class ScaledWalls:
     """Host arrays: each ghost box written in place as values * factor(t), rounded to the field's dtype
     once, as the gather does. No index array, no temporary, and the boxes' rows stay contiguous, so a
-    fill moves little more than the ghost cells' own bytes."""
+    fill moves little more than the ghost cells' own bytes. `parts`: (box, values) per face (`_box_values`)."""
 
-    def fill_scaled(arr, t):
-        f = factor(t)
-        for box, values in parts:
+    def __init__(self, grid: Grid, faces: tuple[Face, ...], parts: list[tuple[tuple[slice, ...], np.ndarray]], factor,
+                 scale: Scale):
+        self.grid, self.faces, self.parts, self.factor, self.scale = grid, faces, parts, factor, scale
+
+    def __call__(self, arr, t) -> None:
+        f = self.factor(t)
+        for box, values in self.parts:
             if arr.dtype == np.float16:
-                arr[box] = rounded(values * f, arr, grid.dtype)
+                arr[box] = rounded(values * f, arr, self.grid.dtype)
             else:
-                scale(arr[box], values, f)
+                self.scale(arr[box], values, f)
 
-    return fill_scaled
+    def rows(self) -> RowWalls | None:
+        """The x and y faces' values split off for kernels that write them row by row (`Launch.walls`), the
+        z faces left to fill: where these are every face of a 3D grid; else None."""
+        if self.faces != all_faces(3):
+            return None
+        y = np.ascontiguousarray(np.concatenate([v for _, v in self.parts[2:4]], axis=1))
+        x = np.ascontiguousarray(np.concatenate([v for _, v in self.parts[4:6]], axis=2))
+        return RowWalls(x, y, self.factor, ScaledWalls(self.grid, self.faces[:2], self.parts[:2], self.factor, self.scale))
 
 
 _SCALED_SCATTER = r"""

@@ -15,7 +15,7 @@ from typing import Callable, Mapping, Protocol
 import numpy as np
 
 from .backends.base import Launch, with_walls
-from .boundary import Dirichlet, RowWalls, bind
+from .boundary import RowWalls, ScaledWalls, bind
 from .errors import StencilforgeError
 from .grid import row_pitch
 from .metrics import error_norms, throughput
@@ -245,19 +245,15 @@ class SweepStepper:
         self.row_walls = self._row_walls()
 
     def _row_walls(self) -> tuple[str, RowWalls] | None:
-        """(u, its walls) where the step's kernels write u's x and y walls as they reach each row (`Launch.walls`;
-        the loop then fills only the z faces' planes), u being the field the sweep reads around the cell and
-        its walls Dirichlet values that scale in time; else None. A decomposed run's faces are partly halos."""
+        """(u, its walls) where the step's kernels write the x and y walls of u, the field the sweep reads around
+        the cell (`Launch.walls`), and u's walls scale in time on every face (`ScaledWalls.rows`); the loop then
+        fills only the z planes. Else None."""
         sweep = self.setup.sweep
-        if sweep is None or self.domain is not None or not self.step.walls or len(sweep.stencil_inputs) != 1:
-            return None
-        if self.fused is not None and not self.fused.walls:
+        if sweep is None or not self.step.walls or (self.fused is not None and not self.fused.walls):
             return None
         (u,) = sweep.stencil_inputs
-        bc = self.setup.boundaries.get(u)
-        if not isinstance(bc, Dirichlet) or u not in dict(self.dynamic):
-            return None
-        walls = bc.row_walls(self.setup.grid, self.backend.wall_scaler)
+        fill = dict(self.dynamic).get(u)
+        walls = fill.rows() if isinstance(fill, ScaledWalls) else None
         return None if walls is None else (u, walls)
 
     def _carriers(self) -> list:

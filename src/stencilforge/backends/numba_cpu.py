@@ -77,31 +77,29 @@ FUSED_VIEW_LIMIT = 16
 WIDE_LOOP_VIEWS = 30  # row views per loop of `_wide_source`: fastest of 16 to 60 (cpu-wave3d-loop-views-2026-11-24.txt)
 Y_TILE = 32  # rows along axis 1 per task of `_wide_source`: its planes' rows around the tile stay in L2
 WALL_ARGS = ("wx", "wy", "fac")  # a 3D kernel's walls: x and y ghost values (RowWalls) and the factor of the step's time
+PAIR_WALL_ARGS = (*WALL_ARGS, "fac2")  # the two-step kernel's, with the factor of the middle state's time
 
 
-def _wall_lines(a: str, plane: str, factor: str, indent: str, low: str = "True", high: str = "True",
+def _wall_lines(a: str, plane: str, factor: str, indent: str, low: str | None = None, high: str | None = None,
                 rows: tuple[str, str] = ("g", "g + n1")) -> list[str]:
     """Statements writing walls into the 2D plane `a` (a plane of u, or a ring plane) of interior plane `plane`
-    (padded index): its ghost rows where `low` / `high` hold, and the ghost columns of its rows `rows`, as
+    (padded index): its ghost rows (where `low` / `high` hold, if given), and the ghost columns of its rows `rows`, as
     value * factor in float64 rounded once to the field's dtype, the bits of `boundary.scale_with_numpy`.
     Loops written out, not a function called, in the parallel kernels: the calls compiled slower (5ad437b).
     Kernels write a plane (or a tile's rows of it) ahead of the rows that read it: a vector load of a row just
     after a store to its ghost cell waits for the store (measured slower, 4e2f3eb)."""
-    lo, hi = rows
-    return [f"{indent}{line}" for line in (
-        f"if {low}:",
-        "    for a_i in range(g):",
-        "        for a_c in range(m + 2 * g):",
-        f"            {a}[a_i, a_c] = wy[{plane} - g, a_i, a_c] * {factor}",
-        f"if {high}:",
-        "    for a_i in range(g):",
-        "        for a_c in range(m + 2 * g):",
-        f"            {a}[g + n1 + a_i, a_c] = wy[{plane} - g, g + a_i, a_c] * {factor}",
-        f"for a_i in range({lo}, {hi}):",
+    lines = []
+    for when, row, value in ((low, "a_i", "a_i"), (high, "g + n1 + a_i", "g + a_i")):
+        ghost_rows = ["for a_i in range(g):", "    for a_c in range(m + 2 * g):",
+                      f"        {a}[{row}, a_c] = wy[{plane} - g, {value}, a_c] * {factor}"]
+        lines += ghost_rows if when is None else [f"if {when}:", *[f"    {line}" for line in ghost_rows]]
+    lines += [
+        f"for a_i in range({rows[0]}, {rows[1]}):",
         "    for a_c in range(g):",
         f"        {a}[a_i, a_c] = wx[{plane} - g, a_i - g, a_c] * {factor}",
         f"        {a}[a_i, g + m + a_c] = wx[{plane} - g, a_i - g, g + a_c] * {factor}",
-    )]
+    ]
+    return [f"{indent}{line}" for line in lines]
 
 
 # The two-step kernel's march (a serial function) writes a plane's walls through this: written out there, the
@@ -398,7 +396,7 @@ def _pair_planes_source(sweep: Sweep) -> str:
     r = sweep.radius
     ring = 2 * r + 1
     walls = writes_walls(sweep)
-    lines, cnames, views = _prologue(sweep, (*WALL_ARGS, "fac2") if walls else ())
+    lines, cnames, views = _prologue(sweep, PAIR_WALL_ARGS if walls else ())
     args = lines[0][len("@JIT\ndef kernel("):-len("):")]
     value = sweep_expression(sweep, cnames, views)
 
@@ -558,12 +556,6 @@ def takes_threads(source: str) -> bool:
     return ", nt):" in source
 
 
-def wall_arity(source: str) -> int:
-    """How many wall arguments a generated sweep kernel takes after g: WALL_ARGS, a pair's with fac2, or none."""
-    head = source[source.index("def kernel("):].split("\n", 1)[0]
-    return 0 if ", wx, " not in head else len(WALL_ARGS) + (", fac2" in head)
-
-
 def _kernel_path(source: str) -> Path:
     return cache_dir("numba") / f"sf_{hashlib.sha256(source.encode()).hexdigest()[:24]}.py"
 
@@ -671,7 +663,8 @@ class NumbaBackend(HostMemory):
     def available() -> bool:
         return importlib.util.find_spec("numba") is not None
 
-    def _bound(self, source: str, sweep: Sweep, grid: Grid, target: str, background: tuple[str, str] | None = None):
+    def _bound(self, source: str, sweep: Sweep, grid: Grid, target: str, background: tuple[str, str] | None = None,
+               walls: tuple[str, ...] = ()):
         """(run, compiling): a sweep kernel bound to its coefficients, compiled now so no timed region pays for
         it (compiling None), or with `background` (what it is, what runs meanwhile) in a thread of its own
         while the caller goes on (a Future).
@@ -679,8 +672,8 @@ class NumbaBackend(HostMemory):
         `target` is the array passed first: the output, or for a reduction (which
         has none) the first input, which only supplies the loop bounds. Kernels that
         split the grid into tiles per thread also take Numba's thread count, read at
-        each call (a kernel reading it itself could not be cached). run(fields, walls) passes
-        `walls` (x, y, factors: `RowWalls.at`) to a kernel that writes them, or nothing to write.
+        each call (a kernel reading it itself could not be cached). A kernel taking `walls` (its wall
+        arguments, as printed) gets them from run(fields, walls) (`RowWalls.at`), or nothing to write.
         The compile is for the argument types of tiny arrays of the fields' layout, the ones every call passes.
         """
         import numba
@@ -690,8 +683,7 @@ class NumbaBackend(HostMemory):
         names = sweep.inputs
         g = grid.ghost
         threads = (numba.get_num_threads,) if takes_threads(source) else ()
-        arity = wall_arity(source)
-        none = (np.zeros((0, 0, 0)), np.zeros((0, 0, 0)), *(0.0,) * (arity - 2)) if arity else ()
+        none = (np.zeros((0, 0, 0)), np.zeros((0, 0, 0)), *(0.0,) * (len(walls) - 2)) if walls else ()
         dummy = np.zeros((2 * g + 1,) * grid.ndim, dtype=grid.dtype)
         tiny = (*([dummy] * (len(names) + 1)), coef, g, *none, *(t() for t in threads))
 
@@ -708,11 +700,11 @@ class NumbaBackend(HostMemory):
         the steps (the same bits: tests/test_numba_oracle_first.py), where one NumPy step is shorter than a
         compile (`ORACLE_STEP_BUDGET`); a cached kernel loads in a fraction of a second, before stepping."""
         source = sweep_source(sweep, reduce=False)
-        walls = wall_arity(source) > 0
+        walls = WALL_ARGS if writes_walls(sweep) else ()
         if not _numpy_first(background, source, grid.cells, sum(len(t.stencil.entries) for t in sweep.terms)):
-            return Launch(self._bound(source, sweep, grid, sweep.out)[0], walls=walls)
+            return Launch(self._bound(source, sweep, grid, sweep.out, walls=walls)[0], walls=bool(walls))
         log.info("%s: NumPy takes the first steps while the kernel compiles", sweep.out)
-        run, compiling = self._bound(source, sweep, grid, sweep.out, (f"{sweep.out}: the kernel", "NumPy's steps"))
+        run, compiling = self._bound(source, sweep, grid, sweep.out, (f"{sweep.out}: the kernel", "NumPy's steps"), walls)
         numpy_step = NumpyBackend().sweep(sweep, grid)
 
         def fallback(fields, row_walls=None):
@@ -720,7 +712,7 @@ class NumbaBackend(HostMemory):
                 write_row_walls(fields[sweep.stencil_inputs[0]], row_walls)
             numpy_step(fields)
 
-        return Launch(run, compiling=compiling, fallback=fallback, walls=walls)
+        return Launch(run, compiling=compiling, fallback=fallback, walls=bool(walls))
 
     def sweep_fused(self, sweep: Sweep, grid: Grid) -> Launch | None:
         """Two steps in one pass (the middle state's ghost cells taken from out's, or its x and y walls from
@@ -731,9 +723,10 @@ class NumbaBackend(HostMemory):
             log.info("%s: single steps: numba has two-step kernels for 2D and 3D sweeps of one field that read at most "
                      "%d rows within the ghost layer", sweep.out, FUSED_VIEW_LIMIT)
             return None
-        source = pair_source(sweep)
-        run, compiling = self._bound(source, sweep, grid, sweep.out, (f"{sweep.out}: the two-step kernel", "single steps"))
-        return Launch(run, steps=2, compiling=compiling, walls=wall_arity(source) > 0)
+        walls = PAIR_WALL_ARGS if writes_walls(sweep) else ()
+        run, compiling = self._bound(pair_source(sweep), sweep, grid, sweep.out, (f"{sweep.out}: the two-step kernel", "single steps"),
+                                     walls)
+        return Launch(run, steps=2, compiling=compiling, walls=bool(walls))
 
     def sum_squares(self, sweep: Sweep, grid: Grid, background: bool = False) -> Callable[[Mapping[str, np.ndarray]], float]:
         """With `background`, the kernel compiles after those asked for before it; a call before then compiles
