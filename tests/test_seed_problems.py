@@ -1,7 +1,14 @@
 """The seed problems, rewritten on the equation API, give the bits they gave before.
 
 tests/fixtures/seed_fields.npz holds each case's final field from numpy and
-numba as computed by the hand-written problem modules at commit cdca103.
+numba as computed by the hand-written problem modules at commit cdca103, on an
+Intel Xeon with AVX-512. NumPy picks its float64 exp by the CPU's features (a
+SIMD version where AVX-512 is, else the C library's), and the two differ by an
+ulp at some arguments; the initial values and walls of heat2d in float64 go
+through exp. tests/fixtures/seed_math_probe.npz holds np.exp, np.sin and
+np.cos over [-6, 6] as that kind of machine computes them: where this machine
+computes the same, the fields must be the fixture's bit for bit; elsewhere
+within 2 ulp of it. On every machine numba's fields are numpy's, bit for bit.
 """
 
 from __future__ import annotations
@@ -15,6 +22,8 @@ import stencilforge as sf
 from stencilforge import problems
 
 FIXTURE = np.load(Path(__file__).parent / "fixtures" / "seed_fields.npz")
+PROBE = np.load(Path(__file__).parent / "fixtures" / "seed_math_probe.npz")
+SAME_MATH = all(np.array_equal(getattr(np, f)(PROBE["x"]), PROBE[f]) for f in ("exp", "sin", "cos"))
 CASES = {
     "heat2d_f32": ("heat2d", dict(shape=(13, 17), dtype="float32"), 9),
     "heat2d_f64": ("heat2d", dict(shape=(13, 17), dtype="float64", alpha=0.7), 9),
@@ -31,7 +40,19 @@ CASES = {
 @pytest.mark.parametrize("backend", ["numpy", "numba"])
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_seed_problem_results_are_unchanged(case, backend):
+    got = final_field(case, backend)
+    if SAME_MATH:
+        np.testing.assert_array_equal(got, FIXTURE[f"{case}_{backend}"])
+    else:
+        np.testing.assert_array_max_ulp(got, FIXTURE[f"{case}_{backend}"], maxulp=2)
+
+
+def final_field(case: str, backend: str) -> np.ndarray:
     name, kw, steps = CASES[case]
     result = sf.solve(name, steps=steps, backend=backend, **kw)
-    got = np.asarray(result.fields[problems.build(name, **kw).solution])
-    np.testing.assert_array_equal(got, FIXTURE[f"{case}_{backend}"])
+    return np.asarray(result.fields[problems.build(name, **kw).solution])
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_seed_problem_numba_gives_numpys_bits_on_this_machine(case):
+    np.testing.assert_array_equal(final_field(case, "numba"), final_field(case, "numpy"))
