@@ -74,7 +74,7 @@ def test_a_fused_run_falling_back_to_single_steps_is_logged(info):
     result = run(setup, get_backend("numba"), LoopOptions(steps=4))
     assert not result.summary.get("fused_steps")
     (line,) = messages(info, "stencilforge.backends.numba_cpu")[-1:]
-    assert line.startswith(f"{setup.sweep.out}: single steps: numba has two-step kernels for 2D and 3D sweeps")
+    assert line.startswith(f"{setup.sweep.out}: single steps: numba has fused kernels for 2D and 3D sweeps")
 
 
 def test_kernel_compiled_then_taken_from_the_cache(info, tmp_path, monkeypatch):

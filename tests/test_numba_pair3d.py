@@ -1,6 +1,6 @@
-"""Numba's two-steps-per-pass kernel for 3D sweeps (out = S(S(u)), marching planes through a ring of middle
-planes), bit for bit against two single Numba steps and the NumPy oracle on shapes that no split of the
-planes among threads divides evenly, and through the time loop with static and time-dependent walls."""
+"""Numba's several-steps-per-pass kernel for 3D sweeps (out = S(...S(u)), marching planes through a ring of
+planes per middle state), bit for bit against single Numba steps and the NumPy oracle on shapes that no split
+of the planes among threads divides evenly, and through the time loop with static and time-dependent walls."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import pytest
 
 import stencilforge as sf
 from stencilforge import problems
-from stencilforge.backends.numba_cpu import NumbaBackend, load_kernel, pair_source, sweep_coefficients
+from stencilforge.backends.base import fused_walls
+from stencilforge.backends.numba_cpu import FUSED_STEPS_3D, NumbaBackend, fused_source, load_kernel, sweep_coefficients
 from stencilforge.backends.numpy_ref import NumpyBackend, evaluate_sweep
 from stencilforge.grid import Grid
 from stencilforge.problems.base import lowered
@@ -31,54 +32,67 @@ def ghost_mask(grid):
     return ghost
 
 
-def pair_inputs(grid, seed=5):
-    """u and f, and out holding the middle step's walls (not u's) with NaN in the interior it must write."""
+def fused_inputs(grid, steps, seed=5):
+    """u and f, and the walls of each middle state (the first's to go in out, then one array each), all different,
+    with NaN in the interior a kernel must write (out) or never read (the others)."""
     rng = np.random.default_rng(seed)
     fields = {n: rng.uniform(-1, 1, grid.padded_shape).astype(grid.dtype) for n in ("u", "f")}
-    walls = rng.uniform(-1, 1, grid.padded_shape).astype(grid.dtype)
-    walls[grid.interior] = np.nan
+    walls = [rng.uniform(-1, 1, grid.padded_shape).astype(grid.dtype) for _ in range(steps - 1)]
+    for w in walls:
+        w[grid.interior] = np.nan
     return fields, walls
 
 
-def two_single_steps(one, fields, walls, grid):
-    """Two single sweeps, the middle state's ghost cells the walls of the step in between."""
-    first = np.full(grid.padded_shape, np.nan, dtype=grid.dtype)
-    one({**fields, "u_new": first})
-    middle = walls.copy()
-    middle[grid.interior] = first[grid.interior]
-    second = np.full(grid.padded_shape, np.nan, dtype=grid.dtype)
-    one({"u": middle, "f": fields["f"], "u_new": second})
-    return middle, second[grid.interior]
+def fused_fields(fields, walls, out):
+    """What a fused pass reads: the fields, out, and the later middle states' walls under `fused_walls` names."""
+    return {**fields, "u_new": out, **{fused_walls(s, "u_new"): w for s, w in enumerate(walls[1:], start=2)}}
+
+
+def single_steps(one, fields, walls, grid):
+    """len(walls) + 1 single sweeps by `one`, the state after step s taking walls[s - 1]'s ghost cells."""
+    u = fields["u"]
+    for w in walls:
+        step = np.full(grid.padded_shape, np.nan, dtype=grid.dtype)
+        one({**fields, "u": u, "u_new": step})
+        u = w.copy()
+        u[grid.interior] = step[grid.interior]
+    last = np.full(grid.padded_shape, np.nan, dtype=grid.dtype)
+    one({**fields, "u": u, "u_new": last})
+    return last[grid.interior]
 
 
 @pytest.mark.parametrize("radius,dtype", [(1, "float64"), (2, "float32")])  # poisson3d below reuses the first
 @pytest.mark.parametrize("shape", [(13, 17, 19), (2, 9, 4), (5, 1, 3)])
-def test_pair_is_two_numba_sweeps_and_two_oracle_sweeps_bit_for_bit(shape, radius, dtype):
+@pytest.mark.parametrize("steps", [2, FUSED_STEPS_3D])
+def test_fused_pass_is_single_numba_sweeps_and_oracle_sweeps_bit_for_bit(shape, radius, dtype, steps):
     grid, sweep = jacobi3d(shape, radius, dtype)
-    fields, walls = pair_inputs(grid)
+    fields, walls = fused_inputs(grid, steps)
     be = NumbaBackend()
-    out = walls.copy()
-    be.sweep_fused(sweep, grid)({**fields, "u_new": out})
-    middle, second = two_single_steps(be.sweep(sweep, grid), fields, walls, grid)
-    assert np.array_equal(out[grid.interior], second)
-    assert np.array_equal(out[ghost_mask(grid)], walls[ghost_mask(grid)])  # only the interior is written
-    oracle_middle = walls.copy()
-    oracle_middle[grid.interior] = evaluate_sweep(sweep, grid, fields)
-    assert np.array_equal(oracle_middle, middle, equal_nan=True)
-    assert np.array_equal(evaluate_sweep(sweep, grid, {"u": oracle_middle, "f": fields["f"]}), second)
+    out = walls[0].copy()
+    launch = be.sweep_fused(sweep, grid, steps)
+    assert launch.steps == steps
+    launch(fused_fields(fields, walls, out))
+    assert np.array_equal(out[grid.interior], single_steps(be.sweep(sweep, grid), fields, walls, grid))
+    assert np.array_equal(out[ghost_mask(grid)], walls[0][ghost_mask(grid)])  # only the interior is written
+
+    def oracle(f):
+        f["u_new"][grid.interior] = evaluate_sweep(sweep, grid, f)
+
+    assert np.array_equal(out[grid.interior], single_steps(oracle, fields, walls, grid))
 
 
-def test_pair_gives_the_same_bits_on_any_split_of_the_planes():
-    """Each task marches its own range of planes, evaluating the middle planes at its ends again."""
+@pytest.mark.parametrize("steps", [2, FUSED_STEPS_3D])
+def test_fused_pass_gives_the_same_bits_on_any_split_of_the_planes(steps):
+    """Each task marches its own range of planes, evaluating the middle planes near its ends again."""
     grid, sweep = jacobi3d((13, 6, 7), 2, "float32")
-    fields, walls = pair_inputs(grid)
-    kernel = load_kernel(pair_source(sweep))
+    fields, walls = fused_inputs(grid, steps)
+    kernel = load_kernel(fused_source(sweep, steps))
     coef = sweep_coefficients(sweep, grid.dtype)
-    _, expected = two_single_steps(NumbaBackend().sweep(sweep, grid), fields, walls, grid)
-    no_walls = (np.zeros((0, 0, 0)), np.zeros((0, 0, 0)), 0.0, 0.0)
+    expected = single_steps(NumbaBackend().sweep(sweep, grid), fields, walls, grid)
+    no_walls = (np.zeros((0, 0, 0)), np.zeros((0, 0, 0)), *[0.0] * steps)
     for tasks in (1, 2, 3, 4, 6, 13, 20):
-        out = walls.copy()
-        kernel(out, fields["u"], fields["f"], coef, grid.ghost, *no_walls, tasks)
+        out = walls[0].copy()
+        kernel(out, fields["u"], fields["f"], *walls[1:], coef, grid.ghost, *no_walls, tasks)
         assert np.array_equal(out[grid.interior], expected), f"{tasks} tasks"
 
 
@@ -95,8 +109,8 @@ def test_pair_declines_sweeps_it_cannot_vectorise_or_whose_reach_passes_the_ghos
 @pytest.mark.parametrize("name,shape", [("heat3d", (13, 17, 19)), ("poisson3d", (11, 9, 14))])
 def test_fused_run_lands_on_every_observed_step_with_the_single_steps_bits(name, shape):
     """heat3d's walls change in time (the loop fills the middle step's ahead); poisson3d's are static."""
-    opts = dict(steps=37, check_every=5)
-    records = {key: Recorder(3) for key in ("numpy", "single", "fused")}
+    opts = dict(steps=37, check_every=10)
+    records = {key: Recorder(7) for key in ("numpy", "single", "fused")}
     results = {
         "numpy": run(problems.build(name, shape=shape), NumpyBackend(), LoopOptions(observers=(records["numpy"],), **opts)),
         "single": run(problems.build(name, shape=shape), NumbaBackend(),
@@ -109,17 +123,18 @@ def test_fused_run_lands_on_every_observed_step_with_the_single_steps_bits(name,
     for key in ("numpy", "single"):
         assert all(np.array_equal(results["fused"].fields[k], results[key].fields[k]) for k in results[key].fields)
     assert results["fused"].summary.get("residual") == results["single"].summary.get("residual")  # summed as numba sums
-    # a pair n -> n + 2 only where neither n + 1 nor n + 2 is observed or checked and n + 2 is not the last step
-    events = {m for m in range(1, 38) if m % 3 == 0 or m % 5 == 0}
-    pairs, n = 0, 0
+    # a pass n -> n + k only where none of n + 1 .. n + k is observed or checked and n + k is not the last step
+    k = FUSED_STEPS_3D
+    events = {m for m in range(1, 38) if m % 7 == 0 or m % 10 == 0}
+    passes, n = 0, 0
     while n < 37:
-        fuse = n + 2 < 37 and n + 1 not in events and n + 2 not in events
-        pairs, n = pairs + fuse, n + 1 + fuse
-    assert results["fused"].summary["fused_steps"] == 2 * pairs > 0
+        fuse = n + k < 37 and not events & set(range(n + 1, n + k + 1))
+        passes, n = passes + fuse, n + (k if fuse else 1)
+    assert results["fused"].summary["fused_steps"] == k * passes > 0
     assert "fused_steps" not in results["single"].summary
 
 
-def test_a_users_radius_two_problem_runs_two_steps_per_pass_with_the_oracles_bits():
+def test_a_users_radius_two_problem_runs_several_steps_per_pass_with_the_oracles_bits():
     """Through the loop sf.run takes: a fourth-order heat equation with walls that change in time, in float64."""
     grid = sf.Grid((12, 15, 10), spacing=(0.07, 0.06, 0.09), origin=(0.07, 0.06, 0.09), dtype="float64")
     u = sf.Field("u", grid)
@@ -130,5 +145,6 @@ def test_a_users_radius_two_problem_runs_two_steps_per_pass_with_the_oracles_bit
                          boundary={u: sf.Dirichlet(exact)}, dt=dt, steps=20, name="heat3d-r2")
     fused = run(lowered(problem), NumbaBackend(), LoopOptions(steps=20, fuse_when_compiled=False))
     oracle = sf.run(problem, backend="numpy")
-    assert fused.summary["fused_steps"] == 18  # the last step is a single one
+    k = FUSED_STEPS_3D
+    assert fused.summary["fused_steps"] == k * ((20 - 1) // k)  # the last step is a single one
     assert np.array_equal(fused.fields["u"], oracle.fields["u"])

@@ -10,7 +10,15 @@ import numpy as np
 import pytest
 
 from stencilforge import problems
-from stencilforge.backends.numba_cpu import NumbaBackend, load_kernel, pair_source, sweep_coefficients, sweep_source, writes_walls
+from stencilforge.backends.numba_cpu import (
+    FUSED_STEPS_3D,
+    NumbaBackend,
+    fused_source,
+    load_kernel,
+    sweep_coefficients,
+    sweep_source,
+    writes_walls,
+)
 from stencilforge.backends.numpy_ref import NumpyBackend, evaluate_sweep
 from stencilforge.boundary import Dirichlet, ScaledWalls, bind, write_row_walls
 from stencilforge.grid import Grid
@@ -99,28 +107,35 @@ def test_wave3d_kernel_through_the_launch_with_and_without_walls():
     assert np.array_equal(fields["u_prev"][grid.interior], expected)
 
 
-@pytest.mark.parametrize("radius,shape", [(1, (13, 6, 7)), (2, (19, 5, 6))])
-def test_pair_writes_both_states_walls_on_any_split_of_the_planes(radius, shape):
+@pytest.mark.parametrize("radius,shape,steps", [(1, (13, 6, 7), 2), (1, (13, 6, 7), FUSED_STEPS_3D), (2, (19, 5, 6), 3)])
+def test_fused_pass_writes_every_states_walls_on_any_split_of_the_planes(radius, shape, steps):
     """The input's walls at t (planes near a task's ends in a first parallel loop, the others in the march) and
-    the middle state's at t + dt from their values, not from out; out's z planes give the middle state's."""
+    each middle state's at its own time from their values, not from out or the carriers; whose z planes give the
+    middle states' (out's the first's, the carriers' the later ones')."""
     grid, sweep = jacobi3d(shape, radius, "float32")
     rows = rows_of(moving_wall(grid), grid)
-    walls = rows.at(0.2, 0.45)
-    kernel = load_kernel(pair_source(sweep))
+    times = [0.2 + 0.25 * s for s in range(steps)]
+    walls = rows.at(*times)
+    kernel = load_kernel(fused_source(sweep, steps))
     coef = sweep_coefficients(sweep, grid.dtype)
     base = poisoned(grid, ("u", "f", "u_new"))
+    carriers = [poisoned(grid, ("w",), seed=10 + s)["w"] for s in range(2, steps)]  # z planes: later states' walls
+    states = [base["u_new"], *carriers]
     g = grid.ghost
-    middle_ref, _ = expected_single(sweep, grid, base, walls)
-    middle = base["u_new"].copy()
-    middle[grid.interior] = evaluate_sweep(sweep, grid, middle_ref)
-    write_row_walls(middle, (*walls[:2], walls[3]))
-    expected = evaluate_sweep(sweep, grid, {"u": middle, "f": base["f"]})
+    first, _ = expected_single(sweep, grid, base, walls)
+    u = first["u"]
+    for s, holder in enumerate(states, start=1):  # the state after step s: holder's z planes, x and y at times[s]
+        state = holder.copy()
+        state[grid.interior] = evaluate_sweep(sweep, grid, {"u": u, "f": base["f"]})
+        write_row_walls(state, (*walls[:2], walls[2 + s]))
+        u = state
+    expected = evaluate_sweep(sweep, grid, {"u": u, "f": base["f"]})
     for tasks in (1, 2, 3, 4, 6, 13, 20):
         fields = {n: a.copy() for n, a in base.items()}
         out = fields.pop("u_new")
-        kernel(out, fields["u"], fields["f"], coef, g, *walls, tasks)
+        kernel(out, fields["u"], fields["f"], *[c.copy() for c in carriers], coef, g, *walls, tasks)
         assert np.array_equal(out[grid.interior], expected), f"{tasks} tasks"
-        assert np.array_equal(fields["u"], middle_ref["u"], equal_nan=True), f"{tasks} tasks: u's walls at t"
+        assert np.array_equal(fields["u"], first["u"], equal_nan=True), f"{tasks} tasks: u's walls at t"
 
 
 def test_rest_and_the_rows_are_the_whole_fill():

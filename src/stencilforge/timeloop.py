@@ -329,12 +329,13 @@ class SweepStepper:
             if fused is not None:  # the middle states' walls: the output buffer's ghost cells, then the carriers'
                 ahead(fields[self.partner[name]], self.time_at(n + 1))
                 for s, carrier in enumerate(self.carriers, start=2):
-                    fill(carrier, self.time_at(n + s))
+                    ahead(carrier, self.time_at(n + s))
             elif self.after_fused:  # the buffer this step writes: single steps would have left step n - 1's walls in it
                 fill(fields[self.partner[name]], self.time_at(n - 1))
         self.after_fused = fused is not None
         if fused is not None:
-            fused(self.with_walls(fields), *([rows[1].at(t, self.time_at(n + 1))] if rows is not None else []))
+            times = [self.time_at(n + s) for s in range(fused.steps)]
+            fused(self.with_walls(fields), *([rows[1].at(*times)] if rows is not None else []))
             self.fused_steps += fused.steps
         else:
             self.step(fields, *([rows[1].at(t)] if rows is not None else []))

@@ -26,7 +26,7 @@ from ..errors import StencilforgeError
 from ..grid import Grid
 from ..plan import AxisOperator, Sweep
 from ..printers.numba import pass_source
-from .base import HostMemory, Launch
+from .base import HostMemory, Launch, fused_walls
 from .numpy_ref import NumpyBackend
 
 log = logging.getLogger(__name__)
@@ -77,7 +77,12 @@ FUSED_VIEW_LIMIT = 16
 WIDE_LOOP_VIEWS = 30  # row views per loop of `_wide_source`: fastest of 16 to 60 (cpu-wave3d-loop-views-2026-11-24.txt)
 Y_TILE = 32  # rows along axis 1 per task of `_wide_source`: its planes' rows around the tile stay in L2
 WALL_ARGS = ("wx", "wy", "fac")  # a 3D kernel's walls: x and y ghost values (RowWalls) and the factor of the step's time
-PAIR_WALL_ARGS = (*WALL_ARGS, "fac2")  # the two-step kernel's, with the factor of the middle state's time
+FUSED_STEPS_3D = 4  # steps per pass of `_march_source` (cpu-fused-steps-2026-11-24.json)
+
+
+def fused_wall_args(steps: int) -> tuple[str, ...]:
+    """A fused 3D kernel's walls: WALL_ARGS, then the factors of each middle state's time (fac2, fac3, ...)."""
+    return (*WALL_ARGS, *(f"fac{s}" for s in range(2, steps + 1)))
 
 
 def _wall_lines(a: str, plane: str, factor: str, indent: str, low: str | None = None, high: str | None = None,
@@ -102,7 +107,7 @@ def _wall_lines(a: str, plane: str, factor: str, indent: str, low: str | None = 
     return [f"{indent}{line}" for line in lines]
 
 
-# The two-step kernel's march (a serial function) writes a plane's walls through this: written out there, the
+# The fused kernels' serial functions write a plane's walls through this: written out there, the
 # loops compiled slower than the call.
 PLANE_WALLS = "\n".join(["@SERIAL", "def plane_walls(a, wx, wy, fac, g, q):", "    n1 = a.shape[0] - 2 * g",
                          "    m = a.shape[1] - 2 * g", *_wall_lines("a", "q", "fac", "    "), "", "", ""])
@@ -113,12 +118,12 @@ def _shift(index: str, o: int) -> str:
     return f"{index} + {o}" if o > 0 else (f"{index} - {-o}" if o < 0 else index)
 
 
-def _prologue(sweep: Sweep, walls: tuple[str, ...] = ()) -> tuple[list[str], list[str], dict]:
-    """The kernel's def line (`walls`: the wall arguments it takes, `WALL_ARGS`) and coefficient locals, the
-    coefficient names and the row views, shared by the single-step and the two-step kernels so both evaluate
-    the same expression."""
+def _prologue(sweep: Sweep, walls: tuple[str, ...] = (), carriers: tuple[str, ...] = ()) -> tuple[list[str], list[str], dict]:
+    """The kernel's def line (`walls`: the wall arguments it takes, `WALL_ARGS`; `carriers`: the arrays holding
+    a fused kernel's later middle states' walls) and coefficient locals, the coefficient names and the row
+    views, shared by the single-step and the fused kernels so all evaluate the same expression."""
     cnames = [f"c{k}" for k in range(sum(len(t.stencil.entries) for t in sweep.terms))]
-    args = ["out"] + [f"f_{n}" for n in sweep.inputs] + ["coef", "g", *walls]
+    args = ["out"] + [f"f_{n}" for n in sweep.inputs] + list(carriers) + ["coef", "g", *walls]
     lines = [f"@JIT\ndef kernel({', '.join(args)}):"] + [f"    {c} = coef[{k}]" for k, c in enumerate(cnames)]
     return lines, cnames, _views(sweep)
 
@@ -310,16 +315,19 @@ ORACLE_STEP_BUDGET = 5e8
 PAIR_BLOCK = 8  # output rows per task of `_pair_rows_source`: its rows of u, f and the middle state stay in the core's cache
 
 
-def pair_source(sweep: Sweep) -> str:
-    """Source of a kernel writing two steps of the sweep in one pass over memory (out = S(S(u))).
+def fused_source(sweep: Sweep, steps: int) -> str:
+    """Source of a kernel writing `steps` steps of the sweep in one pass over memory (out = S(...S(u))): 2D two
+    steps (`_pair_rows_source`), 3D any number (`_march_source`).
 
-    The middle state's ghost cells are out's (the walls of the step in between,
-    filled by the caller); the kernel reads only those of out, so its tasks'
-    writes to out's interior never race with a read. Both steps use the
-    single-step kernel's row views and expression, so the result has the same
-    bits as two calls of `sweep_source`'s kernel.
+    The middle states' ghost cells are the walls of the steps in between, filled by the caller: the first's
+    in out, later ones' in the arrays `fused_walls` names. The kernel reads only those of out, so its tasks'
+    writes to out's interior never race with a read. Every step uses the single-step kernel's row views and
+    expression, so the result has the same bits as `steps` calls of `sweep_source`'s kernel.
     """
-    return _pair_planes_source(sweep) if sweep.ndim == 3 else _pair_rows_source(sweep)
+    if sweep.ndim == 3:
+        return _march_source(sweep, steps)
+    assert steps == 2, "2D sweeps fuse two steps"
+    return _pair_rows_source(sweep)
 
 
 def _pair_views(sweep: Sweep, indent: str, at, u_at) -> list[str]:
@@ -376,29 +384,38 @@ def _pair_rows_source(sweep: Sweep) -> str:
     return HEADER + "\n".join(lines) + "\n"
 
 
-def _pair_planes_source(sweep: Sweep) -> str:
-    """3D: each parallel task takes a range of output planes along axis 0 and marches through it,
-    evaluating middle plane q into a ring of 2r + 1 planes, then output plane q - r from the ring.
+def _ring_slot(index: str, k: int, ring: int) -> str:
+    """The slot in a ring of `ring` planes of plane `index` + k."""
+    return f"({_shift(index, k)}) % {ring}" if k else f"{index} % {ring}"
 
-    A middle plane outside the interior is out's wall plane; an interior one
-    is evaluated in one loop over its interior rows as a flat range (the ghost
-    columns it passes are scratch), then takes its ghost rows and columns
-    from out's plane, or with the walls (`writes_walls`: fac2, the factor of the
-    middle state's time) from their values. Only the 2r middle planes at each end of a task's range
-    are evaluated twice. The march is a serial function that the parallel
-    loop only calls: Numba compiles it in a fraction of the time it takes
-    over the same code inside the parallel loop.
-    With the walls, the input's x and y walls of the planes within 2r of a task's ends, which two
-    tasks read, are written by their own task in a first parallel loop; every other plane's, by
-    the one task that reads it, before its middle plane.
+
+def _march_source(sweep: Sweep, steps: int) -> str:
+    """3D: each parallel task takes a range of output planes along axis 0 and marches through it, evaluating
+    at each position plane q of the state after one step, plane q - r of the state after two, and so on,
+    each middle state into a ring of 2r + 1 planes of its own, then output plane q - (steps - 1) r.
+
+    A middle plane is evaluated by `middle` (one serial function for every level, so the compile does not
+    grow with the steps): one loop over its interior rows as a flat range (the ghost columns it passes are
+    scratch), then its ghost rows and columns from the plane of the array that holds that state's walls
+    (the first middle state's: out; later ones': `fused_walls`), or with the walls (`writes_walls`) from
+    their values times that state's factor (`fused_wall_args`). A middle plane outside the interior is that
+    array's plane. Only the (steps - 1) r middle planes at each end of a task's range are evaluated twice.
+    With the walls, the input's x and y walls of the planes within (steps - 1) r of a task's ends, which
+    two tasks read, are written by their own task in a first parallel loop; every other plane's, by the one
+    task that reads it, just before its middle plane (a star reads a plane's x and y walls only for that plane).
     """
     (u,) = sweep.stencil_inputs
     r = sweep.radius
     ring = 2 * r + 1
+    reach = (steps - 1) * r
     walls = writes_walls(sweep)
-    lines, cnames, views = _prologue(sweep, PAIR_WALL_ARGS if walls else ())
+    carriers = tuple(fused_walls(s, sweep.out) for s in range(2, steps))
+    lines, cnames, views = _prologue(sweep, fused_wall_args(steps) if walls else (), carriers)
     args = lines[0][len("@JIT\ndef kernel("):-len("):")]
     value = sweep_expression(sweep, cnames, views)
+    flat_planes = sorted({(field, o[0]) for field, o in views})
+    plane_args = [f"x_{field}_{_tag(k)}" for field, k in flat_planes]
+    u_planes = sorted({o[0] for (field, o) in views if field == u})
 
     def cols(o: int) -> str:
         lo = _shift("g", o)
@@ -407,56 +424,77 @@ def _pair_planes_source(sweep: Sweep) -> str:
     def at(field: str, o) -> str:
         return f"f_{field}[{_shift('z', o[0])}, {_shift('i', o[1])}, {cols(o[2])}]"
 
-    def slot(k: int) -> str:
-        return f"({_shift('z', k)}) % {ring}" if k else f"z % {ring}"
-
     def flat(field: str, o) -> str:
         start = "base" + "".join(f" {'+' if v > 0 else '-'} {abs(v)}{unit}" for v, unit in ((o[1], " * wd"), (o[2], "")) if v)
         return f"x_{field}_{_tag(o[0])}[{start}:{start} + n]"
 
-    planes = sorted({o[0] for (field, o) in views if field == u})
-    flat_planes = sorted({(field, o[0]) for field, o in views})
-    own_walls = [
-        f"            if wx.shape[0] and q >= z0 + {2 * r} and q < z1 - {2 * r}:",
-        f"                plane_walls(f_{u}[q], wx, wy, fac, g, q)",
-    ] if walls else []
-    copy_walls = [
-        "        for i in range(out.shape[1]):",
-        "            if wall or i < g or i >= g + n1:",
+    middle = [
+        "@SERIAL\ndef copy_plane(w, a):",
+        "    for i in range(w.shape[0]):",
+        "        for j in range(w.shape[1]):",
+        "            w[i, j] = a[i, j]",
+        "",
+        "",
+        f"@SERIAL\ndef middle(w, {', '.join(plane_args)}, ghosts, coef, g, wx, wy, fac, p):",
+        *lines[1:1 + len(cnames)],
+        "    wd = w.shape[1]",
+        "    n1 = w.shape[0] - 2 * g",
+        "    m = wd - 2 * g",
+        "    base = g * wd + g",
+        "    n = (n1 - 1) * wd + m",
+        *[f"    {a} = {a}.reshape(-1)" for a in plane_args],
+        *_pair_views(sweep, "    ", flat, lambda o: flat(u, o)),
+        "    o = w.reshape(-1)[base:base + n]",
+        "    for j in range(n):",
+        f"        o[j] = {value}",
+        "    if wx.shape[0]:",
+        "        plane_walls(w, wx, wy, fac, g, p)",
+        "    else:",
+        "        for i in range(w.shape[0]):",
+        "            if i < g or i >= g + n1:",
         "                for j in range(wd):",
-        "                    w[i, j] = out[q, i, j]",
+        "                    w[i, j] = ghosts[i, j]",
         "            else:",
         "                for j in range(g):",
-        "                    w[i, j] = out[q, i, j]",
-        "                    w[i, g + m + j] = out[q, i, g + m + j]",
+        "                    w[i, j] = ghosts[i, j]",
+        "                    w[i, g + m + j] = ghosts[i, g + m + j]",
     ]
-    if walls:
-        copy_walls = ["        if not wall and wx.shape[0]:", "            plane_walls(w, wx, wy, fac2, g, q)",
-                      "        else:", *[f"    {line}" for line in copy_walls]]
+    no_walls = "" if walls else "wx, wy, fac = np.zeros((0, 0, 0)), np.zeros((0, 0, 0)), 0.0"
+
+    def level(s: int) -> list[str]:
+        """Plane p of the state after s steps, into mid[s - 1]: from u's planes (s = 1) or mid[s - 2]."""
+        lo, hi = f"max(z0 - {reach - (s - 1) * r}, g - {r})", f"min(z1 + {reach - (s - 1) * r}, g + n0 + {r})"
+        source = {(field, k): f"f_{field}[{_shift('p', k)}]" for field, k in flat_planes}
+        if s > 1:
+            source.update({(u, k): f"mid[{s - 2}, {_ring_slot('p', k, ring)}]" for k in u_planes})
+        holder = "out" if s == 1 else fused_walls(s, sweep.out)
+        own = [f"            if wx.shape[0] and p >= z0 + {reach} and p < z1 - {reach}:",
+               f"                plane_walls(f_{u}[p], wx, wy, fac, g, p)"] if walls and s == 1 else []
+        return [
+            f"        p = {_shift('q', -(s - 1) * r)}",
+            f"        if p >= {lo} and p < {hi}:",
+            f"            w = mid[{s - 1}, p % {ring}]",
+            "            if p < g or p >= g + n0:",
+            f"                copy_plane(w, {holder}[p])",
+            "            else:",
+            *[f"    {line}" for line in own],
+            f"                middle(w, {', '.join(source[key] for key in flat_planes)}, {holder}[p], coef, g, wx, wy, "
+            f"{'fac' + str(s + 1) if walls else 'fac'}, p)",
+        ]
+
     march = [
         f"@SERIAL\ndef march({args}, z0, z1):",
         *lines[1:],
+        *([f"    {no_walls}"] if no_walls else []),
         "    n0 = out.shape[0] - 2 * g",
         "    n1 = out.shape[1] - 2 * g",
         "    m = out.shape[2] - 2 * g",
-        f"    mid = np.empty(({ring}, out.shape[1], out.shape[2]), dtype=out.dtype)",
-        "    wd = out.shape[2]",
-        "    base = g * wd + g",
-        "    n = (n1 - 1) * wd + m",
-        f"    for q in range(z0 - {r}, z1 + {r}):",
-        f"        w = mid[q % {ring}]",
-        "        wall = q < g or q >= g + n0",
-        "        if not wall:",
-        *own_walls,
-        *[f"            x_{field}_{_tag(k)} = f_{field}[{_shift('q', k)}].reshape(-1)" for field, k in flat_planes],
-        *_pair_views(sweep, "            ", flat, lambda o: flat(u, o)),
-        "            o = w.reshape(-1)[base:base + n]",
-        "            for j in range(n):",
-        f"                o[j] = {value}",
-        *copy_walls,
-        f"        if q >= z0 + {r}:",
-        f"            z = q - {r}",
-        *[f"            w_{_tag(k)} = mid[{slot(k)}]" for k in planes],
+        f"    mid = np.empty(({steps - 1}, {ring}, out.shape[1], out.shape[2]), dtype=out.dtype)",
+        f"    for q in range(z0 - {reach}, z1 + {reach}):",
+        *[line for s in range(1, steps) for line in level(s)],
+        f"        z = q - {reach}",
+        "        if z >= z0:",
+        *[f"            w_{_tag(k)} = mid[{steps - 2}, {_ring_slot('z', k, ring)}]" for k in u_planes],
         "            for i in range(g, g + n1):",
         *_pair_views(sweep, "                ", at, lambda o: f"w_{_tag(o[0])}[{_shift('i', o[1])}, {cols(o[2])}]"),
         "                o = out[z, i, g:g + m]",
@@ -478,7 +516,7 @@ def _pair_planes_source(sweep: Sweep) -> str:
             "            z0 = g + t * span",
             "            z1 = min(g + n0, z0 + span)",
             "            for q in range(z0, z1):",
-            f"                if q < z0 + {2 * r} or q >= z1 - {2 * r}:",
+            f"                if q < z0 + {reach} or q >= z1 - {reach}:",
             f"                    a = f_{u}[q]",
             *_wall_lines("a", "q", "fac", "                    "),
         ]
@@ -487,7 +525,7 @@ def _pair_planes_source(sweep: Sweep) -> str:
         "        z0 = g + t * span",
         f"        march({args}, z0, min(g + n0, z0 + span))",
     ]
-    return HEADER + (PLANE_WALLS if walls else "") + "\n".join(march) + "\n\n\n" + "\n".join(kernel) + "\n"
+    return HEADER + PLANE_WALLS + "\n".join(middle) + "\n\n\n" + "\n".join(march) + "\n\n\n" + "\n".join(kernel) + "\n"
 
 
 def _row_expr(weights, start: int, row: str, col: str, axis: int) -> tuple[str, list[float]]:
@@ -664,7 +702,7 @@ class NumbaBackend(HostMemory):
         return importlib.util.find_spec("numba") is not None
 
     def _bound(self, source: str, sweep: Sweep, grid: Grid, target: str, background: tuple[str, str] | None = None,
-               walls: tuple[str, ...] = ()):
+               walls: tuple[str, ...] = (), carriers: tuple[str, ...] = ()):
         """(run, compiling): a sweep kernel bound to its coefficients, compiled now so no timed region pays for
         it (compiling None), or with `background` (what it is, what runs meanwhile) in a thread of its own
         while the caller goes on (a Future).
@@ -673,14 +711,15 @@ class NumbaBackend(HostMemory):
         has none) the first input, which only supplies the loop bounds. Kernels that
         split the grid into tiles per thread also take Numba's thread count, read at
         each call (a kernel reading it itself could not be cached). A kernel taking `walls` (its wall
-        arguments, as printed) gets them from run(fields, walls) (`RowWalls.at`), or nothing to write.
+        arguments, as printed) gets them from run(fields, walls) (`RowWalls.at`), or nothing to write. A fused
+        kernel also takes the fields named `carriers`, after the sweep's inputs.
         The compile is for the argument types of tiny arrays of the fields' layout, the ones every call passes.
         """
         import numba
 
         kernel = load_kernel(source)
         coef = sweep_coefficients(sweep, grid.dtype)
-        names = sweep.inputs
+        names = (*sweep.inputs, *carriers)
         g = grid.ghost
         threads = (numba.get_num_threads,) if takes_threads(source) else ()
         none = (np.zeros((0, 0, 0)), np.zeros((0, 0, 0)), *(0.0,) * (len(walls) - 2)) if walls else ()
@@ -714,19 +753,22 @@ class NumbaBackend(HostMemory):
 
         return Launch(run, compiling=compiling, fallback=fallback, walls=bool(walls))
 
-    def sweep_fused(self, sweep: Sweep, grid: Grid) -> Launch | None:
-        """Two steps in one pass (the middle state's ghost cells taken from out's, or its x and y walls from
-        their values: `Launch.walls`) for 2D and 3D sweeps of one field whose row views fit one vectorised loop
-        and whose reach fits the ghost layer; None otherwise."""
+    def sweep_fused(self, sweep: Sweep, grid: Grid, steps: int | None = None) -> Launch | None:
+        """Several steps in one pass (2D: two; 3D: `steps`, by default FUSED_STEPS_3D), the middle states' ghost
+        cells taken from out's and the `fused_walls` arrays, or their x and y walls from their values
+        (`Launch.walls`), for 2D and 3D sweeps of one field whose row views fit one vectorised loop and whose
+        reach fits the ghost layer; None otherwise."""
         if (grid.ndim not in (2, 3) or not sweep.iterates_one_field or len(_views(sweep)) > FUSED_VIEW_LIMIT
                 or grid.ghost < sweep.radius):
-            log.info("%s: single steps: numba has two-step kernels for 2D and 3D sweeps of one field that read at most "
+            log.info("%s: single steps: numba has fused kernels for 2D and 3D sweeps of one field that read at most "
                      "%d rows within the ghost layer", sweep.out, FUSED_VIEW_LIMIT)
             return None
-        walls = PAIR_WALL_ARGS if writes_walls(sweep) else ()
-        run, compiling = self._bound(pair_source(sweep), sweep, grid, sweep.out, (f"{sweep.out}: the two-step kernel", "single steps"),
-                                     walls)
-        return Launch(run, steps=2, compiling=compiling, walls=bool(walls))
+        steps = 2 if grid.ndim == 2 else steps or FUSED_STEPS_3D
+        walls = fused_wall_args(steps) if writes_walls(sweep) else ()
+        carriers = tuple(fused_walls(s, sweep.out) for s in range(2, steps))
+        run, compiling = self._bound(fused_source(sweep, steps), sweep, grid, sweep.out,
+                                     (f"{sweep.out}: the {steps}-step kernel", "single steps"), walls, carriers)
+        return Launch(run, steps=steps, compiling=compiling, walls=bool(walls))
 
     def sum_squares(self, sweep: Sweep, grid: Grid, background: bool = False) -> Callable[[Mapping[str, np.ndarray]], float]:
         """With `background`, the kernel compiles after those asked for before it; a call before then compiles

@@ -4,7 +4,7 @@ The loop time is the clock the loop itself reports (`wall_s` of `sf.solve` or
 `sf.run`, over a run whose length is a multiple of the default check interval,
 so its finite and residual checks count at their real rate). The kernel time
 is the same compiled kernels called in a bare loop on the same grid, in the
-same mix of single and two-step passes the run took. What the loop adds (walls,
+same mix of single and fused passes the run took. What the loop adds (walls,
 sources, swaps, checks, bookkeeping) is overhead = loop / kernel - 1. Loop and
 kernel repeats alternate in one process, so load from other jobs falls on both.
 """
