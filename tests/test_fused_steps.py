@@ -99,7 +99,10 @@ def test_fused_run_equals_the_single_step_run_at_every_observed_step(name, shape
     assert fused.summary["fused_steps"] == steps * expected and fused.summary["steps_per_pass"] == steps
 
 
-def test_a_run_whose_middle_walls_do_not_fit_steps_singly_with_the_same_fields(caplog):
+@pytest.mark.parametrize("full", [StencilforgeError("needs 1 MB more than the device holds"), MemoryError()])
+def test_a_run_whose_middle_walls_do_not_fit_steps_singly_with_the_same_fields(caplog, full):
+    """A device's pool refuses in one line; a host's allocation raises MemoryError."""
+
     class Full(FusedNumpy):
         """Memory for the fields, none left once the fused kernel is built."""
 
@@ -111,7 +114,7 @@ def test_a_run_whose_middle_walls_do_not_fit_steps_singly_with_the_same_fields(c
 
         def field(self, a, ghost):
             if self.built:
-                raise StencilforgeError("needs 1 MB more than the device holds")
+                raise full
             return super().field(a, ghost)
 
     plain = run(problems.build("heat2d", shape=(30, 41)), NumpyBackend(), LoopOptions(steps=20))

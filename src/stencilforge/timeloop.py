@@ -267,7 +267,7 @@ class SweepStepper:
             return []
         try:  # copies (a host backend's `field` may hand back the array it was given), in the fields' layout
             return [self.backend.field(self._fields[u].copy(), setup.grid.ghost) for _ in range(steps - 2)]
-        except StencilforgeError as exc:
+        except (StencilforgeError, MemoryError) as exc:  # a device backend checks its pool; a host runs out
             log.info("%s: one step per pass: the walls of %d middle steps do not fit (%s)", setup.name, steps - 2, exc)
             self.fused = None
             return []
