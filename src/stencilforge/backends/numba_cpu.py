@@ -399,7 +399,7 @@ def _march_source(sweep: Sweep, steps: int) -> str:
     scratch), then its ghost rows and columns from the plane of the array that holds that state's walls
     (the first middle state's: out; later ones': `fused_walls`), or with the walls (`writes_walls`) from
     their values times that state's factor (`fused_wall_args`). A middle plane outside the interior is that
-    array's plane. Only the (steps - 1) r middle planes at each end of a task's range are evaluated twice.
+    array's plane. Middle planes within (steps - 1) r of the ends of a task's range are evaluated by two tasks.
     With the walls, the input's x and y walls of the planes within (steps - 1) r of a task's ends, which
     two tasks read, are written by their own task in a first parallel loop; every other plane's, by the one
     task that reads it, just before its middle plane (a star reads a plane's x and y walls only for that plane).
@@ -646,7 +646,7 @@ class NumbaBackend(HostMemory):
     def _in_background(self, kernel, signature: tuple, what: str, instead: str) -> Future:
         """Compile `kernel` (`what`) for `signature` in a thread while the caller steps on: Numba's code
         generation releases the GIL and the kernels run without it. A backend's kernels compile one after
-        another in the order asked (the step's before the residual's and the pair's); each thread ends with
+        another in the order asked (the step's before the residual's and the fused kernel's); each thread ends with
         its compile, and none is a daemon, so a process that finishes first waits for the cache to be
         written. The Future is done once it is compiled (and in Numba's cache); a kernel that fails to
         compile sets its exception and the caller keeps `instead`."""
