@@ -312,7 +312,8 @@ def sweep_source(sweep: Sweep, reduce: bool) -> str:
 # Cells x stencil entries of a sweep whose first steps NumPy may take while its kernel compiles: about a second of
 # NumPy on one core, against compiles of 1-6 s (cpu-oracle-first-2026-11-24.json).
 ORACLE_STEP_BUDGET = 5e8
-PAIR_BLOCK = 8  # output rows per task of `_pair_rows_source`: its rows of u, f and the middle state stay in the core's cache
+PAIR_BLOCK = 32  # output rows per task of `_pair_rows_source`: 2r middle rows of every block are evaluated twice, so
+# taller blocks recompute less while their rows stay in cache; 32 and 64 measured fastest of 8-128 (cpu-pair-block-2026-11-25.json)
 
 
 def fused_source(sweep: Sweep, steps: int) -> str:
