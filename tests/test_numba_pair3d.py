@@ -10,9 +10,10 @@ import pytest
 import stencilforge as sf
 from stencilforge import problems
 from stencilforge.backends.base import fused_walls
-from stencilforge.backends.numba_cpu import FUSED_STEPS_3D, NumbaBackend, fused_source, load_kernel, sweep_coefficients
+from stencilforge.backends.numba_cpu import FUSED_STEPS_3D, NumbaBackend, fused_source, load_kernel, sweep_coefficients, writes_walls
 from stencilforge.backends.numpy_ref import NumpyBackend, evaluate_sweep
 from stencilforge.grid import Grid
+from stencilforge.plan import Sweep, Term
 from stencilforge.problems.base import lowered
 from stencilforge.problems.poisson2d import jacobi_sweep
 from stencilforge.stencil import Stencil
@@ -78,6 +79,23 @@ def test_fused_pass_is_single_numba_sweeps_and_oracle_sweeps_bit_for_bit(shape, 
         f["u_new"][grid.interior] = evaluate_sweep(sweep, grid, f)
 
     assert np.array_equal(out[grid.interior], single_steps(oracle, fields, walls, grid))
+
+
+def test_fused_pass_of_a_stencil_with_diagonals_takes_every_states_ghosts_from_its_array():
+    """A diagonal neighbour reads another row's ghost columns, so the kernel writes no walls (`writes_walls`):
+    each middle state's ghost cells come from out's (the first) or its carrier's, on every split of the planes."""
+    grid = Grid((11, 7, 9), (0.1, 0.12, 0.09), np.dtype("float64"), 1, (0.0,) * 3)
+    box = Stencil.from_dict({(0, 1, 1): 0.2, (-1, 0, 0): 0.15, (0, 0, 0): 0.3, (1, -1, 0): 0.1, (0, 0, -1): 0.25})
+    sweep = Sweep("u_new", (Term("u", box), Term("f", Stencil.identity(3))))
+    assert not writes_walls(sweep)
+    fields, walls = fused_inputs(grid, 3)
+    expected = single_steps(NumbaBackend().sweep(sweep, grid), fields, walls, grid)
+    kernel = load_kernel(fused_source(sweep, 3))
+    coef = sweep_coefficients(sweep, grid.dtype)
+    for tasks in (1, 2, 3, 5, 11):
+        out = walls[0].copy()
+        kernel(out, fields["u"], fields["f"], *walls[1:], coef, grid.ghost, tasks)
+        assert np.array_equal(out[grid.interior], expected), f"{tasks} tasks"
 
 
 @pytest.mark.parametrize("steps", [2, 3])

@@ -334,8 +334,8 @@ class SweepStepper:
                 fill(fields[self.partner[name]], self.time_at(n - 1))
         self.after_fused = fused is not None
         if fused is not None:
-            times = [self.time_at(n + s) for s in range(fused.steps)]
-            fused(self.with_walls(fields), *([rows[1].at(*times)] if rows is not None else []))
+            walls = [rows[1].at(*(self.time_at(n + s) for s in range(fused.steps)))] if rows is not None else []
+            fused(self.with_walls(fields), *walls)
             self.fused_steps += fused.steps
         else:
             self.step(fields, *([rows[1].at(t)] if rows is not None else []))

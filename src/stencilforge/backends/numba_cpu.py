@@ -332,7 +332,7 @@ def fused_source(sweep: Sweep, steps: int) -> str:
 
 
 def _pair_views(sweep: Sweep, indent: str, at, u_at) -> list[str]:
-    """Row view lines of one step of a pair: u's view at offset o is u_at(o), any other field's at(field, o)."""
+    """Row view lines of one step of a fused kernel: u's view at offset o is u_at(o), any other field's at(field, o)."""
     (u,) = sweep.stencil_inputs
     return [f"{indent}{name} = {u_at(offset) if field == u else at(field, offset)}" for (field, offset), name in _views(sweep).items()]
 
@@ -436,7 +436,7 @@ def _march_source(sweep: Sweep, steps: int) -> str:
         "            w[i, j] = a[i, j]",
         "",
         "",
-        f"@SERIAL\ndef middle(w, {', '.join(plane_args)}, ghosts, coef, g, wx, wy, fac, p):",
+        f"@SERIAL\ndef middle(w, {', '.join(plane_args)}, ghosts, coef, g{', wx, wy, fac, p' if walls else ''}):",
         *lines[1:1 + len(cnames)],
         "    wd = w.shape[1]",
         "    n1 = w.shape[0] - 2 * g",
@@ -448,19 +448,22 @@ def _march_source(sweep: Sweep, steps: int) -> str:
         "    o = w.reshape(-1)[base:base + n]",
         "    for j in range(n):",
         f"        o[j] = {value}",
-        "    if wx.shape[0]:",
-        "        plane_walls(w, wx, wy, fac, g, p)",
-        "    else:",
-        "        for i in range(w.shape[0]):",
-        "            if i < g or i >= g + n1:",
-        "                for j in range(wd):",
-        "                    w[i, j] = ghosts[i, j]",
-        "            else:",
-        "                for j in range(g):",
-        "                    w[i, j] = ghosts[i, j]",
-        "                    w[i, g + m + j] = ghosts[i, g + m + j]",
     ]
-    no_walls = "" if walls else "wx, wy, fac = np.zeros((0, 0, 0)), np.zeros((0, 0, 0)), 0.0"
+    copy_ghosts = [
+        "for i in range(w.shape[0]):",
+        "    if i < g or i >= g + n1:",
+        "        for j in range(wd):",
+        "            w[i, j] = ghosts[i, j]",
+        "    else:",
+        "        for j in range(g):",
+        "            w[i, j] = ghosts[i, j]",
+        "            w[i, g + m + j] = ghosts[i, g + m + j]",
+    ]
+    if walls:  # zero-sized wall arrays (none handed to the kernel): the ghosts' array gives them, as without walls
+        middle += ["    if wx.shape[0]:", "        plane_walls(w, wx, wy, fac, g, p)", "    else:",
+                   *[f"        {line}" for line in copy_ghosts]]
+    else:
+        middle += [f"    {line}" for line in copy_ghosts]
 
     def level(s: int) -> list[str]:
         """Plane p of the state after s steps, into mid[s - 1]: from u's planes (s = 1) or mid[s - 2]."""
@@ -479,14 +482,13 @@ def _march_source(sweep: Sweep, steps: int) -> str:
             f"                copy_plane(w, {holder}[p])",
             "            else:",
             *[f"    {line}" for line in own],
-            f"                middle(w, {', '.join(source[key] for key in flat_planes)}, {holder}[p], coef, g, wx, wy, "
-            f"{'fac' + str(s + 1) if walls else 'fac'}, p)",
+            f"                middle(w, {', '.join(source[key] for key in flat_planes)}, {holder}[p], coef, g"
+            f"{f', wx, wy, fac{s + 1}, p' if walls else ''})",
         ]
 
     march = [
         f"@SERIAL\ndef march({args}, z0, z1):",
         *lines[1:],
-        *([f"    {no_walls}"] if no_walls else []),
         "    n0 = out.shape[0] - 2 * g",
         "    n1 = out.shape[1] - 2 * g",
         "    m = out.shape[2] - 2 * g",
@@ -526,7 +528,7 @@ def _march_source(sweep: Sweep, steps: int) -> str:
         "        z0 = g + t * span",
         f"        march({args}, z0, min(g + n0, z0 + span))",
     ]
-    return HEADER + PLANE_WALLS + "\n".join(middle) + "\n\n\n" + "\n".join(march) + "\n\n\n" + "\n".join(kernel) + "\n"
+    return HEADER + (PLANE_WALLS if walls else "") + "\n".join(middle) + "\n\n\n" + "\n".join(march) + "\n\n\n" + "\n".join(kernel) + "\n"
 
 
 def _row_expr(weights, start: int, row: str, col: str, axis: int) -> tuple[str, list[float]]:
