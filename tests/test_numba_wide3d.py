@@ -83,7 +83,7 @@ def test_each_loop_reads_at_most_the_budget_of_row_views(case):
     """Every loop over j stays within WIDE_LOOP_VIEWS arrays (views, row buffers and the store)."""
     sweep = wave_sweep((17, 19, 23), "float32", 8)[1] if case == "wave3d" else two_wide_terms("float32")[1]
     source = sweep_source(sweep, reduce=False)
-    bodies = re.findall(r"for j in range\(m\):\n\s*(.*)", source)
+    bodies = re.findall(r"for j in range\(n\):\n\s*(.*)", source)
     assert len(bodies) >= 2, "a wide sweep is split into several loops"
     for body in bodies:
         assert len(set(re.findall(r"(\w+)\[j\]", body))) <= WIDE_LOOP_VIEWS

@@ -74,8 +74,8 @@ def sweep_coefficients(sweep: Sweep, dtype) -> np.ndarray:
 
 
 FUSED_VIEW_LIMIT = 16
-WIDE_LOOP_VIEWS = 30  # row views per loop of `_wide_source`: fastest of 16 to 60 (cpu-wave3d-loop-views-2026-11-24.txt)
-Y_TILE = 32  # rows along axis 1 per task of `_wide_source`: its planes' rows around the tile stay in L2
+WIDE_LOOP_VIEWS = 14  # views per loop of `_wide_source`: fastest of 10 to 22 (cpu-wave3d-flat-2026-11-25.json)
+Y_TILE = 32  # rows along axis 1 per tile of `_wide_source`: its planes' rows around the tile stay in L2 (32 and 16 close)
 WALL_ARGS = ("wx", "wy", "fac")  # a 3D kernel's walls: x and y ghost values (RowWalls) and the factor of the step's time
 FUSED_STEPS_3D = 4  # steps per pass of `_march_source` (cpu-fused-steps-2026-11-24.json)
 
@@ -91,7 +91,7 @@ def _wall_lines(a: str, plane: str, factor: str, indent: str, low: str | None = 
     (padded index): its ghost rows (where `low` / `high` hold, if given), and the ghost columns of its rows `rows`, as
     value * factor in float64 rounded once to the field's dtype, the bits of `boundary.scale_with_numpy`.
     Loops written out, not a function called, in the parallel kernels: the calls compiled slower (5ad437b).
-    Kernels write a plane (or a tile's rows of it) ahead of the rows that read it: a vector load of a row just
+    Kernels write a plane ahead of the rows that read it: a vector load of a row just
     after a store to its ghost cell waits for the store (measured slower, 4e2f3eb)."""
     lines = []
     for when, row, value in ((low, "a_i", "a_i"), (high, "g + n1 + a_i", "g + a_i")):
@@ -185,55 +185,78 @@ def _row_loops(sweep: Sweep, cnames: list[str], views: dict, budget: int = FUSED
 
 
 def _wide_source(sweep: Sweep, reduce: bool, lines: list[str], cnames: list[str], views: dict, walls: bool) -> str:
-    """3D sweeps too wide for one loop: each task takes a tile of rows along axis 1 and walks axis 0,
-    evaluating each row with the loops of `_row_loops` over views of the flattened fields (views of the
-    3D arrays, made per row, measured slower).
+    """3D sweeps too wide for one loop: each task takes a range of planes along axis 0 and, for each tile of
+    Y_TILE rows along axis 1, walks its planes, evaluating the tile's rows of a plane as one flat range of the
+    flattened fields with the loops of `_row_loops` (the ghost columns between the rows are evaluated as
+    scratch, never stored): a loop per row paid its views' set-up and LLVM's alias checks on every row
+    (cpu-wave3d-flat-2026-11-25.json).
 
     The result goes through `acc`, not straight to `out`: the output may be an input read at the
     cell (wave3d's u.prev), and a loop whose store overlaps one of its loads fails LLVM's runtime
-    alias check and runs scalar.
+    alias check and runs scalar; and out's ghost columns must keep their values.
     Loops of WIDE_LOOP_VIEWS views measured fastest: one loop of all 51 of wave3d's views vectorises
     too, but its chain of 49 dependent additions per cell outruns the out-of-order window.
-    Tiles hold at least the stencil's reach of rows, so the walls of a plane's first (last) rows are
-    read by the first (last) tile alone, which writes them (`walls`).
+    The walls (`walls`): a flat range's scratch cells read the ghost columns of the planes within the
+    stencil's reach, so the planes within it of a task's ends, which two tasks read, are written in a first
+    parallel loop; every other plane's by its task, before its first tile reaches the plane.
     """
+    r = sweep.radius
     stmts, value = _row_loops(sweep, cnames, views, WIDE_LOOP_VIEWS)
     lines[0] = lines[0].replace("):", ", nt):")
     lines += [
         "    w = out.shape[2]",
         "    p = out.shape[1] * w",
         "    m = w - 2 * g",
+        "    n0 = out.shape[0] - 2 * g",
         "    n1 = out.shape[1] - 2 * g",
         *[f"    x_{n} = f_{n}.reshape(-1)" for n in sweep.inputs],
+        "    tasks = max(1, min(nt, n0))",
+        f"    ny = max(1, n1 // {Y_TILE})",
+        "    rows = (n1 + ny - 1) // ny",
+    ]
+    if walls:
+        (u,) = sweep.stencil_inputs
+        lines += [
+            "    if wx.shape[0]:",
+            "        for t in numba.prange(tasks):",
+            "            for q in range(g + t * n0 // tasks, g + (t + 1) * n0 // tasks):",
+            f"                if q < g + t * n0 // tasks + {r} or q >= g + (t + 1) * n0 // tasks - {r}:",
+            f"                    a = f_{u}[q]",
+            *_wall_lines("a", "q", "fac", "                    "),
+        ]
+    lines += [
         *(["    total = 0.0"] if reduce else []),
-        f"    tiles = max(1, min(nt * ((n1 + {Y_TILE} * nt - 1) // ({Y_TILE} * nt)), n1 // {sweep.radius}))",
-        "    for t in numba.prange(tiles):",
-        "        y0 = g + t * n1 // tiles",
-        "        y1 = g + (t + 1) * n1 // tiles",
-        "        acc = np.empty(m, dtype=out.dtype)",
-        "        part = np.empty(m, dtype=out.dtype)",
-        "        for i0 in range(g, out.shape[0] - g):",
+        "    for t in numba.prange(tasks):",
+        "        z0 = g + t * n0 // tasks",
+        "        z1 = g + (t + 1) * n0 // tasks",
+        "        acc = np.empty(rows * w, dtype=out.dtype)",
+        "        part = np.empty(rows * w, dtype=out.dtype)",
+        "        for yt in range(ny):",
+        "            y0 = g + yt * n1 // ny",
+        "            y1 = g + (yt + 1) * n1 // ny",
+        "            n = (y1 - y0 - 1) * w + m",
+        "            for i0 in range(z0, z1):",
     ]
     indent = "                "
     if walls:
         (u,) = sweep.stencil_inputs
-        lines += ["            if wx.shape[0]:", f"                a = f_{u}[i0]",
-                  *_wall_lines("a", "i0", "fac", "                ", "t == 0", "t == tiles - 1", ("y0", "y1"))]
-    lines.append("            for i1 in range(y0, y1):")
-    lines.append(f"{indent}base = i0 * p + i1 * w + g")
+        lines += [f"{indent}if wx.shape[0] and yt == 0 and i0 >= z0 + {r} and i0 < z1 - {r}:", f"{indent}    a = f_{u}[i0]",
+                  *_wall_lines("a", "i0", "fac", indent + "    ")]
+    lines.append(f"{indent}base = i0 * p + y0 * w + g")
     for (field, offset), name in views.items():
         shift = "".join(f" {'+' if o > 0 else '-'} {abs(o)}{s}" for o, s in zip(offset, (" * p", " * w", "")) if o)
-        lines.append(f"{indent}{name} = x_{field}[base{shift}:base{shift} + m]")
+        lines.append(f"{indent}{name} = x_{field}[base{shift}:base{shift} + n]")
     for stmt in stmts:
-        lines.append(f"{indent}for j in range(m):")
+        lines.append(f"{indent}for j in range(n):")
         lines.append(f"{indent}    {stmt}")
-    lines.append(f"{indent}for j in range(m):")
+    lines.append(f"{indent}for j in range(n):")
     lines.append(f"{indent}    acc[j] = {value}")
+    lines.append(f"{indent}for k in range(y1 - y0):")
     if reduce:
-        lines += [f"{indent}for j in range(m):", f"{indent}    r = np.float64(acc[j])", f"{indent}    total += r * r",
-                  "    return total"]
+        lines += [f"{indent}    for j in range(k * w, k * w + m):", f"{indent}        s = np.float64(acc[j])",
+                  f"{indent}        total += s * s", "    return total"]
     else:
-        lines.append(f"{indent}out[i0, i1, g:g + m] = acc")
+        lines.append(f"{indent}    out[i0, y0 + k, g:g + m] = acc[k * w:k * w + m]")
     return HEADER + "\n".join(lines) + "\n"
 
 
@@ -256,7 +279,7 @@ def sweep_source(sweep: Sweep, reduce: bool) -> str:
     stencils are split by `_row_loops` into loops over per-thread row buffers held
     in L1, in the same order of operations (3D: `_wide_source`).
     A 3D kernel of a sweep that `writes_walls` takes WALL_ARGS: it writes its input's x and y
-    walls of a plane just before the plane's rows (`_wide_source`: a tile's rows of it), while
+    walls of a plane just before the plane's rows, while
     they are in cache (zero-sized arrays: it writes none).
     """
     nd = sweep.ndim
