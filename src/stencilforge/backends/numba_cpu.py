@@ -198,7 +198,10 @@ def _wide_source(sweep: Sweep, reduce: bool, lines: list[str], cnames: list[str]
     too, but its chain of 49 dependent additions per cell outruns the out-of-order window.
     The walls (`walls`): a flat range's scratch cells read the ghost columns of the planes within the
     stencil's reach, so the planes within it of a task's ends, which two tasks read, are written in a first
-    parallel loop; every other plane's by its task, before its first tile reaches the plane.
+    parallel loop. Every other plane's are written by its task, each tile's rows just before the tile's
+    plane, while they are in cache (a whole plane's at its first tile would wait in memory for the later
+    tiles). Tiles hold at least the stencil's reach of rows, so the first and last tiles alone read the
+    plane's ghost rows, and write them.
     """
     r = sweep.radius
     stmts, value = _row_loops(sweep, cnames, views, WIDE_LOOP_VIEWS)
@@ -211,7 +214,7 @@ def _wide_source(sweep: Sweep, reduce: bool, lines: list[str], cnames: list[str]
         "    n1 = out.shape[1] - 2 * g",
         *[f"    x_{n} = f_{n}.reshape(-1)" for n in sweep.inputs],
         "    tasks = max(1, min(nt, n0))",
-        f"    ny = max(1, n1 // {Y_TILE})",
+        f"    ny = max(1, min(n1 // {Y_TILE}, n1 // {r}))",
         "    rows = (n1 + ny - 1) // ny",
     ]
     if walls:
@@ -240,8 +243,8 @@ def _wide_source(sweep: Sweep, reduce: bool, lines: list[str], cnames: list[str]
     indent = "                "
     if walls:
         (u,) = sweep.stencil_inputs
-        lines += [f"{indent}if wx.shape[0] and yt == 0 and i0 >= z0 + {r} and i0 < z1 - {r}:", f"{indent}    a = f_{u}[i0]",
-                  *_wall_lines("a", "i0", "fac", indent + "    ")]
+        lines += [f"{indent}if wx.shape[0] and i0 >= z0 + {r} and i0 < z1 - {r}:", f"{indent}    a = f_{u}[i0]",
+                  *_wall_lines("a", "i0", "fac", indent + "    ", "yt == 0", "yt == ny - 1", ("y0", "y1"))]
     lines.append(f"{indent}base = i0 * p + y0 * w + g")
     for (field, offset), name in views.items():
         shift = "".join(f" {'+' if o > 0 else '-'} {abs(o)}{s}" for o, s in zip(offset, (" * p", " * w", "")) if o)
