@@ -90,7 +90,8 @@ def _wall_lines(a: str, plane: str, factor: str, indent: str, low: str | None = 
     """Statements writing walls into the 2D plane `a` (a plane of u, or a ring plane) of interior plane `plane`
     (padded index): its ghost rows (where `low` / `high` hold, if given), and the ghost columns of its rows `rows`, as
     value * factor in float64 rounded once to the field's dtype, the bits of `boundary.scale_with_numpy`.
-    Loops written out, not a function called, in the parallel kernels: the calls compiled slower (5ad437b).
+    Loops written out, not a function called, in the narrow single-step kernel and the march's first parallel loop: calls
+    compiled slower there (5ad437b).
     Kernels write a plane ahead of the rows that read it: a vector load of a row just
     after a store to its ghost cell waits for the store (measured slower, 4e2f3eb)."""
     lines = []
@@ -107,10 +108,10 @@ def _wall_lines(a: str, plane: str, factor: str, indent: str, low: str | None = 
     return [f"{indent}{line}" for line in lines]
 
 
-# The fused kernels' serial functions write a plane's walls through this: written out there, the
-# loops compiled slower than the call.
-PLANE_WALLS = "\n".join(["@SERIAL", "def plane_walls(a, wx, wy, fac, g, q):", "    n1 = a.shape[0] - 2 * g",
-                         "    m = a.shape[1] - 2 * g", *_wall_lines("a", "q", "fac", "    "), "", "", ""])
+# The wide kernel and the march's serial functions write the walls of a plane's rows y0..y1 (`low`, `high`: its ghost
+# rows too) through this; in the wide kernel the loops written out compiled no faster (12.5-13.9 s against 11.8-13.5).
+PLANE_WALLS = "\n".join(["@SERIAL", "def plane_walls(a, wx, wy, fac, g, q, y0, y1, low, high):", "    n1 = a.shape[0] - 2 * g",
+                         "    m = a.shape[1] - 2 * g", *_wall_lines("a", "q", "fac", "    ", "low", "high", ("y0", "y1")), "", "", ""])
 
 
 def _shift(index: str, o: int) -> str:
@@ -224,8 +225,7 @@ def _wide_source(sweep: Sweep, reduce: bool, lines: list[str], cnames: list[str]
             "        for t in numba.prange(tasks):",
             "            for q in range(g + t * n0 // tasks, g + (t + 1) * n0 // tasks):",
             f"                if q < g + t * n0 // tasks + {r} or q >= g + (t + 1) * n0 // tasks - {r}:",
-            f"                    a = f_{u}[q]",
-            *_wall_lines("a", "q", "fac", "                    "),
+            f"                    plane_walls(f_{u}[q], wx, wy, fac, g, q, g, g + n1, True, True)",
         ]
     lines += [
         *(["    total = 0.0"] if reduce else []),
@@ -243,8 +243,8 @@ def _wide_source(sweep: Sweep, reduce: bool, lines: list[str], cnames: list[str]
     indent = "                "
     if walls:
         (u,) = sweep.stencil_inputs
-        lines += [f"{indent}if wx.shape[0] and i0 >= z0 + {r} and i0 < z1 - {r}:", f"{indent}    a = f_{u}[i0]",
-                  *_wall_lines("a", "i0", "fac", indent + "    ", "yt == 0", "yt == ny - 1", ("y0", "y1"))]
+        lines += [f"{indent}if wx.shape[0] and i0 >= z0 + {r} and i0 < z1 - {r}:",
+                  f"{indent}    plane_walls(f_{u}[i0], wx, wy, fac, g, i0, y0, y1, yt == 0, yt == ny - 1)"]
     lines.append(f"{indent}base = i0 * p + y0 * w + g")
     for (field, offset), name in views.items():
         shift = "".join(f" {'+' if o > 0 else '-'} {abs(o)}{s}" for o, s in zip(offset, (" * p", " * w", "")) if o)
@@ -260,7 +260,7 @@ def _wide_source(sweep: Sweep, reduce: bool, lines: list[str], cnames: list[str]
                   f"{indent}        total += s * s", "    return total"]
     else:
         lines.append(f"{indent}    out[i0, y0 + k, g:g + m] = acc[k * w:k * w + m]")
-    return HEADER + "\n".join(lines) + "\n"
+    return HEADER + (PLANE_WALLS if walls else "") + "\n".join(lines) + "\n"
 
 
 def writes_walls(sweep: Sweep) -> bool:
@@ -486,7 +486,7 @@ def _march_source(sweep: Sweep, steps: int) -> str:
         "            w[i, g + m + j] = ghosts[i, g + m + j]",
     ]
     if walls:  # zero-sized wall arrays (none handed to the kernel): the ghosts' array gives them, as without walls
-        middle += ["    if wx.shape[0]:", "        plane_walls(w, wx, wy, fac, g, p)", "    else:",
+        middle += ["    if wx.shape[0]:", "        plane_walls(w, wx, wy, fac, g, p, g, g + n1, True, True)", "    else:",
                    *[f"        {line}" for line in copy_ghosts]]
     else:
         middle += [f"    {line}" for line in copy_ghosts]
@@ -499,7 +499,7 @@ def _march_source(sweep: Sweep, steps: int) -> str:
             source.update({(u, k): f"mid[{s - 2}, {_ring_slot('p', k, ring)}]" for k in u_planes})
         holder = "out" if s == 1 else fused_walls(s, sweep.out)
         own = [f"            if wx.shape[0] and p >= z0 + {reach} and p < z1 - {reach}:",
-               f"                plane_walls(f_{u}[p], wx, wy, fac, g, p)"] if walls and s == 1 else []
+               f"                plane_walls(f_{u}[p], wx, wy, fac, g, p, g, g + n1, True, True)"] if walls and s == 1 else []
         return [
             f"        p = {_shift('q', -(s - 1) * r)}",
             f"        if p >= {lo} and p < {hi}:",
