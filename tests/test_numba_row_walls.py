@@ -69,6 +69,7 @@ def star(radius):
     (star(8), (9, 17, 13), 8, "float32"),  # wider than one loop: tasks of planes, tiles of rows (`_wide_source`)
     (star(8), (5, 40, 7), 8, "float32"),
     (star(8), (37, 67, 9), 8, "float32"),  # planes beyond the reach of a task's ends, two tiles: written by the task
+    (star(8), (11, 5, 9), 8, "float64"),  # fewer rows than the reach: one tile reads both ghost rows
 ])
 def test_single_step_kernel_writes_the_walls_it_reads(make, shape, ghost, dtype):
     grid = Grid(shape, (0.01, 0.013, 0.017), np.dtype(dtype), ghost, (0.0,) * 3)
