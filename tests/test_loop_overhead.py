@@ -175,3 +175,32 @@ def test_the_wall_gather_maps_every_ghost_cell_once_to_its_interior_image(shape,
         n = lat.shape[axis]
         expected = np.mod(i, n) if wall == "periodic" else np.where(i < 0, -1 - i, np.where(i >= n, 2 * n - 1 - i, i))
         assert np.array_equal(j, expected) and ((0 <= j) & (j < n)).all()  # images lie inside
+
+
+@pytest.mark.parametrize("shape,walls,dtype", [((7, 9), ("periodic", "neumann"), "float32"),
+                                               ((5, 6, 7), ("neumann", "periodic", "periodic"), "float64")])
+def test_numbas_gather_writes_numpys_cells_before_and_after_its_compile(shape, walls, dtype):
+    """NumPy copies while Numba's parallel gather compiles, the kernel after: the same cells, every ghost cell poisoned."""
+    import stencilforge as sf
+    from stencilforge.simulation import Simulation
+
+    grid = sf.Grid(shape, extent=1.0, dtype=dtype)
+    u = sf.Field("u", grid)
+    conds = [sf.Periodic() if w == "periodic" else sf.Neumann() for w in walls]
+    problem = sf.Problem([sf.Eq(u.next, u + 0.01 * sf.laplacian(u, order=4))], initial={u: 1.0}, boundary={u: conds}, dt=0.1)
+    sim = Simulation(problem, NumpyBackend())
+    dst, src = sim._ghost_images(conds)
+    base = np.random.default_rng(3).random(sim.lattice.padded_shape).astype(dtype)
+    base.reshape(-1)[dst] = np.nan
+    want = base.copy()
+    NumpyBackend.copy_cells([want], dst, src)
+    assert not np.isnan(want).any()
+    backend = NumbaBackend()
+    first = base.copy()
+    backend.copy_cells([first], dst, src)
+    assert np.array_equal(first, want)
+    assert backend._gather is not None
+    backend._gather[1][np.dtype(dtype)].result()  # the kernel has compiled
+    later = [base.copy(), base.copy()]
+    backend.copy_cells(later, dst, src)
+    assert all(np.array_equal(a, want) for a in later)
