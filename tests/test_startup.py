@@ -109,7 +109,9 @@ problem = sf.Problem(
     initial={u: 1.0 - 0.5 * grid.x, v: 0.25 * grid.y}, boundary={u: sf.Periodic(), v: sf.Periodic()}, dt=dt, steps=2,
 )
 result = sf.run(problem, backend="numba")
-kernels = [m.kernel for name, m in sys.modules.items() if name.startswith("stencilforge_generated_")]
+from stencilforge.backends.numba_cpu import GATHER_CELLS, _kernel_path
+gather = "stencilforge_generated_" + _kernel_path(GATHER_CELLS).stem[3:]  # the walls' gather, which compiles in a thread
+kernels = [m.kernel for name, m in sys.modules.items() if name.startswith("stencilforge_generated_") and name != gather]
 print(json.dumps({"kernels": len(kernels), "sum": float(result.fields["u"].sum()),
                   "hits": sum(sum(k.stats.cache_hits.values()) for k in kernels),
                   "misses": sum(sum(k.stats.cache_misses.values()) for k in kernels)}))
