@@ -228,11 +228,13 @@ def test_workloads_that_cannot_fuse_are_skipped():
     assert row["status"] == "skipped" and "does not fuse steps" in row["note"]
 
 
-def test_numba_bench_times_two_steps_per_pass_where_they_apply(report):
+def test_numba_bench_times_several_steps_per_pass_where_they_apply(report):
+    """Checked against the oracle over one pass, bit for bit; against the other rows only where a pass is two steps."""
     fused = {r["workload"]: r for r in report["results"] if r["strategy"] == "fused"}
     assert set(fused) == {"poisson2d", "jacobi2d"}  # wave3d is a leapfrog, derivatives no sweep
     for row in fused.values():
-        assert row["status"] == "ok" and row["check"]["reference_error"] == 0.0 and row["median_ms"] > 0
+        assert row["status"] == "ok" and row["check"]["oracle_error"] == 0.0 and row["median_ms"] > 0
+        assert row["check"]["reference_error"] is None  # six steps a pass
 
 
 @pytest.mark.parametrize("name", ["devito", "pystencils"])

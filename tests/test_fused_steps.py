@@ -168,7 +168,7 @@ def test_which_sweeps_compose_with_their_swap():
     assert not wave.sweep.composes_with(wave.swap)  # a leapfrog reads the level it overwrites
 
 
-# ---------------------------------------------------------------- the Numba pair
+# ---------------------------------------------------------------- Numba's fused passes in 2D
 
 
 def jacobi(shape, radius, dtype="float64"):
@@ -180,42 +180,14 @@ def jacobi(shape, radius, dtype="float64"):
     return grid, poisson2d.jacobi_sweep(Stencil.laplacian(2, radius, grid.spacing), with_rhs=True)
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float64"])
-@pytest.mark.parametrize("radius", [1, 2])
-@pytest.mark.parametrize("shape", [(100, 257), (33, 41), (1, 40), (70, 3)])
-def test_numba_pair_is_two_numba_sweeps_bit_for_bit(shape, radius, dtype):
-    from stencilforge.backends.numba_cpu import NumbaBackend
-
-    grid, sweep = jacobi(shape, radius, dtype)
-    rng = np.random.default_rng(7)
-    fields = {n: rng.uniform(-1, 1, grid.padded_shape).astype(dtype) for n in ("u", "f")}
-    be = NumbaBackend()
-    pair = be.sweep_fused(sweep, grid)
-    walls = rng.uniform(-1, 1, grid.padded_shape).astype(dtype)  # the middle step's walls, not u's
-    walls[grid.interior] = np.nan
-    out = walls.copy()
-    pair({**fields, "u_new": out})
-    one = be.sweep(sweep, grid)
-    first = np.full(grid.padded_shape, np.nan, dtype=dtype)
-    one({**fields, "u_new": first})
-    middle = walls.copy()
-    middle[grid.interior] = first[grid.interior]
-    second = np.full(grid.padded_shape, np.nan, dtype=dtype)
-    one({"u": middle, "f": fields["f"], "u_new": second})
-    assert np.array_equal(out[grid.interior], second[grid.interior])
-    ghost = np.ones(grid.padded_shape, bool)
-    ghost[grid.interior] = False
-    assert np.array_equal(out[ghost], walls[ghost])
-
-
-def test_numba_pair_declines_what_it_cannot_vectorise():
+def test_numba_2d_march_declines_what_it_cannot_vectorise():
     from stencilforge.backends.numba_cpu import NumbaBackend
 
     grid, wide = jacobi((40, 40), 4)
     assert NumbaBackend().sweep_fused(wide, grid) is None  # 17 row views: beyond one vectorised loop
 
 
-def test_numba_runs_poisson2d_two_steps_per_pass_with_the_same_bits():
+def test_numba_runs_poisson2d_several_steps_per_pass_with_the_same_bits():
     from stencilforge.backends.numba_cpu import NumbaBackend
 
     opts = dict(steps=301, check_every=50)

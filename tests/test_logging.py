@@ -12,6 +12,7 @@ import stencilforge as sf
 from stencilforge import problems
 from stencilforge.backends import get_backend
 from stencilforge.backends.cuda.tune import choose
+from stencilforge.backends.numba_cpu import FUSED_STEPS_2D
 from stencilforge.cli import app, join_multi_values
 from stencilforge.problems.base import lowered
 from stencilforge.timeloop import LoopOptions, run
@@ -57,7 +58,7 @@ def test_steps_per_pass_used_or_not_and_why(info):
     setup = problems.build("heat2d", shape=(16, 16), dtype="float64")
     numba = get_backend("numba")
     fused = run(setup, numba, LoopOptions(steps=6))
-    assert messages(info, "stencilforge.timeloop") == ["heat2d: 2 steps per pass"]
+    assert messages(info, "stencilforge.timeloop") == [f"heat2d: {FUSED_STEPS_2D} steps per pass"]
     info.clear()
     single = run(setup, numba, LoopOptions(steps=6, fuse_steps=False))
     assert messages(info, "stencilforge.timeloop") == ["heat2d: one step per pass: single steps were asked for"]
@@ -105,7 +106,7 @@ def test_cli_verbose_shows_the_choices_on_stderr_and_quiet_does_not(cli_logging)
     quiet = invoke(*args)
     assert quiet.exit_code == 0 and "steps per pass" not in quiet.stderr
     loud = invoke("-v", *args)
-    assert loud.exit_code == 0 and "heat2d: 2 steps per pass" in loud.stderr
+    assert loud.exit_code == 0 and f"heat2d: {FUSED_STEPS_2D} steps per pass" in loud.stderr
     assert "steps per pass" not in loud.stdout
     single = invoke("--verbose", *args, "--single-steps")
     assert "heat2d: one step per pass: single steps were asked for" in single.stderr

@@ -25,7 +25,7 @@ from stencilforge.grid import Grid
 from stencilforge.plan import Sweep, Term
 from stencilforge.stencil import Stencil
 from stencilforge.timeloop import LoopOptions, SweepStepper, run
-from test_numba_pair3d import jacobi3d
+from test_numba_march import jacobi3d
 
 
 def moving_wall(grid: Grid) -> Dirichlet:

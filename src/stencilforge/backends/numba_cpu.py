@@ -78,6 +78,7 @@ WIDE_LOOP_VIEWS = 14  # views per loop of `_wide_source`: fastest of 10 to 22 (c
 Y_TILE = 32  # rows along axis 1 per tile of `_wide_source`: its planes' rows around the tile stay in L2 (32 and 16 close)
 WALL_ARGS = ("wx", "wy", "fac")  # a 3D kernel's walls: x and y ghost values (RowWalls) and the factor of the step's time
 FUSED_STEPS_3D = 4  # steps per pass of `_march_source` (cpu-fused-steps-2026-11-24.json)
+FUSED_STEPS_2D = 6  # in 2D (cpu-march-2d-2026-11-25.json)
 
 
 def fused_wall_args(steps: int) -> tuple[str, ...]:
@@ -338,77 +339,24 @@ def sweep_source(sweep: Sweep, reduce: bool) -> str:
 # Cells x stencil entries of a sweep whose first steps NumPy may take while its kernel compiles: about a second of
 # NumPy on one core, against compiles of 1-6 s (cpu-oracle-first-2026-11-24.json).
 ORACLE_STEP_BUDGET = 5e8
-PAIR_BLOCK = 32  # output rows per task of `_pair_rows_source`: 2r middle rows of every block are evaluated twice, so
-# taller blocks recompute less while their rows stay in cache; 32 and 64 measured fastest of 8-128 (cpu-pair-block-2026-11-25.json)
 
 
 def fused_source(sweep: Sweep, steps: int) -> str:
-    """Source of a kernel writing `steps` steps of the sweep in one pass over memory (out = S(...S(u))): 2D two
-    steps (`_pair_rows_source`), 3D any number (`_march_source`).
+    """Source of a kernel writing `steps` steps of a 2D or 3D sweep in one pass over memory (out = S(...S(u))),
+    marching along axis 0 (`_march_source`).
 
     The middle states' ghost cells are the walls of the steps in between, filled by the caller: the first's
     in out, later ones' in the arrays `fused_walls` names. The kernel reads only those of out, so its tasks'
     writes to out's interior never race with a read. Every step uses the single-step kernel's row views and
     expression, so the result has the same bits as `steps` calls of `sweep_source`'s kernel.
     """
-    if sweep.ndim == 3:
-        return _march_source(sweep, steps)
-    assert steps == 2, "2D sweeps fuse two steps"
-    return _pair_rows_source(sweep)
+    return _march_source(sweep, steps)
 
 
-def _pair_views(sweep: Sweep, indent: str, at, u_at) -> list[str]:
+def _step_views(sweep: Sweep, indent: str, at, u_at) -> list[str]:
     """Row view lines of one step of a fused kernel: u's view at offset o is u_at(o), any other field's at(field, o)."""
     (u,) = sweep.stencil_inputs
     return [f"{indent}{name} = {u_at(offset) if field == u else at(field, offset)}" for (field, offset), name in _views(sweep).items()]
-
-
-def _pair_rows_source(sweep: Sweep) -> str:
-    """2D: each parallel task takes a block of output rows, evaluates the middle state on those rows
-    plus the stencil's reach into a private buffer, then the second step from it."""
-    (u,) = sweep.stencil_inputs
-    r = sweep.radius
-    lines, cnames, views = _prologue(sweep)
-
-    def row(i: str, oy: int, ox: int) -> str:
-        lo = _shift("g", ox)
-        return f"{_shift(i, oy)}, {lo}:{lo} + m"
-
-    def at(field: str, offset) -> str:
-        return f"f_{field}[{row('i', *offset)}]"
-
-    value = sweep_expression(sweep, cnames, views)
-    lines += [
-        "    n0 = out.shape[0] - 2 * g",
-        "    m = out.shape[1] - 2 * g",
-        f"    for b in numba.prange((n0 + {PAIR_BLOCK - 1}) // {PAIR_BLOCK}):",
-        f"        y0 = b * {PAIR_BLOCK}",
-        f"        y1 = min(n0, y0 + {PAIR_BLOCK})",
-        f"        lo = max(0, y0 - {r})",
-        f"        hi = min(n0, y1 + {r})",
-        f"        mid = f_{u}[lo:hi + 2 * g].copy()",
-        "        for a in range(hi - lo + 2 * g):  # the walls: loops, not slice copies, which parfors compile slowly",
-        "            for c in range(g):",
-        "                mid[a, c] = out[lo + a, c]",
-        "                mid[a, g + m + c] = out[lo + a, g + m + c]",
-        "        for a in range(g):",
-        "            for c in range(m + 2 * g):",
-        "                if lo == 0:",
-        "                    mid[a, c] = out[a, c]",
-        "                if hi == n0:",
-        "                    mid[hi - lo + g + a, c] = out[n0 + g + a, c]",
-        "        for i in range(g + lo, g + hi):",
-        *_pair_views(sweep, "            ", at, lambda o: f"f_{u}[{row('i', *o)}]"),
-        "            o = mid[i - lo, g:g + m]",
-        "            for j in range(m):",
-        f"                o[j] = {value}",
-        "        for i in range(g + y0, g + y1):",
-        *_pair_views(sweep, "            ", at, lambda o: f"mid[{row('i - lo', *o)}]"),
-        "            o = out[i, g:g + m]",
-        "            for j in range(m):",
-        f"                o[j] = {value}",
-    ]
-    return HEADER + "\n".join(lines) + "\n"
 
 
 def _ring_slot(index: str, k: int, ring: int) -> str:
@@ -417,13 +365,13 @@ def _ring_slot(index: str, k: int, ring: int) -> str:
 
 
 def _march_source(sweep: Sweep, steps: int) -> str:
-    """3D: each parallel task takes a range of output planes along axis 0 and marches through it, evaluating
-    at each position plane q of the state after one step, plane q - r of the state after two, and so on,
-    each middle state into a ring of 2r + 1 planes of its own, then output plane q - (steps - 1) r.
+    """Each parallel task takes a range of output planes along axis 0 (in 2D: rows) and marches through it,
+    evaluating at each position plane q of the state after one step, plane q - r of the state after two, and so
+    on, each middle state into a ring of 2r + 1 planes of its own, then output plane q - (steps - 1) r.
 
     A middle plane is evaluated by `middle` (one serial function for every level, so the compile does not
     grow with the steps): one loop over its interior rows as a flat range (the ghost columns it passes are
-    scratch), then its ghost rows and columns from the plane of the array that holds that state's walls
+    scratch; in 2D the row's interior), then its ghost rows and columns from the plane of the array that holds that state's walls
     (the first middle state's: out; later ones': `fused_walls`), or with the walls (`writes_walls`) from
     their values times that state's factor (`fused_wall_args`). A middle plane outside the interior is that
     array's plane. Middle planes within (steps - 1) r of the ends of a task's range are evaluated by two tasks.
@@ -432,6 +380,7 @@ def _march_source(sweep: Sweep, steps: int) -> str:
     task that reads it, just before its middle plane (a star reads a plane's x and y walls only for that plane).
     """
     (u,) = sweep.stencil_inputs
+    nd = sweep.ndim
     r = sweep.radius
     ring = 2 * r + 1
     reach = (steps - 1) * r
@@ -448,42 +397,50 @@ def _march_source(sweep: Sweep, steps: int) -> str:
         lo = _shift("g", o)
         return f"{lo}:{lo} + m"
 
+    def rows(o, i: str) -> list[str]:
+        """A 3D plane's row index at offset o from row i; a 2D march's planes are rows, which have none."""
+        return [_shift(i, o[1])] if nd == 3 else []
+
     def at(field: str, o) -> str:
-        return f"f_{field}[{_shift('z', o[0])}, {_shift('i', o[1])}, {cols(o[2])}]"
+        return f"f_{field}[{', '.join([_shift('z', o[0]), *rows(o, 'i'), cols(o[-1])])}]"
 
     def flat(field: str, o) -> str:
-        start = "base" + "".join(f" {'+' if v > 0 else '-'} {abs(v)}{unit}" for v, unit in ((o[1], " * wd"), (o[2], "")) if v)
+        shifts = ((o[1], " * wd"), (o[2], "")) if nd == 3 else ((o[1], ""),)
+        start = "base" + "".join(f" {'+' if v > 0 else '-'} {abs(v)}{unit}" for v, unit in shifts if v)
         return f"x_{field}_{_tag(o[0])}[{start}:{start} + n]"
 
+    if nd == 3:
+        copy = ["for i in range(w.shape[0]):", "    for j in range(w.shape[1]):", "        w[i, j] = a[i, j]"]
+        extent = ["    wd = w.shape[1]", "    n1 = w.shape[0] - 2 * g", "    m = wd - 2 * g", "    base = g * wd + g",
+                  "    n = (n1 - 1) * wd + m", *[f"    {a} = {a}.reshape(-1)" for a in plane_args]]
+        store = "w.reshape(-1)"
+        copy_ghosts = [
+            "for i in range(w.shape[0]):",
+            "    if i < g or i >= g + n1:",
+            "        for j in range(wd):",
+            "            w[i, j] = ghosts[i, j]",
+            "    else:",
+            "        for j in range(g):",
+            "            w[i, j] = ghosts[i, j]",
+            "            w[i, g + m + j] = ghosts[i, g + m + j]",
+        ]
+    else:
+        copy = ["for j in range(w.shape[0]):", "    w[j] = a[j]"]
+        extent = ["    m = w.shape[0] - 2 * g", "    base = g", "    n = m"]
+        store = "w"
+        copy_ghosts = ["for j in range(g):", "    w[j] = ghosts[j]", "    w[g + m + j] = ghosts[g + m + j]"]
     middle = [
         "@SERIAL\ndef copy_plane(w, a):",
-        "    for i in range(w.shape[0]):",
-        "        for j in range(w.shape[1]):",
-        "            w[i, j] = a[i, j]",
+        *[f"    {line}" for line in copy],
         "",
         "",
         f"@SERIAL\ndef middle(w, {', '.join(plane_args)}, ghosts, coef, g{', wx, wy, fac, p' if walls else ''}):",
         *lines[1:1 + len(cnames)],
-        "    wd = w.shape[1]",
-        "    n1 = w.shape[0] - 2 * g",
-        "    m = wd - 2 * g",
-        "    base = g * wd + g",
-        "    n = (n1 - 1) * wd + m",
-        *[f"    {a} = {a}.reshape(-1)" for a in plane_args],
-        *_pair_views(sweep, "    ", flat, lambda o: flat(u, o)),
-        "    o = w.reshape(-1)[base:base + n]",
+        *extent,
+        *_step_views(sweep, "    ", flat, lambda o: flat(u, o)),
+        f"    o = {store}[base:base + n]",
         "    for j in range(n):",
         f"        o[j] = {value}",
-    ]
-    copy_ghosts = [
-        "for i in range(w.shape[0]):",
-        "    if i < g or i >= g + n1:",
-        "        for j in range(wd):",
-        "            w[i, j] = ghosts[i, j]",
-        "    else:",
-        "        for j in range(g):",
-        "            w[i, j] = ghosts[i, j]",
-        "            w[i, g + m + j] = ghosts[i, g + m + j]",
     ]
     if walls:  # zero-sized wall arrays (none handed to the kernel): the ghosts' array gives them, as without walls
         middle += ["    if wx.shape[0]:", "        plane_walls(w, wx, wy, fac, g, p, g, g + n1, True, True)", "    else:",
@@ -512,23 +469,24 @@ def _march_source(sweep: Sweep, steps: int) -> str:
             f"{f', wx, wy, fac{s + 1}, p' if walls else ''})",
         ]
 
+    last = "            " + ("    " if nd == 3 else "")  # the output plane's rows (3D), or the output row (2D)
     march = [
         f"@SERIAL\ndef march({args}, z0, z1):",
         *lines[1:],
         "    n0 = out.shape[0] - 2 * g",
-        "    n1 = out.shape[1] - 2 * g",
-        "    m = out.shape[2] - 2 * g",
-        f"    mid = np.empty(({steps - 1}, {ring}, out.shape[1], out.shape[2]), dtype=out.dtype)",
+        *(["    n1 = out.shape[1] - 2 * g"] if nd == 3 else []),
+        f"    m = out.shape[{nd - 1}] - 2 * g",
+        f"    mid = np.empty(({steps - 1}, {ring}, {', '.join(f'out.shape[{a}]' for a in range(1, nd))}), dtype=out.dtype)",
         f"    for q in range(z0 - {reach}, z1 + {reach}):",
         *[line for s in range(1, steps) for line in level(s)],
         f"        z = q - {reach}",
         "        if z >= z0:",
         *[f"            w_{_tag(k)} = mid[{steps - 2}, {_ring_slot('z', k, ring)}]" for k in u_planes],
-        "            for i in range(g, g + n1):",
-        *_pair_views(sweep, "                ", at, lambda o: f"w_{_tag(o[0])}[{_shift('i', o[1])}, {cols(o[2])}]"),
-        "                o = out[z, i, g:g + m]",
-        "                for j in range(m):",
-        f"                    o[j] = {value}",
+        *(["            for i in range(g, g + n1):"] if nd == 3 else []),
+        *_step_views(sweep, last, at, lambda o: f"w_{_tag(o[0])}[{', '.join([*rows(o, 'i'), cols(o[-1])])}]"),
+        f"{last}o = out[{', '.join(['z', *(['i'] if nd == 3 else []), 'g:g + m'])}]",
+        f"{last}for j in range(m):",
+        f"{last}    o[j] = {value}",
     ]
     kernel = [
         f"@JIT\ndef kernel({args}, nt):",
@@ -791,16 +749,16 @@ class NumbaBackend(HostMemory):
         return Launch(run, compiling=compiling, fallback=fallback, walls=bool(walls))
 
     def sweep_fused(self, sweep: Sweep, grid: Grid, steps: int | None = None) -> Launch | None:
-        """Several steps in one pass (2D: two; 3D: `steps`, by default FUSED_STEPS_3D), the middle states' ghost
+        """`steps` steps in one pass (by default FUSED_STEPS_2D or FUSED_STEPS_3D), the middle states' ghost
         cells taken from out's and the `fused_walls` arrays, or their x and y walls from their values
-        (`Launch.walls`), for 2D and 3D sweeps of one field whose row views fit one vectorised loop and whose
+        (`Launch.walls`, 3D), for 2D and 3D sweeps of one field whose row views fit one vectorised loop and whose
         reach fits the ghost layer; None otherwise."""
         if (grid.ndim not in (2, 3) or not sweep.iterates_one_field or len(_views(sweep)) > FUSED_VIEW_LIMIT
                 or grid.ghost < sweep.radius):
             log.info("%s: single steps: numba has fused kernels for 2D and 3D sweeps of one field that read at most "
                      "%d rows within the ghost layer", sweep.out, FUSED_VIEW_LIMIT)
             return None
-        steps = 2 if grid.ndim == 2 else steps or FUSED_STEPS_3D
+        steps = steps or (FUSED_STEPS_2D if grid.ndim == 2 else FUSED_STEPS_3D)
         walls = fused_wall_args(steps) if writes_walls(sweep) else ()
         carriers = tuple(fused_walls(s, sweep.out) for s in range(2, steps))
         run, compiling = self._bound(fused_source(sweep, steps), sweep, grid, sweep.out,

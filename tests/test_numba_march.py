@@ -1,6 +1,7 @@
-"""Numba's several-steps-per-pass kernel for 3D sweeps (out = S(...S(u)), marching planes through a ring of
-planes per middle state), bit for bit against single Numba steps and the NumPy oracle on shapes that no split
-of the planes among threads divides evenly, and through the time loop with static and time-dependent walls."""
+"""Numba's several-steps-per-pass kernel for 2D and 3D sweeps (out = S(...S(u)), marching planes, in 2D rows,
+through a ring of them per middle state), bit for bit against single Numba steps and the NumPy oracle on shapes
+that no split of the planes among threads divides evenly, and through the time loop with static and
+time-dependent walls."""
 
 from __future__ import annotations
 
@@ -10,7 +11,15 @@ import pytest
 import stencilforge as sf
 from stencilforge import problems
 from stencilforge.backends.base import fused_walls
-from stencilforge.backends.numba_cpu import FUSED_STEPS_3D, NumbaBackend, fused_source, load_kernel, sweep_coefficients, writes_walls
+from stencilforge.backends.numba_cpu import (
+    FUSED_STEPS_2D,
+    FUSED_STEPS_3D,
+    NumbaBackend,
+    fused_source,
+    load_kernel,
+    sweep_coefficients,
+    writes_walls,
+)
 from stencilforge.backends.numpy_ref import NumpyBackend, evaluate_sweep
 from stencilforge.grid import Grid
 from stencilforge.plan import Sweep, Term
@@ -22,9 +31,10 @@ from test_fused_steps import Recorder, same_record
 
 
 def jacobi3d(shape, radius, dtype, ghost=None):
-    """A 3D Jacobi sweep with a right-hand side: u read around the cell, f at it."""
-    grid = Grid(tuple(shape), (0.01, 0.013, 0.017), np.dtype(dtype), radius if ghost is None else ghost, (0.0,) * 3)
-    return grid, jacobi_sweep(Stencil.laplacian(3, radius, grid.spacing), with_rhs=True)
+    """A 2D or 3D (by the shape) Jacobi sweep with a right-hand side: u read around the cell, f at it."""
+    nd = len(shape)
+    grid = Grid(tuple(shape), (0.01, 0.013, 0.017)[:nd], np.dtype(dtype), radius if ghost is None else ghost, (0.0,) * nd)
+    return grid, jacobi_sweep(Stencil.laplacian(nd, radius, grid.spacing), with_rhs=True)
 
 
 def ghost_mask(grid):
@@ -62,14 +72,15 @@ def single_steps(one, fields, walls, grid):
     return last[grid.interior]
 
 
-@pytest.mark.parametrize("radius,dtype,steps", [(1, "float64", FUSED_STEPS_3D), (2, "float32", 3)])
-@pytest.mark.parametrize("shape", [(13, 17, 19), (2, 9, 4), (5, 1, 3)])
+@pytest.mark.parametrize("radius,dtype,steps", [(1, "float64", None), (2, "float32", 3)])
+@pytest.mark.parametrize("shape", [(13, 17, 19), (2, 9, 4), (5, 1, 3), (100, 257), (33, 41), (1, 40), (70, 3)])
 def test_fused_pass_is_single_numba_sweeps_and_oracle_sweeps_bit_for_bit(shape, radius, dtype, steps):
     grid, sweep = jacobi3d(shape, radius, dtype)
+    steps = steps or (FUSED_STEPS_2D if len(shape) == 2 else FUSED_STEPS_3D)
     fields, walls = fused_inputs(grid, steps)
     be = NumbaBackend()
     out = walls[0].copy()
-    launch = be.sweep_fused(sweep, grid, steps)
+    launch = be.sweep_fused(sweep, grid, None if steps in (FUSED_STEPS_2D, FUSED_STEPS_3D) else steps)
     assert launch.steps == steps
     launch(fused_fields(fields, walls, out))
     assert np.array_equal(out[grid.interior], single_steps(be.sweep(sweep, grid), fields, walls, grid))
@@ -99,15 +110,16 @@ def test_fused_pass_of_a_stencil_with_diagonals_takes_every_states_ghosts_from_i
 
 
 @pytest.mark.parametrize("steps", [2, 3])
-def test_fused_pass_gives_the_same_bits_on_any_split_of_the_planes(steps):
-    """Each task marches its own range of planes, evaluating the middle planes near its ends again: two steps
-    (no carriers) and three (the kernel of the test above)."""
-    grid, sweep = jacobi3d((13, 6, 7), 2, "float32")
+@pytest.mark.parametrize("shape", [(13, 6, 7), (13, 9)])
+def test_fused_pass_gives_the_same_bits_on_any_split_of_the_planes(steps, shape):
+    """Each task marches its own range of planes (2D: rows), evaluating the middle planes near its ends again:
+    two steps (no carriers) and three (the kernel of the test above)."""
+    grid, sweep = jacobi3d(shape, 2, "float32")
     fields, walls = fused_inputs(grid, steps)
     kernel = load_kernel(fused_source(sweep, steps))
     coef = sweep_coefficients(sweep, grid.dtype)
     expected = single_steps(NumbaBackend().sweep(sweep, grid), fields, walls, grid)
-    no_walls = (np.zeros((0, 0, 0)), np.zeros((0, 0, 0)), *[0.0] * steps)
+    no_walls = (np.zeros((0, 0, 0)), np.zeros((0, 0, 0)), *[0.0] * steps) if writes_walls(sweep) else ()
     for tasks in (1, 2, 3, 4, 6, 13, 20):
         out = walls[0].copy()
         kernel(out, fields["u"], fields["f"], *walls[1:], coef, grid.ghost, *no_walls, tasks)
@@ -124,9 +136,10 @@ def test_pair_declines_sweeps_it_cannot_vectorise_or_whose_reach_passes_the_ghos
     assert be.sweep_fused(wave.sweep, wave.grid) is None  # a leapfrog reads the level it overwrites
 
 
-@pytest.mark.parametrize("name,shape", [("heat3d", (13, 17, 19)), ("poisson3d", (11, 9, 14))])
+@pytest.mark.parametrize("name,shape", [("heat3d", (13, 17, 19)), ("poisson3d", (11, 9, 14)), ("heat2d", (23, 19)),
+                                        ("poisson2d", (21, 26))])
 def test_fused_run_lands_on_every_observed_step_with_the_single_steps_bits(name, shape):
-    """heat3d's walls change in time (the loop fills the middle step's ahead); poisson3d's are static."""
+    """heat's walls change in time (the loop fills the middle steps' ahead); Poisson's are static."""
     opts = dict(steps=37, check_every=10)
     records = {key: Recorder(7) for key in ("numpy", "single", "fused")}
     results = {
@@ -142,7 +155,7 @@ def test_fused_run_lands_on_every_observed_step_with_the_single_steps_bits(name,
         assert all(np.array_equal(results["fused"].fields[k], results[key].fields[k]) for k in results[key].fields)
     assert results["fused"].summary.get("residual") == results["single"].summary.get("residual")  # summed as numba sums
     # a pass n -> n + k only where none of n + 1 .. n + k is observed or checked and n + k is not the last step
-    k = FUSED_STEPS_3D
+    k = FUSED_STEPS_2D if len(shape) == 2 else FUSED_STEPS_3D
     events = {m for m in range(1, 38) if m % 7 == 0 or m % 10 == 0}
     passes, n = 0, 0
     while n < 37:
