@@ -179,3 +179,25 @@ def test_a_users_radius_two_problem_runs_several_steps_per_pass_with_the_oracles
     k = FUSED_STEPS_3D
     assert fused.summary["fused_steps"] == k * ((20 - 1) // k)  # the last step is a single one
     assert np.array_equal(fused.fields["u"], oracle.fields["u"])
+
+
+def test_a_host_without_memory_for_the_middle_steps_walls_takes_single_steps(monkeypatch, caplog):
+    """heat2d's walls change in time, so a pass of k steps keeps k - 2 arrays of walls; where they would take more
+    than half the memory available, the run steps singly, says why, and gives the same fields."""
+    import logging
+
+    import stencilforge.timeloop as timeloop
+
+    setup = problems.build("heat2d", shape=(40, 30))
+    need = (FUSED_STEPS_2D - 2) * setup.fields["u"].nbytes
+    fused = run(problems.build("heat2d", shape=(40, 30)), NumbaBackend(), LoopOptions(steps=30, fuse_when_compiled=False))
+    assert fused.summary["fused_steps"] > 0
+    monkeypatch.setattr(timeloop, "available_bytes", lambda: 2 * need - 1)
+    with caplog.at_level(logging.INFO, logger="stencilforge.timeloop"):
+        short = run(setup, NumbaBackend(), LoopOptions(steps=30, fuse_when_compiled=False))
+    assert "fused_steps" not in short.summary
+    assert any("do not fit" in r.getMessage() and "more than half" in r.getMessage() for r in caplog.records)
+    assert all(np.array_equal(short.fields[k], fused.fields[k]) for k in fused.fields)
+    monkeypatch.setattr(timeloop, "available_bytes", lambda: 2 * need)
+    assert run(problems.build("heat2d", shape=(40, 30)), NumbaBackend(),
+               LoopOptions(steps=30, fuse_when_compiled=False)).summary["fused_steps"] > 0

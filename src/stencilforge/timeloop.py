@@ -20,6 +20,7 @@ from .errors import StencilforgeError
 from .grid import row_pitch
 from .metrics import error_norms, throughput
 from .problems import Setup
+from .resources import available_bytes
 
 log = logging.getLogger(__name__)
 
@@ -258,7 +259,9 @@ class SweepStepper:
 
     def _carriers(self) -> list:
         """Arrays for the walls of the middle steps past the first, where u's walls change in time; where
-        they do not fit in memory, the run steps one at a time instead (and says so)."""
+        they do not fit in memory, the run steps one at a time instead (and says so). On a host they must
+        leave half the memory available free: they only speed the run, and a host that runs out of memory
+        may kill the process rather than fail the allocation."""
         setup = self.setup
         assert setup.sweep is not None and self.fused is not None  # only a sweep fuses
         (u,) = setup.sweep.stencil_inputs
@@ -266,6 +269,10 @@ class SweepStepper:
         if steps <= 2 or not any(name == u for name, _ in self.dynamic):
             return []
         try:  # copies (a host backend's `field` may hand back the array it was given), in the fields' layout
+            if not self.backend.device:
+                need, free = (steps - 2) * self._fields[u].nbytes, available_bytes()
+                if free is not None and need > free // 2:
+                    raise StencilforgeError(f"{need / 1e9:.2f} GB, more than half of the {free / 1e9:.2f} GB available")
             return [self.backend.field(self._fields[u].copy(), setup.grid.ghost) for _ in range(steps - 2)]
         except (StencilforgeError, MemoryError) as exc:  # a device backend checks its pool; a host runs out
             log.info("%s: one step per pass: the walls of %d middle steps do not fit (%s)", setup.name, steps - 2, exc)
