@@ -168,36 +168,6 @@ def test_which_sweeps_compose_with_their_swap():
     assert not wave.sweep.composes_with(wave.swap)  # a leapfrog reads the level it overwrites
 
 
-# ---------------------------------------------------------------- Numba's fused passes in 2D
-
-
-def jacobi(shape, radius, dtype="float64"):
-    from stencilforge.grid import Grid
-    from stencilforge.problems import poisson2d
-    from stencilforge.stencil import Stencil
-
-    grid = Grid(tuple(shape), (0.01, 0.013), np.dtype(dtype), radius, (0.0, 0.0))
-    return grid, poisson2d.jacobi_sweep(Stencil.laplacian(2, radius, grid.spacing), with_rhs=True)
-
-
-def test_numba_2d_march_declines_what_it_cannot_vectorise():
-    from stencilforge.backends.numba_cpu import NumbaBackend
-
-    grid, wide = jacobi((40, 40), 4)
-    assert NumbaBackend().sweep_fused(wide, grid) is None  # 17 row views: beyond one vectorised loop
-
-
-def test_numba_runs_poisson2d_several_steps_per_pass_with_the_same_bits():
-    from stencilforge.backends.numba_cpu import NumbaBackend
-
-    opts = dict(steps=301, check_every=50)
-    single = run(problems.build("poisson2d", shape=(90, 70)), NumbaBackend(), LoopOptions(fuse_steps=False, **opts))
-    fused = run(problems.build("poisson2d", shape=(90, 70)), NumbaBackend(), LoopOptions(fuse_when_compiled=False, **opts))
-    assert fused.summary["fused_steps"] > 250 and "fused_steps" not in single.summary
-    assert all(np.array_equal(fused.fields[k], single.fields[k]) for k in single.fields)
-    assert fused.summary["residual"] == single.summary["residual"]
-
-
 @pytest.mark.parametrize("opts", [LoopOptions(steps=2), LoopOptions(steps=50, check_every=2),
                                   LoopOptions(steps=50, observers=(Recorder(1),))])
 def test_no_pair_kernel_is_built_for_a_run_that_would_never_take_one(opts):

@@ -30,7 +30,7 @@ from stencilforge.timeloop import LoopOptions, run
 from test_fused_steps import Recorder, same_record
 
 
-def jacobi3d(shape, radius, dtype, ghost=None):
+def jacobi(shape, radius, dtype, ghost=None):
     """A 2D or 3D (by the shape) Jacobi sweep with a right-hand side: u read around the cell, f at it."""
     nd = len(shape)
     grid = Grid(tuple(shape), (0.01, 0.013, 0.017)[:nd], np.dtype(dtype), radius if ghost is None else ghost, (0.0,) * nd)
@@ -75,13 +75,12 @@ def single_steps(one, fields, walls, grid):
 @pytest.mark.parametrize("radius,dtype,steps", [(1, "float64", None), (2, "float32", 3)])
 @pytest.mark.parametrize("shape", [(13, 17, 19), (2, 9, 4), (5, 1, 3), (100, 257), (33, 41), (1, 40), (70, 3)])
 def test_fused_pass_is_single_numba_sweeps_and_oracle_sweeps_bit_for_bit(shape, radius, dtype, steps):
-    grid, sweep = jacobi3d(shape, radius, dtype)
-    steps = steps or (FUSED_STEPS_2D if len(shape) == 2 else FUSED_STEPS_3D)
-    fields, walls = fused_inputs(grid, steps)
+    grid, sweep = jacobi(shape, radius, dtype)
     be = NumbaBackend()
+    launch = be.sweep_fused(sweep, grid, steps)  # None: the default for the dimension
+    assert launch.steps == (steps or (FUSED_STEPS_2D if len(shape) == 2 else FUSED_STEPS_3D))
+    fields, walls = fused_inputs(grid, launch.steps)
     out = walls[0].copy()
-    launch = be.sweep_fused(sweep, grid, None if steps in (FUSED_STEPS_2D, FUSED_STEPS_3D) else steps)
-    assert launch.steps == steps
     launch(fused_fields(fields, walls, out))
     assert np.array_equal(out[grid.interior], single_steps(be.sweep(sweep, grid), fields, walls, grid))
     assert np.array_equal(out[ghost_mask(grid)], walls[0][ghost_mask(grid)])  # only the interior is written
@@ -114,7 +113,7 @@ def test_fused_pass_of_a_stencil_with_diagonals_takes_every_states_ghosts_from_i
 def test_fused_pass_gives_the_same_bits_on_any_split_of_the_planes(steps, shape):
     """Each task marches its own range of planes (2D: rows), evaluating the middle planes near its ends again:
     two steps (no carriers) and three (the kernel of the test above)."""
-    grid, sweep = jacobi3d(shape, 2, "float32")
+    grid, sweep = jacobi(shape, 2, "float32")
     fields, walls = fused_inputs(grid, steps)
     kernel = load_kernel(fused_source(sweep, steps))
     coef = sweep_coefficients(sweep, grid.dtype)
@@ -126,11 +125,13 @@ def test_fused_pass_gives_the_same_bits_on_any_split_of_the_planes(steps, shape)
         assert np.array_equal(out[grid.interior], expected), f"{tasks} tasks"
 
 
-def test_pair_declines_sweeps_it_cannot_vectorise_or_whose_reach_passes_the_ghosts():
+def test_fused_pass_declines_sweeps_it_cannot_vectorise_or_whose_reach_passes_the_ghosts():
     be = NumbaBackend()
-    grid, wide = jacobi3d((8, 9, 10), 3, "float32")
+    grid, wide = jacobi((8, 9, 10), 3, "float32")
     assert be.sweep_fused(wide, grid) is None  # 19 row views and f's: beyond one vectorised loop
-    grid, sweep = jacobi3d((8, 9, 10), 2, "float32", ghost=1)
+    grid, wide = jacobi((40, 40), 4, "float64")
+    assert be.sweep_fused(wide, grid) is None  # 17 row views
+    grid, sweep = jacobi((8, 9, 10), 2, "float32", ghost=1)
     assert be.sweep_fused(sweep, grid) is None
     wave = problems.build("wave3d", shape=(8, 9, 10), radius=1)
     assert be.sweep_fused(wave.sweep, wave.grid) is None  # a leapfrog reads the level it overwrites

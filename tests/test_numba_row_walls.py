@@ -25,7 +25,7 @@ from stencilforge.grid import Grid
 from stencilforge.plan import Sweep, Term
 from stencilforge.stencil import Stencil
 from stencilforge.timeloop import LoopOptions, SweepStepper, run
-from test_numba_march import jacobi3d
+from test_numba_march import jacobi
 
 
 def moving_wall(grid: Grid) -> Dirichlet:
@@ -114,7 +114,7 @@ def test_fused_pass_writes_every_states_walls_on_any_split_of_the_planes(radius,
     """The input's walls at t (planes near a task's ends in a first parallel loop, the others in the march) and
     each middle state's at its own time from their values, not from out or the carriers; whose z planes give the
     middle states' (out's the first's, the carriers' the later ones')."""
-    grid, sweep = jacobi3d(shape, radius, "float32")
+    grid, sweep = jacobi(shape, radius, "float32")
     rows = rows_of(moving_wall(grid), grid)
     times = [0.2 + 0.25 * s for s in range(steps)]
     walls = rows.at(*times)

@@ -174,7 +174,7 @@ class StatusLine:
 def _human_summary(s: dict) -> None:
     table = Table(show_header=False, box=None, pad_edge=False)
     table.add_row("problem", f"{s['problem']}  {'x'.join(map(str, s['shape']))}  {s['dtype']}")
-    fused = f", {s['fused_steps']} steps {s.get('steps_per_pass', 2)} per pass" if s.get("fused_steps") else ""
+    fused = f", {s['fused_steps']} steps {s['steps_per_pass']} per pass" if s.get("fused_steps") else ""
     threads = f", {s['threads']} thread{'s' if s['threads'] > 1 else ''}" if "threads" in s else ""
     table.add_row("backend", s["backend"] + (f" ({s['strategy']}{fused})" if "strategy" in s else "") + threads)
     table.add_row("steps", f"{s['steps']}  (t = {s['t']:.6g})")
@@ -247,7 +247,7 @@ def run_problem_file(path: str, shape, steps, tol, dtype, backend: str, settings
         return
     table = Table(title=f"{s['problem']} ({path})", show_header=False)
     dims = "x".join(map(str, s["shape"]))
-    paired = f", {s['fused_steps']} steps {s.get('steps_per_pass', 2)} per pass" if s.get("fused_steps") else ""
+    paired = f", {s['fused_steps']} steps {s['steps_per_pass']} per pass" if s.get("fused_steps") else ""
     table.add_row("backend", f"{s['backend']}, {s['dtype']}, shape {dims}, {s['passes_per_step']} pass(es) per step{paired}")
     table.add_row("parameters", ", ".join(f"{k}={v:g}" for k, v in s["params"].items()) or "none")
     if "procs" in s:

@@ -8,6 +8,7 @@ Numba's own cache keep the machine code between runs.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import logging
@@ -120,6 +121,19 @@ def _shift(index: str, o: int) -> str:
     return f"{index} + {o}" if o > 0 else (f"{index} - {-o}" if o < 0 else index)
 
 
+# How the 3D kernels that split planes along axis 0 among `nt` tasks size them: task t takes [z0, z1).
+TASK_SPLIT = ["    span = (n0 + nt - 1) // nt", "    tasks = (n0 + span - 1) // span"]
+TASK_PLANES = ["z0 = g + t * span", "z1 = min(g + n0, z0 + span)"]
+
+
+def _edge_walls(reach: int, write: list[str]) -> list[str]:
+    """The first parallel loop of a kernel that splits planes by TASK_SPLIT: `write` (statements writing plane q's
+    walls) on the planes within `reach` of a task's ends, which two tasks read, before any task reads them."""
+    return ["    if wx.shape[0]:", "        for t in numba.prange(tasks):", *[f"            {line}" for line in TASK_PLANES],
+            "            for q in range(z0, z1):", f"                if q < z0 + {reach} or q >= z1 - {reach}:",
+            *[f"                    {line}" for line in write]]
+
+
 def _prologue(sweep: Sweep, walls: tuple[str, ...] = (), carriers: tuple[str, ...] = ()) -> tuple[list[str], list[str], dict]:
     """The kernel's def line (`walls`: the wall arguments it takes, `WALL_ARGS`; `carriers`: the arrays holding
     a fused kernel's later middle states' walls) and coefficient locals, the coefficient names and the row
@@ -215,24 +229,17 @@ def _wide_source(sweep: Sweep, reduce: bool, lines: list[str], cnames: list[str]
         "    n0 = out.shape[0] - 2 * g",
         "    n1 = out.shape[1] - 2 * g",
         *[f"    x_{n} = f_{n}.reshape(-1)" for n in sweep.inputs],
-        "    tasks = max(1, min(nt, n0))",
+        *TASK_SPLIT,
         f"    ny = max(1, min(n1 // {Y_TILE}, n1 // {r}))",
         "    rows = (n1 + ny - 1) // ny",
     ]
     if walls:
-        (u,) = sweep.stencil_inputs
-        lines += [
-            "    if wx.shape[0]:",
-            "        for t in numba.prange(tasks):",
-            "            for q in range(g + t * n0 // tasks, g + (t + 1) * n0 // tasks):",
-            f"                if q < g + t * n0 // tasks + {r} or q >= g + (t + 1) * n0 // tasks - {r}:",
-            f"                    plane_walls(f_{u}[q], wx, wy, fac, g, q, g, g + n1, True, True)",
-        ]
+        (u,) = sweep.stencil_inputs  # `writes_walls`: one field read around the cell
+        lines += _edge_walls(r, [f"plane_walls(f_{u}[q], wx, wy, fac, g, q, g, g + n1, True, True)"])
     lines += [
         *(["    total = 0.0"] if reduce else []),
         "    for t in numba.prange(tasks):",
-        "        z0 = g + t * n0 // tasks",
-        "        z1 = g + (t + 1) * n0 // tasks",
+        *[f"        {line}" for line in TASK_PLANES],
         "        acc = np.empty(rows * w, dtype=out.dtype)",
         "        part = np.empty(rows * w, dtype=out.dtype)",
         "        for yt in range(ny):",
@@ -243,7 +250,6 @@ def _wide_source(sweep: Sweep, reduce: bool, lines: list[str], cnames: list[str]
     ]
     indent = "                "
     if walls:
-        (u,) = sweep.stencil_inputs
         lines += [f"{indent}if wx.shape[0] and i0 >= z0 + {r} and i0 < z1 - {r}:",
                   f"{indent}    plane_walls(f_{u}[i0], wx, wy, fac, g, i0, y0, y1, yt == 0, yt == ny - 1)"]
     lines.append(f"{indent}base = i0 * p + y0 * w + g")
@@ -488,25 +494,10 @@ def _march_source(sweep: Sweep, steps: int) -> str:
         f"{last}for j in range(m):",
         f"{last}    o[j] = {value}",
     ]
-    kernel = [
-        f"@JIT\ndef kernel({args}, nt):",
-        "    n0 = out.shape[0] - 2 * g",
-        "    span = (n0 + nt - 1) // nt",
-        "    tasks = (n0 + span - 1) // span",
-    ]
+    kernel = [f"@JIT\ndef kernel({args}, nt):", "    n0 = out.shape[0] - 2 * g", *TASK_SPLIT]
     if walls:
-        kernel += [
-            "    n1 = out.shape[1] - 2 * g",
-            "    m = out.shape[2] - 2 * g",
-            "    if wx.shape[0]:",
-            "        for t in numba.prange(tasks):",
-            "            z0 = g + t * span",
-            "            z1 = min(g + n0, z0 + span)",
-            "            for q in range(z0, z1):",
-            f"                if q < z0 + {reach} or q >= z1 - {reach}:",
-            f"                    a = f_{u}[q]",
-            *_wall_lines("a", "q", "fac", "                    "),
-        ]
+        kernel += ["    n1 = out.shape[1] - 2 * g", "    m = out.shape[2] - 2 * g",
+                   *_edge_walls(reach, [f"a = f_{u}[q]", *_wall_lines("a", "q", "fac", "")])]
     kernel += [
         "    for t in numba.prange(tasks):",
         "        z0 = g + t * span",
@@ -636,7 +627,7 @@ class NumbaBackend(HostMemory):
 
     def __init__(self) -> None:
         self._last_compile: Future | None = None  # the compile asked for last, which the next one waits for
-        self._gather: tuple[Callable, dict[np.dtype, Future]] | None = None  # `copy_cells`' kernel, its compile per dtype
+        self._gathers: dict[np.dtype, Future] = {}  # `copy_cells`' compile per dtype
 
     def _in_background(self, kernel, signature: tuple, what: str, instead: str) -> Future:
         """Compile `kernel` (`what`) for `signature` in a thread while the caller steps on: Numba's code
@@ -665,27 +656,31 @@ class NumbaBackend(HostMemory):
         threading.Thread(target=build, name="stencilforge-compile").start()
         return future
 
+    def _compiled(self, kernel, compiles: dict, kind, args: tuple, what: str, instead: str) -> bool:
+        """Whether `kernel` has compiled for calls like `args` (`kind`: what Numba's types of them tell apart); the
+        first call of a kind starts its compile in the background (`_in_background`), `instead` running meanwhile."""
+        import numba
+
+        if kind not in compiles:
+            compiles[kind] = self._in_background(kernel, tuple(numba.typeof(a) for a in args), what, instead)
+        ready = compiles[kind]
+        return ready.done() and ready.exception() is None
+
     def wall_scaler(self) -> Callable[[np.ndarray, np.ndarray, float], None]:
         """out = values * factor in float64, rounded once to out's dtype, as NumPy's multiply does, on every core:
         a ghost box's rows in one parallel range (against NumPy's one thread: cpu-wall-fill-2026-11-24.json).
         The kernel is loaded here, once per binding: a fill calls the writer once per ghost box. Each kind of
         box (dtype, layout) compiles in the background on its first fill; NumPy writes it until then."""
-        import numba
-
         kernel = load_kernel(SCALED_WALLS)
-        compiled: dict[tuple, Future] = {}
+        compiles: dict[tuple, Future] = {}
 
         def scale(out: np.ndarray, values: np.ndarray, factor: float) -> None:
             if out.shape != values.shape:  # the kernel does not check its indices
                 raise ValueError(f"wall values of shape {values.shape} for a box of shape {out.shape}")
             lead = (None,) * (3 - values.ndim)
             args = (out[lead], values[lead], np.float64(factor))
-            kind = (out.dtype, out.flags.c_contiguous, out.flags.f_contiguous)  # what Numba's types of the call tell apart
-            if kind not in compiled:
-                compiled[kind] = self._in_background(kernel, tuple(numba.typeof(a) for a in args), "the walls' writer",
-                                                     "NumPy writes the walls")
-            ready = compiled[kind]
-            if ready.done() and ready.exception() is None:
+            kind = (out.dtype, out.flags.c_contiguous, out.flags.f_contiguous)
+            if self._compiled(kernel, compiles, kind, args, "the walls' writer", "NumPy writes the walls"):
                 kernel(*args)
             else:
                 scale_with_numpy(out, values, factor)
@@ -810,23 +805,20 @@ class NumbaBackend(HostMemory):
 
         return run
 
+    @functools.cached_property
+    def _gather_kernel(self) -> Callable:
+        """`copy_cells`' kernel, loaded once: a load hashes the source and looks in the cache, work for no step."""
+        return load_kernel(GATHER_CELLS)
+
     def copy_cells(self, arrays, dst, src) -> None:
         """a.flat[dst] = a.flat[src] for each C-contiguous array: ghost cells from their interior images, which are
         never ghost cells, so the cells are copied in parallel (NumPy's one-thread gather took twice as long in
         Gray-Scott's time loop: cpu-gather-2026-11-25.json). Each dtype's kernel compiles in the
         background on its first call; NumPy copies until then."""
-        import numba
-
-        if self._gather is None:
-            self._gather = (load_kernel(GATHER_CELLS), {})
-        kernel, compiled = self._gather
+        kernel = self._gather_kernel
         for arr in arrays:
             flat = arr.reshape(-1)
-            if flat.dtype not in compiled:
-                types = tuple(numba.typeof(a) for a in (flat, dst, src))
-                compiled[flat.dtype] = self._in_background(kernel, types, "the ghost cells' gather", "NumPy copies them")
-            ready = compiled[flat.dtype]
-            if ready.done() and ready.exception() is None:
+            if self._compiled(kernel, self._gathers, flat.dtype, (flat, dst, src), "the ghost cells' gather", "NumPy copies them"):
                 kernel(flat, dst, src)
             else:
                 flat[dst] = flat[src]
