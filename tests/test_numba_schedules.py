@@ -107,3 +107,14 @@ def test_axis_operator_is_the_oracle_bit_for_bit(axis, shape, dtype):
     evaluate_axis_operator(op, u, ref)
     for g, r in zip(got, ref):
         assert np.all(np.isfinite(g)) and np.array_equal(g, r)
+
+
+@pytest.mark.parametrize("shape, ghost", [((5,), 1), ((7, 9), 1), ((20, 18, 23), 8), ((3, 4, 5), 0), ((2, 2), 3)])
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+def test_fields_start_their_interior_on_a_cache_line(shape, ghost, dtype):
+    a = np.random.default_rng(1).random(shape).astype(dtype)
+    out = NumbaBackend().field(a, ghost)
+    assert out.flags.c_contiguous and out.shape == a.shape and out.dtype == a.dtype
+    assert np.array_equal(out, a) and not np.shares_memory(out, a)
+    if min(shape) > ghost:
+        assert out[(slice(ghost, None),) * a.ndim].ctypes.data % 64 == 0
