@@ -248,12 +248,16 @@ def test_cpu_compiler_peers_are_skipped_with_a_note_when_not_installed(name, mon
     assert row["status"] == "skipped" and f"{name} is not installed" in row["note"]
 
 
-@pytest.mark.parametrize("name", ["devito", "pystencils"])
-def test_cpu_compiler_peers_compute_our_update(name):
-    """Where the library is installed (never required): each workload kind passes the bench's checks
-    against the oracle and ours, two steps in, the axis operators with their closure rows on odd shapes,
-    along x and along y."""
-    pytest.importorskip(name)
+@pytest.mark.parametrize("name", ["devito", "pystencils", "pystencils-gpu"])
+def test_stencil_compiler_peers_compute_our_update(name):
+    """Where the library is installed (never required), pystencils' CUDA target where CuPy has a GPU: each
+    workload kind passes the bench's checks against the oracle and ours, two steps in, the axis operators
+    with their closure rows on odd shapes, along x and along y."""
+    pytest.importorskip(name.removesuffix("-gpu"))
+    if name.endswith("-gpu"):
+        cupy = pytest.importorskip("cupy")
+        if not cupy.is_available():
+            pytest.skip("CuPy has no GPU here")
     operators = (TINY[3], Workload("derivatives", (23, 37), "float64"), Workload("derivatives-fused", (17, 45), "float64"),
                  Workload("derivatives-y", (29, 19), "float64"))
     workloads = (Workload("poisson2d", (19, 22), "float64"), Workload("wave3d", (17, 18, 19), "float32"), *operators)

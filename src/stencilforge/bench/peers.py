@@ -593,7 +593,7 @@ def _devito_operator(case: Case, devito) -> KernelsRunner:
     return KernelsRunner(case, {f.name: f.data for f in (u, *outs)}, [operator.apply])
 
 
-def _pystencils_config(ps, **space):
+def _pystencils_cpu_config(ps, **space):
     """A kernel vectorised for this CPU with OpenMP over `space` (its ghost layers or iteration slice)."""
     config = ps.CreateKernelConfig(target=ps.Target.CurrentCPU, **space)
     config.cpu.openmp.enable = True
@@ -602,9 +602,15 @@ def _pystencils_config(ps, **space):
     return config
 
 
-def _pystencils_operator(case: Case, ps) -> KernelsRunner:
-    """An axis operator as pystencils kernels: one over the interior rows writing every output (one pass,
-    as ours), then one per closure row index along the axis, over that slice of the grid."""
+def _pystencils_gpu_config(ps, **space):
+    """A kernel for pystencils' CUDA target (its default indexing and block size) over `space`."""
+    return ps.CreateKernelConfig(target=ps.Target.CUDA, **space)
+
+
+def _pystencils_operator_kernels(case: Case, ps, config) -> list:
+    """An axis operator as compiled pystencils kernels: one over the interior rows writing every output (one pass,
+    as ours), then one per closure row index along the axis, over that slice of the grid; each is called with the
+    input and every output as keywords."""
     op, dtype = case.plan, case.grid.dtype.name
     assert isinstance(op, AxisOperator), "called for axis operators only"
     fields = {n: ps.fields(f"{n}: {dtype}[{op.ndim}D]", layout="c") for n in case.fields}
@@ -623,9 +629,19 @@ def _pystencils_operator(case: Case, ps) -> KernelsRunner:
     regions = [({"ghost_layers": [(nl, nr) if a == op.axis else 0 for a in range(op.ndim)]}, [d.interior for d in op.outputs])]
     regions += [({"iteration_slice": tuple(k if a == op.axis else slice(None) for a in range(op.ndim))}, w) for k, w in rows]
     with _keeping_fp_env():
-        kernels = [ps.create_kernel(assignments(w), _pystencils_config(ps, **space)).compile() for space, w in regions]
-    arrays = {n: a.copy() for n, a in case.fields.items()}
-    return KernelsRunner(case, arrays, [functools.partial(kernel, **arrays) for kernel in kernels])
+        return [ps.create_kernel(assignments(w), config(ps, **space)).compile() for space, w in regions]
+
+
+def _pystencils_sweep_kernel(case: Case, ps, config):
+    """A sweep as one compiled pystencils kernel reading the swapped pair's newest level `a` and writing `b`;
+    called with every field it reads and `b` as keywords. Returns (kernel, a, b, the other fields it reads)."""
+    plan, a, b, _ = _swept(case)
+    grid = case.grid
+    fields = {n: ps.fields(f"{n}: {grid.dtype.name}[{grid.ndim}D]", layout="c") for n in plan.inputs + (b,)}
+    update = ps.Assignment(fields[b].center, _update(plan, lambda name, offset: fields[name][offset]))
+    with _keeping_fp_env():
+        kernel = ps.create_kernel([update], config(ps, ghost_layers=grid.ghost)).compile()
+    return kernel, a, b, tuple(n for n in plan.inputs if n not in (a, b))
 
 
 def _pystencils(case: Case):
@@ -636,14 +652,11 @@ def _pystencils(case: Case):
     import pystencils as ps
 
     if not case.is_sweep:
-        return _pystencils_operator(case, ps)
-    plan, a, b, _ = _swept(case)
-    grid = case.grid
-    fields = {n: ps.fields(f"{n}: {grid.dtype.name}[{grid.ndim}D]", layout="c") for n in plan.inputs + (b,)}
-    update = ps.Assignment(fields[b].center, _update(plan, lambda name, offset: fields[name][offset]))
-    with _keeping_fp_env():
-        kernel = ps.create_kernel([update], _pystencils_config(ps, ghost_layers=grid.ghost)).compile()
-    static = {n: case.fields[n].copy() for n in plan.inputs if n not in (a, b)}
+        arrays = {n: a.copy() for n, a in case.fields.items()}
+        kernels = _pystencils_operator_kernels(case, ps, _pystencils_cpu_config)
+        return KernelsRunner(case, arrays, [functools.partial(kernel, **arrays) for kernel in kernels])
+    kernel, a, b, others = _pystencils_sweep_kernel(case, ps, _pystencils_cpu_config)
+    static = {n: case.fields[n].copy() for n in others}
     buffers = [case.fields[a].copy(), case.fields[b].copy()]
 
     def advance(t: int, n: int) -> None:
@@ -651,6 +664,33 @@ def _pystencils(case: Case):
             kernel(**static, **{a: buffers[k % 2], b: buffers[(k + 1) % 2]})
 
     return TimeLoopRunner(case, buffers, advance, 0)
+
+
+def _pystencils_gpu(case: Case):
+    """pystencils' CUDA target: the CPU peer's kernels generated for the GPU and launched by its CuPy runtime,
+    source and destination alternated from Python; an axis operator, its kernels over interior and closure rows."""
+    cupy = _cupy_module()
+    _need("pystencils", "pystencils")
+    import pystencils as ps
+
+    fields = {k: cupy.asarray(v) for k, v in case.fields.items()}
+    if case.is_sweep:
+        kernel, a, b, others = _pystencils_sweep_kernel(case, ps, _pystencils_gpu_config)
+
+        def step(f: dict) -> dict:
+            kernel(**{n: f[n] for n in (*others, a, b)})
+            f[a], f[b] = f[b], f[a]
+            return f
+
+    else:
+        kernels = _pystencils_operator_kernels(case, ps, _pystencils_gpu_config)
+
+        def step(f: dict) -> dict:
+            for kernel in kernels:
+                kernel(**f)
+            return f
+
+    return SlicingRunner(case, fields, step, cupy.asnumpy, cupy.cuda.Device().synchronize, cupy_event_clock)
 
 
 PEERS = {
@@ -664,9 +704,11 @@ PEERS = {
         Peer("torch", "gpu", "PyTorch eager slicing", _torch),
         Peer("torch.compile", "gpu", "torch.compile of the slicing update", _torch_compile),
         Peer("jax", "gpu", "jax.jit with lax.fori_loop", _jax),
+        Peer("pystencils-gpu", "gpu", "pystencils' CUDA target launched through CuPy: buffers alternated, or a kernel per region",
+             _pystencils_gpu),
     )
 }
-DEFAULT_GPU = ("cupy", "naive-cuda", "torch", "torch.compile", "jax")
+DEFAULT_GPU = ("cupy", "naive-cuda", "torch", "torch.compile", "jax", "pystencils-gpu")
 QUICK_GPU = ("cupy", "naive-cuda", "torch")
 DEFAULT_CPU = ("numpy", "devito", "pystencils")  # skipped, with a note, where not installed
 QUICK_CPU = ("numpy",)
