@@ -57,12 +57,25 @@ def test_loop_row_takes_medians_of_its_own_samples():
     assert row["overhead_min"] == pytest.approx(0.0)
 
 
-def test_the_kernel_baseline_takes_the_loops_mix_of_pairs_and_single_steps():
+def test_the_kernel_baseline_takes_the_loops_mix_of_pairs_and_single_steps_on_fresh_fields():
     subject = loop._Seed(LoopWorkload("heat2d", (20, 24)), "numba")
-    calls = []
-    subject.stepper.fused, subject.stepper.step = Launch(lambda f: calls.append(2), steps=2), (lambda f: calls.append(1))
+    calls, built, real = [], [], subject.fresh
+
+    def fresh():
+        st = real()
+
+        def compile():
+            st.fused, st.step = Launch(lambda f: calls.append(2), steps=2), Launch(lambda f: calls.append(1))
+
+        st.compile = compile
+        built.append(st)
+        return st
+
+    subject.fresh = fresh
     subject.kernels(100, 98)
-    assert sorted(calls) == [1, 1] + [2] * 49
+    subject.kernels(100, 98)
+    assert sorted(calls) == [1] * 4 + [2] * 98
+    assert len(built) == 2 and not np.shares_memory(built[0].state()["u"], built[1].state()["u"])
 
 
 def test_loop_matrix_follows_names_and_sizes():

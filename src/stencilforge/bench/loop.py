@@ -6,7 +6,11 @@ so its finite and residual checks count at their real rate). The kernel time
 is the same compiled kernels called in a bare loop on the same grid, in the
 same mix of single and fused passes the run took. What the loop adds (walls,
 sources, swaps, checks, bookkeeping) is overhead = loop / kernel - 1. Loop and
-kernel repeats alternate in one process, so load from other jobs falls on both.
+kernel repeats alternate in one process, so load from other jobs falls on both,
+and each repeat of either allocates its fields afresh, as a run does: where an
+allocation lands moved one kernel's time by up to 1.6x on a shared VM
+(cpu-aligned-fields-2026-11-25.json), and fields allocated once for every kernel
+repeat would put that luck on one side only.
 """
 
 from __future__ import annotations
@@ -96,8 +100,7 @@ class _Seed:
         self.w, self.backend = w, backend
         self.engine = get_backend(backend)
         self.tol = 1e-30 if w.name == "poisson2d" else None  # Jacobi as `--tol` runs it: residual checks count, never met
-        self.stepper = SweepStepper(problems.build(w.name, shape=w.shape, dtype=w.dtype), self.engine, LoopOptions())
-        self.stepper.compile()
+        self.fresh = lambda: SweepStepper(problems.build(w.name, shape=w.shape, dtype=w.dtype), self.engine, LoopOptions())
 
     def loop(self, steps: int) -> dict:
         import stencilforge as sf
@@ -105,8 +108,12 @@ class _Seed:
         return sf.solve(self.w.name, shape=self.w.shape, steps=steps, tol=self.tol, dtype=self.w.dtype, backend=self.backend).summary
 
     def kernels(self, steps: int, fused: int) -> float:
-        st = self.stepper
-        assert st.setup.swap is not None and st.step is not None  # a seed sweep, compiled in __init__
+        st = self.fresh()  # fresh fields, as each run has; its kernels load from the cache (the first run compiled them)
+        st.compile()
+        for launch in (st.step, st.fused):
+            if launch is not None:
+                launch.wait()
+        assert st.setup.swap is not None and st.step is not None  # a seed sweep
         f, (a, b) = st.state(), st.setup.swap
         self.engine.synchronize()
         start = time.perf_counter()
@@ -127,11 +134,9 @@ class _Equation:
 
     def __init__(self, w: LoopWorkload, backend: str):
         from ..backends import get_backend
-        from ..simulation import Simulation
 
         self.problem, self.backend = gray_scott(w.shape, w.dtype), backend
         self.engine = get_backend(backend)
-        self.sim = Simulation(self.problem, self.engine)
 
     def loop(self, steps: int) -> dict:
         import stencilforge as sf
@@ -139,8 +144,10 @@ class _Equation:
         return sf.run(self.problem, steps=steps, backend=self.backend).summary
 
     def kernels(self, steps: int, fused: int) -> float:
-        """The passes of `steps` steps, `fused` of them two per pass as the loop took them."""
-        sim = self.sim
+        """The passes of `steps` steps, `fused` of them two per pass as the loop took them, on fresh fields."""
+        from ..simulation import Simulation
+
+        sim = Simulation(self.problem, self.engine)
         pair = sim.pair_kernel()
         if fused and pair is None:
             why = sim.build_pair()
