@@ -93,3 +93,11 @@ def test_whole_runs_agree(name):
     tol = TOLERANCES[runs[0].grid.dtype.name]
     for field in a.fields:
         np.testing.assert_allclose(b.fields[field], a.fields[field], rtol=tol["rtol"] * 50, atol=tol["atol"] * 50)
+
+
+@pytest.mark.parametrize("name", ["numpy", "numba"])
+def test_a_host_field_is_a_new_array(name, rng):
+    """Callers rely on it: the time loop's walls carriers and the bench's fields are `field` of arrays they keep."""
+    a = rng.random((6, 7, 9)).astype(np.float32)
+    out = get_backend(name).field(a, 1)
+    assert out.flags.c_contiguous and np.array_equal(out, a) and not np.shares_memory(out, a)

@@ -555,7 +555,10 @@ def test_field_puts_interior_rows_on_cache_lines(shape, ghost, dtype):
         assert (dev.data.ptr + ghost * item) % 128 == 0
         if len(shape) == 3:
             assert dev.strides[0] == dev.strides[1] * host.shape[1]
-    assert be.field(host.reshape(-1), ghost).flags.c_contiguous  # one axis: no rows to place
+    flat = cp.asarray(host.reshape(-1))
+    one = be.field(flat, ghost)  # one axis: no rows to place, still a new array
+    assert one.flags.c_contiguous and not cp.shares_memory(one, flat)
+    np.testing.assert_array_equal(cp.asnumpy(one), host.reshape(-1))
 
 
 # ---------------------------------------------------------------- errors

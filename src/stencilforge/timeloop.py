@@ -268,12 +268,12 @@ class SweepStepper:
         steps = self.fused.steps
         if steps <= 2 or not any(name == u for name, _ in self.dynamic):
             return []
-        try:  # copies (a host backend's `field` may hand back the array it was given), in the fields' layout
+        try:  # `field` copies, in the fields' layout
             if not self.backend.device:
                 need, free = (steps - 2) * self._fields[u].nbytes, available_bytes()
                 if free is not None and need > free // 2:
                     raise StencilforgeError(f"{need / 1e9:.2f} GB, more than half of the {free / 1e9:.2f} GB available")
-            return [self.backend.field(self._fields[u].copy(), setup.grid.ghost) for _ in range(steps - 2)]
+            return [self.backend.field(self._fields[u], setup.grid.ghost) for _ in range(steps - 2)]
         except (StencilforgeError, MemoryError) as exc:  # a device backend checks its pool; a host runs out
             log.info("%s: one step per pass: the walls of %d middle steps do not fit (%s)", setup.name, steps - 2, exc)
             self.fused = None

@@ -74,7 +74,8 @@ class Backend(Protocol):
 
     def asarray(self, a, dtype=None): ...
 
-    def field(self, a, ghost: int): ...
+    def field(self, a, ghost: int):
+        """A new array holding the ghosted field `a`, in the layout this backend's sweeps want (never `a` itself)."""
 
     def to_host(self, a): ...
 

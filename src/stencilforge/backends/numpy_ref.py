@@ -107,8 +107,8 @@ class NumpyBackend(HostMemory):
         return np.ascontiguousarray(a, dtype=dtype)
 
     def field(self, a, ghost: int):
-        """A ghosted field: C-contiguous here (the layout choice matters on the GPU)."""
-        return self.asarray(a)
+        """A C-contiguous copy of the ghosted field (the layout choice matters on the GPU)."""
+        return np.array(a, order="C")
 
     def to_host(self, a) -> np.ndarray:
         return np.asarray(a)

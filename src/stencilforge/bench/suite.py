@@ -162,10 +162,10 @@ class BackendRunner:
 
     def __post_init__(self) -> None:
         case, engine = self.case, self.engine
-        # copies: the CPU backends' asarray returns the same array, and the case's fields must stay pristine;
-        # sweeps' fields take the layout the time loop gives them
+        # the case's fields must stay pristine: `field` copies, in the layout the time loop gives sweeps; the CPU
+        # backends' asarray returns the same array
         if case.is_sweep:
-            self.fields = {k: engine.field(v.copy(), case.grid.ghost) for k, v in case.fields.items()}
+            self.fields = {k: engine.field(v, case.grid.ghost) for k, v in case.fields.items()}
             self.kernel = self._step = engine.sweep(case.plan, case.grid)
         else:
             self.fields = {k: engine.asarray(v.copy()) for k, v in case.fields.items()}

@@ -288,7 +288,7 @@ class CudaBackend:
         cp = self._cp
         src = a if isinstance(a, cp.ndarray) else np.ascontiguousarray(a)
         if src.ndim < 2 or LINE_BYTES % src.itemsize:
-            return self.asarray(src)
+            return cp.array(src)
         line = LINE_BYTES // src.itemsize
         first, pitch, n = -ghost % line, -(-src.shape[-1] // line) * line, src.shape[-1]
         rows = math.prod(src.shape[:-1])
