@@ -16,7 +16,9 @@ from stencilforge.backends.numba_cpu import (
     FUSED_STEPS_3D,
     NumbaBackend,
     fused_source,
+    fused_wall_args,
     load_kernel,
+    no_walls,
     sweep_coefficients,
     writes_walls,
 )
@@ -118,10 +120,10 @@ def test_fused_pass_gives_the_same_bits_on_any_split_of_the_planes(steps, shape)
     kernel = load_kernel(fused_source(sweep, steps))
     coef = sweep_coefficients(sweep, grid.dtype)
     expected = single_steps(NumbaBackend().sweep(sweep, grid), fields, walls, grid)
-    no_walls = (np.zeros((0, 0, 0)), np.zeros((0, 0, 0)), *[0.0] * steps) if writes_walls(sweep) else ()
+    none = no_walls(fused_wall_args(steps, len(shape)), len(shape)) if writes_walls(sweep) else ()
     for tasks in (1, 2, 3, 4, 6, 13, 20):
         out = walls[0].copy()
-        kernel(out, fields["u"], fields["f"], *walls[1:], coef, grid.ghost, *no_walls, tasks)
+        kernel(out, fields["u"], fields["f"], *walls[1:], coef, grid.ghost, *none, tasks)
         assert np.array_equal(out[grid.interior], expected), f"{tasks} tasks"
 
 

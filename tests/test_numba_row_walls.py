@@ -1,6 +1,6 @@
-"""Numba's 3D kernels write their input's x and y walls as they reach each row (`Launch.walls`): bit for bit
-what NumPy's fill writes, before the rows that read them, on every split of rows and planes among threads;
-and the time loop that hands them the walls gives the NumPy oracle's run."""
+"""Numba's 2D and 3D kernels write their input's walls along the last axes as they reach each row (`Launch.walls`):
+bit for bit what NumPy's fill writes, before the rows that read them, on every split of rows and planes among
+threads; and the time loop that hands them the walls gives the NumPy oracle's run."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import pytest
 
 from stencilforge import problems
 from stencilforge.backends.numba_cpu import (
+    FUSED_STEPS_2D,
     FUSED_STEPS_3D,
     NumbaBackend,
     fused_source,
@@ -30,6 +31,8 @@ from test_numba_march import jacobi
 
 def moving_wall(grid: Grid) -> Dirichlet:
     """A wall whose values differ at every ghost cell, scaled in time."""
+    if grid.ndim == 2:
+        return Dirichlet(lambda x, y, t: np.sin(3 * x + 1) * np.cos(2 * y) + y * y, time_factor=lambda t: 1.0 + 0.37 * t)
     return Dirichlet(lambda x, y, z, t: np.sin(3 * x + 1) * np.cos(2 * y) + z * z, time_factor=lambda t: 1.0 + 0.37 * t)
 
 
@@ -40,13 +43,15 @@ def rows_of(wall: Dirichlet, grid: Grid, faces=None):
 
 
 def poisoned(grid, names, seed=3):
-    """Random fields whose x and y ghost cells (z planes excepted) are NaN: a kernel must write them before reading."""
+    """Random fields whose ghost cells along the last axes (axis 0's excepted) are NaN: a kernel must write them
+    before reading."""
     rng = np.random.default_rng(seed)
     fields = {n: rng.uniform(-1, 1, grid.padded_shape).astype(grid.dtype) for n in names}
     g = grid.ghost
     for a in fields.values():
         a[g:-g, :g] = a[g:-g, -g:] = np.nan
-        a[g:-g, :, :g] = a[g:-g, :, -g:] = np.nan
+        if grid.ndim == 3:
+            a[g:-g, :, :g] = a[g:-g, :, -g:] = np.nan
     return fields
 
 
@@ -59,10 +64,14 @@ def expected_single(sweep, grid, fields, walls):
 
 
 def star(radius):
-    return lambda grid: Sweep("out", (Term("u", Stencil.laplacian(3, radius, grid.spacing)), Term("f", Stencil.identity(3))))
+    return lambda grid: Sweep("out", (Term("u", Stencil.laplacian(grid.ndim, radius, grid.spacing)),
+                                      Term("f", Stencil.identity(grid.ndim))))
 
 
 @pytest.mark.parametrize("make,shape,ghost,dtype", [
+    (star(1), (9, 13), 1, "float32"),  # 2D: a row's ghost columns, rows split among threads
+    (star(2), (1, 7), 3, "float64"),
+    (star(8), (21, 11), 8, "float32"),  # wider than one loop: row buffers
     (star(1), (7, 5, 9), 1, "float32"),  # one vectorised loop per row, planes split among threads
     (star(1), (7, 5, 9), 1, "float64"),
     (star(2), (6, 11, 5), 3, "float32"),  # ghost layers wider than the reach
@@ -72,7 +81,8 @@ def star(radius):
     (star(8), (11, 5, 9), 8, "float64"),  # fewer rows than the reach: one tile reads both ghost rows
 ])
 def test_single_step_kernel_writes_the_walls_it_reads(make, shape, ghost, dtype):
-    grid = Grid(shape, (0.01, 0.013, 0.017), np.dtype(dtype), ghost, (0.0,) * 3)
+    nd = len(shape)
+    grid = Grid(shape, (0.01, 0.013, 0.017)[:nd], np.dtype(dtype), ghost, (0.0,) * nd)
     sweep = make(grid)
     assert writes_walls(sweep)
     rows = rows_of(moving_wall(grid), grid)
@@ -109,11 +119,12 @@ def test_wave3d_kernel_through_the_launch_with_and_without_walls():
     assert np.array_equal(fields["u_prev"][grid.interior], expected)
 
 
-@pytest.mark.parametrize("radius,shape,steps", [(1, (13, 6, 7), FUSED_STEPS_3D), (2, (19, 5, 6), 3), (2, (13, 6, 7), 2)])
+@pytest.mark.parametrize("radius,shape,steps", [(1, (13, 6, 7), FUSED_STEPS_3D), (2, (19, 5, 6), 3), (2, (13, 6, 7), 2),
+                                                (1, (29, 10), FUSED_STEPS_2D), (2, (19, 7), 3), (1, (3, 40), 2)])
 def test_fused_pass_writes_every_states_walls_on_any_split_of_the_planes(radius, shape, steps):
-    """The input's walls at t (planes near a task's ends in a first parallel loop, the others in the march) and
-    each middle state's at its own time from their values, not from out or the carriers; whose z planes give the
-    middle states' (out's the first's, the carriers' the later ones')."""
+    """The input's walls at t (planes, in 2D rows, near a task's ends in a first parallel loop, the others in the
+    march) and each middle state's at its own time from their values, not from out or the carriers; whose faces
+    of axis 0 give the middle states' (out's the first's, the carriers' the later ones')."""
     grid, sweep = jacobi(shape, radius, "float32")
     rows = rows_of(moving_wall(grid), grid)
     times = [0.2 + 0.25 * s for s in range(steps)]
@@ -129,7 +140,8 @@ def test_fused_pass_writes_every_states_walls_on_any_split_of_the_planes(radius,
     for s, holder in enumerate(states, start=1):  # the state after step s: holder's z planes, x and y at times[s]
         state = holder.copy()
         state[grid.interior] = evaluate_sweep(sweep, grid, {"u": u, "f": base["f"]})
-        write_row_walls(state, (*walls[:2], walls[2 + s]))
+        arrays = len(walls) - steps  # x (and y in 3D), then each step's factor
+        write_row_walls(state, (*walls[:arrays], walls[arrays + s]))
         u = state
     expected = evaluate_sweep(sweep, grid, {"u": u, "f": base["f"]})
     for tasks in (1, 2, 3, 4, 6, 13, 20):
@@ -140,9 +152,11 @@ def test_fused_pass_writes_every_states_walls_on_any_split_of_the_planes(radius,
         assert np.array_equal(fields["u"], first["u"], equal_nan=True), f"{tasks} tasks: u's walls at t"
 
 
-def test_rest_and_the_rows_are_the_whole_fill():
-    """The loop fills the z planes (`rest`) and the kernel the rest: together, bit for bit the one fill of every face."""
-    grid = Grid((6, 7, 9), (0.1, 0.12, 0.09), np.dtype("float32"), 2, (0.0,) * 3)
+@pytest.mark.parametrize("shape", [(6, 7, 9), (5, 11)])
+def test_rest_and_the_rows_are_the_whole_fill(shape):
+    """The loop fills axis 0's faces (`rest`) and the kernel the rest: together, bit for bit the one fill of every face."""
+    nd = len(shape)
+    grid = Grid(shape, (0.1, 0.12, 0.09)[:nd], np.dtype("float32"), 2, (0.0,) * nd)
     wall = moving_wall(grid)
     rows = rows_of(wall, grid)
     whole = np.full(grid.padded_shape, np.nan, grid.dtype)
@@ -156,23 +170,27 @@ def test_rest_and_the_rows_are_the_whole_fill():
     assert not np.isnan(split[ghost]).any(), "every ghost cell written"
 
 
-def test_only_3d_stars_of_one_field_and_scaled_walls_take_the_rows():
+def test_only_stars_of_one_field_and_scaled_walls_on_every_face_take_the_rows():
     grid = Grid((6, 7, 9), (0.1, 0.12, 0.09), np.dtype("float32"), 1, (0.0,) * 3)
     box = Stencil.from_dict({(0, 1, 1): 1.0, (0, 0, 0): -1.0})
     assert not writes_walls(Sweep("out", (Term("u", box),)))  # a diagonal neighbour reads another row's walls
     lap = Stencil.laplacian(3, 1, grid.spacing)
     assert not writes_walls(Sweep("out", (Term("u", lap), Term("f", lap))))  # two fields read around the cell
-    assert not writes_walls(Sweep("out", (Term("u", Stencil.laplacian(2, 1, (0.1, 0.1))),)))
+    assert writes_walls(Sweep("out", (Term("u", Stencil.laplacian(2, 1, (0.1, 0.1))),)))
+    assert not writes_walls(Sweep("out", (Term("u", Stencil.from_dict({(1, 1): 1.0, (0, 0): -1.0})),)))  # 2D diagonal
+    assert not writes_walls(Sweep("out", (Term("u", Stencil.laplacian(1, 1, (0.1,))),)))
     assert rows_of(Dirichlet(lambda x, y, z, t: x + t, time_dependent=True), grid) is None  # re-evaluated, not scaled
     assert rows_of(Dirichlet(1.0), grid) is None
     assert rows_of(moving_wall(grid), grid, faces=[(0, 0), (1, 0), (1, 1), (2, 0), (2, 1)]) is None  # a block's faces
     flat = dataclasses.replace(grid, shape=(6, 7), spacing=(0.1, 0.1), lower=(0.0, 0.0))
-    assert rows_of(Dirichlet(lambda x, y, t: x + y, time_factor=lambda t: t), flat) is None
+    assert rows_of(Dirichlet(lambda x, y, t: x + y, time_factor=lambda t: t), flat).y is None  # 2D: x walls only
+    line = dataclasses.replace(grid, shape=(6,), spacing=(0.1,), lower=(0.0,))
+    assert rows_of(Dirichlet(lambda x, t: x, time_factor=lambda t: t), line) is None
     assert rows_of(moving_wall(grid), grid) is not None
 
 
 @pytest.mark.parametrize("name,shape,kw", [("heat3d", (13, 17, 19), {}), ("wave3d", (17, 21, 18), {"radius": 8}),
-                                           ("heat3d", (5, 3, 4), {})])
+                                           ("heat3d", (5, 3, 4), {}), ("heat2d", (29, 31), {}), ("heat2d", (3, 7), {})])
 @pytest.mark.parametrize("opts", [dict(steps=37, check_every=5), dict(steps=40, check_every=100, fuse_when_compiled=False)])
 def test_loop_hands_the_kernels_the_walls_and_gives_the_oracles_run(name, shape, kw, opts):
     setup = problems.build(name, shape=shape, **kw)
@@ -183,13 +201,14 @@ def test_loop_hands_the_kernels_the_walls_and_gives_the_oracles_run(name, shape,
     oracle = run(problems.build(name, shape=shape, **kw), NumpyBackend(), LoopOptions(**opts))
     for field, values in oracle.fields.items():
         assert np.array_equal(numba.fields[field], values), field
-    if opts["check_every"] == 100 and name == "heat3d":
+    if opts["check_every"] == 100 and name != "wave3d":
         assert numba.summary["fused_steps"] > 0
 
 
-@pytest.mark.parametrize("backend,name", [(NumpyBackend, "heat3d"), (NumbaBackend, "heat2d"), (NumbaBackend, "poisson3d")])
-def test_other_backends_dimensions_and_walls_fill_every_face_in_the_loop(backend, name):
-    """NumPy's kernels write no walls; 2D walls are a row's; poisson3d's do not move."""
-    stepper = SweepStepper(problems.build(name, shape=(6, 7, 8)[: 2 if name == "heat2d" else 3]), backend(), LoopOptions(steps=4))
+@pytest.mark.parametrize("backend,name", [(NumpyBackend, "heat3d"), (NumpyBackend, "heat2d"), (NumbaBackend, "poisson3d"),
+                                          (NumbaBackend, "poisson2d")])
+def test_other_backends_and_walls_fill_every_face_in_the_loop(backend, name):
+    """NumPy's kernels write no walls; poisson's do not move."""
+    stepper = SweepStepper(problems.build(name, shape=(6, 7, 8)[: 2 if name.endswith("2d") else 3]), backend(), LoopOptions(steps=4))
     stepper.compile()
     assert stepper.row_walls is None

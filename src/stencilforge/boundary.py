@@ -143,33 +143,39 @@ class Dirichlet:
 
 @dataclass(frozen=True)
 class RowWalls:
-    """Dirichlet walls value(x) * f(t) of a 3D field's x and y faces, laid out for a kernel that writes them as it
-    reaches each row, while the row is in cache: a strided fill of the x faces moves a cache line per row.
+    """Dirichlet walls value(x) * f(t) of a 2D or 3D field's faces along its last axes, laid out for a kernel that
+    writes them as it reaches each row, while the row is in cache: a strided fill of the x faces moves a cache line
+    per row.
 
-    x (n0, n1, 2g): each interior row's low then high ghost columns; y (n0, 2g, n2 + 2g): each interior
-    plane's low then high ghost rows, their ghost columns included. `rest` fills the z faces' planes
+    x (n0, [n1,] 2g): each interior row's low then high ghost columns; in 3D, y (n0, 2g, n2 + 2g): each interior
+    plane's low then high ghost rows, their ghost columns included (2D: None). `rest` fills the faces of axis 0
     (`ScaledWalls.rows` splits them off)."""
 
     x: np.ndarray
-    y: np.ndarray
+    y: np.ndarray | None
     factor: Callable[[float], float]
     rest: Filler
 
     def at(self, *times: float) -> tuple:
-        """A kernel's wall arguments for the steps at `times`: (x, y, factor(t), ...)."""
-        return (self.x, self.y, *(float(self.factor(t)) for t in times))
+        """A kernel's wall arguments for the steps at `times`: (x, [y,] factor(t), ...)."""
+        return (self.x, *(() if self.y is None else (self.y,)), *(float(self.factor(t)) for t in times))
 
 
 def write_row_walls(arr: np.ndarray, walls: tuple) -> None:
     """What a kernel handed `walls` (`RowWalls.at`) writes into arr's ghost cells, with NumPy: the same bits."""
-    x, y, factor = walls[:3]
-    n0, n1, g2 = x.shape
-    g = g2 // 2
-    planes = slice(g, g + n0)
-    scale_with_numpy(arr[planes, :g], y[:, :g], factor)
-    scale_with_numpy(arr[planes, g + n1:], y[:, g:], factor)
-    scale_with_numpy(arr[planes, g:g + n1, :g], x[..., :g], factor)
-    scale_with_numpy(arr[planes, g:g + n1, arr.shape[2] - g:], x[..., g:], factor)
+    x = walls[0]
+    g = x.shape[-1] // 2
+    rows: tuple[slice, ...] = (slice(g, g + x.shape[0]),)
+    if arr.ndim == 3:
+        y, factor = walls[1:3]
+        n1 = x.shape[1]
+        scale_with_numpy(arr[rows[0], :g], y[:, :g], factor)
+        scale_with_numpy(arr[rows[0], g + n1:], y[:, g:], factor)
+        rows += (slice(g, g + n1),)
+    else:
+        factor = walls[1]
+    scale_with_numpy(arr[(*rows, slice(0, g))], x[..., :g], factor)
+    scale_with_numpy(arr[(*rows, slice(arr.shape[-1] - g, None))], x[..., g:], factor)
 
 
 def scale_with_numpy(out: np.ndarray, values: np.ndarray, factor: float) -> None:
@@ -206,12 +212,13 @@ class ScaledWalls:
                 self.scale(arr[box], values, f)
 
     def rows(self) -> RowWalls | None:
-        """The x and y faces' values split off for kernels that write them row by row (`Launch.walls`), the
-        z faces left to fill: where these are every face of a 3D grid; else None."""
-        if self.faces != all_faces(3):
+        """The faces along the last axes split off for kernels that write them row by row (`Launch.walls`), the
+        faces of axis 0 left to fill: where these are every face of a 2D or 3D grid; else None."""
+        nd = self.grid.ndim
+        if nd not in (2, 3) or self.faces != all_faces(nd):
             return None
-        y = np.ascontiguousarray(np.concatenate([v for _, v in self.parts[2:4]], axis=1))
-        x = np.ascontiguousarray(np.concatenate([v for _, v in self.parts[4:6]], axis=2))
+        x = np.ascontiguousarray(np.concatenate([v for _, v in self.parts[-2:]], axis=nd - 1))
+        y = np.ascontiguousarray(np.concatenate([v for _, v in self.parts[2:4]], axis=1)) if nd == 3 else None
         return RowWalls(x, y, self.factor, ScaledWalls(self.grid, self.faces[:2], self.parts[:2], self.factor, self.scale))
 
 

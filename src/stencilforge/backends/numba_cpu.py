@@ -77,14 +77,23 @@ def sweep_coefficients(sweep: Sweep, dtype) -> np.ndarray:
 FUSED_VIEW_LIMIT = 16
 WIDE_LOOP_VIEWS = 14  # views per loop of `_wide_source`: fastest of 10 to 22 (cpu-wave3d-flat-2026-11-25.json)
 Y_TILE = 32  # rows along axis 1 per tile of `_wide_source`: its planes' rows around the tile stay in L2 (32 and 16 close)
-WALL_ARGS = ("wx", "wy", "fac")  # a 3D kernel's walls: x and y ghost values (RowWalls) and the factor of the step's time
 FUSED_STEPS_3D = 4  # steps per pass of `_march_source` (cpu-fused-steps-2026-11-24.json)
 FUSED_STEPS_2D = 6  # in 2D (cpu-march-2d-2026-11-25.json)
 
 
-def fused_wall_args(steps: int) -> tuple[str, ...]:
-    """A fused 3D kernel's walls: WALL_ARGS, then the factors of each middle state's time (fac2, fac3, ...)."""
-    return (*WALL_ARGS, *(f"fac{s}" for s in range(2, steps + 1)))
+def wall_args(ndim: int) -> tuple[str, ...]:
+    """A kernel's walls (`RowWalls.at`): the x ghost values, in 3D the y ghost values, the factor of the step's time."""
+    return ("wx", "wy", "fac") if ndim == 3 else ("wx", "fac")
+
+
+def fused_wall_args(steps: int, ndim: int) -> tuple[str, ...]:
+    """A fused kernel's walls: `wall_args`, then the factors of each middle state's time (fac2, fac3, ...)."""
+    return (*wall_args(ndim), *(f"fac{s}" for s in range(2, steps + 1)))
+
+
+def no_walls(walls: tuple[str, ...], ndim: int) -> tuple:
+    """The arguments of a kernel taking `walls` that writes none: zero-sized value arrays, zero factors."""
+    return tuple(np.zeros((0,) * ndim) if name in ("wx", "wy") else 0.0 for name in walls)
 
 
 def _wall_lines(a: str, plane: str, factor: str, indent: str, low: str | None = None, high: str | None = None,
@@ -115,6 +124,19 @@ def _wall_lines(a: str, plane: str, factor: str, indent: str, low: str | None = 
 PLANE_WALLS = "\n".join(["@SERIAL", "def plane_walls(a, wx, wy, fac, g, q, y0, y1, low, high):", "    n1 = a.shape[0] - 2 * g",
                          "    m = a.shape[1] - 2 * g", *_wall_lines("a", "q", "fac", "    ", "low", "high", ("y0", "y1")), "", "", ""])
 
+# 2D: the ghost columns of row q (padded index), the row `a`.
+ROW_WALLS = "\n".join(["@SERIAL", "def row_walls(a, wx, fac, g, q):", "    m = a.shape[0] - 2 * g", "    for a_c in range(g):",
+                       "        a[a_c] = wx[q - g, a_c] * fac", "        a[g + m + a_c] = wx[q - g, g + a_c] * fac", "", "", ""])
+
+
+def _walls_call(nd: int, a: str, q: str, factor: str = "fac") -> str:
+    """A call writing the walls of plane (3D) or row (2D) q, held in `a`, all its rows, ghost rows included."""
+    return f"plane_walls({a}, wx, wy, {factor}, g, {q}, g, g + n1, True, True)" if nd == 3 else f"row_walls({a}, wx, {factor}, g, {q})"
+
+
+def _walls_source(nd: int) -> str:
+    return PLANE_WALLS if nd == 3 else ROW_WALLS
+
 
 def _shift(index: str, o: int) -> str:
     """`index` moved by the offset o, as generated source."""
@@ -135,7 +157,7 @@ def _edge_walls(reach: int, write: list[str]) -> list[str]:
 
 
 def _prologue(sweep: Sweep, walls: tuple[str, ...] = (), carriers: tuple[str, ...] = ()) -> tuple[list[str], list[str], dict]:
-    """The kernel's def line (`walls`: the wall arguments it takes, `WALL_ARGS`; `carriers`: the arrays holding
+    """The kernel's def line (`walls`: the wall arguments it takes, `wall_args`; `carriers`: the arrays holding
     a fused kernel's later middle states' walls) and coefficient locals, the coefficient names and the row
     views, shared by the single-step and the fused kernels so all evaluate the same expression."""
     cnames = [f"c{k}" for k in range(sum(len(t.stencil.entries) for t in sweep.terms))]
@@ -235,7 +257,7 @@ def _wide_source(sweep: Sweep, reduce: bool, lines: list[str], cnames: list[str]
     ]
     if walls:
         (u,) = sweep.stencil_inputs  # `writes_walls`: one field read around the cell
-        lines += _edge_walls(r, [f"plane_walls(f_{u}[q], wx, wy, fac, g, q, g, g + n1, True, True)"])
+        lines += _edge_walls(r, [_walls_call(3, f"f_{u}[q]", "q")])
     lines += [
         *(["    total = 0.0"] if reduce else []),
         "    for t in numba.prange(tasks):",
@@ -271,10 +293,10 @@ def _wide_source(sweep: Sweep, reduce: bool, lines: list[str], cnames: list[str]
 
 
 def writes_walls(sweep: Sweep) -> bool:
-    """Whether a sweep's kernels write its input's walls as they reach them (`_wall_lines`): a 3D sweep that reads one
-    field around the cell, along the axes only. Then a row's ghost columns are read by that row alone, and a
-    plane's ghost rows by that plane alone."""
-    if sweep.ndim != 3 or len(sweep.stencil_inputs) != 1:
+    """Whether a sweep's kernels write its input's walls as they reach them (`_wall_lines`, `ROW_WALLS`): a 2D or 3D
+    sweep that reads one field around the cell, along the axes only. Then a row's ghost columns are read by that
+    row alone, and a plane's ghost rows by that plane alone."""
+    if sweep.ndim not in (2, 3) or len(sweep.stencil_inputs) != 1:
         return False
     (u,) = sweep.stencil_inputs
     return all(sum(1 for v in o if v) <= 1 for t in sweep.terms if t.field == u for o, _ in t.stencil.entries)
@@ -288,18 +310,18 @@ def sweep_source(sweep: Sweep, reduce: bool) -> str:
     Up to FUSED_VIEW_LIMIT views, one loop evaluates the whole expression. Wider
     stencils are split by `_row_loops` into loops over per-thread row buffers held
     in L1, in the same order of operations (3D: `_wide_source`).
-    A 3D kernel of a sweep that `writes_walls` takes WALL_ARGS: it writes its input's x and y
-    walls of a plane just before the plane's rows, while
-    they are in cache (zero-sized arrays: it writes none).
+    A kernel of a sweep that `writes_walls` takes `wall_args`: it writes its input's walls along the last axes
+    of a plane (2D: of a row) just before the plane's rows, while they are in cache (zero-sized arrays: it
+    writes none).
     """
     nd = sweep.ndim
     walls = not reduce and writes_walls(sweep)
-    lines, cnames, views = _prologue(sweep, WALL_ARGS if walls else ())
+    lines, cnames, views = _prologue(sweep, wall_args(nd) if walls else ())
     fused = len(views) <= FUSED_VIEW_LIMIT
     if nd == 3 and not fused:
         return _wide_source(sweep, reduce, lines, cnames, views, walls)
     lines.append(f"    m = out.shape[{nd - 1}] - 2 * g")
-    if walls:
+    if walls and nd == 3:
         lines.append("    n1 = out.shape[1] - 2 * g")
     if reduce:
         lines.append("    total = 0.0")
@@ -311,7 +333,8 @@ def sweep_source(sweep: Sweep, reduce: bool) -> str:
             lines.append("        part = np.empty(m, dtype=out.dtype)")
         if a == 0 and walls:
             (u,) = sweep.stencil_inputs
-            lines += ["        if wx.shape[0]:", f"            a = f_{u}[i0]", *_wall_lines("a", "i0", "fac", "            ")]
+            write = [f"a = f_{u}[i0]", *_wall_lines("a", "i0", "fac", "")] if nd == 3 else [_walls_call(2, f"f_{u}[i0]", "i0")]
+            lines += ["        if wx.shape[0]:", *[f"            {line}" for line in write]]
     indent = "    " * nd
     outer = [f"i{a}" for a in range(nd - 1)]
 
@@ -339,7 +362,7 @@ def sweep_source(sweep: Sweep, reduce: bool) -> str:
         lines.append(f"{indent}    o[j] = {value}")
     if reduce:
         lines.append("    return total")
-    return HEADER + "\n".join(lines) + "\n"
+    return HEADER + (ROW_WALLS if walls and nd == 2 else "") + "\n".join(lines) + "\n"
 
 
 # Cells x stencil entries of a sweep whose first steps NumPy may take while its kernel compiles: about a second of
@@ -392,7 +415,7 @@ def _march_source(sweep: Sweep, steps: int) -> str:
     reach = (steps - 1) * r
     walls = writes_walls(sweep)
     carriers = tuple(fused_walls(s, sweep.out) for s in range(2, steps))
-    lines, cnames, views = _prologue(sweep, fused_wall_args(steps) if walls else (), carriers)
+    lines, cnames, views = _prologue(sweep, fused_wall_args(steps, nd) if walls else (), carriers)
     args = lines[0][len("@JIT\ndef kernel("):-len("):")]
     value = sweep_expression(sweep, cnames, views)
     flat_planes = sorted({(field, o[0]) for field, o in views})
@@ -440,7 +463,7 @@ def _march_source(sweep: Sweep, steps: int) -> str:
         *[f"    {line}" for line in copy],
         "",
         "",
-        f"@SERIAL\ndef middle(w, {', '.join(plane_args)}, ghosts, coef, g{', wx, wy, fac, p' if walls else ''}):",
+        f"@SERIAL\ndef middle(w, {', '.join(plane_args)}, ghosts, coef, g{', ' + ', '.join(wall_args(nd)) + ', p' if walls else ''}):",
         *lines[1:1 + len(cnames)],
         *extent,
         *_step_views(sweep, "    ", flat, lambda o: flat(u, o)),
@@ -449,7 +472,7 @@ def _march_source(sweep: Sweep, steps: int) -> str:
         f"        o[j] = {value}",
     ]
     if walls:  # zero-sized wall arrays (none handed to the kernel): the ghosts' array gives them, as without walls
-        middle += ["    if wx.shape[0]:", "        plane_walls(w, wx, wy, fac, g, p, g, g + n1, True, True)", "    else:",
+        middle += ["    if wx.shape[0]:", f"        {_walls_call(nd, 'w', 'p')}", "    else:",
                    *[f"        {line}" for line in copy_ghosts]]
     else:
         middle += [f"    {line}" for line in copy_ghosts]
@@ -462,7 +485,7 @@ def _march_source(sweep: Sweep, steps: int) -> str:
             source.update({(u, k): f"mid[{s - 2}, {_ring_slot('p', k, ring)}]" for k in u_planes})
         holder = "out" if s == 1 else fused_walls(s, sweep.out)
         own = [f"            if wx.shape[0] and p >= z0 + {reach} and p < z1 - {reach}:",
-               f"                plane_walls(f_{u}[p], wx, wy, fac, g, p, g, g + n1, True, True)"] if walls and s == 1 else []
+               f"                {_walls_call(nd, f'f_{u}[p]', 'p')}"] if walls and s == 1 else []
         return [
             f"        p = {_shift('q', -(s - 1) * r)}",
             f"        if p >= {lo} and p < {hi}:",
@@ -472,7 +495,7 @@ def _march_source(sweep: Sweep, steps: int) -> str:
             "            else:",
             *[f"    {line}" for line in own],
             f"                middle(w, {', '.join(source[key] for key in flat_planes)}, {holder}[p], coef, g"
-            f"{f', wx, wy, fac{s + 1}, p' if walls else ''})",
+            f"{', ' + ', '.join([*wall_args(nd)[:-1], f'fac{s + 1}']) + ', p' if walls else ''})",
         ]
 
     last = "            " + ("    " if nd == 3 else "")  # the output plane's rows (3D), or the output row (2D)
@@ -495,15 +518,18 @@ def _march_source(sweep: Sweep, steps: int) -> str:
         f"{last}    o[j] = {value}",
     ]
     kernel = [f"@JIT\ndef kernel({args}, nt):", "    n0 = out.shape[0] - 2 * g", *TASK_SPLIT]
-    if walls:
+    if walls and nd == 3:
         kernel += ["    n1 = out.shape[1] - 2 * g", "    m = out.shape[2] - 2 * g",
                    *_edge_walls(reach, [f"a = f_{u}[q]", *_wall_lines("a", "q", "fac", "")])]
+    elif walls:
+        kernel += _edge_walls(reach, [_walls_call(2, f"f_{u}[q]", "q")])
     kernel += [
         "    for t in numba.prange(tasks):",
         "        z0 = g + t * span",
         f"        march({args}, z0, min(g + n0, z0 + span))",
     ]
-    return HEADER + (PLANE_WALLS if walls else "") + "\n".join(middle) + "\n\n\n" + "\n".join(march) + "\n\n\n" + "\n".join(kernel) + "\n"
+    parts = ["\n".join(middle), "\n".join(march), "\n".join(kernel)]
+    return HEADER + (_walls_source(nd) if walls else "") + "\n\n\n".join(parts) + "\n"
 
 
 def _row_expr(weights, start: int, row: str, col: str, axis: int) -> tuple[str, list[float]]:
@@ -730,7 +756,7 @@ class NumbaBackend(HostMemory):
         names = (*sweep.inputs, *carriers)
         g = grid.ghost
         threads = (numba.get_num_threads,) if takes_threads(source) else ()
-        none = (np.zeros((0, 0, 0)), np.zeros((0, 0, 0)), *(0.0,) * (len(walls) - 2)) if walls else ()
+        none = no_walls(walls, grid.ndim)
         dummy = np.zeros((2 * g + 1,) * grid.ndim, dtype=grid.dtype)
         tiny = (*([dummy] * (len(names) + 1)), coef, g, *none, *(t() for t in threads))
 
@@ -747,7 +773,7 @@ class NumbaBackend(HostMemory):
         the steps (the same bits: tests/test_numba_oracle_first.py), where one NumPy step is shorter than a
         compile (`ORACLE_STEP_BUDGET`); a cached kernel loads in a fraction of a second, before stepping."""
         source = sweep_source(sweep, reduce=False)
-        walls = WALL_ARGS if writes_walls(sweep) else ()
+        walls = wall_args(grid.ndim) if writes_walls(sweep) else ()
         if not _numpy_first(background, source, grid.cells, sum(len(t.stencil.entries) for t in sweep.terms)):
             return Launch(self._bound(source, sweep, grid, sweep.out, walls=walls)[0], walls=bool(walls))
         log.info("%s: NumPy takes the first steps while the kernel compiles", sweep.out)
@@ -772,7 +798,7 @@ class NumbaBackend(HostMemory):
                      "%d rows within the ghost layer", sweep.out, FUSED_VIEW_LIMIT)
             return None
         steps = steps or (FUSED_STEPS_2D if grid.ndim == 2 else FUSED_STEPS_3D)
-        walls = fused_wall_args(steps) if writes_walls(sweep) else ()
+        walls = fused_wall_args(steps, grid.ndim) if writes_walls(sweep) else ()
         carriers = tuple(fused_walls(s, sweep.out) for s in range(2, steps))
         run, compiling = self._bound(fused_source(sweep, steps), sweep, grid, sweep.out,
                                      (f"{sweep.out}: the {steps}-step kernel", "single steps"), walls, carriers)
