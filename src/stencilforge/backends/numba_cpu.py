@@ -32,8 +32,10 @@ from .numpy_ref import NumpyBackend
 
 log = logging.getLogger(__name__)
 
-HEADER = ("import numba\nimport numpy as np\n\nJIT = numba.njit(parallel=True, cache=True, nogil=True)\n"
-          "SERIAL = numba.njit(cache=True, nogil=True)\n\n")
+HEADER = ("import numba\nimport numpy as np\n\nfrom stencilforge.backends.vector_width import wide_vectors\n\n"
+          "JIT = numba.njit(parallel=True, cache=True, nogil=True)\nSERIAL = numba.njit(cache=True, nogil=True)\n\n")
+# The first statement of a sweep kernel's loops' functions: 512-bit vectors where the CPU has them (`vector_width`).
+WIDE = "wide_vectors()"
 
 
 def _tag(o: int) -> str:
@@ -261,6 +263,7 @@ def _wide_source(sweep: Sweep, reduce: bool, lines: list[str], cnames: list[str]
     lines += [
         *(["    total = 0.0"] if reduce else []),
         "    for t in numba.prange(tasks):",
+        f"        {WIDE}",
         *[f"        {line}" for line in TASK_PLANES],
         "        acc = np.empty(rows * w, dtype=out.dtype)",
         "        part = np.empty(rows * w, dtype=out.dtype)",
@@ -328,6 +331,8 @@ def sweep_source(sweep: Sweep, reduce: bool) -> str:
     for a in range(nd - 1):
         loop = "numba.prange" if a == 0 else "range"
         lines.append(f"{'    ' * (a + 1)}for i{a} in {loop}(g, out.shape[{a}] - g):")
+        if a == 0:
+            lines.append(f"        {WIDE}")
         if a == 0 and not fused:
             lines.append("        acc = np.empty(m, dtype=out.dtype)")
             lines.append("        part = np.empty(m, dtype=out.dtype)")
@@ -464,6 +469,7 @@ def _march_source(sweep: Sweep, steps: int) -> str:
         "",
         "",
         f"@SERIAL\ndef middle(w, {', '.join(plane_args)}, ghosts, coef, g{', ' + ', '.join(wall_args(nd)) + ', p' if walls else ''}):",
+        f"    {WIDE}",
         *lines[1:1 + len(cnames)],
         *extent,
         *_step_views(sweep, "    ", flat, lambda o: flat(u, o)),
@@ -501,6 +507,7 @@ def _march_source(sweep: Sweep, steps: int) -> str:
     last = "            " + ("    " if nd == 3 else "")  # the output plane's rows (3D), or the output row (2D)
     march = [
         f"@SERIAL\ndef march({args}, z0, z1):",
+        f"    {WIDE}",
         *lines[1:],
         "    n0 = out.shape[0] - 2 * g",
         *(["    n1 = out.shape[1] - 2 * g"] if nd == 3 else []),
@@ -525,6 +532,7 @@ def _march_source(sweep: Sweep, steps: int) -> str:
         kernel += _edge_walls(reach, [_walls_call(2, f"f_{u}[q]", "q")])
     kernel += [
         "    for t in numba.prange(tasks):",
+        f"        {WIDE}",
         "        z0 = g + t * span",
         f"        march({args}, z0, min(g + n0, z0 + span))",
     ]

@@ -1,0 +1,37 @@
+"""`wide_vectors()`: a Numba function that calls it asks LLVM for 512-bit vectors and computes the same bits;
+on a CPU with AVX-512 its machine code uses them (elsewhere the attribute is inert, and the bits are checked alone)."""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+from llvmlite import binding as llvm
+
+from stencilforge.backends.vector_width import PREFER_512, wide_vectors
+
+
+def has_avx512() -> bool:
+    return "+avx512f" in llvm.get_host_cpu_features().flatten().split(",")
+
+
+@numba.njit(parallel=True)
+def _wide_rows(out, u, c):
+    for i in numba.prange(1, u.shape[0] - 1):
+        wide_vectors()
+        for j in range(1, u.shape[1] - 1):
+            out[i, j] = c[0] * u[i, j] + c[1] * u[i, j - 1] + c[2] * u[i, j + 1] + c[3] * u[i - 1, j] + c[4] * u[i + 1, j]
+
+
+def test_a_function_calling_wide_vectors_prefers_512_bit_vectors_with_the_same_bits():
+    rng = np.random.default_rng(5)
+    u = rng.uniform(-1, 1, (37, 203)).astype(np.float32)
+    c = rng.uniform(-1, 1, 5).astype(np.float32)
+    out = np.full_like(u, np.nan)
+    _wide_rows(out, u, c)
+    ref = c[0] * u[1:-1, 1:-1] + c[1] * u[1:-1, :-2] + c[2] * u[1:-1, 2:] + c[3] * u[:-2, 1:-1] + c[4] * u[2:, 1:-1]
+    assert np.array_equal(out[1:-1, 1:-1], ref)
+    assert np.all(np.isnan(out[0])) and np.all(np.isnan(out[:, -1])), "a cell outside the loop was written"
+    (signature,) = _wide_rows.signatures
+    assert PREFER_512 in _wide_rows.inspect_llvm(signature)
+    if has_avx512():
+        assert "zmm" in _wide_rows.inspect_asm(signature)
