@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import numba
 import numpy as np
+import pytest
 from llvmlite import binding as llvm
 
+from stencilforge import problems
+from stencilforge.backends import numba_cpu
 from stencilforge.backends.vector_width import PREFER_512, wide_vectors
 
 
@@ -35,3 +38,41 @@ def test_a_function_calling_wide_vectors_prefers_512_bit_vectors_with_the_same_b
     assert PREFER_512 in _wide_rows.inspect_llvm(signature)
     if has_avx512():
         assert "zmm" in _wide_rows.inspect_asm(signature)
+
+
+def _fresh_loader(loaded: dict):
+    """`load_kernel` without Numba's on-disk cache, keeping each module's functions: code loaded from the cache
+    cannot be inspected."""
+
+    def load(source: str):
+        namespace: dict = {}
+        exec(compile(source.replace("cache=True", "cache=False"), "<generated>", "exec"), namespace)
+        loaded.update({k: v for k, v in namespace.items() if isinstance(v, numba.core.registry.CPUDispatcher)})
+        return namespace["kernel"]
+
+    return load
+
+
+@pytest.mark.parametrize("name, shape, kw, fused", [
+    ("heat2d", (9, 13), {}, False),
+    ("heat2d", (9, 13), {}, True),
+    ("heat3d", (7, 9, 11), {}, False),
+    ("heat3d", (7, 9, 11), {}, True),
+    ("wave3d", (7, 9, 11), {"radius": 3}, False),  # 21 row views: the wide kernel
+])
+def test_every_function_of_a_sweep_kernel_that_loops_over_cells_asks_for_512_bit_vectors(monkeypatch, name, shape, kw, fused):
+    loaded: dict = {}
+    monkeypatch.setattr(numba_cpu, "load_kernel", _fresh_loader(loaded))
+    setup = problems.build(name, shape=shape, dtype="float32", **kw)
+    backend = numba_cpu.NumbaBackend()
+    launch = backend.sweep_fused(setup.sweep, setup.grid) if fused else backend.sweep(setup.sweep, setup.grid)
+    assert launch is not None
+    if launch.compiling is not None:  # the fused kernel compiles in the background
+        launch.compiling.result()
+    looping = {n: f for n, f in loaded.items() if n in ("kernel", "middle", "march")}
+    assert set(looping) == ({"kernel", "middle", "march"} if fused else {"kernel"})
+    for n, f in looping.items():
+        (signature,) = f.signatures
+        assert PREFER_512 in f.inspect_llvm(signature), f"{n} does not ask for 512-bit vectors"
+        if has_avx512():
+            assert "zmm" in f.inspect_asm(signature), f"{n} has no 512-bit vector code"
