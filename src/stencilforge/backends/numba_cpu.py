@@ -78,7 +78,6 @@ def sweep_coefficients(sweep: Sweep, dtype) -> np.ndarray:
 
 FUSED_VIEW_LIMIT = 16
 WIDE_LOOP_VIEWS = 14  # views per loop of `_wide_source`: fastest of 10 to 22 (cpu-wave3d-flat-2026-11-25.json)
-WIDE_CHUNK = 0  # experiment
 Y_TILE = 32  # rows along axis 1 per tile of `_wide_source`: its planes' rows around the tile stay in L2 (32 and 16 close)
 FUSED_STEPS_3D = 4  # steps per pass of `_march_source` (cpu-fused-steps-2026-11-24.json)
 FUSED_STEPS_2D = 6  # in 2D (cpu-march-2d-2026-11-25.json)
@@ -279,21 +278,14 @@ def _wide_source(sweep: Sweep, reduce: bool, lines: list[str], cnames: list[str]
         lines += [f"{indent}if wx.shape[0] and i0 >= z0 + {r} and i0 < z1 - {r}:",
                   f"{indent}    plane_walls(f_{u}[i0], wx, wy, fac, g, i0, y0, y1, yt == 0, yt == ny - 1)"]
     lines.append(f"{indent}base = i0 * p + y0 * w + g")
-    if WIDE_CHUNK:
-        lines += [f"{indent}for c in range(0, n, {WIDE_CHUNK}):", f"{indent}    e = min(n, c + {WIDE_CHUNK})",
-                  f"{indent}    b = base + c", f"{indent}    k = e - c", f"{indent}    sink = acc[c:e]"]
-        start, size, inner = "b", "k", indent + "    "
-    else:
-        lines.append(f"{indent}sink = acc")
-        start, size, inner = "base", "n", indent
     for (field, offset), name in views.items():
         shift = "".join(f" {'+' if o > 0 else '-'} {abs(o)}{s}" for o, s in zip(offset, (" * p", " * w", "")) if o)
-        lines.append(f"{inner}{name} = x_{field}[{start}{shift}:{start}{shift} + {size}]")
+        lines.append(f"{indent}{name} = x_{field}[base{shift}:base{shift} + n]")
     for stmt in stmts:
-        lines.append(f"{inner}for j in range({size}):")
-        lines.append(f"{inner}    {stmt.replace('acc[j]', 'sink[j]')}")
-    lines.append(f"{inner}for j in range({size}):")
-    lines.append(f"{inner}    sink[j] = {value.replace('acc[j]', 'sink[j]')}")
+        lines.append(f"{indent}for j in range(n):")
+        lines.append(f"{indent}    {stmt}")
+    lines.append(f"{indent}for j in range(n):")
+    lines.append(f"{indent}    acc[j] = {value}")
     lines.append(f"{indent}for k in range(y1 - y0):")
     if reduce:
         lines += [f"{indent}    for j in range(k * w, k * w + m):", f"{indent}        s = np.float64(acc[j])",
