@@ -59,13 +59,27 @@ def _views(sweep: Sweep) -> dict[tuple[str, tuple[int, ...]], str]:
     return views
 
 
-def sweep_expression(sweep: Sweep, coeff_names: list[str], views: dict) -> str:
-    """The right-hand side at row position j, consuming coefficient names in entry order."""
+def _term_groups(sweep: Sweep, coeff_names: list[str], views: dict) -> list[list[tuple[str, set[str]]]]:
+    """Per term, its weight groups (`Stencil.weight_groups`) at row position j as (expression, views read):
+    c * v[j] alone, else c * (a[j] + b[j] + ...), consuming coefficient names in group order."""
     it = iter(coeff_names)
+    terms = []
+    for term in sweep.terms:
+        groups = []
+        for _, offsets in term.stencil.weight_groups():
+            names = [views[(term.field, o)] for o in offsets]
+            values = " + ".join(f"{v}[j]" for v in names)
+            groups.append((f"{next(it)} * {values if len(names) == 1 else f'({values})'}", set(names)))
+        terms.append(groups)
+    return terms
+
+
+def sweep_expression(sweep: Sweep, coeff_names: list[str], views: dict) -> str:
+    """The right-hand side at row position j, in the oracle's order."""
     centre = (0,) * sweep.ndim
     parts = []
-    for term in sweep.terms:
-        terms = " + ".join(f"{next(it)} * {views[(term.field, o)]}[j]" for o, _ in term.stencil.entries)
+    for term, groups in zip(sweep.terms, _term_groups(sweep, coeff_names, views)):
+        terms = " + ".join(expr for expr, _ in groups)
         if term.factor is not None:
             terms = f"({terms}) * {views[(term.factor, centre)]}[j]"
         parts.append(f"({terms})")
@@ -73,11 +87,12 @@ def sweep_expression(sweep: Sweep, coeff_names: list[str], views: dict) -> str:
 
 
 def sweep_coefficients(sweep: Sweep, dtype) -> np.ndarray:
-    return np.array([float(c) for t in sweep.terms for _, c in t.stencil.entries], dtype=dtype)
+    """The kernels' coefficient array: each weight group's weight, in group order."""
+    return np.array([float(c) for t in sweep.terms for c, _ in t.stencil.weight_groups()], dtype=dtype)
 
 
 FUSED_VIEW_LIMIT = 16
-WIDE_LOOP_VIEWS = 14  # views per loop of `_wide_source`: fastest of 10 to 22 (cpu-wave3d-flat-2026-11-25.json)
+WIDE_LOOP_VIEWS = 56  # views per loop of `_wide_source`: wave3d r8 in one loop, fastest of 14 to 56 (cpu-grouped-order-2026-11-27.json)
 Y_TILE = 32  # rows along axis 1 per tile of `_wide_source`: its planes' rows around the tile stay in L2 (32 and 16 close)
 FUSED_STEPS_3D = 4  # steps per pass of `_march_source` (cpu-fused-steps-2026-11-24.json)
 FUSED_STEPS_2D = 6  # in 2D (cpu-march-2d-2026-11-25.json)
@@ -162,26 +177,21 @@ def _prologue(sweep: Sweep, walls: tuple[str, ...] = (), carriers: tuple[str, ..
     """The kernel's def line (`walls`: the wall arguments it takes, `wall_args`; `carriers`: the arrays holding
     a fused kernel's later middle states' walls) and coefficient locals, the coefficient names and the row
     views, shared by the single-step and the fused kernels so all evaluate the same expression."""
-    cnames = [f"c{k}" for k in range(sum(len(t.stencil.entries) for t in sweep.terms))]
+    cnames = [f"c{k}" for k in range(sum(len(t.stencil.weight_groups()) for t in sweep.terms))]
     args = ["out"] + [f"f_{n}" for n in sweep.inputs] + list(carriers) + ["coef", "g", *walls]
     lines = [f"@JIT\ndef kernel({', '.join(args)}):"] + [f"    {c} = coef[{k}]" for k, c in enumerate(cnames)]
     return lines, cnames, _views(sweep)
-
-
-def _chunks(items: list, size: int) -> list[list]:
-    return [items[k : k + size] for k in range(0, len(items), size)]
 
 
 def _row_loops(sweep: Sweep, cnames: list[str], views: dict, budget: int = FUSED_VIEW_LIMIT) -> tuple[list[str], str]:
     """The statements of loops over j, and the right-hand side left for a last loop, each loop reading
     at most `budget` row views (the buffers and the store included).
 
-    A term wider than the limit is summed in the row buffer `part`, left to right in
-    chunks; the terms' running total is carried as an expression into the next loop
-    while it fits, else stored in `acc`. Every addition happens in the oracle's
-    order, so the result is bitwise that of one fused expression.
+    A term wider than the limit is summed in the row buffer `part`, left to right, a loop
+    taking as many of its weight groups as fit; the terms' running total is carried as an
+    expression into the next loop while it fits, else stored in `acc`. Every addition
+    happens in the oracle's order, so the result is bitwise that of one fused expression.
     """
-    it = iter(cnames)
     centre = (0,) * sweep.ndim
     loops: list[str] = []
     pending: str | None = None
@@ -199,24 +209,30 @@ def _row_loops(sweep: Sweep, cnames: list[str], views: dict, budget: int = FUSED
         pending = expr if pending is None else f"{pending} + {expr}"
         pending_reads = pending_reads | reads
 
-    for term in sweep.terms:
-        entries = [(next(it), views[(term.field, o)]) for o, _ in term.stencil.entries]
+    for term, groups in zip(sweep.terms, _term_groups(sweep, cnames, views)):
         factor = views[(term.factor, centre)] if term.factor is not None else None
         extra = 1 if factor is not None else 0
-        if len(entries) + extra + 1 > budget:  # the store, the factor: the term needs `part`
+        if len(set().union(*(r for _, r in groups))) + extra + 1 > budget:  # the store, the factor: needs `part`
             if "part" in pending_reads:
                 store()
-            tail = budget - 2 - extra - len(pending_reads)  # alongside part, the store and the pending total
-            tail = tail if 2 * tail >= budget else budget - 2 - extra  # else `add` stores the total first
-            head, entries = entries[:-tail], entries[-tail:]
-            for k, chunk in enumerate(_chunks(head, budget - 1)):
-                lead = "" if k == 0 else "part[j] + "
-                loops.append(f"part[j] = {lead}" + " + ".join(f"{c} * {v}[j]" for c, v in chunk))
-            body, reads = "part[j] + ", {"part"}
+            room = budget - 2 - extra - len(pending_reads)  # alongside part, the store and the pending total
+            room = room if 2 * room >= budget else budget - 2 - extra  # else `add` stores the total first
+            k, tail_reads = len(groups), set[str]()
+            while len(tail_reads | groups[k - 1][1]) <= room:  # the last groups that fit go in the term's loop
+                k -= 1
+                tail_reads |= groups[k][1]
+            chunks: list[list[str]] = [[]]
+            chunk_reads: set[str] = set()
+            for expr, reads in groups[:k]:  # the rest through part, each loop as many groups as fit beside it
+                if chunks[-1] and len(chunk_reads | reads) > budget - 1:
+                    chunks.append([])
+                    chunk_reads = set()
+                chunks[-1].append(expr)
+                chunk_reads |= reads
+            loops += [f"part[j] = {'part[j] + ' if n else ''}" + " + ".join(chunk) for n, chunk in enumerate(chunks)]
+            body, reads = " + ".join(["part[j]", *(e for e, _ in groups[k:])]), {"part"} | tail_reads
         else:
-            body, reads = "", set()
-        body += " + ".join(f"{c} * {v}[j]" for c, v in entries)
-        reads |= {v for _, v in entries}
+            body, reads = " + ".join(e for e, _ in groups), set().union(*(r for _, r in groups))
         if factor is not None:
             body, reads = f"({body}) * {factor}[j]", reads | {factor}
         add(f"({body})", reads)
@@ -234,8 +250,8 @@ def _wide_source(sweep: Sweep, reduce: bool, lines: list[str], cnames: list[str]
     The result goes through `acc`, not straight to `out`: the output may be an input read at the
     cell (wave3d's u.prev), and a loop whose store overlaps one of its loads fails LLVM's runtime
     alias check and runs scalar; and out's ghost columns must keep their values.
-    Loops of WIDE_LOOP_VIEWS views measured fastest: one loop of all 51 of wave3d's views vectorises
-    too, but its chain of 49 dependent additions per cell outruns the out-of-order window.
+    Loops of WIDE_LOOP_VIEWS views measured fastest: in weight groups, wave3d's Laplacian is a chain of
+    8 dependent additions, not 48, and all 51 views in one loop beat the row buffer's passes.
     The walls (`walls`): a flat range's scratch cells read the ghost columns of the planes within the
     stencil's reach, so the planes within it of a task's ends, which two tasks read, are written in a first
     parallel loop. Every other plane's are written by its task, each tile's rows just before the tile's

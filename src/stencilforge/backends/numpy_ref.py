@@ -27,8 +27,12 @@ def evaluate_sweep(sweep: Sweep, grid: Grid, fields: Mapping[str, np.ndarray]):
     total = None
     for term in sweep.terms:
         part = None
-        for offset, coeff in term.stencil.entries:
-            value = dtype(float(coeff)) * fields[term.field][shifted(interior, offset)]
+        for coeff, offsets in term.stencil.weight_groups():  # c * (a + b + ...), the CPU kernels' order
+            values = None
+            for offset in offsets:
+                x = fields[term.field][shifted(interior, offset)]
+                values = x if values is None else values + x
+            value = dtype(float(coeff)) * values
             part = value if part is None else part + value
         if term.factor is not None:
             part = part * fields[term.factor][interior]

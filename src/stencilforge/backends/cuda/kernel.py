@@ -138,7 +138,7 @@ def is_star(sweep: Sweep, fields) -> bool:
 
 
 def cell_expression(sweep: Sweep, dtype, access) -> str:
-    """The right-hand side at one cell, in the oracle's order: sum over terms of (sum c*f[o]) * factor.
+    """The right-hand side at one cell, entry by entry: sum over terms of (sum c*f[o]) * factor.
 
     The arithmetic is spelled out with round-to-nearest intrinsics that the
     compiler may not contract or reorder: one fma chain over the entries of
