@@ -66,7 +66,7 @@ def test_two_step_passes_in_the_loop_give_the_single_steps_fields(make):
     backend = _paired(p)
     sim = backend.sim
     assert not isinstance(sim.pair_plan(), str)
-    got = sf.run(p, backend=backend, steps=23, check_every=10, generated=True, fuse_steps="always")
+    got = sf.run(p, backend=backend, steps=23, check_every=10, generated=True)
     want = sf.run(p, backend=NumpyBackend(), steps=23, check_every=10, generated=True)
     assert backend.pairs > 0 and got.summary["steps_per_pass"] == 2
     for name, value in want.fields.items():
@@ -131,7 +131,7 @@ def test_two_step_kernels_compile_for_cuda(u_terms, v_terms, wall, fn, dtype):
 def test_single_steps_when_asked_and_the_summary_counts_paired_steps():
     p = gray_scott(shape=(13, 17))
     paired, single = _paired(p), _paired(p)
-    a = sf.run(p, backend=paired, steps=23, check_every=10, fuse_steps="always")
+    a = sf.run(p, backend=paired, steps=23, check_every=10)
     b = sf.run(p, backend=single, steps=23, check_every=10, fuse_steps=False)
     assert a.summary["fused_steps"] == 2 * paired.pairs > 0 and a.summary["steps_per_pass"] == 2
     assert single.pairs == 0 and b.summary["steps_per_pass"] == 1 and "fused_steps" not in b.summary

@@ -9,12 +9,11 @@ runs end with the same fields, residuals and iteration counts.
 from __future__ import annotations
 
 import dataclasses
-import time
 
 import numpy as np
 import pytest
 
-from stencilforge import pass_choice, problems
+from stencilforge import problems
 from stencilforge.backends.base import Launch, fused_walls
 from stencilforge.backends.numpy_ref import NumpyBackend
 from stencilforge.boundary import Neumann, Periodic
@@ -82,7 +81,7 @@ def test_fused_run_equals_the_single_step_run_at_every_observed_step(name, shape
     plain_obs, fused_obs = Recorder(7), Recorder(7)
     plain = run(problems.build(name, shape=shape), NumpyBackend(), LoopOptions(observers=(plain_obs,), **opts))
     be = FusedNumpy(steps)
-    fused = run(problems.build(name, shape=shape), be, LoopOptions(observers=(fused_obs,), fuse_steps="always", **opts))
+    fused = run(problems.build(name, shape=shape), be, LoopOptions(observers=(fused_obs,), **opts))
     assert plain_obs.seen and same_record(fused_obs, plain_obs)  # every buffer, its ghost cells too
     assert all(np.array_equal(fused.fields[k], plain.fields[k]) for k in plain.fields)
     assert fused.summary.get("residual") == plain.summary.get("residual")
@@ -222,8 +221,7 @@ def test_single_steps_until_the_fused_kernel_is_compiled_then_pairs_with_the_sam
     be = CompilingNumpy(until=10)
     observer = dataclasses.make_dataclass("Every", [("every", int)], namespace={"__call__": lambda s, *a: be.observe(*a),
                                                                                "close": lambda s: None})(10)
-    fused = run(problems.build(name, shape=(12, 17)), be,
-                LoopOptions(steps=41, check_every=1000, observers=(observer,), fuse_steps="always"))
+    fused = run(problems.build(name, shape=(12, 17)), be, LoopOptions(steps=41, check_every=1000, observers=(observer,)))
     single = run(problems.build(name, shape=(12, 17)), NumpyBackend(), LoopOptions(steps=41, check_every=1000))
     assert all(np.array_equal(fused.fields[k], single.fields[k]) for k in single.fields)
     # steps 1..10 single (ready after the observer at 10); then 4 pairs to 18, 19 and 20 single (20 is observed),
@@ -237,62 +235,3 @@ def test_a_fused_kernel_that_failed_to_compile_leaves_single_steps_or_is_raised_
     assert be.passes == 0 and be.singles == 20 and not result.summary.get("fused_steps")
     with pytest.raises(StencilforgeError, match="compile failed"):
         run(problems.build("heat2d", shape=(12, 17)), be, LoopOptions(steps=20, fuse_when_compiled=False))
-
-
-class PacedNumpy(FusedNumpy):
-    """FusedNumpy whose single steps or fused passes also wait `delay` seconds, so one kind is plainly slower."""
-
-    def __init__(self, slow: str, delay: float = 0.02):
-        super().__init__(steps=3)
-        self.slow, self.delay, self.building_fused = slow, delay, False
-
-    def sweep(self, sweep, grid, background=False):
-        one = super().sweep(sweep, grid)
-        if self.slow != "single" or self.building_fused:
-            return one
-        return Launch(lambda fields: (time.sleep(self.delay), one(fields)))
-
-    def sweep_fused(self, sweep, grid):
-        self.building_fused = True  # the fused pass's own sweeps are not slowed
-        launch = super().sweep_fused(sweep, grid)
-        self.building_fused = False
-        if self.slow != "fused":
-            return launch
-        run = launch.run
-        launch.run = lambda fields: (time.sleep(3 * self.delay), run(fields))
-        return launch
-
-
-@pytest.mark.parametrize("slow", ["fused", "single"])
-def test_the_loop_keeps_whichever_of_fused_passes_and_single_steps_the_clock_finds_faster(slow):
-    """By default a host backend's loop times single steps, then fused passes, on the run's first steps, and keeps
-    the faster; the fields are the single steps' bits either way."""
-    be = PacedNumpy(slow)
-    fused = run(problems.build("heat2d", shape=(30, 41)), be, LoopOptions(steps=60, check_every=1000))
-    single = run(problems.build("heat2d", shape=(30, 41)), NumpyBackend(), LoopOptions(steps=60, check_every=1000))
-    assert all(np.array_equal(fused.fields[k], single.fields[k]) for k in single.fields)
-    choice = fused.summary["pass_choice"]
-    trials = pass_choice.TRIALS + 1
-    assert choice["fused"] is (slow == "single") and (choice["fused_ms"] > choice["single_ms"]) is (slow == "fused")
-    if slow == "fused":  # TRIALS + 1 single steps, as many fused passes, then single steps to the end
-        assert be.passes == trials and fused.summary["steps_per_pass"] == 1
-    else:  # the last step is a single one
-        assert be.passes == (60 - trials - 1) // 3 and fused.summary["fused_steps"] == 3 * be.passes
-
-
-def test_fused_steps_always_takes_fused_passes_untimed():
-    be = PacedNumpy("fused")
-    result = run(problems.build("heat2d", shape=(30, 41)), be, LoopOptions(steps=60, check_every=1000, fuse_steps="always"))
-    assert "pass_choice" not in result.summary and be.passes == (60 - 1) // 3
-
-
-def test_pass_choice_times_single_steps_first_then_fused_passes_and_ties_to_fused():
-    choice = pass_choice.PassChoice("p", trials=2)
-    assert [choice.per_pass(4) for _ in range(1)] == [1]
-    for seconds in (9.0, 1.0, 1.0):  # the first of each kind is left out: cold caches
-        choice.record(1, seconds)
-    assert choice.per_pass(4) == 4 and choice.fuses is None
-    for seconds in (40.0, 4.0, 4.0):
-        choice.record(4, seconds)
-    assert choice.fuses is True and choice.per_pass(4) == 4
-    assert choice.summary()["pass_choice"] == {"fused_ms": 1000.0, "single_ms": 1000.0, "fused": True}

@@ -150,7 +150,7 @@ def test_fused_run_lands_on_every_observed_step_with_the_single_steps_bits(name,
         "single": run(problems.build(name, shape=shape), NumbaBackend(),
                       LoopOptions(observers=(records["single"],), fuse_steps=False, **opts)),
         "fused": run(problems.build(name, shape=shape), NumbaBackend(),
-                     LoopOptions(observers=(records["fused"],), fuse_when_compiled=False, fuse_steps="always", **opts)),
+                     LoopOptions(observers=(records["fused"],), fuse_when_compiled=False, **opts)),
     }
     assert records["fused"].seen and same_record(records["fused"], records["single"])
     assert same_record(records["fused"], records["numpy"])
@@ -177,7 +177,7 @@ def test_a_users_radius_two_problem_runs_several_steps_per_pass_with_the_oracles
     dt = 0.2 * min(grid.spacing) ** 2
     problem = sf.Problem([sf.Eq(u.next, u + dt * sf.laplacian(u, order=4))], initial={u: exact},
                          boundary={u: sf.Dirichlet(exact)}, dt=dt, steps=20, name="heat3d-r2")
-    fused = run(lowered(problem), NumbaBackend(), LoopOptions(steps=20, fuse_when_compiled=False, fuse_steps="always"))
+    fused = run(lowered(problem), NumbaBackend(), LoopOptions(steps=20, fuse_when_compiled=False))
     oracle = sf.run(problem, backend="numpy")
     k = FUSED_STEPS_3D
     assert fused.summary["fused_steps"] == k * ((20 - 1) // k)  # the last step is a single one

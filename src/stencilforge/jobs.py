@@ -175,7 +175,7 @@ class Outputs:
         try:
             opts = replace(opts, observers=(*opts.observers, *observers))
             single = never_fuses(opts, problem.default_steps)
-            result = run_stepper(lambda: PassStepper(sim, single, opts.fuse_steps != "always"), sim.backend, opts)
+            result = run_stepper(lambda: PassStepper(sim, single), sim.backend, opts)
         except OutputError:
             raise StencilforgeError(f"{ledger.failures[0]}; run stopped. {ledger.describe()}") from None
         return self._report(result, ledger)

@@ -50,7 +50,7 @@ def run(
     resume: str | None = None,
     comm=None,
     procs: Sequence[int] | None = None,
-    fuse_steps: bool | str = True,
+    fuse_steps: bool = True,
 ) -> Result:
     """Run `steps` steps (default: the problem's), or until the residual is below `tol`.
 
@@ -66,16 +66,13 @@ def run(
     calls `run` and steps its block, over the process grid `procs` (default: the least halo
     surface); the fields come back whole on rank 0 and as None elsewhere, the summary on every rank.
     `fuse_steps=False` keeps one step per pass where the backend would take several (the fields are the
-    same bits either way). On the CPU the loop times both on the run's first steps and keeps the faster;
-    `fuse_steps="always"` takes several wherever the backend offers them.
+    same bits either way).
     """
     engine = get_backend(backend_for(backend, problem.initial.values(), host="auto")) if isinstance(backend, str) else backend
     if steps is not None and (isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 0):
         raise StencilforgeError(f"steps must be a non-negative integer, got {steps!r}")
     if tol is not None and not (isinstance(tol, (int, float)) and math.isfinite(tol) and tol > 0):
         raise StencilforgeError(f"tol must be a positive number, got {tol!r}")
-    if fuse_steps not in (True, False, "always"):
-        raise StencilforgeError(f"fuse_steps must be True, False or 'always', got {fuse_steps!r}")
     if check_every < 1:
         raise StencilforgeError(f"check_every must be at least 1, got {check_every}")
     total = problem.default_steps if steps is None and tol is None else steps
@@ -147,7 +144,7 @@ def _run_generated(problem, engine, total, tol, params, loop: dict, outputs, com
     if outputs is not None:
         result = outputs.run_passes(sim, opts)
     else:
-        result = run_stepper(lambda: PassStepper(sim, never_fuses(opts, problem.default_steps), opts.fuse_steps != "always"), engine, opts)
+        result = run_stepper(lambda: PassStepper(sim, never_fuses(opts, problem.default_steps)), engine, opts)
     result.summary["setup_s"] = setup_s
     if decomposed is not None:
         result.summary.update(procs=list(decomposed.decomp.dims), ranks=decomposed.decomp.nprocs)

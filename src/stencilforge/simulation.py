@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import math
-import time
 from typing import Any, Callable, Mapping
 
 import numpy as np
@@ -24,7 +23,6 @@ from .interop import to_module
 from .ir.analysis import accesses, slot_name
 from .ir.nodes import Constant, Expr
 from .metrics import throughput
-from .pass_choice import PassChoice
 from .printers.numpy import coordinates, evaluate, float64_coordinates, source_signal, wall_values, widened
 from .problem import Problem
 
@@ -402,24 +400,20 @@ class Simulation:
 class PassStepper:
     """A Simulation as the time loop's stepper (`timeloop.Stepper`): one step per call, from its step count."""
 
-    def __init__(self, sim: Simulation, single: str | None = "not asked for", timed: bool = True):
-        """`single`: why the loop would take no two-step pass (`timeloop.never_fuses`), or None; `timed`: on a
-        host backend, pairs only where they time faster than single steps (`PassChoice`)."""
+    def __init__(self, sim: Simulation, single: str | None = "not asked for"):
+        """`single`: why the loop would take no two-step pass (`timeloop.never_fuses`), or None."""
         problem = sim.problem
-        self.sim, self.backend, self.single, self.timed = sim, sim.backend, single, timed
+        self.sim, self.backend, self.single = sim, sim.backend, single
         self.name, self.first, self.decomposed = problem.name, sim.step_count, sim.decomposed
         self.default_steps = problem.default_steps
         self.default_tol: float | None = None
         self.has_residual = problem.residual is not None
         self.paired = False
         self.paired_steps = 0  # steps taken two per pass
-        self.choice: PassChoice | None = None  # pairs or single steps, by the clock (host backends)
 
     @property
     def per_pass(self) -> int:
-        if not self.paired:
-            return 1
-        return 2 if self.choice is None else self.choice.per_pass(2)
+        return 2 if self.paired else 1
 
     def compile(self) -> None:
         """The passes were compiled with the Simulation; the two-step kernel is compiled here where the
@@ -428,25 +422,18 @@ class PassStepper:
             return
         why = self.single or self.sim.build_pair()
         self.paired = why is None
-        if self.paired and self.timed and not self.backend.device:
-            self.choice = PassChoice(self.name)
         log.info("%s: %s", self.name, "two steps per pass" if why is None else f"one step per pass: {why}")
 
     def warm(self) -> None:
         """Nothing to warm: a step fills its own walls."""
 
     def advance(self, n: int, fuse: bool) -> int:
-        start = time.perf_counter()
         if fuse and self.paired:
             self.sim.step_pair()
             self.paired_steps += 2
-            taken = 2
-        else:
-            self.sim.step(1)
-            taken = 1
-        if self.choice is not None:
-            self.choice.record(taken, time.perf_counter() - start)
-        return taken
+            return 2
+        self.sim.step(1)
+        return 1
 
     def state(self) -> dict:
         return self.sim.state()
@@ -478,7 +465,6 @@ class PassStepper:
             "passes_per_step": len(sim.passes),
             "steps_per_pass": self.per_pass,
             **({"fused_steps": self.paired_steps} if self.paired_steps else {}),
-            **(self.choice.summary() if self.choice is not None else {}),
             "lowered": False,
             "errors": sim.errors(),
         }

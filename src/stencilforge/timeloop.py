@@ -19,7 +19,6 @@ from .boundary import RowWalls, ScaledWalls, bind
 from .errors import StencilforgeError
 from .grid import row_pitch
 from .metrics import error_norms, throughput
-from .pass_choice import PassChoice
 from .problems import Setup
 from .resources import available_bytes
 
@@ -79,9 +78,7 @@ class LoopOptions:
     observers: tuple = ()
     start_step: int = 0
     domain: Domain | None = None
-    # several steps per pass where the backend offers it (cuda with auto, numba) and nothing looks between; on a host
-    # backend only where they time faster than single steps over the run's first steps ("always": untimed)
-    fuse_steps: bool | str = True
+    fuse_steps: bool = True  # several steps per pass where the backend offers it (cuda with auto, numba) and nothing looks between
     fuse_when_compiled: bool = True  # numba: single steps while the fused kernel compiles in the background (False: wait)
     stop: StopRequest | None = None
     status: Callable[[str | None], None] | None = None  # a phase before stepping starts (JIT compile); None when it ends
@@ -223,7 +220,6 @@ class SweepStepper:
         self.carriers: list = []  # the middle states' wall arrays past the first (time-dependent walls only)
         self.residual_fn: Callable | None = None
         self.row_walls: tuple[str, RowWalls] | None = None  # a field's x and y walls, which the kernels write
-        self.choice: PassChoice | None = None  # fused passes or single steps, by the clock (host backends)
 
     def time_at(self, n: int) -> float:
         return self.setup.t0 + n * self.setup.dt
@@ -245,8 +241,6 @@ class SweepStepper:
         self.fused = self._fused()
         if self.fused is not None and not self.opts.fuse_when_compiled:
             self.fused.wait()
-        if self.fused is not None and not backend.device and self.opts.fuse_steps != "always":
-            self.choice = PassChoice(setup.name)
         if self.fused is not None:
             self.carriers = self._carriers()
         self.row_walls = self._row_walls()
@@ -332,13 +326,6 @@ class SweepStepper:
         self._locally_finite()
 
     def advance(self, n: int, fuse: bool) -> int:
-        start = time.perf_counter()
-        taken = self._advance(n, fuse)
-        if self.choice is not None and self.step.ready() and self.fused is not None and self.fused.ready():
-            self.choice.record(taken, time.perf_counter() - start)
-        return taken
-
-    def _advance(self, n: int, fuse: bool) -> int:
         fields, setup = self._fields, self.setup
         fused = self.fused if fuse else None
         t = self.time_at(n)
@@ -368,9 +355,7 @@ class SweepStepper:
 
     @property
     def per_pass(self) -> int:
-        if self.fused is None or not self.fused.ready():
-            return 1
-        return self.fused.steps if self.choice is None else self.choice.per_pass(self.fused.steps)
+        return self.fused.steps if self.fused is not None and self.fused.ready() else 1
 
     def with_walls(self, fields: dict) -> Mapping:
         """The fields a fused pass reads: the carriers for walls that change in time, else u's own ghost cells."""
@@ -418,7 +403,6 @@ class SweepStepper:
         if self.fused is not None:
             out["fused_steps"] = self.fused_steps
             out["steps_per_pass"] = self.per_pass
-            out.update(self.choice.summary() if self.choice is not None else {})
         if setup.exact is not None:
             out["error"] = self._error(n, setup.exact)
         return out
