@@ -5,7 +5,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from stencilforge import StencilforgeError, problems, solve
+from stencilforge import StencilforgeError, problems, solve, timeloop
 from stencilforge.backends import get_backend
 from stencilforge.boundary import Dirichlet, Neumann, Periodic, all_faces, ghost_region
 from stencilforge.grid import Grid, pitched, row_pitch
@@ -64,6 +64,36 @@ def test_blow_up_is_reported_with_its_step():
     setup = dataclasses.replace(setup, sweep=unstable)
     with pytest.raises(StencilforgeError, match=r"blew up: NaN or Inf found at step \d+"):
         run(setup, get_backend("numpy"), LoopOptions(steps=5000, check_every=50))
+
+
+def unstable_poisson(shape=(16, 16)):
+    """poisson2d's Jacobi sweep with its weights tripled: it grows without bound; its residual is the problem's."""
+    setup = problems.build("poisson2d", shape=shape)
+    terms = tuple(dataclasses.replace(t, stencil=t.stencil.scaled(3)) for t in setup.sweep.terms)
+    return dataclasses.replace(setup, sweep=Sweep(setup.sweep.out, terms))
+
+
+@pytest.mark.parametrize("backend", ["numpy", "numba"])
+def test_blow_up_of_a_problem_with_a_residual_is_reported_at_the_same_check(backend, monkeypatch):
+    """Where the residual reads the solution at every cell its finite value is the NaN test; once it is not
+    finite, the NaN test runs and stops the run at the first check whose solution holds a NaN or an infinity."""
+    opts = LoopOptions(steps=5000, check_every=25, tol=1e-30, stall_checks=0)
+    with pytest.raises(StencilforgeError, match=r"blew up: NaN or Inf found at step \d+") as skipped:
+        run(unstable_poisson(), get_backend(backend), opts)
+    monkeypatch.setattr(timeloop, "residual_sees", lambda setup: False)
+    with pytest.raises(StencilforgeError, match=r"blew up: NaN or Inf found at step \d+") as every:
+        run(unstable_poisson(), get_backend(backend), opts)
+    assert str(skipped.value) == str(every.value)
+
+
+def test_a_finite_residual_stands_for_the_nan_test(monkeypatch):
+    calls = []
+    finite = timeloop.SweepStepper.finite
+    monkeypatch.setattr(timeloop.SweepStepper, "finite", lambda self: calls.append(1) or finite(self))
+    result = run(problems.build("poisson2d", shape=(16, 16)), get_backend("numba"), LoopOptions(steps=300, check_every=50, tol=1e-30))
+    assert result.summary["steps"] == 300 and calls == []
+    assert timeloop.residual_sees(problems.build("poisson2d", shape=(16, 16)))
+    assert not timeloop.residual_sees(problems.build("heat2d", shape=(16, 16)))  # no residual
 
 
 def test_neumann_conserves_heat(rng):

@@ -408,6 +408,7 @@ class PassStepper:
         self.default_steps = problem.default_steps
         self.default_tol: float | None = None
         self.has_residual = problem.residual is not None
+        self.residual_sees_solution = False  # the NaN test runs at every check
         self.paired = False
         self.paired_steps = 0  # steps taken two per pass
 

@@ -84,6 +84,7 @@ class NumpyBackend(HostMemory):
         return None
 
     def sum_squares(self, sweep: Sweep, grid: Grid, background: bool = False) -> Callable[[Mapping[str, np.ndarray]], float]:
+        @np.errstate(over="ignore", invalid="ignore")  # a blow-up is reported once, by the loop's NaN test
         def run(fields):
             r = evaluate_sweep(sweep, grid, fields).astype(np.float64)
             return float(np.sum(r * r))
