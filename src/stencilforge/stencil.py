@@ -95,9 +95,10 @@ class Stencil:
 
         The CPU backends' order of operations: a group's values are added left to right, then multiplied
         by its weight once, c * (a + b + ...), and the groups added in order. A symmetric stencil needs
-        half the multiplies of c * a + c * b, which bounds a wide star's time on a CPU
-        (cpu-wave3d-factorised-2026-11-27.json); NumPy's oracle and every numba kernel follow it, so
-        they agree bit for bit. The limit keeps a group inside one of numba's vectorised loops.
+        half the multiplies of c * a + c * b, and its additions form a shorter dependent chain; a wide
+        star's CPU time is bound by that arithmetic (cpu-grouped-order-2026-11-27.json). NumPy's oracle
+        and every numba kernel follow it, so they agree bit for bit. The limit keeps a group inside one of
+        numba's vectorised loops.
         """
         groups: list[tuple[Fraction | float, list[Offset]]] = []
         open_group: dict[float, list[Offset]] = {}
