@@ -83,8 +83,7 @@ def test_two_wide_terms_are_the_oracle_bit_for_bit(dtype, monkeypatch):
 @pytest.mark.parametrize("case,budget", [("wave3d", 14), ("wave3d", 22), ("two wide terms", 14), ("two wide terms", 18)])
 def test_each_loop_reads_at_most_the_budget_of_row_views(case, budget, monkeypatch):
     """Every loop over j stays within WIDE_LOOP_VIEWS arrays (views, row buffers and the store)."""
-    if budget is not None:
-        monkeypatch.setattr(numba_cpu, "WIDE_LOOP_VIEWS", budget)
+    monkeypatch.setattr(numba_cpu, "WIDE_LOOP_VIEWS", budget)
     sweep = wave_sweep((17, 19, 23), "float32", 8)[1] if case == "wave3d" else two_wide_terms("float32")[1]
     source = sweep_source(sweep, reduce=False)
     bodies = re.findall(r"for j in range\(n\):\n\s*(.*)", source)

@@ -212,7 +212,8 @@ def _row_loops(sweep: Sweep, cnames: list[str], views: dict, budget: int = FUSED
     for term, groups in zip(sweep.terms, _term_groups(sweep, cnames, views)):
         factor = views[(term.factor, centre)] if term.factor is not None else None
         extra = 1 if factor is not None else 0
-        if len(set().union(*(r for _, r in groups))) + extra + 1 > budget:  # the store, the factor: needs `part`
+        term_reads = set().union(*(r for _, r in groups))
+        if len(term_reads) + extra + 1 > budget:  # the store, the factor: the term needs `part`
             if "part" in pending_reads:
                 store()
             room = budget - 2 - extra - len(pending_reads)  # alongside part, the store and the pending total
@@ -232,7 +233,7 @@ def _row_loops(sweep: Sweep, cnames: list[str], views: dict, budget: int = FUSED
             loops += [f"part[j] = {'part[j] + ' if n else ''}" + " + ".join(chunk) for n, chunk in enumerate(chunks)]
             body, reads = " + ".join(["part[j]", *(e for e, _ in groups[k:])]), {"part"} | tail_reads
         else:
-            body, reads = " + ".join(e for e, _ in groups), set().union(*(r for _, r in groups))
+            body, reads = " + ".join(e for e, _ in groups), term_reads
         if factor is not None:
             body, reads = f"({body}) * {factor}[j]", reads | {factor}
         add(f"({body})", reads)
