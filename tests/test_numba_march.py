@@ -10,6 +10,7 @@ import pytest
 
 import stencilforge as sf
 from stencilforge import problems
+from stencilforge.backends import numba_cpu
 from stencilforge.backends.base import fused_walls
 from stencilforge.backends.numba_cpu import (
     FUSED_STEPS_2D,
@@ -204,3 +205,27 @@ def test_a_host_without_memory_for_the_middle_steps_walls_takes_single_steps(mon
     monkeypatch.setattr(timeloop, "available_bytes", lambda: 2 * need)
     assert run(problems.build("heat2d", shape=(40, 30)), NumbaBackend(),
                LoopOptions(steps=30, fuse_when_compiled=False)).summary["fused_steps"] > 0
+
+
+@pytest.mark.parametrize("box", [False, True])
+def test_fused_3d_pass_in_tiles_of_rows_gives_the_same_bits_on_any_split(monkeypatch, box):
+    """Tiles of 2 rows along axis 1 (MARCH_TILE_CELLS; a plane of 6 or 7 rows makes 3 tiles, the last one longer), each
+    with its middle states' rows grown by the reach of the steps after them: a radius-2 star, and a stencil
+    with diagonals, whose middle states take their ghost columns and rows from out's and the carrier's."""
+    if box:
+        grid = Grid((11, 7, 9), (0.1, 0.12, 0.09), np.dtype("float64"), 1, (0.0,) * 3)
+        stencil = Stencil.from_dict({(0, 1, 1): 0.2, (-1, 0, 0): 0.15, (0, 0, 0): 0.3, (1, -1, 0): 0.1, (0, 0, -1): 0.25})
+        sweep = Sweep("u_new", (Term("u", stencil), Term("f", Stencil.identity(3))))
+    else:
+        grid, sweep = jacobi((13, 6, 7), 2, "float32")
+    monkeypatch.setattr(numba_cpu, "MARCH_TILE_CELLS", 2 * grid.padded_shape[2])
+    fields, walls = fused_inputs(grid, 3)
+    expected = single_steps(NumbaBackend().sweep(sweep, grid), fields, walls, grid)
+    kernel = load_kernel(fused_source(sweep, 3))
+    coef = sweep_coefficients(sweep, grid.dtype)
+    none = no_walls(fused_wall_args(3, 3), 3) if writes_walls(sweep) else ()
+    for tasks in (1, 2, 3, 5, 13):
+        out = walls[0].copy()
+        kernel(out, fields["u"], fields["f"], *walls[1:], coef, grid.ghost, *none, tasks)
+        assert np.array_equal(out[grid.interior], expected), f"{tasks} tasks"
+        assert np.array_equal(out[ghost_mask(grid)], walls[0][ghost_mask(grid)])

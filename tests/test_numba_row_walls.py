@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from stencilforge import problems
+from stencilforge.backends import numba_cpu
 from stencilforge.backends.numba_cpu import (
     FUSED_STEPS_2D,
     FUSED_STEPS_3D,
@@ -119,12 +120,16 @@ def test_wave3d_kernel_through_the_launch_with_and_without_walls():
     assert np.array_equal(fields["u_prev"][grid.interior], expected)
 
 
-@pytest.mark.parametrize("radius,shape,steps", [(1, (13, 6, 7), FUSED_STEPS_3D), (2, (19, 5, 6), 3), (2, (13, 6, 7), 2),
-                                                (1, (29, 10), FUSED_STEPS_2D), (2, (19, 7), 3), (1, (3, 40), 2)])
-def test_fused_pass_writes_every_states_walls_on_any_split_of_the_planes(radius, shape, steps):
+@pytest.mark.parametrize("radius,shape,steps,rows_a_tile", [
+    (1, (13, 6, 7), FUSED_STEPS_3D, None), (2, (19, 5, 6), 3, None), (2, (13, 6, 7), 2, None), (2, (19, 5, 6), 3, 2),
+    (1, (29, 10), FUSED_STEPS_2D, None), (2, (19, 7), 3, None), (1, (3, 40), 2, None)])
+def test_fused_pass_writes_every_states_walls_on_any_split_of_the_planes(radius, shape, steps, rows_a_tile, monkeypatch):
     """The input's walls at t (planes, in 2D rows, near a task's ends in a first parallel loop, the others in the
-    march) and each middle state's at its own time from their values, not from out or the carriers; whose faces
-    of axis 0 give the middle states' (out's the first's, the carriers' the later ones')."""
+    march; with tiles of rows along axis 1, `rows_a_tile` rows by MARCH_TILE_CELLS, all in the first loop) and each
+    middle state's at its own time from their values, not from out or the carriers; whose faces of axis 0 give the
+    middle states' (out's the first's, the carriers' the later ones')."""
+    if rows_a_tile:
+        monkeypatch.setattr(numba_cpu, "MARCH_TILE_CELLS", rows_a_tile * (shape[2] + 2 * radius))
     grid, sweep = jacobi(shape, radius, "float32")
     rows = rows_of(moving_wall(grid), grid)
     times = [0.2 + 0.25 * s for s in range(steps)]

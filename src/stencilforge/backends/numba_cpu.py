@@ -96,6 +96,7 @@ WIDE_LOOP_VIEWS = 56  # views per loop of `_wide_source`: wave3d r8 in one loop,
 Y_TILE = 32  # rows along axis 1 per tile of `_wide_source`: its planes' rows around the tile stay in L2 (32 and 16 close)
 FUSED_STEPS_3D = 4  # steps per pass of `_march_source` (cpu-fused-steps-2026-11-24.json)
 FUSED_STEPS_2D = 6  # in 2D (cpu-march-2d-2026-11-25.json)
+MARCH_TILE_CELLS = 32768  # cells of a plane per tile of the 3D march: its rings stay in L2 (cpu-march-tiles-2026-11-27.json)
 
 
 def wall_args(ndim: int) -> tuple[str, ...]:
@@ -165,11 +166,12 @@ TASK_SPLIT = ["    span = (n0 + nt - 1) // nt", "    tasks = (n0 + span - 1) // 
 TASK_PLANES = ["z0 = g + t * span", "z1 = min(g + n0, z0 + span)"]
 
 
-def _edge_walls(reach: int, write: list[str]) -> list[str]:
+def _edge_walls(reach: int, write: list[str], every: str = "False") -> list[str]:
     """The first parallel loop of a kernel that splits planes by TASK_SPLIT: `write` (statements writing plane q's
-    walls) on the planes within `reach` of a task's ends, which two tasks read, before any task reads them."""
+    walls) on the planes within `reach` of a task's ends, which two tasks read, before any task reads them
+    (on every plane where `every` holds)."""
     return ["    if wx.shape[0]:", "        for t in numba.prange(tasks):", *[f"            {line}" for line in TASK_PLANES],
-            "            for q in range(z0, z1):", f"                if q < z0 + {reach} or q >= z1 - {reach}:",
+            "            for q in range(z0, z1):", f"                if {every} or q < z0 + {reach} or q >= z1 - {reach}:",
             *[f"                    {line}" for line in write]]
 
 
@@ -419,6 +421,10 @@ def _march_source(sweep: Sweep, steps: int) -> str:
     """Each parallel task takes a range of output planes along axis 0 (in 2D: rows) and marches through it,
     evaluating at each position plane q of the state after one step, plane q - r of the state after two, and so
     on, each middle state into a ring of 2r + 1 planes of its own, then output plane q - (steps - 1) r.
+    In 3D a task takes a tile of rows along axis 1 too, about MARCH_TILE_CELLS cells of a plane (the tiles split
+    among the threads first, then the planes), and evaluates of each middle state only the rows the steps after
+    it read: the tile grown by (steps - s) r rows on each side for the state after s steps. So a task's rings
+    stay in L2 whatever the plane's size, for 2 (steps - s) r rows evaluated twice (cpu-march-tiles-2026-11-27.json).
 
     A middle plane is evaluated by `middle` (one serial function for every level, so the compile does not
     grow with the steps): one loop over its interior rows as a flat range (the ghost columns it passes are
@@ -429,6 +435,7 @@ def _march_source(sweep: Sweep, steps: int) -> str:
     With the walls, the input's x and y walls of the planes within (steps - 1) r of a task's ends, which
     two tasks read, are written by their own task in a first parallel loop; every other plane's, by the one
     task that reads it, just before its middle plane (a star reads a plane's x and y walls only for that plane).
+    Where a plane has more than one tile, tiles share its rows, so the first loop writes every plane's.
     """
     (u,) = sweep.stencil_inputs
     nd = sweep.ndim
@@ -462,15 +469,16 @@ def _march_source(sweep: Sweep, steps: int) -> str:
 
     if nd == 3:
         copy = ["for i in range(w.shape[0]):", "    for j in range(w.shape[1]):", "        w[i, j] = a[i, j]"]
-        extent = ["    wd = w.shape[1]", "    n1 = w.shape[0] - 2 * g", "    m = wd - 2 * g", "    base = g * wd + g",
-                  "    n = (n1 - 1) * wd + m", *[f"    {a} = {a}.reshape(-1)" for a in plane_args]]
+        extent = ["    wd = w.shape[1]", "    n1 = w.shape[0] - 2 * g", "    m = wd - 2 * g",
+                  "    ya = max(ylo, g)", "    yb = min(yhi, g + n1)", "    base = ya * wd + g",
+                  "    n = (yb - ya - 1) * wd + m", *[f"    {a} = {a}.reshape(-1)" for a in plane_args]]
         store = "w.reshape(-1)"
         copy_ghosts = [
             "for i in range(w.shape[0]):",
-            "    if i < g or i >= g + n1:",
+            "    if (i < g and ylo < g) or (i >= g + n1 and yhi > g + n1):",
             "        for j in range(wd):",
             "            w[i, j] = ghosts[i, j]",
-            "    else:",
+            "    elif i >= ya and i < yb:",
             "        for j in range(g):",
             "            w[i, j] = ghosts[i, j]",
             "            w[i, g + m + j] = ghosts[i, g + m + j]",
@@ -485,7 +493,8 @@ def _march_source(sweep: Sweep, steps: int) -> str:
         *[f"    {line}" for line in copy],
         "",
         "",
-        f"@SERIAL\ndef middle(w, {', '.join(plane_args)}, ghosts, coef, g{', ' + ', '.join(wall_args(nd)) + ', p' if walls else ''}):",
+        f"@SERIAL\ndef middle(w, {', '.join(plane_args)}, ghosts, coef, g{', ' + ', '.join(wall_args(nd)) + ', p' if walls else ''}"
+        f"{', ylo, yhi' if nd == 3 else ''}):",
         f"    {WIDE}",
         *lines[1:1 + len(cnames)],
         *extent,
@@ -495,7 +504,8 @@ def _march_source(sweep: Sweep, steps: int) -> str:
         f"        o[j] = {value}",
     ]
     if walls:  # zero-sized wall arrays (none handed to the kernel): the ghosts' array gives them, as without walls
-        middle += ["    if wx.shape[0]:", f"        {_walls_call(nd, 'w', 'p')}", "    else:",
+        call = "plane_walls(w, wx, wy, fac, g, p, ya, yb, ylo < g, yhi > g + n1)" if nd == 3 else _walls_call(nd, "w", "p")
+        middle += ["    if wx.shape[0]:", f"        {call}", "    else:",
                    *[f"        {line}" for line in copy_ghosts]]
     else:
         middle += [f"    {line}" for line in copy_ghosts]
@@ -507,7 +517,7 @@ def _march_source(sweep: Sweep, steps: int) -> str:
         if s > 1:
             source.update({(u, k): f"mid[{s - 2}, {_ring_slot('p', k, ring)}]" for k in u_planes})
         holder = "out" if s == 1 else fused_walls(s, sweep.out)
-        own = [f"            if wx.shape[0] and p >= z0 + {reach} and p < z1 - {reach}:",
+        own = [f"            if {'own and ' if nd == 3 else ''}wx.shape[0] and p >= z0 + {reach} and p < z1 - {reach}:",
                f"                {_walls_call(nd, f'f_{u}[p]', 'p')}"] if walls and s == 1 else []
         return [
             f"        p = {_shift('q', -(s - 1) * r)}",
@@ -518,12 +528,13 @@ def _march_source(sweep: Sweep, steps: int) -> str:
             "            else:",
             *[f"    {line}" for line in own],
             f"                middle(w, {', '.join(source[key] for key in flat_planes)}, {holder}[p], coef, g"
-            f"{', ' + ', '.join([*wall_args(nd)[:-1], f'fac{s + 1}']) + ', p' if walls else ''})",
+            f"{', ' + ', '.join([*wall_args(nd)[:-1], f'fac{s + 1}']) + ', p' if walls else ''}"
+            f"{f', y0 - {(steps - s) * r}, y1 + {(steps - s) * r}' if nd == 3 else ''})",
         ]
 
     last = "            " + ("    " if nd == 3 else "")  # the output plane's rows (3D), or the output row (2D)
     march = [
-        f"@SERIAL\ndef march({args}, z0, z1):",
+        f"@SERIAL\ndef march({args}, z0, z1{', y0, y1, own' if nd == 3 else ''}):",
         f"    {WIDE}",
         *lines[1:],
         "    n0 = out.shape[0] - 2 * g",
@@ -535,24 +546,38 @@ def _march_source(sweep: Sweep, steps: int) -> str:
         f"        z = q - {reach}",
         "        if z >= z0:",
         *[f"            w_{_tag(k)} = mid[{steps - 2}, {_ring_slot('z', k, ring)}]" for k in u_planes],
-        *(["            for i in range(g, g + n1):"] if nd == 3 else []),
+        *(["            for i in range(y0, y1):"] if nd == 3 else []),
         *_step_views(sweep, last, at, lambda o: f"w_{_tag(o[0])}[{', '.join([*rows(o, 'i'), cols(o[-1])])}]"),
         f"{last}o = out[{', '.join(['z', *(['i'] if nd == 3 else []), 'g:g + m'])}]",
         f"{last}for j in range(m):",
         f"{last}    o[j] = {value}",
     ]
-    kernel = [f"@JIT\ndef kernel({args}, nt):", "    n0 = out.shape[0] - 2 * g", *TASK_SPLIT]
+    kernel = [f"@JIT\ndef kernel({args}, nt):", "    n0 = out.shape[0] - 2 * g"]
+    if nd == 3:
+        kernel += ["    n1 = out.shape[1] - 2 * g", f"    ny = max(1, n1 // max(1, {MARCH_TILE_CELLS} // out.shape[2]))",
+                   "    nz = (nt + ny - 1) // ny", "    span = (n0 + nz - 1) // nz", "    tasks = (n0 + span - 1) // span"]
+    else:
+        kernel += TASK_SPLIT
     if walls and nd == 3:
-        kernel += ["    n1 = out.shape[1] - 2 * g", "    m = out.shape[2] - 2 * g",
-                   *_edge_walls(reach, [f"a = f_{u}[q]", *_wall_lines("a", "q", "fac", "")])]
+        kernel += ["    m = out.shape[2] - 2 * g",
+                   *_edge_walls(reach, [f"a = f_{u}[q]", *_wall_lines("a", "q", "fac", "")], "ny > 1")]
     elif walls:
         kernel += _edge_walls(reach, [_walls_call(2, f"f_{u}[q]", "q")])
-    kernel += [
-        "    for t in numba.prange(tasks):",
-        f"        {WIDE}",
-        "        z0 = g + t * span",
-        f"        march({args}, z0, min(g + n0, z0 + span))",
-    ]
+    if nd == 3:
+        kernel += [
+            "    for t in numba.prange(tasks * ny):",
+            f"        {WIDE}",
+            "        zt, yt = divmod(t, ny)",
+            "        z0 = g + zt * span",
+            f"        march({args}, z0, min(g + n0, z0 + span), g + yt * n1 // ny, g + (yt + 1) * n1 // ny, ny == 1)",
+        ]
+    else:
+        kernel += [
+            "    for t in numba.prange(tasks):",
+            f"        {WIDE}",
+            "        z0 = g + t * span",
+            f"        march({args}, z0, min(g + n0, z0 + span))",
+        ]
     parts = ["\n".join(middle), "\n".join(march), "\n".join(kernel)]
     return HEADER + (_walls_source(nd) if walls else "") + "\n\n\n".join(parts) + "\n"
 
