@@ -567,7 +567,8 @@ def _march_source(sweep: Sweep, steps: int) -> str:
         kernel += [
             "    for t in numba.prange(tasks * ny):",
             f"        {WIDE}",
-            "        zt, yt = divmod(t, ny)",
+            "        zt = t // ny",  # not divmod: in a prange body it types the index's quotient as a float
+            "        yt = t - zt * ny",
             "        z0 = g + zt * span",
             f"        march({args}, z0, min(g + n0, z0 + span), g + yt * n1 // ny, g + (yt + 1) * n1 // ny, ny == 1)",
         ]
