@@ -170,8 +170,9 @@ def _edge_walls(reach: int, write: list[str], every: str | None = None) -> list[
     """The first parallel loop of a kernel that splits planes by TASK_SPLIT: `write` (statements writing plane q's
     walls) on the planes within `reach` of a task's ends, which two tasks read, before any task reads them
     (on every plane where `every` holds)."""
+    shared = f"q < z0 + {reach} or q >= z1 - {reach}"
     return ["    if wx.shape[0]:", "        for t in numba.prange(tasks):", *[f"            {line}" for line in TASK_PLANES],
-            "            for q in range(z0, z1):", f"                if {every + ' or ' if every else ''}q < z0 + {reach} or q >= z1 - {reach}:",
+            "            for q in range(z0, z1):", f"                if {f'{every} or ' if every else ''}{shared}:",
             *[f"                    {line}" for line in write]]
 
 
@@ -286,7 +287,6 @@ def _wide_source(sweep: Sweep, reduce: bool, lines: list[str], cnames: list[str]
         *[f"        {line}" for line in TASK_PLANES],
         "        acc = np.empty(rows * w, dtype=out.dtype)",
         "        part = np.empty(rows * w, dtype=out.dtype)",
-        *([] if reduce else ["        keep = np.empty(rows * 2 * g, dtype=out.dtype)", "        x_out_ = out.reshape(-1)"]),
         "        for yt in range(ny):",
         "            y0 = g + yt * n1 // ny",
         "            y1 = g + (yt + 1) * n1 // ny",
@@ -304,24 +304,14 @@ def _wide_source(sweep: Sweep, reduce: bool, lines: list[str], cnames: list[str]
     for stmt in stmts:
         lines.append(f"{indent}for j in range(n):")
         lines.append(f"{indent}    {stmt}")
+    lines.append(f"{indent}for j in range(n):")
+    lines.append(f"{indent}    acc[j] = {value}")
+    lines.append(f"{indent}for k in range(y1 - y0):")
     if reduce:
-        lines += [f"{indent}for j in range(n):", f"{indent}    acc[j] = {value}", f"{indent}for k in range(y1 - y0):",
-                  f"{indent}    for j in range(k * w, k * w + m):", f"{indent}        s = np.float64(acc[j])",
+        lines += [f"{indent}    for j in range(k * w, k * w + m):", f"{indent}        s = np.float64(acc[j])",
                   f"{indent}        total += s * s", "    return total"]
     else:
-        # the flat range's store: the view of out read at the cell where there is one (one pointer for load and store)
-        o = views.get((sweep.out, (0, 0, 0)), "o")
-        lines += [
-            *([] if o != "o" else [f"{indent}o = x_out_[base:base + n]"]),
-            f"{indent}for k in range(y1 - y0 - 1):",
-            f"{indent}    for c in range(2 * g):",
-            f"{indent}        keep[k * 2 * g + c] = x_out_[base + k * w + m + c]",
-            f"{indent}for j in range(n):",
-            f"{indent}    {o}[j] = {value}",
-            f"{indent}for k in range(y1 - y0 - 1):",
-            f"{indent}    for c in range(2 * g):",
-            f"{indent}        x_out_[base + k * w + m + c] = keep[k * 2 * g + c]",
-        ]
+        lines.append(f"{indent}    out[i0, y0 + k, g:g + m] = acc[k * w:k * w + m]")
     return HEADER + (PLANE_WALLS if walls else "") + "\n".join(lines) + "\n"
 
 
