@@ -11,7 +11,7 @@ import pytest
 import stencilforge as sf
 from stencilforge import problems
 from stencilforge.backends import numba_cpu
-from stencilforge.backends.base import FIRST_WALLS, fused_walls, with_walls
+from stencilforge.backends.base import fused_walls
 from stencilforge.backends.numba_cpu import (
     FUSED_STEPS_2D,
     FUSED_STEPS_3D,
@@ -58,9 +58,8 @@ def fused_inputs(grid, steps, seed=5):
 
 
 def fused_fields(fields, walls, out):
-    """What a fused pass reads: the fields, out, and each middle state's walls (`with_walls`, walls that move: the
-    first's in out)."""
-    return {**fields, "u_new": out, FIRST_WALLS: out, **{fused_walls(s, "u_new"): w for s, w in enumerate(walls[1:], start=2)}}
+    """What a fused pass reads: the fields, out, and the later middle states' walls under `fused_walls` names."""
+    return {**fields, "u_new": out, **{fused_walls(s, "u_new"): w for s, w in enumerate(walls[1:], start=2)}}
 
 
 def single_steps(one, fields, walls, grid):
@@ -108,7 +107,7 @@ def test_fused_pass_of_a_stencil_with_diagonals_takes_every_states_ghosts_from_i
     coef = sweep_coefficients(sweep, grid.dtype)
     for tasks in (1, 2, 3, 5, 11):
         out = walls[0].copy()
-        kernel(out, fields["u"], fields["f"], out, *walls[1:], coef, grid.ghost, tasks)
+        kernel(out, fields["u"], fields["f"], *walls[1:], coef, grid.ghost, tasks)
         assert np.array_equal(out[grid.interior], expected), f"{tasks} tasks"
 
 
@@ -125,7 +124,7 @@ def test_fused_pass_gives_the_same_bits_on_any_split_of_the_planes(steps, shape)
     none = no_walls(fused_wall_args(steps, len(shape)), len(shape)) if writes_walls(sweep) else ()
     for tasks in (1, 2, 3, 4, 6, 13, 20):
         out = walls[0].copy()
-        kernel(out, fields["u"], fields["f"], out, *walls[1:], coef, grid.ghost, *none, tasks)
+        kernel(out, fields["u"], fields["f"], *walls[1:], coef, grid.ghost, *none, tasks)
         assert np.array_equal(out[grid.interior], expected), f"{tasks} tasks"
 
 
@@ -227,23 +226,6 @@ def test_fused_3d_pass_in_tiles_of_rows_gives_the_same_bits_on_any_split(monkeyp
     none = no_walls(fused_wall_args(3, 3), 3) if writes_walls(sweep) else ()
     for tasks in (1, 2, 3, 5, 13):
         out = walls[0].copy()
-        kernel(out, fields["u"], fields["f"], out, *walls[1:], coef, grid.ghost, *none, tasks)
+        kernel(out, fields["u"], fields["f"], *walls[1:], coef, grid.ghost, *none, tasks)
         assert np.array_equal(out[grid.interior], expected), f"{tasks} tasks"
         assert np.array_equal(out[ghost_mask(grid)], walls[0][ghost_mask(grid)])
-
-
-@pytest.mark.parametrize("shape", [(13, 6, 7), (29, 10)])
-def test_fused_pass_takes_walls_that_stay_put_from_the_input_never_from_out(shape):
-    """`with_walls` without carriers (walls that stay put): every middle state's ghost cells are the input's,
-    out's are never read (NaN there), and the pass equals single steps that keep the input's ghost cells."""
-    grid, sweep = jacobi(shape, 1, "float32")
-    be = NumbaBackend()
-    launch = be.sweep_fused(sweep, grid, 3)
-    fields, _ = fused_inputs(grid, 3)
-    out = np.full(grid.padded_shape, np.nan, dtype=grid.dtype)
-    launch(with_walls({**fields, "u_new": out}, sweep, 3))
-    held = [fields["u"].copy(), fields["u"].copy()]
-    for w in held:
-        w[grid.interior] = np.nan
-    assert np.array_equal(out[grid.interior], single_steps(be.sweep(sweep, grid), fields, held, grid))
-    assert np.isnan(out[ghost_mask(grid)]).all(), "out's ghost cells neither read nor written"

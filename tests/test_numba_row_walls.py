@@ -152,7 +152,7 @@ def test_fused_pass_writes_every_states_walls_on_any_split_of_the_planes(radius,
     for tasks in (1, 2, 3, 4, 6, 13, 20):
         fields = {n: a.copy() for n, a in base.items()}
         out = fields.pop("u_new")
-        kernel(out, fields["u"], fields["f"], out, *[c.copy() for c in carriers], coef, g, *walls, tasks)
+        kernel(out, fields["u"], fields["f"], *[c.copy() for c in carriers], coef, g, *walls, tasks)
         assert np.array_equal(out[grid.interior], expected), f"{tasks} tasks"
         assert np.array_equal(fields["u"], first["u"], equal_nan=True), f"{tasks} tasks: u's walls at t"
 

@@ -371,14 +371,10 @@ class SweepStepper:
         return self.fused.steps if self.fused is not None and self.fused.ready() else 1
 
     def with_walls(self, fields: dict) -> Mapping:
-        """The fields a fused pass reads: the output and the carriers for walls that change in time, else u's
-        own ghost cells."""
-        sweep = self.setup.sweep
-        assert sweep is not None  # only a sweep fuses
+        """The fields a fused pass reads: the carriers for walls that change in time, else u's own ghost cells."""
+        assert self.setup.sweep is not None  # only a sweep fuses
         assert self.fused is not None  # only a fused pass reads walls of middle steps
-        (u,) = sweep.stencil_inputs
-        moving = any(name == u for name, _ in self.dynamic)
-        return with_walls(fields, sweep, self.fused.steps, self.carriers if moving else None)
+        return with_walls(fields, self.setup.sweep, self.fused.steps, self.carriers)
 
     def state(self) -> dict:
         return self._fields

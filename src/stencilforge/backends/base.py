@@ -95,8 +95,7 @@ class Backend(Protocol):
     def sweep_fused(self, sweep: Sweep, grid: Grid) -> Launch | None:
         """run(fields): `steps` steps in one pass (out = S(...S(u))), or None where this sweep cannot fuse.
 
-        The state after step s < steps takes its ghost cells from fields[`fused_walls(s)`] (step 1: the output's;
-        Numba's from fields[FIRST_WALLS], `with_walls`)."""
+        The state after step s < steps takes its ghost cells from fields[`fused_walls(s)`] (step 1: the output's)."""
 
     def sum_squares(self, sweep: Sweep, grid: Grid, background: bool = False) -> Callable[[Mapping], float]:
         """The sum of the squares of the sweep's values; `background` as for `sweep` (a call before its compile
@@ -128,22 +127,15 @@ def fused_walls(s: int, out: str) -> str:
     return out if s == 1 else f"_walls{s}"
 
 
-FIRST_WALLS = "_walls1"  # where Numba's fused pass reads its first middle state's walls (`with_walls`)
-
-
 def with_walls(fields: Mapping, sweep: Sweep, steps: int, walls: list | None = None) -> Mapping:
-    """`fields` and the arrays a pass of `steps` fused steps reads the walls of its middle states from: for
-    walls that change in time (`walls` given: one array per middle state past the first, filled by the
-    caller) the first state's from the output's ghost cells, later ones' from `walls`; for walls that stay put
-    (`walls` None) every state's from the input itself. Numba's pass reads the first state's under FIRST_WALLS,
-    which then is the input: its ghost cells lie in the lines the pass reads anyway, where the output's are
-    cache misses (cpu-first-walls-2026-11-27.json); CUDA's reads them from the output."""
-    if steps < 2:
+    """`fields` and the arrays a pass of `steps` fused steps reads the walls of its middle states past the
+    first from: `walls` (one per such step, filled by the caller for walls that change in time), else the
+    input itself, whose ghost cells are the walls where they stay put."""
+    if steps <= 2:
         return fields
     (u,) = sweep.stencil_inputs
-    arrays = [fields[u]] * (steps - 2) if walls is None else walls
-    first = fields[u] if walls is None else fields[sweep.out]
-    return {**fields, FIRST_WALLS: first, **{fused_walls(s, sweep.out): a for s, a in enumerate(arrays, start=2)}}
+    arrays = walls or [fields[u]] * (steps - 2)
+    return {**fields, **{fused_walls(s, sweep.out): a for s, a in enumerate(arrays, start=2)}}
 
 
 class HostMemory:

@@ -27,7 +27,7 @@ from ..errors import StencilforgeError
 from ..grid import Grid
 from ..plan import AxisOperator, Sweep
 from ..printers.numba import pass_source
-from .base import FIRST_WALLS, HostMemory, Launch, fused_walls
+from .base import HostMemory, Launch, fused_walls
 from .numpy_ref import NumpyBackend
 
 log = logging.getLogger(__name__)
@@ -399,18 +399,12 @@ def fused_source(sweep: Sweep, steps: int) -> str:
     """Source of a kernel writing `steps` steps of a 2D or 3D sweep in one pass over memory (out = S(...S(u))),
     marching along axis 0 (`_march_source`).
 
-    The middle states' ghost cells are the walls of the steps in between, filled by the caller, in the arrays
-    `fused_carriers` names (`with_walls`: the first's in out, or the input where walls stay put). The kernel
-    reads only the ghost cells of out, so its tasks' writes to out's interior never race with a read. Every
-    step uses the single-step kernel's row views and expression, so the result has the same bits as `steps`
-    calls of `sweep_source`'s kernel.
+    The middle states' ghost cells are the walls of the steps in between, filled by the caller: the first's
+    in out, later ones' in the arrays `fused_walls` names. The kernel reads only those of out, so its tasks'
+    writes to out's interior never race with a read. Every step uses the single-step kernel's row views and
+    expression, so the result has the same bits as `steps` calls of `sweep_source`'s kernel.
     """
     return _march_source(sweep, steps)
-
-
-def fused_carriers(sweep: Sweep, steps: int) -> tuple[str, ...]:
-    """The arrays a fused kernel takes after the sweep's inputs: those holding each middle state's walls (`with_walls`)."""
-    return (FIRST_WALLS, *(fused_walls(s, sweep.out) for s in range(2, steps)))
 
 
 def _step_views(sweep: Sweep, indent: str, at, u_at) -> list[str]:
@@ -436,7 +430,7 @@ def _march_source(sweep: Sweep, steps: int) -> str:
     A middle plane is evaluated by `middle` (one serial function for every level, so the compile does not
     grow with the steps): one loop over its interior rows as a flat range (the ghost columns it passes are
     scratch; in 2D the row's interior), then its ghost rows and columns from the plane of the array that holds that state's walls
-    (`fused_carriers`), or with the walls (`writes_walls`) from
+    (the first middle state's: out; later ones': `fused_walls`), or with the walls (`writes_walls`) from
     their values times that state's factor (`fused_wall_args`). A middle plane outside the interior is that
     array's plane. Middle planes within (steps - 1) r of the ends of a task's range are evaluated by two tasks.
     With the walls, the input's x and y walls of the planes within (steps - 1) r of a task's ends, which
@@ -450,7 +444,7 @@ def _march_source(sweep: Sweep, steps: int) -> str:
     ring = 2 * r + 1
     reach = (steps - 1) * r
     walls = writes_walls(sweep)
-    carriers = fused_carriers(sweep, steps)
+    carriers = tuple(fused_walls(s, sweep.out) for s in range(2, steps))
     lines, cnames, views = _prologue(sweep, fused_wall_args(steps, nd) if walls else (), carriers)
     args = lines[0][len("@JIT\ndef kernel("):-len("):")]
     value = sweep_expression(sweep, cnames, views)
@@ -523,7 +517,7 @@ def _march_source(sweep: Sweep, steps: int) -> str:
         source = {(field, k): f"f_{field}[{_shift('p', k)}]" for field, k in flat_planes}
         if s > 1:
             source.update({(u, k): f"mid[{s - 2}, {_ring_slot('p', k, ring)}]" for k in u_planes})
-        holder = carriers[s - 1]
+        holder = "out" if s == 1 else fused_walls(s, sweep.out)
         own = [f"            if {'own and ' if nd == 3 else ''}wx.shape[0] and p >= z0 + {reach} and p < z1 - {reach}:",
                f"                {_walls_call(nd, f'f_{u}[p]', 'p')}"] if walls and s == 1 else []
         return [
@@ -857,7 +851,7 @@ class NumbaBackend(HostMemory):
             return None
         steps = steps or (FUSED_STEPS_2D if grid.ndim == 2 else FUSED_STEPS_3D)
         walls = fused_wall_args(steps, grid.ndim) if writes_walls(sweep) else ()
-        carriers = fused_carriers(sweep, steps)
+        carriers = tuple(fused_walls(s, sweep.out) for s in range(2, steps))
         run, compiling = self._bound(fused_source(sweep, steps), sweep, grid, sweep.out,
                                      (f"{sweep.out}: the {steps}-step kernel", "single steps"), walls, carriers)
         return Launch(run, steps=steps, compiling=compiling, walls=bool(walls))
