@@ -2,10 +2,8 @@
 
 tests/fixtures/seed_fields.npz holds each case's final field from numpy and
 numba (`final_field`, saved with np.savez_compressed) at the commit where the
-walls' spatial values of float32 fields began to be rounded to float32
-(`boundary.spatial_values`; heat2d and heat3d in float32 moved by at most
-1.2 eps of the field's scale, the other cases not at all), on an Intel Xeon
-with AVX-512.
+CPU backends began to sum a stencil's entries of equal weight before
+multiplying (`Stencil.weight_groups`), on an Intel Xeon with AVX-512.
 tests/fixtures/seed_fields_cdca103.npz holds the same fields as the hand-written
 problem modules computed them at commit cdca103, entry by entry: the results
 must stay within a few roundings of the field's scale per step of those.
@@ -58,8 +56,8 @@ def test_seed_problem_results_are_unchanged(case, backend):
 @pytest.mark.parametrize("backend", ["numpy", "numba"])
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_seed_problem_results_are_within_rounding_of_the_hand_written_modules(case, backend):
-    """Grouping a stencil's equal weights, and rounding float32 walls' values to float32, move each step's values
-    by a few roundings (2.6 eps of the field's largest value at most, over these cases); 2 eps a step bounds it."""
+    """Grouping a stencil's equal weights moves each step's values by a few roundings (2.6 eps of the
+    field's largest value at most, over these cases); 2 eps a step bounds it."""
     got, old = final_field(case, backend), HAND_WRITTEN[f"{case}_{backend}"]
     scale = np.finfo(got.dtype).eps * np.abs(old).max()
     assert np.abs(got.astype(np.float64) - old).max() <= 2 * CASES[case][2] * scale

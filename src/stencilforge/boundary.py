@@ -95,8 +95,8 @@ class Dirichlet:
     bind time, so a fill is one evaluation and one scatter, not a few small
     kernels per face (on a GPU those launches cost more than the stencil).
     With `time_factor`, value(x, t) = value(x, 0) * time_factor(t): the spatial
-    part is evaluated once, on the host in float64, rounded to float32 for float32
-    fields (`spatial_values`; the same bits on every backend), and each step only scales it; on the host, straight into each
+    part is evaluated once, on the host in float64 (the same bits on every
+    backend), and each step only scales it; on the host, straight into each
     face's box (`ScaledWalls`), where a scatter would cost more than the scaling.
     """
 
@@ -127,7 +127,7 @@ class Dirichlet:
         index, coords = _ghost_cells(grid, faces, pitch)
         func, factor = self.value, self.time_factor
         if factor is not None:
-            spatial = np.broadcast_to(spatial_values(func(*coords, 0.0), grid.dtype), index.shape)
+            spatial = np.broadcast_to(np.asarray(func(*coords, 0.0), dtype=np.float64), index.shape)
             if xp is np:
                 return ScaledWalls(grid, tuple(faces), _box_values(grid, faces, spatial), factor, (scaler and scaler()) or scale_with_numpy)
         cells = xp.asarray(index)
@@ -148,8 +148,8 @@ class RowWalls:
     per row.
 
     x (n0, [n1,] 2g): each interior row's low then high ghost columns; in 3D, y (n0, 2g, n2 + 2g): each interior
-    plane's low then high ghost rows, their ghost columns included (2D: None); float32 for float32 fields
-    (`spatial_values`), else float64. `rest` fills the faces of axis 0 (`ScaledWalls.rows` splits them off)."""
+    plane's low then high ghost rows, their ghost columns included (2D: None). `rest` fills the faces of axis 0
+    (`ScaledWalls.rows` splits them off)."""
 
     x: np.ndarray
     y: np.ndarray | None
@@ -179,17 +179,8 @@ def write_row_walls(arr: np.ndarray, walls: tuple) -> None:
 
 
 def scale_with_numpy(out: np.ndarray, values: np.ndarray, factor: float) -> None:
-    """out = values * factor in float64, rounded once to out's dtype (values in float32 or float64)."""
-    np.multiply(values, factor, out=out, dtype=np.float64, casting="same_kind")
-
-
-def spatial_values(values, dtype: np.dtype) -> np.ndarray:
-    """The spatial part of walls value(x) * f(t), evaluated in float64 and, for float32 fields, rounded to float32
-    once, on every backend: a kernel then reads them as float32, half the bytes, and gives the same bits as one
-    reading them as float64 (the product is formed in float64 either way). wave3d r8 192^3's kernel took 1.12 ms a
-    call for its walls from float64 values, 0.36 from float32 (cpu-wall-values-2026-11-27.json)."""
-    spatial = np.asarray(values, dtype=np.float64)
-    return spatial.astype(np.float32).astype(np.float64) if dtype == np.float32 else spatial
+    """out = values * factor in float64, rounded once to out's dtype."""
+    np.multiply(values, factor, out=out)
 
 
 def _box_values(grid: Grid, faces: Sequence[Face], spatial: np.ndarray) -> list[tuple[tuple[slice, ...], np.ndarray]]:
@@ -226,9 +217,8 @@ class ScaledWalls:
         nd = self.grid.ndim
         if nd not in (2, 3) or self.faces != all_faces(nd):
             return None
-        stored = np.float32 if self.grid.dtype == np.float32 else np.float64  # `spatial_values`: exact in float32
-        x = np.ascontiguousarray(np.concatenate([v for _, v in self.parts[-2:]], axis=nd - 1), dtype=stored)
-        y = np.ascontiguousarray(np.concatenate([v for _, v in self.parts[2:4]], axis=1), dtype=stored) if nd == 3 else None
+        x = np.ascontiguousarray(np.concatenate([v for _, v in self.parts[-2:]], axis=nd - 1))
+        y = np.ascontiguousarray(np.concatenate([v for _, v in self.parts[2:4]], axis=1)) if nd == 3 else None
         return RowWalls(x, y, self.factor, ScaledWalls(self.grid, self.faces[:2], self.parts[:2], self.factor, self.scale))
 
 
