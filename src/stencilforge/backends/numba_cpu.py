@@ -474,12 +474,12 @@ def _march_source(sweep: Sweep, steps: int) -> str:
                   "    ya = max(ylo, g)", "    yb = min(yhi, g + n1)", "    base = ya * wd + g",
                   "    n = (yb - ya - 1) * wd + m", *[f"    {a} = {a}.reshape(-1)" for a in plane_args]]
         store = "w.reshape(-1)"
-        copy_ghosts = [
-            "for i in range(w.shape[0]):",
-            "    if (i < g and ylo < g) or (i >= g + n1 and yhi > g + n1):",
+        copy_ghosts = [  # the rows ylo..yhi the later steps read: ghost rows whole, interior rows' ghost columns
+            "for i in range(max(ylo, 0), min(yhi, w.shape[0])):",
+            "    if i < g or i >= g + n1:",
             "        for j in range(wd):",
             "            w[i, j] = ghosts[i, j]",
-            "    elif i >= ya and i < yb:",
+            "    else:",
             "        for j in range(g):",
             "            w[i, j] = ghosts[i, j]",
             "            w[i, g + m + j] = ghosts[i, g + m + j]",
