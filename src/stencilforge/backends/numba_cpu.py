@@ -12,6 +12,7 @@ import functools
 import hashlib
 import importlib.util
 import logging
+import re
 import sys
 import threading
 import time
@@ -244,7 +245,21 @@ def _row_loops(sweep: Sweep, cnames: list[str], views: dict, budget: int = FUSED
     return loops, pending
 
 
-def _wide_source(sweep: Sweep, reduce: bool, lines: list[str], cnames: list[str], views: dict, walls: bool) -> str:
+def _constant_offsets(views: dict, padded: tuple[int, ...], texts: list[str]) -> tuple[list[str], list[str], list[str]]:
+    """(the view lines, `texts` rewritten): each field read through one view from its lowest offset, indexed at
+    j plus the offset's distance from it, a constant for arrays of the `padded` shape. LLVM then addresses every
+    load from one register and a displacement; 51 separate views kept their pointers on the stack and reloaded
+    them every vector (wave3d; cpu-wide-offsets-2026-11-27.json). Unsigned indices, so no test for wrapping."""
+    w, p = padded[2], padded[1] * padded[2]
+    offsets = {name: (field, o[0] * p + o[1] * w + o[2]) for (field, o), name in views.items()}
+    low = {field: min(off for f, off in offsets.values() if f == field) for field, _ in offsets.values()}
+    for name, (field, off) in offsets.items():
+        texts = [re.sub(rf"\b{name}\[j\]", f"lo_{field}[np.uint64(j) + np.uint64({off - low[field]})]", t) for t in texts]
+    return [f"lo_{field} = x_{field}[base + ({lo}):]" for field, lo in low.items()], texts[:-1], texts[-1:]
+
+
+def _wide_source(sweep: Sweep, reduce: bool, lines: list[str], cnames: list[str], views: dict, walls: bool,
+                 padded: tuple[int, ...] | None = None) -> str:
     """3D sweeps too wide for one loop: each task takes a range of planes along axis 0 and, for each tile of
     Y_TILE rows along axis 1, walks its planes, evaluating the tile's rows of a plane as one flat range of the
     flattened fields with the loops of `_row_loops` (the ghost columns between the rows are evaluated as
@@ -266,6 +281,9 @@ def _wide_source(sweep: Sweep, reduce: bool, lines: list[str], cnames: list[str]
     r = sweep.radius
     stmts, value = _row_loops(sweep, cnames, views, WIDE_LOOP_VIEWS)
     lines[0] = lines[0].replace("):", ", nt):")
+    if padded is not None:
+        lines += [f"    if out.shape[1] != {padded[1]} or out.shape[2] != {padded[2]}:",
+                  "        raise ValueError('a kernel compiled for another grid')"]
     lines += [
         "    w = out.shape[2]",
         "    p = out.shape[1] * w",
@@ -298,7 +316,10 @@ def _wide_source(sweep: Sweep, reduce: bool, lines: list[str], cnames: list[str]
         lines += [f"{indent}if wx.shape[0] and i0 >= z0 + {r} and i0 < z1 - {r}:",
                   f"{indent}    plane_walls(f_{u}[i0], wx, wy, fac, g, i0, y0, y1, yt == 0, yt == ny - 1)"]
     lines.append(f"{indent}base = i0 * p + y0 * w + g")
-    for (field, offset), name in views.items():
+    if padded is not None:
+        view_lines, stmts, (value,) = _constant_offsets(views, padded, [*stmts, value])
+        lines += [f"{indent}{line}" for line in view_lines]
+    for (field, offset), name in ({} if padded is not None else views).items():
         shift = "".join(f" {'+' if o > 0 else '-'} {abs(o)}{s}" for o, s in zip(offset, (" * p", " * w", "")) if o)
         lines.append(f"{indent}{name} = x_{field}[base{shift}:base{shift} + n]")
     for stmt in stmts:
@@ -315,6 +336,15 @@ def _wide_source(sweep: Sweep, reduce: bool, lines: list[str], cnames: list[str]
     return HEADER + (PLANE_WALLS if walls else "") + "\n".join(lines) + "\n"
 
 
+CONSTANT_SHAPE_CELLS = 2**20  # grids from this size get wide 3D kernels compiled for their shape (`_constant_offsets`)
+
+
+def constant_shape(grid: Grid) -> tuple[int, ...] | None:
+    """The padded shape a wide 3D kernel of this grid is compiled for: large grids only, where a compile per
+    shape pays; small ones (tests, coarse levels) share one kernel for every shape."""
+    return grid.padded_shape if grid.ndim == 3 and grid.cells >= CONSTANT_SHAPE_CELLS else None
+
+
 def writes_walls(sweep: Sweep) -> bool:
     """Whether a sweep's kernels write its input's walls as they reach them (`_wall_lines`, `ROW_WALLS`): a 2D or 3D
     sweep that reads one field around the cell, along the axes only. Then a row's ghost columns are read by that
@@ -325,7 +355,7 @@ def writes_walls(sweep: Sweep) -> bool:
     return all(sum(1 for v in o if v) <= 1 for t in sweep.terms if t.field == u for o, _ in t.stencil.entries)
 
 
-def sweep_source(sweep: Sweep, reduce: bool) -> str:
+def sweep_source(sweep: Sweep, reduce: bool, padded: tuple[int, ...] | None = None) -> str:
     """Source of a kernel writing the sweep (or summing its squares) over the interior.
 
     The innermost loops read 1D row views that all share the index j: with no
@@ -335,14 +365,15 @@ def sweep_source(sweep: Sweep, reduce: bool) -> str:
     in L1, in the same order of operations (3D: `_wide_source`).
     A kernel of a sweep that `writes_walls` takes `wall_args`: it writes its input's walls along the last axes
     of a plane (2D: of a row) just before the plane's rows, while they are in cache (zero-sized arrays: it
-    writes none).
+    writes none). `padded`: the fields' shape, for a wide 3D kernel whose offsets are constants
+    (`_constant_offsets`), which then refuses fields of another shape.
     """
     nd = sweep.ndim
     walls = not reduce and writes_walls(sweep)
     lines, cnames, views = _prologue(sweep, wall_args(nd) if walls else ())
     fused = len(views) <= FUSED_VIEW_LIMIT
     if nd == 3 and not fused:
-        return _wide_source(sweep, reduce, lines, cnames, views, walls)
+        return _wide_source(sweep, reduce, lines, cnames, views, walls, padded)
     lines.append(f"    m = out.shape[{nd - 1}] - 2 * g")
     if walls and nd == 3:
         lines.append("    n1 = out.shape[1] - 2 * g")
@@ -817,14 +848,14 @@ class NumbaBackend(HostMemory):
 
         if background:
             return run, self._in_background(kernel, tuple(numba.typeof(a) for a in tiny), *background)
-        kernel(*tiny)
+        kernel.compile(tuple(numba.typeof(a) for a in tiny))  # compiled, not called: a kernel of one shape refuses tiny arrays
         return run, None
 
     def sweep(self, sweep: Sweep, grid: Grid, background: bool = False) -> Launch:
         """With `background`, a kernel not yet in the cache compiles in a thread while NumPy's oracle takes
         the steps (the same bits: tests/test_numba_oracle_first.py), where one NumPy step is shorter than a
         compile (`ORACLE_STEP_BUDGET`); a cached kernel loads in a fraction of a second, before stepping."""
-        source = sweep_source(sweep, reduce=False)
+        source = sweep_source(sweep, reduce=False, padded=constant_shape(grid))
         walls = wall_args(grid.ndim) if writes_walls(sweep) else ()
         if not _numpy_first(background, source, grid.cells, sum(len(t.stencil.entries) for t in sweep.terms)):
             return Launch(self._bound(source, sweep, grid, sweep.out, walls=walls)[0], walls=bool(walls))
@@ -860,7 +891,7 @@ class NumbaBackend(HostMemory):
         """With `background`, the kernel compiles after those asked for before it; a call before then compiles
         it (or waits for the compile under way) and gives the same sum."""
         why = (f"{sweep.out}: the residual's kernel", "the first check raises the error") if background else None
-        run, _ = self._bound(sweep_source(sweep, reduce=True), sweep, grid, sweep.inputs[0], why)
+        run, _ = self._bound(sweep_source(sweep, reduce=True, padded=constant_shape(grid)), sweep, grid, sweep.inputs[0], why)
         return lambda fields: float(run(fields))
 
     def axis_operator(self, op: AxisOperator, dtype, shape=None, background: bool = False) -> Launch:
