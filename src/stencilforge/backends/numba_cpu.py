@@ -18,7 +18,7 @@ import threading
 import time
 from concurrent.futures import Future, wait
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
@@ -834,7 +834,7 @@ class NumbaBackend(HostMemory):
         """
         import numba
 
-        kernel = load_kernel(source)
+        kernel: Any = load_kernel(source)  # a Numba dispatcher: compiled by signature below
         coef = sweep_coefficients(sweep, grid.dtype)
         names = (*sweep.inputs, *carriers)
         g = grid.ghost
