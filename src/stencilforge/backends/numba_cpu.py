@@ -245,17 +245,18 @@ def _row_loops(sweep: Sweep, cnames: list[str], views: dict, budget: int = FUSED
     return loops, pending
 
 
-def _constant_offsets(views: dict, padded: tuple[int, ...], texts: list[str]) -> tuple[list[str], list[str], list[str]]:
-    """(the view lines, `texts` rewritten): each field read through one view from its lowest offset, indexed at
+def _constant_offsets(views: dict, padded: tuple[int, ...], stmts: list[str], value: str) -> tuple[list[str], list[str], str]:
+    """(the view lines, `stmts` and `value` rewritten): each field read through one view from its lowest offset, indexed at
     j plus the offset's distance from it, a constant for arrays of the `padded` shape. LLVM then addresses every
     load from one register and a displacement; 51 separate views kept their pointers on the stack and reloaded
     them every vector (wave3d; cpu-wide-offsets-2026-11-27.json). Unsigned indices, so no test for wrapping."""
     w, p = padded[2], padded[1] * padded[2]
     offsets = {name: (field, o[0] * p + o[1] * w + o[2]) for (field, o), name in views.items()}
     low = {field: min(off for f, off in offsets.values() if f == field) for field, _ in offsets.values()}
+    texts = [*stmts, value]
     for name, (field, off) in offsets.items():
         texts = [re.sub(rf"\b{name}\[j\]", f"lo_{field}[np.uint64(j) + np.uint64({off - low[field]})]", t) for t in texts]
-    return [f"lo_{field} = x_{field}[base + ({lo}):]" for field, lo in low.items()], texts[:-1], texts[-1:]
+    return [f"lo_{field} = x_{field}[base + ({lo}):]" for field, lo in low.items()], texts[:-1], texts[-1]
 
 
 def _wide_source(sweep: Sweep, reduce: bool, lines: list[str], cnames: list[str], views: dict, walls: bool,
@@ -317,11 +318,13 @@ def _wide_source(sweep: Sweep, reduce: bool, lines: list[str], cnames: list[str]
                   f"{indent}    plane_walls(f_{u}[i0], wx, wy, fac, g, i0, y0, y1, yt == 0, yt == ny - 1)"]
     lines.append(f"{indent}base = i0 * p + y0 * w + g")
     if padded is not None:
-        view_lines, stmts, (value,) = _constant_offsets(views, padded, [*stmts, value])
-        lines += [f"{indent}{line}" for line in view_lines]
-    for (field, offset), name in ({} if padded is not None else views).items():
-        shift = "".join(f" {'+' if o > 0 else '-'} {abs(o)}{s}" for o, s in zip(offset, (" * p", " * w", "")) if o)
-        lines.append(f"{indent}{name} = x_{field}[base{shift}:base{shift} + n]")
+        view_lines, stmts, value = _constant_offsets(views, padded, stmts, value)
+    else:
+        view_lines = []
+        for (field, offset), name in views.items():
+            shift = "".join(f" {'+' if o > 0 else '-'} {abs(o)}{s}" for o, s in zip(offset, (" * p", " * w", "")) if o)
+            view_lines.append(f"{name} = x_{field}[base{shift}:base{shift} + n]")
+    lines += [f"{indent}{line}" for line in view_lines]
     for stmt in stmts:
         lines.append(f"{indent}for j in range(n):")
         lines.append(f"{indent}    {stmt}")
