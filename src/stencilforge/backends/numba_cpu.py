@@ -168,9 +168,9 @@ TASK_PLANES = ["z0 = g + t * span", "z1 = min(g + n0, z0 + span)"]
 
 
 def _edge_walls(reach: int, write: list[str], every: str | None = None) -> list[str]:
-    """The first parallel loop of a kernel that splits planes by TASK_SPLIT: `write` (statements writing plane q's
-    walls) on the planes within `reach` of a task's ends, which two tasks read, before any task reads them
-    (on every plane where `every` holds)."""
+    """The first parallel loop of a kernel that splits planes into `tasks` ranges of `span` planes (TASK_SPLIT; the
+    march splits each tile's planes so): `write` (statements writing plane q's walls) on the planes within
+    `reach` of a task's ends, which two tasks read, before any task reads them (on every plane where `every` holds)."""
     shared = f"q < z0 + {reach} or q >= z1 - {reach}"
     return ["    if wx.shape[0]:", "        for t in numba.prange(tasks):", *[f"            {line}" for line in TASK_PLANES],
             "            for q in range(z0, z1):", f"                if {f'{every} or ' if every else ''}{shared}:",
@@ -588,32 +588,27 @@ def _march_source(sweep: Sweep, steps: int) -> str:
         f"{last}    o[j] = {value}",
     ]
     kernel = [f"@JIT\ndef kernel({args}, nt):", "    n0 = out.shape[0] - 2 * g"]
-    if nd == 3:
+    if nd == 3:  # ny tiles of rows, each split into nz ranges of planes
         kernel += ["    n1 = out.shape[1] - 2 * g", f"    ny = max(1, n1 // max(1, {MARCH_TILE_CELLS} // out.shape[2]))",
-                   "    nz = (nt + ny - 1) // ny", "    span = (n0 + nz - 1) // nz", "    tasks = (n0 + span - 1) // span"]
+                   "    nz = (nt + ny - 1) // ny"]
     else:
-        kernel += TASK_SPLIT
+        kernel += ["    ny = 1", "    nz = nt"]
+    kernel += ["    span = (n0 + nz - 1) // nz", "    tasks = (n0 + span - 1) // span"]
     if walls and nd == 3:
         kernel += ["    m = out.shape[2] - 2 * g",
                    *_edge_walls(reach, [f"a = f_{u}[q]", *_wall_lines("a", "q", "fac", "")], "ny > 1")]
     elif walls:
         kernel += _edge_walls(reach, [_walls_call(2, f"f_{u}[q]", "q")])
-    if nd == 3:
-        kernel += [
-            "    for t in numba.prange(tasks * ny):",
-            f"        {WIDE}",
-            "        zt = t // ny",  # not divmod: in a prange body it types the index's quotient as a float
-            "        yt = t - zt * ny",
-            "        z0 = g + zt * span",
-            f"        march({args}, z0, min(g + n0, z0 + span), g + yt * n1 // ny, g + (yt + 1) * n1 // ny, ny == 1)",
-        ]
-    else:
-        kernel += [
-            "    for t in numba.prange(tasks):",
-            f"        {WIDE}",
-            "        z0 = g + t * span",
-            f"        march({args}, z0, min(g + n0, z0 + span))",
-        ]
+    tile = ["        yt = t - zt * ny"] if nd == 3 else []
+    tile_args = ", g + yt * n1 // ny, g + (yt + 1) * n1 // ny, ny == 1" if nd == 3 else ""
+    kernel += [
+        "    for t in numba.prange(tasks * ny):",
+        f"        {WIDE}",
+        "        zt = t // ny",  # not divmod: in a prange body it types the index's quotient as a float
+        *tile,
+        "        z0 = g + zt * span",
+        f"        march({args}, z0, min(g + n0, z0 + span){tile_args})",
+    ]
     parts = ["\n".join(middle), "\n".join(march), "\n".join(kernel)]
     return HEADER + (_walls_source(nd) if walls else "") + "\n\n\n".join(parts) + "\n"
 
@@ -849,9 +844,10 @@ class NumbaBackend(HostMemory):
         def run(fields, walls=None):
             return kernel(fields[target], *(fields[n] for n in names), coef, g, *(walls or none), *(t() for t in threads))
 
+        signature = tuple(numba.typeof(a) for a in tiny)
         if background:
-            return run, self._in_background(kernel, tuple(numba.typeof(a) for a in tiny), *background)
-        kernel.compile(tuple(numba.typeof(a) for a in tiny))  # compiled, not called: a kernel of one shape refuses tiny arrays
+            return run, self._in_background(kernel, signature, *background)
+        kernel.compile(signature)  # compiled, not called: a kernel of one shape refuses tiny arrays
         return run, None
 
     def sweep(self, sweep: Sweep, grid: Grid, background: bool = False) -> Launch:
