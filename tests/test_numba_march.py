@@ -40,6 +40,10 @@ def jacobi(shape, radius, dtype, ghost=None):
     return grid, jacobi_sweep(Stencil.laplacian(nd, radius, grid.spacing), with_rhs=True)
 
 
+# Diagonal neighbours read other rows' ghost columns, so the kernel writes no walls (`writes_walls`).
+DIAGONAL = Stencil.from_dict({(0, 1, 1): 0.2, (-1, 0, 0): 0.15, (0, 0, 0): 0.3, (1, -1, 0): 0.1, (0, 0, -1): 0.25})
+
+
 def ghost_mask(grid):
     ghost = np.ones(grid.padded_shape, bool)
     ghost[grid.interior] = False
@@ -98,8 +102,7 @@ def test_fused_pass_of_a_stencil_with_diagonals_takes_every_states_ghosts_from_i
     """A diagonal neighbour reads another row's ghost columns, so the kernel writes no walls (`writes_walls`):
     each middle state's ghost cells come from out's (the first) or its carrier's, on every split of the planes."""
     grid = Grid((11, 7, 9), (0.1, 0.12, 0.09), np.dtype("float64"), 1, (0.0,) * 3)
-    box = Stencil.from_dict({(0, 1, 1): 0.2, (-1, 0, 0): 0.15, (0, 0, 0): 0.3, (1, -1, 0): 0.1, (0, 0, -1): 0.25})
-    sweep = Sweep("u_new", (Term("u", box), Term("f", Stencil.identity(3))))
+    sweep = Sweep("u_new", (Term("u", DIAGONAL), Term("f", Stencil.identity(3))))
     assert not writes_walls(sweep)
     fields, walls = fused_inputs(grid, 3)
     expected = single_steps(NumbaBackend().sweep(sweep, grid), fields, walls, grid)
@@ -126,6 +129,31 @@ def test_fused_pass_gives_the_same_bits_on_any_split_of_the_planes(steps, shape)
         out = walls[0].copy()
         kernel(out, fields["u"], fields["f"], *walls[1:], coef, grid.ghost, *none, tasks)
         assert np.array_equal(out[grid.interior], expected), f"{tasks} tasks"
+
+
+@pytest.mark.parametrize("steps", [3, 4])
+@pytest.mark.parametrize("case", ["star 3D", "star thin 3D", "star 2D", "diagonals 3D"])
+def test_fused_pass_whose_carriers_are_the_input_takes_every_states_walls_from_it(monkeypatch, case, steps):
+    """Walls that stay put (`with_walls`: the carriers are the input itself): each middle state copies its ghost
+    cells from the state it reads, which holds the input's, and reads neither out's (NaN here) nor the carriers'
+    planes, on every split of the planes and in tiles of two rows (3D)."""
+    shape = {"star 3D": (13, 9, 7), "star thin 3D": (2, 17, 5), "star 2D": (13, 9), "diagonals 3D": (11, 7, 9)}[case]
+    if case.startswith("diagonals"):
+        grid, radius = Grid(shape, (0.1, 0.12, 0.09), np.dtype("float64"), 1, (0.0,) * 3), 1
+        sweep = Sweep("u_new", (Term("u", DIAGONAL), Term("f", Stencil.identity(3))))
+    else:
+        (grid, sweep), radius = jacobi(shape, 2, "float32"), 2
+    monkeypatch.setattr(numba_cpu, "MARCH_TILE_CELLS", 2 * (shape[-1] + 2 * radius))
+    fields, _ = fused_inputs(grid, steps)
+    expected = single_steps(NumbaBackend().sweep(sweep, grid), fields, [fields["u"]] * (steps - 1), grid)
+    kernel = load_kernel(fused_source(sweep, steps))
+    coef = sweep_coefficients(sweep, grid.dtype)
+    none = no_walls(fused_wall_args(steps, len(shape)), len(shape)) if writes_walls(sweep) else ()
+    for tasks in (1, 2, 3, 5, 13):
+        out = np.full(grid.padded_shape, np.nan, dtype=grid.dtype)
+        kernel(out, fields["u"], fields["f"], *[fields["u"]] * (steps - 2), coef, grid.ghost, *none, tasks)
+        assert np.array_equal(out[grid.interior], expected), f"{tasks} tasks"
+        assert np.isnan(out[ghost_mask(grid)]).all()  # only the interior is written
 
 
 def test_fused_pass_declines_sweeps_it_cannot_vectorise_or_whose_reach_passes_the_ghosts():

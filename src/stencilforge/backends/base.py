@@ -130,7 +130,8 @@ def fused_walls(s: int, out: str) -> str:
 def with_walls(fields: Mapping, sweep: Sweep, steps: int, walls: list | None = None) -> Mapping:
     """`fields` and the arrays a pass of `steps` fused steps reads the walls of its middle states past the
     first from: `walls` (one per such step, filled by the caller for walls that change in time), else the
-    input itself, whose ghost cells are the walls where they stay put."""
+    input itself, whose ghost cells are the walls where they stay put (out's hold the same: a kernel may then take
+    every middle state's walls from the input's, as numba's march does)."""
     if steps <= 2:
         return fields
     (u,) = sweep.stencil_inputs

@@ -435,7 +435,10 @@ def fused_source(sweep: Sweep, steps: int) -> str:
 
     The middle states' ghost cells are the walls of the steps in between, filled by the caller: the first's
     in out, later ones' in the arrays `fused_walls` names. The kernel reads only those of out, so its tasks'
-    writes to out's interior never race with a read. Every step uses the single-step kernel's row views and
+    writes to out's interior never race with a read. Where those arrays are the input itself (walls that stay put,
+    `with_walls`; out's ghost cells then hold the same walls) every middle state's ghost cells are the input's, and
+    the kernel reads them from the plane it has just read, not from out or the input's plane again
+    (cpu-march-still-2026-11-27.json). Every step uses the single-step kernel's row views and
     expression, so the result has the same bits as `steps` calls of `sweep_source`'s kernel.
     """
     return _march_source(sweep, steps)
@@ -464,9 +467,10 @@ def _march_source(sweep: Sweep, steps: int) -> str:
     A middle plane is evaluated by `middle` (one serial function for every level, so the compile does not
     grow with the steps): one loop over its interior rows as a flat range (the ghost columns it passes are
     scratch; in 2D the row's interior), then its ghost rows and columns from the plane of the array that holds that state's walls
-    (the first middle state's: out; later ones': `fused_walls`), or with the walls (`writes_walls`) from
+    (the first middle state's: out; later ones': `fused_walls`; where those are the input, `still`, from the plane
+    of the state before, which is in cache and holds the input's), or with the walls (`writes_walls`) from
     their values times that state's factor (`fused_wall_args`). A middle plane outside the interior is that
-    array's plane. Middle planes within (steps - 1) r of the ends of a task's range are evaluated by two tasks.
+    array's plane (`still`: the input's). Middle planes within (steps - 1) r of the ends of a task's range are evaluated by two tasks.
     With the walls, the input's x and y walls of the planes within (steps - 1) r of a task's ends, which
     two tasks read, are written by their own task in a first parallel loop; every other plane's, by the one
     task that reads it, just before its middle plane (a star reads a plane's x and y walls only for that plane).
@@ -552,6 +556,7 @@ def _march_source(sweep: Sweep, steps: int) -> str:
         if s > 1:
             source.update({(u, k): f"mid[{s - 2}, {_ring_slot('p', k, ring)}]" for k in u_planes})
         holder = "out" if s == 1 else fused_walls(s, sweep.out)
+        centre = f"f_{u}[p]" if s == 1 else f"mid[{s - 2}, p % {ring}]"  # the state before's plane p: u's ghosts where `still`
         own = [f"            if {'own and ' if nd == 3 else ''}wx.shape[0] and p >= z0 + {reach} and p < z1 - {reach}:",
                f"                {_walls_call(nd, f'f_{u}[p]', 'p')}"] if walls and s == 1 else []
         return [
@@ -559,17 +564,17 @@ def _march_source(sweep: Sweep, steps: int) -> str:
             f"        if p >= {lo} and p < {hi}:",
             f"            w = mid[{s - 1}, p % {ring}]",
             "            if p < g or p >= g + n0:",
-            f"                copy_plane(w, {holder}[p])",
+            f"                copy_plane(w, f_{u}[p] if still else {holder}[p])",
             "            else:",
             *[f"    {line}" for line in own],
-            f"                middle(w, {', '.join(source[key] for key in flat_planes)}, {holder}[p], coef, g"
+            f"                middle(w, {', '.join(source[key] for key in flat_planes)}, {centre} if still else {holder}[p], coef, g"
             f"{', ' + ', '.join([*wall_args(nd)[:-1], f'fac{s + 1}']) + ', p' if walls else ''}"
             f"{f', y0 - {(steps - s) * r}, y1 + {(steps - s) * r}' if nd == 3 else ''})",
         ]
 
     last = "            " + ("    " if nd == 3 else "")  # the output plane's rows (3D), or the output row (2D)
     march = [
-        f"@SERIAL\ndef march({args}, z0, z1{', y0, y1, own' if nd == 3 else ''}):",
+        f"@SERIAL\ndef march({args}, z0, z1, still{', y0, y1, own' if nd == 3 else ''}):",
         f"    {WIDE}",
         *lines[1:],
         "    n0 = out.shape[0] - 2 * g",
@@ -601,13 +606,15 @@ def _march_source(sweep: Sweep, steps: int) -> str:
         kernel += _edge_walls(reach, [_walls_call(2, f"f_{u}[q]", "q")])
     tile = ["        yt = t - zt * ny"] if nd == 3 else []
     tile_args = ", g + yt * n1 // ny, g + (yt + 1) * n1 // ny, ny == 1" if nd == 3 else ""
+    same = [*(["wx.shape[0] == 0"] if walls else []), *(f"{c}.ctypes.data == f_{u}.ctypes.data" for c in carriers)]
     kernel += [
+        f"    still = {' and '.join(same) if carriers else 'False'}",
         "    for t in numba.prange(tasks * ny):",
         f"        {WIDE}",
         "        zt = t // ny",  # not divmod: in a prange body it types the index's quotient as a float
         *tile,
         "        z0 = g + zt * span",
-        f"        march({args}, z0, min(g + n0, z0 + span){tile_args})",
+        f"        march({args}, z0, min(g + n0, z0 + span), still{tile_args})",
     ]
     parts = ["\n".join(middle), "\n".join(march), "\n".join(kernel)]
     return HEADER + (_walls_source(nd) if walls else "") + "\n\n\n".join(parts) + "\n"
