@@ -97,7 +97,6 @@ WIDE_LOOP_VIEWS = 56  # views per loop of `_wide_source`: wave3d r8 in one loop,
 Y_TILE = 32  # rows along axis 1 per tile of `_wide_source`: its planes' rows around the tile stay in L2 (32 and 16 close)
 FUSED_STEPS_3D = 4  # steps per pass of `_march_source` (cpu-fused-steps-2026-11-24.json)
 FUSED_STEPS_2D = 6  # in 2D (cpu-march-2d-2026-11-25.json)
-WIDE_PLANES = 2  # output planes a pass of the wide kernel compiled for its shape
 MARCH_TILE_CELLS = 32768  # cells of a plane per tile of the 3D march: its rings stay in L2 (cpu-march-tiles-2026-11-27.json)
 
 
@@ -300,7 +299,6 @@ def _wide_source(sweep: Sweep, reduce: bool, lines: list[str], cnames: list[str]
     if walls:
         (u,) = sweep.stencil_inputs  # `writes_walls`: one field read around the cell
         lines += _edge_walls(r, [_walls_call(3, f"f_{u}[q]", "q")])
-    k_planes = WIDE_PLANES if padded is not None and not reduce and not stmts else 1
     lines += [
         *(["    total = 0.0"] if reduce else []),
         "    for t in numba.prange(tasks):",
@@ -308,43 +306,17 @@ def _wide_source(sweep: Sweep, reduce: bool, lines: list[str], cnames: list[str]
         *[f"        {line}" for line in TASK_PLANES],
         "        acc = np.empty(rows * w, dtype=out.dtype)",
         "        part = np.empty(rows * w, dtype=out.dtype)",
-        *[f"        acc{k} = np.empty(rows * w, dtype=out.dtype)" for k in range(1, k_planes)],
         "        for yt in range(ny):",
         "            y0 = g + yt * n1 // ny",
         "            y1 = g + (yt + 1) * n1 // ny",
         "            n = (y1 - y0 - 1) * w + m",
-        f"            for i0 in range(z0, z1{f', {k_planes}' if k_planes > 1 else ''}):",
+        "            for i0 in range(z0, z1):",
     ]
     indent = "                "
     if walls:
-        for q in [_shift("i0", k) for k in range(k_planes)]:
-            lines += [f"{indent}if wx.shape[0] and {q} >= z0 + {r} and {q} < z1 - {r}:",
-                      f"{indent}    plane_walls(f_{u}[{q}], wx, wy, fac, g, {q}, y0, y1, yt == 0, yt == ny - 1)"]
+        lines += [f"{indent}if wx.shape[0] and i0 >= z0 + {r} and i0 < z1 - {r}:",
+                  f"{indent}    plane_walls(f_{u}[i0], wx, wy, fac, g, i0, y0, y1, yt == 0, yt == ny - 1)"]
     lines.append(f"{indent}base = i0 * p + y0 * w + g")
-    if k_planes > 1:  # k output planes a pass, sharing their loads along axis 0
-        assert padded is not None
-        view_lines, _, value = _constant_offsets(views, padded, [], value)
-        shifted = [re.sub(r"np\.uint64\((\d+)\)\]", lambda mt: f"np.uint64({int(mt.group(1)) + k * padded[1] * padded[2]})]", value)
-                   for k in range(k_planes)]
-        bufs = ["acc", *(f"acc{k}" for k in range(1, k_planes))]
-        lines += [f"{indent}{line}" for line in view_lines]
-        lines += [
-            f"{indent}if i0 + {k_planes - 1} < z1:",
-            f"{indent}    for j in range(n):",
-            *[f"{indent}        s{k} = {v}" for k, v in enumerate(shifted)],
-            *[f"{indent}        {b}[j] = s{k}" for k, b in enumerate(bufs)],
-            f"{indent}    for k in range(y1 - y0):",
-            *[f"{indent}        out[{_shift('i0', k)}, y0 + k, g:g + m] = {b}[k * w:k * w + m]" for k, b in enumerate(bufs)],
-            f"{indent}else:",
-            f"{indent}    for i in range(i0, z1):",
-            f"{indent}        base = i * p + y0 * w + g",
-            *[f"{indent}        {line}" for line in view_lines],
-            f"{indent}        for j in range(n):",
-            f"{indent}            acc[j] = {value}",
-            f"{indent}        for k in range(y1 - y0):",
-            f"{indent}            out[i, y0 + k, g:g + m] = acc[k * w:k * w + m]",
-        ]
-        return HEADER + (PLANE_WALLS if walls else "") + "\n".join(lines) + "\n"
     if padded is not None:
         view_lines, stmts, value = _constant_offsets(views, padded, stmts, value)
     else:
