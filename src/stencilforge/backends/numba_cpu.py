@@ -18,7 +18,7 @@ import threading
 import time
 from concurrent.futures import Future, wait
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -167,14 +167,15 @@ TASK_SPLIT = ["    span = (n0 + nt - 1) // nt", "    tasks = (n0 + span - 1) // 
 TASK_PLANES = ["z0 = g + t * span", "z1 = min(g + n0, z0 + span)"]
 
 
-def _edge_walls(reach: int, write: list[str], every: str | None = None) -> list[str]:
+def _edge_walls(reach: int, write: list[str], also: Sequence[str] = ()) -> list[str]:
     """The first parallel loop of a kernel that splits planes into `tasks` ranges of `span` planes (TASK_SPLIT; the
     march splits each tile's planes so): `write` (statements writing plane q's walls) on the planes within
-    `reach` of a task's ends, which two tasks read, before any task reads them (on every plane where `every` holds)."""
+    `reach` of a task's ends, which two tasks read, before any task reads them; on the other planes the branch
+    `also` (an elif or else, statements on plane q), if given."""
     shared = f"q < z0 + {reach} or q >= z1 - {reach}"
     return ["    if wx.shape[0]:", "        for t in numba.prange(tasks):", *[f"            {line}" for line in TASK_PLANES],
-            "            for q in range(z0, z1):", f"                if {f'{every} or ' if every else ''}{shared}:",
-            *[f"                    {line}" for line in write]]
+            "            for q in range(z0, z1):", f"                if {shared}:",
+            *[f"                    {line}" for line in write], *[f"                {line}" for line in also]]
 
 
 def _prologue(sweep: Sweep, walls: tuple[str, ...] = (), carriers: tuple[str, ...] = ()) -> tuple[list[str], list[str], dict]:
@@ -557,8 +558,10 @@ def _march_source(sweep: Sweep, steps: int) -> str:
             source.update({(u, k): f"mid[{s - 2}, {_ring_slot('p', k, ring)}]" for k in u_planes})
         holder = "out" if s == 1 else fused_walls(s, sweep.out)
         centre = f"f_{u}[p]" if s == 1 else f"mid[{s - 2}, p % {ring}]"  # the state before's plane p: u's ghosts where `still`
-        own = [f"            if {'own and ' if nd == 3 else ''}wx.shape[0] and p >= z0 + {reach} and p < z1 - {reach}:",
-               f"                {_walls_call(nd, f'f_{u}[p]', 'p')}"] if walls and s == 1 else []
+        mine = (f"plane_walls(f_{u}[p], wx, wy, fac, g, p, y0 + {reach} * (y0 > g), y1 - {reach} * (y1 < g + n1), ny == 1, ny == 1)"
+                if nd == 3 else _walls_call(nd, f"f_{u}[p]", "p"))
+        own = [f"            if wx.shape[0] and p >= z0 + {reach} and p < z1 - {reach}:",
+               f"                {mine}"] if walls and s == 1 else []
         return [
             f"        p = {_shift('q', -(s - 1) * r)}",
             f"        if p >= {lo} and p < {hi}:",
@@ -574,7 +577,7 @@ def _march_source(sweep: Sweep, steps: int) -> str:
 
     last = "            " + ("    " if nd == 3 else "")  # the output plane's rows (3D), or the output row (2D)
     march = [
-        f"@SERIAL\ndef march({args}, z0, z1, still{', y0, y1, own' if nd == 3 else ''}):",
+        f"@SERIAL\ndef march({args}, z0, z1, still{', y0, y1, ny' if nd == 3 else ''}):",
         f"    {WIDE}",
         *lines[1:],
         "    n0 = out.shape[0] - 2 * g",
@@ -599,13 +602,16 @@ def _march_source(sweep: Sweep, steps: int) -> str:
     else:
         kernel += ["    ny = 1", "    nz = nt"]
     kernel += ["    span = (n0 + nz - 1) // nz", "    tasks = (n0 + span - 1) // span"]
-    if walls and nd == 3:
+    if walls and nd == 3:  # with tiles, the ghost rows and the rows within reach of two tiles too
+        bands = ["elif ny > 1:", "    plane_walls(f_{u}[q], wx, wy, fac, g, q, g, g, True, True)".format(u=u),
+                 "    for yt in range(1, ny):", "        b = g + yt * n1 // ny",
+                 f"        plane_walls(f_{u}[q], wx, wy, fac, g, q, max(g, b - {reach}), min(g + n1, b + {reach}), False, False)"]
         kernel += ["    m = out.shape[2] - 2 * g",
-                   *_edge_walls(reach, [f"a = f_{u}[q]", *_wall_lines("a", "q", "fac", "")], "ny > 1")]
+                   *_edge_walls(reach, [f"a = f_{u}[q]", *_wall_lines("a", "q", "fac", "")], also=bands)]
     elif walls:
         kernel += _edge_walls(reach, [_walls_call(2, f"f_{u}[q]", "q")])
     tile = ["        yt = t - zt * ny"] if nd == 3 else []
-    tile_args = ", g + yt * n1 // ny, g + (yt + 1) * n1 // ny, ny == 1" if nd == 3 else ""
+    tile_args = ", g + yt * n1 // ny, g + (yt + 1) * n1 // ny, ny" if nd == 3 else ""
     same = [*(["wx.shape[0] == 0"] if walls else []), *(f"{c}.ctypes.data == f_{u}.ctypes.data" for c in carriers)]
     kernel += [
         f"    still = {' and '.join(same) if carriers else 'False'}",
