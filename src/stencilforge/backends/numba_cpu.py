@@ -475,7 +475,8 @@ def _march_source(sweep: Sweep, steps: int) -> str:
     With the walls, the input's x and y walls of the planes within (steps - 1) r of a task's ends, which
     two tasks read, are written by their own task in a first parallel loop; every other plane's, by the one
     task that reads it, just before its middle plane (a star reads a plane's x and y walls only for that plane).
-    Where a plane has more than one tile, tiles share its rows, so the first loop writes every plane's.
+    Where a plane has more than one tile, tiles share the rows within (steps - 1) r of their boundaries: the first
+    loop writes those and the ghost rows, each tile its other rows (cpu-march-walls-2026-11-27.json).
     """
     (u,) = sweep.stencil_inputs
     nd = sweep.ndim
