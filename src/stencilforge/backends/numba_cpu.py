@@ -604,7 +604,7 @@ def _march_source(sweep: Sweep, steps: int) -> str:
         kernel += ["    ny = 1", "    nz = nt"]
     kernel += ["    span = (n0 + nz - 1) // nz", "    tasks = (n0 + span - 1) // span"]
     if walls and nd == 3:  # with tiles, the ghost rows and the rows within reach of two tiles too
-        bands = ["elif ny > 1:", "    plane_walls(f_{u}[q], wx, wy, fac, g, q, g, g, True, True)".format(u=u),
+        bands = ["elif ny > 1:", f"    plane_walls(f_{u}[q], wx, wy, fac, g, q, g, g, True, True)",
                  "    for yt in range(1, ny):", "        b = g + yt * n1 // ny",
                  f"        plane_walls(f_{u}[q], wx, wy, fac, g, q, max(g, b - {reach}), min(g + n1, b + {reach}), False, False)"]
         kernel += ["    m = out.shape[2] - 2 * g",
