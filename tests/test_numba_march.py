@@ -131,13 +131,12 @@ def test_fused_pass_gives_the_same_bits_on_any_split_of_the_planes(steps, shape)
         assert np.array_equal(out[grid.interior], expected), f"{tasks} tasks"
 
 
-@pytest.mark.parametrize("steps", [3, 4])
-@pytest.mark.parametrize("case", ["star 3D", "star thin 3D", "star 2D", "diagonals 3D"])
+@pytest.mark.parametrize("case,steps", [("star 3D", 4), ("star 2D", 3), ("diagonals 3D", 3)])
 def test_fused_pass_whose_carriers_are_the_input_takes_every_states_walls_from_it(monkeypatch, case, steps):
     """Walls that stay put (`with_walls`: the carriers are the input itself): each middle state copies its ghost
     cells from the state it reads, which holds the input's, and reads neither out's (NaN here) nor the carriers'
     planes, on every split of the planes and in tiles of two rows (3D)."""
-    shape = {"star 3D": (13, 9, 7), "star thin 3D": (2, 17, 5), "star 2D": (13, 9), "diagonals 3D": (11, 7, 9)}[case]
+    shape = {"star 3D": (13, 9, 7), "star 2D": (13, 9), "diagonals 3D": (11, 7, 9)}[case]
     if case.startswith("diagonals"):
         grid, radius = Grid(shape, (0.1, 0.12, 0.09), np.dtype("float64"), 1, (0.0,) * 3), 1
         sweep = Sweep("u_new", (Term("u", DIAGONAL), Term("f", Stencil.identity(3))))
