@@ -131,18 +131,22 @@ def test_fused_pass_gives_the_same_bits_on_any_split_of_the_planes(steps, shape)
         assert np.array_equal(out[grid.interior], expected), f"{tasks} tasks"
 
 
-@pytest.mark.parametrize("case,steps", [("star 3D", 4), ("star 2D", 3), ("diagonals 3D", 3)])
-def test_fused_pass_whose_carriers_are_the_input_takes_every_states_walls_from_it(monkeypatch, case, steps):
+# The kernels of other tests here and in test_numba_row_walls.py (the same sources), so no case compiles one of its own.
+@pytest.mark.parametrize("case,shape,radius,dtype,steps,rows_a_tile", [
+    ("star", (19, 5, 6), 2, "float32", 3, 2), ("star", (13, 9, 7), 1, "float64", 4, None), ("star", (13, 9), 2, "float32", 3, None),
+    ("diagonals", (11, 7, 9), 1, "float64", 3, None)])
+def test_fused_pass_whose_carriers_are_the_input_takes_every_states_walls_from_it(monkeypatch, case, shape, radius, dtype, steps,
+                                                                                   rows_a_tile):
     """Walls that stay put (`with_walls`: the carriers are the input itself): each middle state copies its ghost
     cells from the state it reads, which holds the input's, and reads neither out's (NaN here) nor the carriers'
-    planes, on every split of the planes and in tiles of two rows (3D)."""
-    shape = {"star 3D": (13, 9, 7), "star 2D": (13, 9), "diagonals 3D": (11, 7, 9)}[case]
-    if case.startswith("diagonals"):
-        grid, radius = Grid(shape, (0.1, 0.12, 0.09), np.dtype("float64"), 1, (0.0,) * 3), 1
+    planes, on every split of the planes, in 3D in one tile a plane or tiles of `rows_a_tile` rows."""
+    if case == "diagonals":
+        grid = Grid(shape, (0.1, 0.12, 0.09), np.dtype(dtype), radius, (0.0,) * 3)
         sweep = Sweep("u_new", (Term("u", DIAGONAL), Term("f", Stencil.identity(3))))
     else:
-        (grid, sweep), radius = jacobi(shape, 2, "float32"), 2
-    monkeypatch.setattr(numba_cpu, "MARCH_TILE_CELLS", 2 * (shape[-1] + 2 * radius))
+        grid, sweep = jacobi(shape, radius, dtype)
+    if rows_a_tile:
+        monkeypatch.setattr(numba_cpu, "MARCH_TILE_CELLS", rows_a_tile * (shape[-1] + 2 * radius))
     fields, _ = fused_inputs(grid, steps)
     expected = single_steps(NumbaBackend().sweep(sweep, grid), fields, [fields["u"]] * (steps - 1), grid)
     kernel = load_kernel(fused_source(sweep, steps))
