@@ -128,9 +128,8 @@ def test_fused_pass_writes_every_states_walls_on_any_split_of_the_planes(radius,
     """The input's walls at t (planes, in 2D rows, near a task's ends in a first parallel loop, the others in the
     march; with tiles of rows along axis 1, `rows_a_tile` rows by MARCH_TILE_CELLS, the ghost rows and the rows within
     reach of two tiles in the first loop too, and a tile's other rows in the march: tiles of 2 rows, fewer than the
-    reach, and of 6-7 rows, more) and each
-    middle state's at its own time from their values, not from out or the carriers; whose faces of axis 0 give the
-    middle states' (out's the first's, the carriers' the later ones')."""
+    reach, and of 6-7 rows, more) and each middle state's at its own time from their values, not from out or the
+    carriers; whose faces of axis 0 give the middle states' (out's the first's, the carriers' the later ones')."""
     if rows_a_tile:
         monkeypatch.setattr(numba_cpu, "MARCH_TILE_CELLS", rows_a_tile * (shape[2] + 2 * radius))
     grid, sweep = jacobi(shape, radius, "float32")

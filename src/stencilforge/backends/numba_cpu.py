@@ -120,8 +120,7 @@ def _wall_lines(a: str, plane: str, factor: str, indent: str, low: str | None = 
     """Statements writing walls into the 2D plane `a` (a plane of u, or a ring plane) of interior plane `plane`
     (padded index): its ghost rows (where `low` / `high` hold, if given), and the ghost columns of its rows `rows`, as
     value * factor in float64 rounded once to the field's dtype, the bits of `boundary.scale_with_numpy`.
-    Loops written out, not a function called, in the narrow single-step kernel and the march's first parallel loop: calls
-    compiled slower there (5ad437b).
+    Loops written out, not a function called, in the narrow single-step kernel: a call compiled slower there (5ad437b).
     Kernels write a plane ahead of the rows that read it: a vector load of a row just
     after a store to its ghost cell waits for the store (measured slower, 4e2f3eb)."""
     lines = []
@@ -603,14 +602,11 @@ def _march_source(sweep: Sweep, steps: int) -> str:
     else:
         kernel += ["    ny = 1", "    nz = nt"]
     kernel += ["    span = (n0 + nz - 1) // nz", "    tasks = (n0 + span - 1) // span"]
-    if walls and nd == 3:  # with tiles, the ghost rows and the rows within reach of two tiles too
+    if walls:  # 3D with tiles: the ghost rows and the rows within reach of two tiles too
         bands = ["elif ny > 1:", f"    plane_walls(f_{u}[q], wx, wy, fac, g, q, g, g, True, True)",
                  "    for yt in range(1, ny):", "        b = g + yt * n1 // ny",
                  f"        plane_walls(f_{u}[q], wx, wy, fac, g, q, max(g, b - {reach}), min(g + n1, b + {reach}), False, False)"]
-        kernel += ["    m = out.shape[2] - 2 * g",
-                   *_edge_walls(reach, [f"a = f_{u}[q]", *_wall_lines("a", "q", "fac", "")], also=bands)]
-    elif walls:
-        kernel += _edge_walls(reach, [_walls_call(2, f"f_{u}[q]", "q")])
+        kernel += _edge_walls(reach, [_walls_call(nd, f"f_{u}[q]", "q")], bands if nd == 3 else ())
     tile = ["        yt = t - zt * ny"] if nd == 3 else []
     tile_args = ", g + yt * n1 // ny, g + (yt + 1) * n1 // ny, ny" if nd == 3 else ""
     same = [*(["wx.shape[0] == 0"] if walls else []), *(f"{c}.ctypes.data == f_{u}.ctypes.data" for c in carriers)]
