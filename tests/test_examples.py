@@ -21,6 +21,7 @@ def test_every_example_is_here():
     assert [p.stem for p in EXAMPLES] == NAMES
 
 
+@pytest.mark.usefixtures("passes_compiled_first")
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
 def test_numpy_and_numba_agree(path):
     problem = load_problem_file(path).build()

@@ -1,5 +1,6 @@
 """A run's first steps while Numba compiles: NumPy's oracle steps (and writes the walls) until the kernel is
-ready, with the same bits, so a cold run starts stepping at once; cached kernels and large grids compile first."""
+ready, with the same bits, so a cold run starts stepping at once; cached kernels and large grids compile first.
+Likewise an equation's generated pass, where NumPy rounds its operations as the kernel does."""
 
 from __future__ import annotations
 
@@ -8,11 +9,14 @@ from concurrent.futures import Future
 import numpy as np
 import pytest
 
+import stencilforge as sf
 from stencilforge import problems
 from stencilforge.backends import numba_cpu
 from stencilforge.backends.numba_cpu import NumbaBackend
 from stencilforge.backends.numpy_ref import NumpyBackend, evaluate_sweep
 from stencilforge.boundary import scale_with_numpy
+from stencilforge.printers.numba import rounds_as_oracle
+from stencilforge.simulation import Simulation
 from stencilforge.timeloop import LoopOptions, run
 
 pytest.importorskip("numba")
@@ -170,3 +174,47 @@ def test_a_backends_background_compiles_run_in_the_order_asked_and_leave_no_thre
     for thread in [t for t in threading.enumerate() if t.name == "stencilforge-compile"]:
         thread.join(timeout=30)
         assert not thread.is_alive()
+
+
+def _equation(dtype):
+    """One pass of two fields reading coordinates, t, sqrt, abs, a select and a division: operations NumPy's oracle rounds
+    as the kernel does; walls of fixed values, so no gather compiles beside the pass."""
+    grid = sf.Grid((13, 11), extent=(1.3, 0.7), dtype=dtype)
+    u, v = sf.Field("u", grid), sf.Field("v", grid)
+    c = sf.Constant("c", 1e-4)
+    shape = c * (grid.x * grid.y - 0.3 * grid.t * grid.x + sf.sqrt(abs(u)) / (1 + v ** 2))
+    eqs = [sf.Eq(u.next, u + c * sf.laplacian(u) + shape), sf.Eq(v.next, sf.where(u > 0.5, v, v + c * u * v))]
+    walls = sf.Dirichlet(0.25)
+    return sf.Problem(eqs, initial={u: grid.x * (1 - grid.y), v: grid.y}, boundary={u: walls, v: walls}, dt=1e-3)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_numpy_takes_an_equations_first_passes_until_its_kernel_is_compiled_with_the_same_bits(held, dtype):
+    problem = _equation(dtype)
+    (p,) = problem.analysis.passes
+    assert rounds_as_oracle(p)
+    sim = Simulation(problem, NumbaBackend(), background=True)
+    (_, launch), = sim.passes
+    assert launch.fallback is not None and not launch.ready() and len(held) == 1
+    oracle, calls = launch.fallback, []
+    launch.fallback = lambda *args: (calls.append(1), oracle(*args))
+    sim.step(2)  # NumPy's passes: the kernel's compile is still held
+    assert calls == [1, 1]
+    held[0].set_result(None)
+    sim.step(3)  # the kernel now (Numba compiles it on its first call, as the held thread would have)
+    assert calls == [1, 1] and launch.fallback is None
+    ref = Simulation(problem, NumpyBackend())
+    ref.step(5)
+    for name, values in ref.fields.items():
+        assert np.isfinite(values).all() and np.array_equal(sim.fields[name], values), name
+
+
+def test_passes_numpy_rounds_otherwise_are_not_taken_by_numpy():
+    """exp, log, sin, cos and tanh round differently in NumPy's loops; min and max treat NaN differently."""
+    grid = sf.Grid((8, 8), extent=1.0)
+    u = sf.Field("u", grid)
+    for fn, exact in [(sf.sqrt, True), (sf.absolute, True), (sf.exp, False), (sf.log, False), (sf.sin, False), (sf.cos, False),
+                      (sf.tanh, False), (lambda e: sf.minimum(e, 0.5), False), (lambda e: sf.maximum(e, 0.5), False)]:
+        problem = sf.Problem([sf.Eq(u.next, u + 1e-3 * fn(u))], initial={u: 1.0}, boundary={u: sf.Periodic()}, dt=1e-3)
+        (p,) = problem.analysis.passes
+        assert rounds_as_oracle(p) is exact, fn

@@ -134,7 +134,7 @@ def _run_generated(problem, engine, total, tol, params, loop: dict, outputs, com
     start = time.perf_counter()
     decomposed = None
     if comm is None:
-        sim = Simulation(problem, engine, params)
+        sim = Simulation(problem, engine, params, background=True)
     else:
         from .distributed.equations import DecomposedSimulation
 

@@ -67,8 +67,10 @@ class Simulation:
 
     decomposed = False  # one process holds the whole grid
 
-    def __init__(self, problem: Problem, backend, params: Mapping[str, float] | None = None):
-        self.problem, self.backend = problem, backend
+    def __init__(self, problem: Problem, backend, params: Mapping[str, float] | None = None, background: bool = False):
+        """`background`: the passes' kernels may compile while the time loop steps on a path with the same bits
+        (`Backend.equation_pass`); off, they are compiled before the Simulation is (a bare loop timing them)."""
+        self.problem, self.backend, self.background = problem, backend, background
         an = problem.analysis
         grid = an.grid
         self.params = problem.values(params)
@@ -148,8 +150,8 @@ class Simulation:
     def _pass(self, p) -> Callable:
         images = {slot_name(s): walls for s, walls in self._images.items() if s in p.writes}
         if images:
-            return self.backend.equation_pass(p, self.lattice, self.problem.constants, images=images)
-        return self.backend.equation_pass(p, self.lattice, self.problem.constants)
+            return self.backend.equation_pass(p, self.lattice, self.problem.constants, images=images, background=self.background)
+        return self.backend.equation_pass(p, self.lattice, self.problem.constants, background=self.background)
 
     def _gather_fill(self, conds) -> Callable:
         lat, xp = self.lattice, self.xp

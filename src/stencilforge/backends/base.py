@@ -105,8 +105,8 @@ class Backend(Protocol):
         """run(u, *outs) for 1D derivatives with closures; `shape` (when known) helps choose a kernel;
         `background` as for `sweep`."""
 
-    def equation_pass(self, p, lattice: Grid, constants, images=None) -> Callable:
-        """run(arrays, params, t) for one pass of a problem's equations.
+    def equation_pass(self, p, lattice: Grid, constants, images=None, background: bool = False) -> Callable:
+        """run(arrays, params, t) for one pass of a problem's equations. `background` as for `sweep`.
 
         `images` (only where `writes_ghost_images`): written slots -> their walls per axis ("Periodic" or
         "Neumann"); the pass also fills those arrays' ghost cells from the values it writes, as

@@ -26,8 +26,10 @@ from ..boundary import scale_with_numpy, write_row_walls
 from ..cache import cache_dir, write_atomic
 from ..errors import StencilforgeError
 from ..grid import Grid
+from ..ir.analysis import slot_name
+from ..ir.nodes import Access, walk
 from ..plan import AxisOperator, Sweep
-from ..printers.numba import pass_source
+from ..printers.numba import pass_source, rounds_as_oracle
 from .base import HostMemory, Launch, fused_walls
 from .numpy_ref import NumpyBackend
 
@@ -926,19 +928,32 @@ class NumbaBackend(HostMemory):
         kernel(*tiny)
         return Launch(run)
 
-    def equation_pass(self, p, lattice: Grid, constants) -> Callable:
-        """run(arrays, params, t) for one pass of a problem's equations, compiled now on tiny arrays."""
+    def equation_pass(self, p, lattice: Grid, constants, background: bool = False) -> Callable:
+        """run(arrays, params, t) for one pass of a problem's equations, compiled now on tiny arrays. With
+        `background`, a kernel not yet in the cache whose pass `rounds_as_oracle` compiles in a thread while NumPy's
+        oracle takes the passes (the same bits), where one NumPy pass is shorter than a compile, as for `sweep`."""
+        import numba
+
         source, literals, names = pass_source(p, lattice.ndim, lattice.dtype, constants)
-        kernel = load_kernel(source)
+        entries = sum(isinstance(n, Access) for eq in p.equations for n in walk(eq.expr))
+        early = rounds_as_oracle(p) and _numpy_first(background, source, lattice.cells, entries)
+        kernel: Any = load_kernel(source)
         T = lattice.dtype.type
         g = lattice.ghost
         geometry = [v for a in range(lattice.ndim) for v in (lattice.lower[a], lattice.spacing[a], lattice.first_index(a))]
         dummy = [np.zeros((2 * g + 1,) * lattice.ndim, dtype=lattice.dtype) for _ in names]
-        kernel(*dummy, literals, *[T(0) for _ in constants], T(0), *geometry, g)
+        tiny = (*dummy, literals, *[T(0) for _ in constants], T(0), *geometry, g)
 
         def run(arrays, params, t):
             kernel(*(arrays[n] for n in names), literals, *(T(params[c.name]) for c in constants), T(t), *geometry, g)
 
+        if early:
+            what = ", ".join(slot_name(s) for s in p.writes)
+            log.info("%s: NumPy takes the first passes while the pass's kernel compiles", what)
+            compiling = self._in_background(kernel, tuple(numba.typeof(a) for a in tiny), f"{what}: the pass's kernel",
+                                            "NumPy's passes")
+            return Launch(run, compiling=compiling, fallback=NumpyBackend().equation_pass(p, lattice, constants))
+        kernel(*tiny)
         return run
 
     @functools.cached_property

@@ -97,8 +97,9 @@ class NumpyBackend(HostMemory):
 
         return Launch(run)
 
-    def equation_pass(self, p, lattice: Grid, constants) -> Callable:
-        """run(arrays, params, t) for one pass of a problem's equations (see `ir.analysis.Pass`)."""
+    def equation_pass(self, p, lattice: Grid, constants, background: bool = False) -> Callable:
+        """run(arrays, params, t) for one pass of a problem's equations (see `ir.analysis.Pass`); nothing to
+        compile, so nothing for `background` to do."""
         return pass_kernel(p, lattice, np)
 
     @staticmethod

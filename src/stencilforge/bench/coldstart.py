@@ -83,7 +83,7 @@ def first_step(name: str, shape: list[int] | None, dtype: str, backend: str, imp
             from ..simulation import PassStepper, Simulation
 
             built = time.perf_counter()
-            sim = Simulation(problem, engine)  # compiles its passes and fills its arrays
+            sim = Simulation(problem, engine, background=True)  # fills its arrays; its passes compile as sf.run's do
             compile_s = time.perf_counter() - built
             s = run_stepper(lambda: PassStepper(sim), engine, options(problem.default_steps)).summary
     else:

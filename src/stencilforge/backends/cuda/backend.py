@@ -438,13 +438,13 @@ class CudaBackend:
 
     def equation_pass(self, p, lattice: Grid, constants, images=None, block=None, rows: int | None = None,
                       vector: int = 1, wide_index: bool | None = None, planes_per_thread: int | None = None,
-                      words: bool = False) -> Callable:
+                      words: bool = False, background: bool = False) -> Callable:
         """run(arrays, params, t) for one pass of a problem's equations: threads of `block` each computing
         `rows` rows (or, in 3D, `planes_per_thread` planes) of `vector` columns, or with `words` the two cells
         of a 4-byte word (float16 arrays, rows of an even number of padded cells), arrays C-contiguous
         (`asarray`), launched on the current stream. Without `block`, `tune.pass_schedule` chooses.
         Offsets are 32-bit unless the arrays reach 2^31 cells (or `wide_index` says otherwise).
-        `images`: see `Backend.equation_pass`."""
+        `images`: see `Backend.equation_pass`; NVRTC compiles before the first pass, whatever `background` says."""
         if block is None:
             chosen = pass_schedule(p, lattice.ndim, lattice.padded_shape[-1])
             block, planes_per_thread = chosen.get("block", printers_cuda.BLOCK), chosen.get("planes_per_thread")
