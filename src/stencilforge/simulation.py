@@ -69,7 +69,7 @@ class Simulation:
 
     def __init__(self, problem: Problem, backend, params: Mapping[str, float] | None = None, background: bool = False):
         """`background`: the passes' kernels may compile while the time loop steps on a path with the same bits
-        (`Backend.equation_pass`); off, they are compiled before the Simulation is (a bare loop timing them)."""
+        (`Backend.equation_pass`); off, they compile as the Simulation is built (what a bare loop timing them needs)."""
         self.problem, self.backend, self.background = problem, backend, background
         an = problem.analysis
         grid = an.grid
