@@ -37,14 +37,15 @@ def gray_scott() -> sf.Problem:
 
 def walls() -> sf.Problem:
     """Two passes (q.next reads v.next at neighbours), Dirichlet walls of x and t, a Neumann wall,
-    a diagonal (corner) read, a coefficient known only as an expression, and a point source."""
+    a diagonal (corner) read, a coefficient known only as an expression, a forcing of x, y and t (numba: hoisted
+    out of the kernel, evaluated on each rank's block), and a point source."""
     grid = sf.Grid((14, 11), extent=(1.4, 1.1))
     x, y, t = grid.x, grid.y, grid.t
     v, q = sf.Field("v", grid), sf.Field("q", grid)
     c = sf.Field("c", grid, levels=1)
     dt = 0.02
     return sf.Problem(
-        [sf.Eq(v.next, v - dt * sf.d(q, "x") + dt * c * (q[1, 1] - q[-1, -1])),
+        [sf.Eq(v.next, v - dt * sf.d(q, "x") + dt * c * (q[1, 1] - q[-1, -1]) + dt * 0.1 * sf.sin(3 * x + t) * sf.cos(2 * y)),
          sf.Eq(q.next, q - dt * sf.d(v.next, "x", accuracy=4) + dt * 0.1 * sf.laplacian(q))],
         initial={v: sf.sin(3 * x) * y, q: sf.cos(2 * y) + x, c: 1 + 0.5 * sf.sin(x + y)},
         boundary={v: (sf.Neumann(), sf.Dirichlet(sf.sin(3 * x) * sf.cos(t))),

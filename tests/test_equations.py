@@ -186,6 +186,30 @@ def test_leapfrog_wave_rotates_three_levels():
     assert 3.0 < coarse / fine < 5.0, (coarse, fine)
 
 
+def test_terms_of_no_field_are_hoisted_out_of_numbas_kernel_and_computed_by_numpys_oracle():
+    """A forcing term, a coefficient of the coordinates or a factor of t calling exp, sin, ... is evaluated by NumPy
+    (once, or each pass where it reads t): the kernel reads its values, so it calls no such function per cell, and the
+    pass rounds as the oracle; a call on a field's value stays in the kernel."""
+    grid = sf.Grid((12, 10), extent=1.0)
+    u = sf.Field("u", grid)
+    k = sf.Constant("k", 2.0)
+    coefficient, forcing = 1 + sf.sin(k * grid.y), sf.cos(grid.x - grid.t) * sf.exp(-grid.t)
+    p = sf.Problem([sf.Eq(u.next, u + 1e-3 * (coefficient * sf.laplacian(u) + forcing))], initial={u: grid.x},
+                   boundary={u: sf.Periodic()}, dt=1e-3).analysis.passes[0]
+    assert numba_printer.hoisted(p) == (coefficient, forcing)
+    source = numba_printer.pass_source(p, 2, "float64", ())[0]
+    assert "np.sin" not in source and "np.cos" not in source and "np.exp" not in source and "lift1" in source
+    assert numba_printer.rounds_as_oracle(p)
+    q = sf.Problem([sf.Eq(u.next, u + 1e-3 * sf.sin(u) * forcing)], initial={u: grid.x}, boundary={u: sf.Periodic()},
+                   dt=1e-3).analysis.passes[0]
+    assert numba_printer.hoisted(q) == (forcing,)
+    assert "np.sin(" in numba_printer.pass_source(q, 2, "float64", ())[0] and not numba_printer.rounds_as_oracle(q)
+    wave, shape = sf.cos(grid.x - grid.t), sf.sin(grid.y)  # a term of t over two axes: hoisted in parts of one axis each
+    r = sf.Problem([sf.Eq(u.next, u + 1e-3 * (wave * shape))], initial={u: grid.x}, boundary={u: sf.Periodic()},
+                   dt=1e-3).analysis.passes[0]
+    assert numba_printer.hoisted(r) == (wave, shape) and numba_printer.rounds_as_oracle(r)
+
+
 def test_second_pass_reads_new_level_at_neighbours():
     """A staggered velocity-pressure step: p.next reads v.next at neighbours, so it runs in a second
     pass after v.next's walls are filled; numpy and numba agree."""
@@ -261,7 +285,8 @@ def _random_problem(u_terms, v_terms, wall, fn, dtype, shape, storage=None):
 
     funcs = {"none": lambda e: e, "tanh": sf.tanh, "min": lambda e: sf.minimum(e, 0.5),
              "where": lambda e: sf.where(e > 0, e, 0.5 * e), "abs": sf.absolute}
-    eqs = [sf.Eq(u.next, funcs[fn](rhs(u_terms, u))), sf.Eq(v.next, rhs(v_terms, v) - u * v * c)]
+    forcing = c * sf.sin(grid.x + grid.t) + c * sf.exp(-grid.y)  # hoisted out of numba's kernel: one of t, one not
+    eqs = [sf.Eq(u.next, funcs[fn](rhs(u_terms, u))), sf.Eq(v.next, rhs(v_terms, v) - u * v * c + forcing)]
     cond = {"periodic": sf.Periodic(), "neumann": sf.Neumann(), "dirichlet": sf.Dirichlet(0.1 * grid.x + grid.y)}[wall]
     rng = np.random.default_rng(len(u_terms) * 7 + len(v_terms))
     uses_k = any(name == "k" for name, *_ in u_terms + v_terms)

@@ -8,6 +8,7 @@ import pytest
 
 import stencilforge as sf
 from stencilforge.convergence import load_problem_file, observed_order
+from stencilforge.printers.numba import rounds_as_oracle
 
 EXAMPLES = sorted((Path(__file__).resolve().parents[1] / "examples").glob("*.py"))
 NAMES = ["advection_diffusion", "allen_cahn3d", "gray_scott", "heat9", "variable_diffusion", "wave2d_sponge"]
@@ -29,9 +30,10 @@ def test_numpy_and_numba_agree(path):
     ref = sf.run(problem, steps=3, backend="numpy").fields
     got = sf.run(problem, steps=3, backend="numba").fields
     assert any(not np.array_equal(ref[name], initial[name]) for name in ref), "three steps changed nothing"
+    exact = all(rounds_as_oracle(p) for p in problem.analysis.passes)  # bitwise: heat9's step also lowers on both
     for name, a in ref.items():
         assert np.isfinite(a).all()
-        assert np.max(np.abs(got[name] - a)) <= 1e-12 * np.max(np.abs(a)), name
+        assert np.max(np.abs(got[name] - a)) <= (0 if exact else 1e-12 * np.max(np.abs(a))), name
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)

@@ -27,9 +27,10 @@ from ..cache import cache_dir, write_atomic
 from ..errors import StencilforgeError
 from ..grid import Grid
 from ..ir.analysis import slot_name
-from ..ir.nodes import Access, walk
+from ..ir.nodes import Access, Compare, Time, walk
 from ..plan import AxisOperator, Sweep
-from ..printers.numba import pass_source, rounds_as_oracle
+from ..printers.numba import lift_axes, pass_source, rounds_as_oracle
+from ..printers.numpy import coordinates, evaluate
 from .base import HostMemory, Launch, fused_walls
 from .numpy_ref import NumpyBackend
 
@@ -756,6 +757,29 @@ def aligned_field(a: np.ndarray, ghost: int) -> np.ndarray:
     return out
 
 
+def _lifted_values(lifted: tuple, lattice: Grid) -> Callable[[Mapping[str, float], float], list[np.ndarray]]:
+    """values(params, t): each `hoisted` subexpression over the lattice's interior as NumPy's oracle evaluates it,
+    C-contiguous, of size one along the axes it does not read; those that read no t are kept from the last call with
+    the same parameters."""
+    coordinate = coordinates(lattice)
+    moves = [any(isinstance(n, Time) for n in walk(e)) for e in lifted]
+    shapes = [tuple(n if a in lift_axes(e) else 1 for a, n in enumerate(lattice.shape)) for e in lifted]
+    kept: dict[tuple, list] = {}
+
+    def lift(k, params, t):
+        value = evaluate(lifted[k], dtype=lattice.dtype, coordinate=coordinate, params=params, t=t)
+        return np.ascontiguousarray(np.broadcast_to(value, shapes[k]))
+
+    def values(params, t):
+        key = tuple(sorted(params.items()))
+        if key not in kept:
+            kept.clear()
+            kept[key] = [None if m else lift(k, params, 0.0) for k, m in enumerate(moves)]
+        return [lift(k, params, t) if m else v for k, (m, v) in enumerate(zip(moves, kept[key]))]
+
+    return values
+
+
 class NumbaBackend(HostMemory):
     name = "numba"
     xp = np
@@ -929,23 +953,28 @@ class NumbaBackend(HostMemory):
         return Launch(run)
 
     def equation_pass(self, p, lattice: Grid, constants, background: bool = False) -> Callable:
-        """run(arrays, params, t) for one pass of a problem's equations, compiled now on tiny arrays. With
-        `background`, a kernel not yet in the cache whose pass `rounds_as_oracle` compiles in a thread while NumPy's
-        oracle takes the passes (the same bits), where one NumPy pass is shorter than a compile, as for `sweep`."""
+        """run(arrays, params, t) for one pass of a problem's equations, compiled now on tiny arrays. The pass's
+        `hoisted` subexpressions are NumPy's oracle's values over the interior: those of t each call, the others
+        once for the parameters a call brings. With `background`, a kernel not yet in the cache whose pass
+        `rounds_as_oracle` compiles in a thread while NumPy's oracle takes the passes (the same bits), where one
+        NumPy pass is shorter than a compile, as for `sweep`."""
         import numba
 
-        source, literals, names = pass_source(p, lattice.ndim, lattice.dtype, constants)
+        source, literals, names, lifted = pass_source(p, lattice.ndim, lattice.dtype, constants)
         entries = sum(isinstance(n, Access) for eq in p.equations for n in walk(eq.expr))
         early = rounds_as_oracle(p) and _numpy_first(background, source, lattice.cells, entries)
         kernel: Any = load_kernel(source)
         T = lattice.dtype.type
         g = lattice.ghost
         geometry = [v for a in range(lattice.ndim) for v in (lattice.lower[a], lattice.spacing[a], lattice.first_index(a))]
+        values = _lifted_values(lifted, lattice)
         dummy = [np.zeros((2 * g + 1,) * lattice.ndim, dtype=lattice.dtype) for _ in names]
-        tiny = (*dummy, literals, *[T(0) for _ in constants], T(0), *geometry, g)
+        lifts = [np.zeros((1,) * lattice.ndim, dtype=bool if isinstance(e, Compare) else lattice.dtype) for e in lifted]
+        tiny = (*dummy, *lifts, literals, *[T(0) for _ in constants], T(0), *geometry, g)
 
         def run(arrays, params, t):
-            kernel(*(arrays[n] for n in names), literals, *(T(params[c.name]) for c in constants), T(t), *geometry, g)
+            kernel(*(arrays[n] for n in names), *values(params, t), literals, *(T(params[c.name]) for c in constants), T(t),
+                   *geometry, g)
 
         if early:
             what = ", ".join(slot_name(s) for s in p.writes)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir.analysis import Pass, slot_name
-from ..ir.nodes import Access, Call, Constant, Coordinate, walk
+from ..ir.nodes import Access, Call, Constant, Coordinate, Expr, Time, walk
 from .source import InfixPrinter
 
 HEADER = (
@@ -26,8 +26,8 @@ HEADER = (
 FUNCTIONS = {"sqrt": "np.sqrt", "exp": "np.exp", "log": "np.log", "sin": "np.sin", "cos": "np.cos",
              "tanh": "np.tanh", "abs": "abs", "min": "min", "max": "max"}
 # Calls whose results NumPy and these kernels round alike: IEEE's correctly rounded square root, and abs. NumPy's
-# exp, log, sin, cos and tanh are loops of its own that LLVM's differ from in the last bits, and Python's min and max
-# treat NaN unlike numpy.minimum and numpy.maximum.
+# exp, log, sin, cos and tanh may be loops of its own whose last bits differ from LLVM's (float32's and exp's are, on
+# AVX-512), and Python's min and max treat NaN unlike numpy.minimum and numpy.maximum.
 EXACT_CALLS = frozenset({"sqrt", "abs"})
 
 
@@ -35,12 +35,47 @@ def _index(i: str, o: int) -> str:
     return f"{i} + {o}" if o > 0 else (f"{i} - {-o}" if o < 0 else i)
 
 
+def lift_axes(e: Expr) -> frozenset[int]:
+    """The axes whose coordinates a subexpression reads: its values vary along those, and are one along the others."""
+    return frozenset(n.axis for n in walk(e) if isinstance(n, Coordinate))
+
+
+def hoisted(p: Pass) -> tuple[Expr, ...]:
+    """The pass's largest subexpressions that read no field and call a function outside EXACT_CALLS (a forcing term, a
+    coefficient of the coordinates, a factor of t) and that are cheap to evaluate apart: those of no t, evaluated once,
+    and those of t along one axis at most, each pass; a term of t over several axes is split into such parts, as a whole
+    it would cost NumPy a full array each pass. The backend evaluates them with NumPy's oracle and the kernel reads their
+    values, so it calls no such function per cell and gives the oracle's bits (`rounds_as_oracle`)."""
+    found: dict[int, Expr] = {}  # by identity: a subexpression used twice is evaluated once
+
+    def visit(node: Expr) -> None:
+        if not any(isinstance(n, Access) for n in walk(node)):
+            if not any(isinstance(n, Call) and n.fn not in EXACT_CALLS for n in walk(node)):
+                return
+            if len(lift_axes(node)) <= 1 or not any(isinstance(n, Time) for n in walk(node)):
+                found.setdefault(id(node), node)
+                return
+        for child in node.children():
+            visit(child)
+
+    for eq in p.equations:
+        visit(eq.expr)
+    return tuple(found.values())
+
+
 class _Printer(InfixPrinter):
-    def __init__(self, ndim: int, dtype_name: str):
+    def __init__(self, ndim: int, dtype_name: str, lifted: tuple[Expr, ...] = ()):
         self.ndim, self.T = ndim, f"np.{dtype_name}"
         self.literals: list[float] = []  # one slot per occurrence, so the source never depends on values
         self.views: dict[tuple[str, tuple[int, ...]], str] = {}
         self.locals: dict[str, str] = {}  # slots computed earlier in this pass: their value at the cell
+        # `hoisted`: values read, not computed; a row's view of them, or its one value where they are constant along rows
+        self.lifted = {id(e): f"lv{k}[j]" if ndim - 1 in lift_axes(e) else f"lv{k}" for k, e in enumerate(lifted)}
+
+    def __call__(self, node: Expr) -> str:
+        if id(node) in self.lifted:
+            return self.lifted[id(node)]
+        return super().__call__(node)
 
     def literal(self, value: float) -> str:
         self.literals.append(value)
@@ -66,14 +101,25 @@ class _Printer(InfixPrinter):
 
 def rounds_as_oracle(p: Pass) -> bool:
     """Whether the pass's kernel gives the bits of numpy's oracle (`printers.numpy.pass_kernel`): both printers spell
-    each operation, coordinates and integer powers included, in the same order and dtype, so only the calls outside
-    EXACT_CALLS part them (tests/test_equations.py checks random problems)."""
-    return all(n.fn in EXACT_CALLS for eq in p.equations for n in walk(eq.expr) if isinstance(n, Call))
+    each operation, coordinates and integer powers included, in the same order and dtype, and the oracle itself
+    computes the `hoisted` subexpressions, so only calls outside EXACT_CALLS on fields' values part them
+    (tests/test_equations.py checks random problems)."""
+    lifted = {id(e) for e in hoisted(p)}
+
+    def exact(node: Expr) -> bool:
+        if id(node) in lifted:
+            return True
+        return not (isinstance(node, Call) and node.fn not in EXACT_CALLS) and all(exact(c) for c in node.children())
+
+    return all(exact(eq.expr) for eq in p.equations)
 
 
-def pass_source(p: Pass, ndim: int, dtype, constants: tuple[Constant, ...]) -> tuple[str, np.ndarray, tuple[str, ...]]:
-    """(source, literal values, array argument order) of the pass's kernel."""
-    pr = _Printer(ndim, np.dtype(dtype).name)
+def pass_source(p: Pass, ndim: int, dtype, constants: tuple[Constant, ...]) -> tuple[str, np.ndarray, tuple[str, ...], tuple[Expr, ...]]:
+    """(source, literal values, array argument order, `hoisted` subexpressions) of the pass's kernel, which takes the
+    arrays, then each hoisted subexpression's values over the interior, of size one along the axes it does not read
+    (lift0, lift1, ...), then the literals."""
+    lifted = hoisted(p)
+    pr = _Printer(ndim, np.dtype(dtype).name, lifted)
     body = []
     for k, eq in enumerate(p.equations):
         value = pr(eq.expr)
@@ -83,7 +129,8 @@ def pass_source(p: Pass, ndim: int, dtype, constants: tuple[Constant, ...]) -> t
         pr.locals[slot] = f"e{k}"
     arrays = tuple(dict.fromkeys([slot_name(s) for s in p.writes] + [v[0] for v in pr.views]))
     geometry = [f"lo{a}, h{a}, s{a}" for a in range(ndim)]
-    args = ", ".join([f"a_{s}" for s in arrays] + ["lit"] + [f"p_{c.name}" for c in constants] + ["t"] + geometry + ["g"])
+    lifts = [f"lift{k}" for k in range(len(lifted))]
+    args = ", ".join([f"a_{s}" for s in arrays] + lifts + ["lit"] + [f"p_{c.name}" for c in constants] + ["t"] + geometry + ["g"])
     outer = [f"i{a}" for a in range(ndim - 1)]
     first = f"a_{arrays[0]}"
 
@@ -95,6 +142,10 @@ def pass_source(p: Pass, ndim: int, dtype, constants: tuple[Constant, ...]) -> t
     cells = [f"c{k} = lit[{k}]" for k in range(len(pr.literals))] + [f"m = {first}.shape[{ndim - 1}] - 2 * g"]
     cells += [f"{name} = {view(slot, offset)}" for (slot, offset), name in pr.views.items()]
     cells += [f"w_{slot_name(s)} = {view(slot_name(s), (0,) * ndim)}" for s in p.writes]
+    for k, e in enumerate(lifted):  # each of size one along the axes it does not read (`lift_axes`)
+        axes = lift_axes(e)
+        index = [f"i{a} - g" if a in axes else "0" for a in range(ndim - 1)] + ["0:m" if ndim - 1 in axes else "0"]
+        cells.append(f"lv{k} = lift{k}[{', '.join(index)}]")
     cells.append(f"for j in {'numba.prange' if ndim == 1 else 'range'}(m):")
     cells += [f"    {b}" for b in body]
     if ndim == 1:
@@ -107,4 +158,4 @@ def pass_source(p: Pass, ndim: int, dtype, constants: tuple[Constant, ...]) -> t
             lines.append(f"{'    ' * (a + 1)}for i{a} in {loop}(g, {first}.shape[{a}] - g):")
         lines.append(f"{'    ' * ndim}row({args}, {', '.join(outer)})")
     literals = np.array(pr.literals, dtype=dtype)
-    return HEADER + "\n".join(lines) + "\n", literals, arrays
+    return HEADER + "\n".join(lines) + "\n", literals, arrays, lifted
