@@ -81,3 +81,20 @@ def test_problem_file_errors_are_one_line(tmp_path, text, message):
     with pytest.raises(sf.StencilforgeError, match=message) as info:
         load_problem_file(path)
     assert "\n" not in str(info.value)
+
+
+@pytest.mark.usefixtures("passes_compiled_first")
+def test_hoisted_terms_reach_the_kernel_in_the_arrays_it_was_compiled_for():
+    """advection_diffusion's velocity and forcing are hoisted out of numba's kernel (`printers.numba.hoisted`); their
+    arrays are typed as the compile's (writable: Numba types a read-only one apart), so a run compiles the pass once."""
+    from stencilforge.backends.numba_cpu import NumbaBackend, load_kernel
+    from stencilforge.printers.numba import hoisted, pass_source
+    from stencilforge.simulation import Simulation
+
+    problem = example("advection_diffusion").build(shape=(24, 20))
+    (p,) = problem.analysis.passes
+    assert len(hoisted(p)) > 1
+    sim = Simulation(problem, NumbaBackend())
+    sim.step(2)
+    kernel = load_kernel(pass_source(p, 2, sim.lattice.dtype, problem.constants)[0])
+    assert len(kernel.signatures) == 1, kernel.signatures

@@ -758,9 +758,9 @@ def aligned_field(a: np.ndarray, ghost: int) -> np.ndarray:
 
 
 def _lifted_values(lifted: tuple, lattice: Grid) -> Callable[[Mapping[str, float], float], list[np.ndarray]]:
-    """values(params, t): each `hoisted` subexpression over the lattice's interior as NumPy's oracle evaluates it,
-    C-contiguous, of size one along the axes it does not read; those that read no t are kept from the last call with
-    the same parameters."""
+    """values(params, t): each `hoisted` subexpression over the lattice's interior as NumPy's oracle evaluates it, in
+    a C-contiguous array of its own, of size one along the axes it does not read; those that read no t are kept from
+    the last call with the same parameters."""
     coordinate = coordinates(lattice)
     moves = [any(isinstance(n, Time) for n in walk(e)) for e in lifted]
     shapes = [tuple(n if a in lift_axes(e) else 1 for a, n in enumerate(lattice.shape)) for e in lifted]
@@ -768,7 +768,7 @@ def _lifted_values(lifted: tuple, lattice: Grid) -> Callable[[Mapping[str, float
 
     def lift(k, params, t):
         value = evaluate(lifted[k], dtype=lattice.dtype, coordinate=coordinate, params=params, t=t)
-        return np.ascontiguousarray(np.broadcast_to(value, shapes[k]))
+        return np.broadcast_to(value, shapes[k]).copy()  # writable: Numba types a read-only array apart (a compile more)
 
     def values(params, t):
         key = tuple(sorted(params.items()))
