@@ -26,8 +26,8 @@ HEADER = (
 FUNCTIONS = {"sqrt": "np.sqrt", "exp": "np.exp", "log": "np.log", "sin": "np.sin", "cos": "np.cos",
              "tanh": "np.tanh", "abs": "abs", "min": "min", "max": "max"}
 # Calls whose results NumPy and these kernels round alike: IEEE's correctly rounded square root, and abs. NumPy's
-# exp, log, sin, cos and tanh may be loops of its own whose last bits differ from LLVM's (float64 exp's did on a Xeon:
-# cpu-hoisted-terms-2026-11-28.json), and Python's min and max treat NaN unlike numpy.minimum and numpy.maximum.
+# exp, log, sin, cos and tanh may be loops of its own whose last bits differ from LLVM's (variable_diffusion's cos and exp did
+# in float64 on a Xeon: cpu-hoisted-terms-2026-11-28.json), and Python's min and max treat NaN unlike numpy's.
 EXACT_CALLS = frozenset({"sqrt", "abs"})
 
 
