@@ -83,7 +83,6 @@ def test_problem_file_errors_are_one_line(tmp_path, text, message):
     assert "\n" not in str(info.value)
 
 
-@pytest.mark.usefixtures("passes_compiled_first")
 def test_hoisted_terms_reach_the_kernel_in_the_arrays_it_was_compiled_for():
     """advection_diffusion's velocity and forcing are hoisted out of numba's kernel (`printers.numba.hoisted`); their
     arrays are typed as the compile's (writable: Numba types a read-only one apart), so a run compiles the pass once."""

@@ -26,8 +26,8 @@ from ..boundary import scale_with_numpy, write_row_walls
 from ..cache import cache_dir, write_atomic
 from ..errors import StencilforgeError
 from ..grid import Grid
-from ..ir.analysis import slot_name
-from ..ir.nodes import Access, Compare, Time, walk
+from ..ir.analysis import accesses, reads_time, slot_name
+from ..ir.nodes import Compare
 from ..plan import AxisOperator, Sweep
 from ..printers.numba import lift_axes, pass_source, rounds_as_oracle
 from ..printers.numpy import coordinates, evaluate
@@ -760,22 +760,22 @@ def aligned_field(a: np.ndarray, ghost: int) -> np.ndarray:
 def _lifted_values(lifted: tuple, lattice: Grid) -> Callable[[Mapping[str, float], float], list[np.ndarray]]:
     """values(params, t): each `hoisted` subexpression over the lattice's interior as NumPy's oracle evaluates it, in
     a C-contiguous array of its own, of size one along the axes it does not read; those that read no t are kept from
-    the last call with the same parameters."""
+    the last call with the same parameters. Called before every pass: with nothing hoisted it does nothing."""
+    if not lifted:
+        return lambda params, t: []
     coordinate = coordinates(lattice)
-    moves = [any(isinstance(n, Time) for n in walk(e)) for e in lifted]
+    moves = [reads_time(e) for e in lifted]
     shapes = [tuple(n if a in lift_axes(e) else 1 for a, n in enumerate(lattice.shape)) for e in lifted]
-    kept: dict[tuple, list] = {}
+    kept: list = [None, []]  # the parameters, and the values that read no t (None for those that do)
 
     def lift(k, params, t):
         value = evaluate(lifted[k], dtype=lattice.dtype, coordinate=coordinate, params=params, t=t)
         return np.broadcast_to(value, shapes[k]).copy()  # writable: Numba types a read-only array apart (a compile more)
 
     def values(params, t):
-        key = tuple(sorted(params.items()))
-        if key not in kept:
-            kept.clear()
-            kept[key] = [None if m else lift(k, params, 0.0) for k, m in enumerate(moves)]
-        return [lift(k, params, t) if m else v for k, (m, v) in enumerate(zip(moves, kept[key]))]
+        if kept[0] != params:
+            kept[:] = [dict(params), [None if m else lift(k, params, 0.0) for k, m in enumerate(moves)]]
+        return [lift(k, params, t) if m else v for k, (m, v) in enumerate(zip(moves, kept[1]))]
 
     return values
 
@@ -961,7 +961,7 @@ class NumbaBackend(HostMemory):
         import numba
 
         source, literals, names, lifted = pass_source(p, lattice.ndim, lattice.dtype, constants)
-        entries = sum(isinstance(n, Access) for eq in p.equations for n in walk(eq.expr))
+        entries = sum(len(accesses(eq.expr)) for eq in p.equations)
         early = rounds_as_oracle(p) and _numpy_first(background, source, lattice.cells, entries)
         kernel: Any = load_kernel(source)
         T = lattice.dtype.type

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from ..errors import StencilforgeError
-from .nodes import Access, Binary, Call, Compare, Constant, Eq, Field, Grid, Negate, Power, Where, walk
+from .nodes import Access, Binary, Call, Compare, Constant, Eq, Field, Grid, Negate, Power, Time, Where, walk
 
 Slot = tuple[str, int]  # (field name, time level)
 
@@ -77,6 +77,10 @@ class Analysis:
 
 def accesses(expr) -> list[Access]:
     return [n for n in walk(expr) if isinstance(n, Access)]
+
+
+def reads_time(expr) -> bool:
+    return any(isinstance(n, Time) for n in walk(expr))
 
 
 def flops(expr) -> int:

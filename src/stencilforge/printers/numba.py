@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir.analysis import Pass, slot_name
-from ..ir.nodes import Access, Call, Constant, Coordinate, Expr, Time, walk
+from ..ir.analysis import Pass, accesses, reads_time, slot_name
+from ..ir.nodes import Access, Call, Constant, Coordinate, Expr, walk
 from .source import InfixPrinter
 
 HEADER = (
@@ -35,6 +35,11 @@ def _index(i: str, o: int) -> str:
     return f"{i} + {o}" if o > 0 else (f"{i} - {-o}" if o < 0 else i)
 
 
+def _inexact(node: Expr) -> bool:
+    """A call whose bits NumPy and these kernels may not share."""
+    return isinstance(node, Call) and node.fn not in EXACT_CALLS
+
+
 def lift_axes(e: Expr) -> frozenset[int]:
     """The axes whose coordinates a subexpression reads: its values vary along those, and are one along the others."""
     return frozenset(n.axis for n in walk(e) if isinstance(n, Coordinate))
@@ -49,10 +54,10 @@ def hoisted(p: Pass) -> tuple[Expr, ...]:
     found: dict[int, Expr] = {}  # by identity: a subexpression used twice is evaluated once
 
     def visit(node: Expr) -> None:
-        if not any(isinstance(n, Access) for n in walk(node)):
-            if not any(isinstance(n, Call) and n.fn not in EXACT_CALLS for n in walk(node)):
+        if not accesses(node):
+            if not any(map(_inexact, walk(node))):
                 return
-            if len(lift_axes(node)) <= 1 or not any(isinstance(n, Time) for n in walk(node)):
+            if len(lift_axes(node)) <= 1 or not reads_time(node):
                 found.setdefault(id(node), node)
                 return
         for child in node.children():
@@ -109,7 +114,7 @@ def rounds_as_oracle(p: Pass) -> bool:
     def exact(node: Expr) -> bool:
         if id(node) in lifted:
             return True
-        return not (isinstance(node, Call) and node.fn not in EXACT_CALLS) and all(exact(c) for c in node.children())
+        return not _inexact(node) and all(exact(c) for c in node.children())
 
     return all(exact(eq.expr) for eq in p.equations)
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..boundary import Dirichlet
 from ..errors import StencilforgeError
-from ..ir.analysis import slot_name
+from ..ir.analysis import reads_time, slot_name
 from ..ir.nodes import Access, Binary, Call, Compare, Constant, Coordinate, Expr, Literal, Negate, Power, Time, Where, walk
 
 UNARY = {"sqrt": "sqrt", "exp": "exp", "log": "log", "sin": "sin", "cos": "cos", "tanh": "tanh", "abs": "abs"}
@@ -137,10 +137,6 @@ def pass_kernel(p, lattice, xp=np):
     return run
 
 
-def _reads_time(expr: Expr) -> bool:
-    return any(isinstance(n, Time) for n in walk(expr))
-
-
 def _reads_space(expr: Expr) -> bool:
     return any(isinstance(n, Coordinate) for n in walk(expr))
 
@@ -161,11 +157,11 @@ def wall_values(expr: Expr, params: Mapping[str, float], xp=np):
 
         return value
 
-    if not _reads_time(expr):
+    if not reads_time(expr):
         return Dirichlet(function(expr))
     if isinstance(expr, Binary) and expr.op == "*":
         for f, g in ((expr.left, expr.right), (expr.right, expr.left)):
-            if not _reads_space(f) and not _reads_time(g):
+            if not _reads_space(f) and not reads_time(g):
                 factor = function(f, host=True)
                 start = float(factor(0.0))
                 if start != 0.0 and math.isfinite(start):
