@@ -9,6 +9,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 import stencilforge as sf
 from stencilforge.backends.cuda import CudaBackend
 from stencilforge.backends.numpy_ref import NumpyBackend
+from stencilforge.printers.numpy import pass_kernel
 
 pytestmark = pytest.mark.gpu
 if not CudaBackend.available():
@@ -230,3 +231,30 @@ def test_planes_per_thread_equal_rows_along_y(shape):
         np.testing.assert_array_equal(cp.asnumpy(arr), cp.asnumpy(b.arrays()[slot]), err_msg=slot)
     ref = sf.run(p, backend=NumpyBackend(), steps=5).fields
     close({n: cp.asnumpy(a.fields[n]) for n in ("u", "v")}, ref, "float32", 5)
+
+
+@pytest.mark.parametrize("ndim,storage", [(1, None), (2, None), (3, None), (2, "float16"), (3, "float16")])
+def test_a_pass_on_a_block_reads_the_blocks_global_coordinates(ndim, storage):
+    """A decomposed rank's block, its first point away from the grid's: x, y and z are those of the block's
+    global points, as the oracle forms them (the kernels once formed them from the block's local indices,
+    which only GPU ranks past the first showed); float16 storage takes the word-per-thread kernel."""
+    from stencilforge.distributed import BlockGrid
+
+    dtype = "float32" if storage else "float64"
+    grid = sf.Grid((40, 30, 50)[:ndim], extent=(1.0, 0.8, 1.3)[:ndim], dtype=dtype)
+    u = sf.Field("u", grid, storage=storage or dtype)
+    forcing = sum((a + 1) * c for a, c in enumerate(grid.coordinates)) + sf.sin(3 * grid.coordinates[-1])
+    p = sf.Problem([sf.Eq(u.next, u + 0.1 * sf.laplacian(u) + 0.5 * forcing)], boundary={u: sf.Periodic()}, dt=0.1)
+    (pas,) = p.analysis.passes
+    block = BlockGrid((6, 10, 12)[:ndim], grid.spacing, np.dtype(dtype), p.analysis.ghost, grid.origin,
+                      start=(17, 9, 21)[:ndim])
+    rng = np.random.default_rng(ndim)
+    stored = np.float16 if storage else np.dtype(dtype)
+    host = {"u": rng.random(block.padded_shape).astype(stored), "u_next": np.full(block.padded_shape, np.nan, stored)}
+    pass_kernel(pas, block)(host, {}, 0.25)
+    device = {k: cp.asarray(v) for k, v in host.items() if k == "u"}
+    device["u_next"] = cp.full(block.padded_shape, cp.nan, stored)
+    CUDA.equation_pass(pas, block, p.constants)(device, {}, 0.25)
+    got, want = (np.asarray(a["u_next"][block.interior], np.float64) for a in ({"u_next": cp.asnumpy(device["u_next"])}, host))
+    tolerance = 2.0**-10 if storage else 64 * UNIT[dtype]
+    assert np.isfinite(got).all() and np.allclose(got, want, rtol=tolerance, atol=tolerance * 4), float(np.abs(got - want).max())

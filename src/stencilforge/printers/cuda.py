@@ -62,7 +62,7 @@ class _Printer(InfixPrinter):
 
     def coordinate(self, node: Coordinate) -> str:
         a = node.axis
-        return f"(({self.T})(lo{a} + (double)(i{a} + {node.shift}) * h{a}))"
+        return f"(({self.T})(lo{a} + (double)(i{a} + start{a} + {node.shift}) * h{a}))"
 
     def access(self, node: Access) -> str:
         slot = slot_name((node.field.name, node.level))
@@ -93,7 +93,7 @@ class _WordPrinter(_Printer):
     def coordinate(self, node: Coordinate) -> str:
         if node.axis != self.ndim - 1:
             return super().coordinate(node)
-        return f"(({self.T})(lo{node.axis} + (double)(ix{self.cell} + {node.shift}) * h{node.axis}))"
+        return f"(({self.T})(lo{node.axis} + (double)(ix{self.cell} + start{node.axis} + {node.shift}) * h{node.axis}))"
 
     def access(self, node: Access) -> str:
         slot = slot_name((node.field.name, node.level))
@@ -203,7 +203,9 @@ def pass_source(p: Pass, ndim: int, dtype, constants: tuple[Constant, ...], name
     """(source, array argument order) of the pass's kernel `name`.
 
     Arguments: the arrays, then each constant and t in the dtype, then per
-    axis lo, h (double) and n (interior points), then the ghost width g.
+    axis lo, h (double), n (interior points) and start (the global index of
+    the first interior point: a decomposed block's start), then the ghost width g.
+    Coordinates are formed from global indices, as the oracle forms them.
     Each thread computes `rows` consecutive rows times `vector` columns a
     block's width apart (more independent loads in flight per thread);
     `wide_index` computes offsets in 64 bits (needed past 2^31 cells).
@@ -229,7 +231,8 @@ def pass_source(p: Pass, ndim: int, dtype, constants: tuple[Constant, ...], name
     written = {slot_name(s) for s in p.writes}
     args = [f"{'' if s in written else 'const '}{'unsigned short' if s in half else T}* __restrict__ a_{s}" for s in arrays]
     args += [f"const {T} p_{c.name}" for c in constants] + [f"const {T} t"]
-    args += [f"const double lo{a}, const double h{a}, const long long n{a}_" for a in range(ndim)] + ["const int g"]
+    args += [f"const double lo{a}, const double h{a}, const long long n{a}_, const long long start{a}" for a in range(ndim)]
+    args.append("const int g")
     head = [f"const {Int} n{a} = ({Int})n{a}_;" for a in range(ndim)]
     if words:
         head += [f"const {Int} words = (n{x} + 2 * g) / 2;", f"const {Int} p = ({Int})blockIdx.x * blockDim.x + threadIdx.x;",
@@ -296,7 +299,7 @@ def tabulate_source(expr: Expr, ndim: int, out_dtype, name: str = "sf_tabulate")
     constants at every cell of a box, in float64 as the oracle's `evaluate(dtype=float64)` computes it.
 
     Arguments: out, n cells, the box's extents past the first axis (e), each axis's global index of the
-    box's first cell (b), the lattice's lower corner (lo) and spacing (h), t, then the constants. The
+    box's first cell (start), the lattice's lower corner (lo) and spacing (h), t, then the constants. The
     value is rounded once to `out_dtype`; float16 (storage on a float32 grid) rounds through float32, as
     the host's casts do. Compile with --fmad=false."""
     pr = _Printer(ndim, np.float64)
@@ -306,13 +309,13 @@ def tabulate_source(expr: Expr, ndim: int, out_dtype, name: str = "sf_tabulate")
     ctype = STORED_CTYPE[out]
     store = {"float16": "sf_f2h((float)v)", "float32": "(float)v", "float64": "v"}[out]
     params = [f"{ctype}* __restrict__ out", "const long long n"]
-    params += [f"const long long e{a}" for a in range(1, ndim)] + [f"const long long b{a}" for a in range(ndim)]
+    params += [f"const long long e{a}" for a in range(1, ndim)] + [f"const long long start{a}" for a in range(ndim)]
     params += [f"const double lo{a}" for a in range(ndim)] + [f"const double h{a}" for a in range(ndim)]
     params += ["const double t"] + [f"const double p_{c}" for c in constants]
     index = ["    long long r = k;"]
     for a in range(ndim - 1, 0, -1):
-        index += [f"    const long long i{a} = r % e{a} + b{a};", f"    r /= e{a};"]
-    index.append("    const long long i0 = r + b0;")
+        index += [f"    const long long i{a} = r % e{a};", f"    r /= e{a};"]
+    index.append("    const long long i0 = r;")
     lines = [HALF if out == "float16" else "", f'extern "C" __global__ void {name}({", ".join(params)})', "{",
              "  for (long long k = (long long)blockIdx.x * blockDim.x + threadIdx.x; k < n; k += (long long)gridDim.x * blockDim.x) {",
              *index, f"    const double v = {value};", f"    out[k] = {store};", "  }", "}"]

@@ -56,9 +56,9 @@ def pair_source(p: Pass, dtype, constants: tuple[Constant, ...], walls: tuple[st
     `walls`: the written fields' walls per axis ("Periodic" or "Neumann"), or None for Dirichlet
     walls, whose values at t + dt the output's ghost cells must hold. `reach`: the largest offset
     at which the pass reads a field it writes.
-    Arguments: the arrays, each constant, t and t + dt in the dtype, per axis lo, h (double) and
-    n (interior points), then the ghost width g. `images`: as in `cuda.pass_source`, for the
-    result. Launch with `launch_grid`.
+    Arguments: the arrays, each constant, t and t + dt in the dtype, per axis lo, h (double),
+    n (interior points) and start (the global index of the first one), then the ghost width g.
+    `images`: as in `cuda.pass_source`, for the result. Launch with `launch_grid`.
     """
     T = _ctype(dtype)
     oy, ox = tile
@@ -81,7 +81,7 @@ def pair_source(p: Pass, dtype, constants: tuple[Constant, ...], walls: tuple[st
     arrays = tuple(dict.fromkeys(outputs + list(first.arrays) + list(second.arrays)))
     args = [f"{T}* __restrict__ a_{s}" if s in outputs else f"const {T}* __restrict__ a_{s}" for s in arrays]
     args += [f"const {T} p_{c.name}" for c in constants] + [f"const {T} t", f"const {T} t2"]
-    args += [f"const double lo{a}, const double h{a}, const int n{a}" for a in range(2)] + ["const int g"]
+    args += [f"const double lo{a}, const double h{a}, const int n{a}, const int start{a}" for a in range(2)] + ["const int g"]
 
     if walls is None:  # Dirichlet: the output's ghost cell holds the wall value at t + dt
         ghost = [f"m_{f}[k] = a_{slot_name((f, 1))}[(j0 + g) * s0 + (j1 + g)];" for f in written]

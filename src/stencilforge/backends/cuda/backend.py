@@ -148,11 +148,13 @@ class _Unclocked:
 
 def _generated_runner(function, blocks, threads, names, constants, lattice: Grid, extent) -> Callable:
     """run(arrays, params, *times) for a generated kernel taking the arrays `names`, each constant and the
-    times in the field dtype, per axis lo and h (double) and the extent (of type `extent`), then g."""
+    times in the field dtype, per axis lo and h (double), the extent and the global index of the first interior
+    point (both of type `extent`), then g."""
     T = lattice.dtype.type
     tail = []
     for a in range(lattice.ndim):
-        tail += [np.float64(lattice.lower[a]), np.float64(lattice.spacing[a]), extent(lattice.shape[a])]
+        tail += [np.float64(lattice.lower[a]), np.float64(lattice.spacing[a]), extent(lattice.shape[a]),
+                 extent(lattice.first_index(a))]
     tail.append(np.int32(lattice.ghost))
 
     def run(arrays, params, *times):
