@@ -113,6 +113,59 @@ def test_signals_finish_the_step_and_write_the_final_state(tmp_path, sig, status
     assert checkpoint.read(tmp_path / "run.ckpt.h5").step == step
 
 
+HEAT_FILE = """
+import stencilforge as sf
+
+
+def build(shape=None, dtype="float64"):
+    grid = sf.Grid(shape or (48, 40), extent=1.0, dtype=dtype)
+    u, dt = sf.Field("u", grid), 0.2 * min(grid.spacing) ** 2
+    return sf.Problem([sf.Eq(u.next, u + dt * (sf.laplacian(u) + u * u))], initial={u: sf.sin(3 * grid.x) * grid.y},
+                      boundary={u: sf.Dirichlet(0.0)}, dt=dt, name="heat_file")
+"""
+
+
+@pytest.mark.parametrize("sig,status", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_signals_stop_a_problem_file_after_writing_the_final_state(tmp_path, sig, status):
+    """A problem of the user's own (not the one-linear-equation kind) on the CLI: the same final state and line."""
+    (tmp_path / "heat_file.py").write_text(HEAT_FILE)
+    proc = start(tmp_path, "run", "heat_file.py", "--backend", "numpy", "--steps", "100000000",
+                 "--snapshot-every", "50", "--out", "run.h5", "--checkpoint-every", "1000000")
+    wait_for_progress(tmp_path / "run.h5", proc, 0)
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == status, err
+    lines = err.strip().splitlines()
+    assert lines[-1].startswith(f"stopped by {sig.name} at step "), err
+    step = int(lines[-1].split("at step ")[1].split(";")[0])
+    assert f"checkpoint at step {step} in run.ckpt.h5" in lines[-1]
+    steps = plain_steps(tmp_path / "run.h5")
+    assert step > 0 and steps[-1] == step and steps[:-1] == list(range(50, step, 50))
+    assert checkpoint.read(tmp_path / "run.ckpt.h5").step == step
+
+
+@pytest.mark.parametrize("sig,status", [(signal.SIGTERM, -signal.SIGTERM), (signal.SIGINT, -signal.SIGINT)])
+def test_signals_stop_sf_run_in_a_script_after_writing_the_final_state(tmp_path, sig, status):
+    """`sf.run` from a script: the final state is written and logged, then the signal acts as it would have
+    (SIGTERM ends the process, SIGINT raises KeyboardInterrupt, which Python ends with SIGINT)."""
+    (tmp_path / "heat_file.py").write_text(HEAT_FILE)
+    script = ("import sys; sys.path.insert(0, '.'); import heat_file, stencilforge as sf\n"
+              "sf.run(heat_file.build(), backend='numpy', steps=100000000, out='run.h5', snapshot_every=50,"
+              " checkpoint='run.ckpt.h5', checkpoint_every=1000000)\n")
+    env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    proc = subprocess.Popen([sys.executable, "-c", script], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    wait_for_progress(tmp_path / "run.h5", proc, 0)
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == status, err
+    assert ("KeyboardInterrupt" in err) == (sig == signal.SIGINT), err
+    (line,) = [x for x in err.splitlines() if x.startswith("stopped by")]
+    step = int(line.split("at step ")[1].split(";")[0])
+    assert plain_steps(tmp_path / "run.h5")[-1] == step
+    assert checkpoint.read(tmp_path / "run.ckpt.h5").step == step
+
+
 def test_a_step_entry_cut_off_by_a_crash_is_not_counted(tmp_path, monkeypatch):
     from typer.testing import CliRunner
 

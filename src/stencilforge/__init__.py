@@ -11,6 +11,7 @@ from .problem import Problem, Source
 from .runner import Result, run
 from .simulation import Simulation
 from .stencil import Stencil
+from .timeloop import StopRequest
 
 if TYPE_CHECKING:  # imported on first use, by __getattr__ below
     from .solvers import PoissonResult, poisson
@@ -19,9 +20,9 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Constant", "Dirichlet", "Eq", "Field", "Grid", "Neumann", "Periodic", "PoissonResult", "Problem", "Result",
-    "Simulation", "Source", "Stencil", "StencilforgeError", "absolute", "apply", "cos", "d", "derivatives", "div_grad", "exp",
-    "laplacian", "laplacian9", "log", "maximum", "minimum", "poisson", "run", "sin", "solve", "sqrt", "stencil",
-    "tanh", "upwind", "where", "__version__",
+    "Simulation", "Source", "Stencil", "StencilforgeError", "StopRequest", "absolute", "apply", "cos", "d", "derivatives",
+    "div_grad", "exp", "laplacian", "laplacian9", "log", "maximum", "minimum", "poisson", "run", "sin", "solve", "sqrt",
+    "stencil", "tanh", "upwind", "where", "__version__",
 ]
 
 

@@ -13,11 +13,8 @@ import logging
 import os
 import platform
 import re
-import signal
 import sys
-import threading
 import time
-from contextlib import contextmanager
 from typing import Callable, Optional
 
 import typer
@@ -32,7 +29,7 @@ from .distributed import bind_device, fail_together, launched, world, world_rank
 from .errors import StencilforgeError
 from .optional import require
 from .resources import check_host_memory, node_peers, thread_count, use_numba_threads
-from .timeloop import LoopOptions, StopRequest
+from .timeloop import LoopOptions, stop_on_signals, stopped_line, where_saved
 
 NOT_CONVERGED = 3
 
@@ -234,17 +231,26 @@ def run_problem_file(path: str, shape, steps, tol, dtype, backend: str, settings
     problem = module.build(shape=shape, dtype=dtype or "float64")
     bar = LazyProgress(problem.name) if not as_json and sys.stderr.isatty() and world_rank() == 0 else None
     try:
-        result = run_problem(problem, steps=steps, tol=tol, backend=backend, params=settings, check_every=check_every,
-                             progress=bar, comm=comm, procs=procs, fuse_steps=fuse_steps, **files)
+        with stop_on_signals() as stop:
+            result = run_problem(problem, steps=steps, tol=tol, backend=backend, params=settings, check_every=check_every,
+                                 progress=bar, comm=comm, procs=procs, fuse_steps=fuse_steps, stop=stop, **files)
     finally:
         if bar is not None:
             bar.close()
-    if comm is not None and comm.rank != 0:
-        return
     s = result.summary
-    if as_json:
-        print(json.dumps(s))
-        return
+    status, line = _ending(s)
+    if comm is None or comm.rank == 0:
+        if as_json:
+            print(json.dumps(s))
+        else:
+            _problem_table(s, path)
+        if line is not None:
+            err.print(line, markup=False, highlight=False, soft_wrap=True)
+    if status:
+        raise typer.Exit(status)
+
+
+def _problem_table(s: dict, path: str) -> None:
     table = Table(title=f"{s['problem']} ({path})", show_header=False)
     dims = "x".join(map(str, s["shape"]))
     paired = f", {s['fused_steps']} steps {s['steps_per_pass']} per pass" if s.get("fused_steps") else ""
@@ -349,51 +355,16 @@ def _options(
     configure_logging(verbose)
 
 
-@contextmanager
-def stop_on_signals():
-    """SIGINT and SIGTERM ask the loop to stop after the current step; a second one acts as usual."""
-    request = StopRequest()
-    if threading.current_thread() is not threading.main_thread():
-        yield request
-        return
-    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
-
-    def handler(signum, frame):
-        request.set(signum)
-        for sig, action in previous.items():
-            signal.signal(sig, action)
-
-    for sig in previous:
-        signal.signal(sig, handler)
-    try:
-        yield request
-    finally:
-        for sig, action in previous.items():
-            signal.signal(sig, action)
-
-
-def _saved(summary: dict) -> str:
-    """Where the final state went, for the last line of a stopped or unconverged run."""
-    files = summary.get("outputs", {})
-    parts = []
-    if "snapshots" in files:
-        parts.append(f"{files['snapshots']['count']} snapshot(s) in {files['snapshots']['path']}")
-    if "checkpoint" in files:
-        parts.append(f"checkpoint at step {files['checkpoint']['step']} in {files['checkpoint']['path']}")
-    return "; ".join(parts) if parts else "no outputs were asked for"
-
-
 def _ending(summary: dict) -> tuple[int, str | None]:
     """(exit status, last line) of a run that did not simply finish its steps or converge."""
     step = summary["step"]
     if summary.get("stop") == "signal":
-        name = signal.Signals(summary["signal"]).name
-        return 128 + summary["signal"], f"stopped by {name} at step {step}; {_saved(summary)}"
+        return 128 + summary["signal"], stopped_line(summary)
     if summary.get("tol") is not None and not summary.get("converged"):
         why = ("the residual stopped falling (no new minimum in the last checks)" if summary["stop"] == "stalled"
                else f"the iteration limit of {summary['iterations']} was reached")
         return NOT_CONVERGED, (f"not converged: residual {summary['residual']:.3e} above tol {summary['tol']:g} at iteration "
-                               f"{step}: {why}; {_saved(summary)}")
+                               f"{step}: {why}; {where_saved(summary)}")
     return 0, None
 
 

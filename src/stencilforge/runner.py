@@ -8,8 +8,11 @@ kernels (`Simulation`). Both report the same summary keys.
 
 from __future__ import annotations
 
+import logging
 import math
+import signal
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
 
@@ -22,7 +25,9 @@ from .interop import backend_for
 from .problem import Problem
 from .problems.base import lowered, lowers
 from .simulation import PassStepper, Simulation
-from .timeloop import LoopOptions, never_fuses, run as run_loop, run_stepper
+from .timeloop import LoopOptions, StopRequest, never_fuses, run as run_loop, run_stepper, stop_on_signals, stopped_line
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -51,6 +56,7 @@ def run(
     comm=None,
     procs: Sequence[int] | None = None,
     fuse_steps: bool = True,
+    stop: StopRequest | None = None,
 ) -> Result:
     """Run `steps` steps (default: the problem's), or until the residual is below `tol`.
 
@@ -67,6 +73,10 @@ def run(
     surface); the fields come back whole on rank 0 and as None elsewhere, the summary on every rank.
     `fuse_steps=False` keeps one step per pass where the backend would take several (the fields are the
     same bits either way).
+    SIGINT and SIGTERM (from the main thread) finish the current step and write the final snapshot and
+    checkpoint; then the run logs where they went and the signal takes its usual course (KeyboardInterrupt,
+    or the process ends with status 143). A caller passing its own `stop` request handles signals itself
+    and gets the result back, its summary saying `stop: "signal"`.
     """
     engine = get_backend(backend_for(backend, problem.initial.values(), host="auto")) if isinstance(backend, str) else backend
     if steps is not None and (isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 0):
@@ -93,11 +103,18 @@ def run(
         outputs = Outputs(snapshot_every=snapshot_every, out=out, checkpoint_every=checkpoint_every, checkpoint=checkpoint,
                           resume=resume, overwrite=overwrite, api=True,
                           command_line=f"stencilforge.run({problem.name})").prepare(problem.name)
-    loop = dict(check_every=check_every, progress=progress, fuse_steps=fuse_steps)
-    if sweep:
-        return _run_lowered(problem, engine, total, tol, params, loop, outputs, comm, procs)
-    return _run_generated(problem, engine, problem.default_steps if total is None else total, tol, params, loop,
-                          outputs, comm, procs)
+    with nullcontext(stop) if stop is not None else stop_on_signals() as request:
+        loop = dict(check_every=check_every, progress=progress, fuse_steps=fuse_steps, stop=request)
+        if sweep:
+            result = _run_lowered(problem, engine, total, tol, params, loop, outputs, comm, procs)
+        else:
+            result = _run_generated(problem, engine, problem.default_steps if total is None else total, tol, params, loop,
+                                    outputs, comm, procs)
+    if stop is None and result.summary.get("stop") == "signal":
+        if comm is None or comm.rank == 0:
+            logger.warning(stopped_line(result.summary))
+        signal.raise_signal(result.summary["signal"])
+    return result
 
 
 def _run_lowered(problem, engine, steps, tol, params, loop: dict, outputs, comm, procs) -> Result:

@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import logging
 import math
+import signal
+import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from typing import Callable, Mapping, Protocol
+from typing import Callable, Iterator, Mapping, Protocol
 
 import numpy as np
 
@@ -66,6 +69,46 @@ class StopRequest:
 
     def is_set(self) -> bool:
         return self.signum is not None
+
+
+@contextmanager
+def stop_on_signals() -> Iterator[StopRequest]:
+    """SIGINT and SIGTERM ask the loop to stop after the current step; a second one acts as usual.
+    Off the main thread, where Python delivers no signals, the request is never set."""
+    request = StopRequest()
+    if threading.current_thread() is not threading.main_thread():
+        yield request
+        return
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+
+    def handler(signum, frame):
+        request.set(signum)
+        for sig, action in previous.items():
+            signal.signal(sig, action)
+
+    for sig in previous:
+        signal.signal(sig, handler)
+    try:
+        yield request
+    finally:
+        for sig, action in previous.items():
+            signal.signal(sig, action)
+
+
+def where_saved(summary: Mapping) -> str:
+    """Where a run's final state went, for the line that says why it ended early."""
+    files = summary.get("outputs", {})
+    parts = []
+    if "snapshots" in files:
+        parts.append(f"{files['snapshots']['count']} snapshot(s) in {files['snapshots']['path']}")
+    if "checkpoint" in files:
+        parts.append(f"checkpoint at step {files['checkpoint']['step']} in {files['checkpoint']['path']}")
+    return "; ".join(parts) if parts else "no outputs were asked for"
+
+
+def stopped_line(summary: Mapping) -> str:
+    """The one line a run stopped by a signal ends with."""
+    return f"stopped by {signal.Signals(summary['signal']).name} at step {summary['step']}; {where_saved(summary)}"
 
 
 @dataclass(frozen=True)
