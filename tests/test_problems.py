@@ -33,7 +33,7 @@ def test_exact_solution(name, shape, steps, bound, backend):
 
 @pytest.mark.parametrize("backend", ["numpy", "numba"])
 def test_poisson_converges_to_tolerance(backend):
-    result = solve("poisson2d", shape=(24, 20), tol=1e-8, backend=backend, check_every=10)
+    result = solve("poisson2d", shape=(24, 20), tol=1e-8, backend=backend, check_every=10, method="jacobi")
     s = result.summary
     assert s["converged"] and s["residual"] < 1e-8
     assert 0 < s["iterations"] < 200_000
@@ -41,7 +41,7 @@ def test_poisson_converges_to_tolerance(backend):
 
 
 def test_poisson_fixed_iterations_reports_residual():
-    s = solve("poisson2d", shape=(16, 16), steps=10, backend="numpy").summary
+    s = solve("poisson2d", shape=(16, 16), steps=10, backend="numpy", method="jacobi").summary
     assert s["iterations"] == 10 and s["converged"] is False and s["residual"] > 1e-3
 
 
@@ -276,8 +276,10 @@ def test_bad_problem_input(kwargs, match):
 @pytest.mark.parametrize(
     "name,kwargs,match",
     [
-        ("poisson2d", dict(steps=-1), "non-negative"),
-        ("poisson2d", dict(tol=0.0), "positive"),
+        ("poisson2d", dict(steps=-1, method="jacobi"), "non-negative"),
+        ("poisson2d", dict(tol=0.0, method="jacobi"), "positive"),
+        ("poisson2d", dict(steps=-1), "max_cycles must be a positive integer"),
+        ("poisson2d", dict(method="sor"), "method must be multigrid or jacobi"),
         ("heat2d", dict(tol=1e-3), "poisson2d only"),
     ],
 )
@@ -289,3 +291,23 @@ def test_bad_loop_options(name, kwargs, match):
 def test_unknown_or_missing_backend():
     with pytest.raises(StencilforgeError, match="unknown backend"):
         get_backend("fortran")
+
+
+def test_solve_returns_the_result_and_summary_keys_of_sf_run():
+    """One Result class and one summary schema: a named problem through `sf.solve`, the same equation written by hand
+    through `sf.run`, and a Poisson problem, solved by multigrid as `stencilforge run poisson2d` solves it."""
+    import stencilforge as sf
+    from stencilforge.problems.heat import problem as heat_problem
+
+    named = sf.solve("heat2d", shape=(20, 24), steps=5, backend="numpy")
+    own = sf.run(heat_problem(2, (20, 24)), steps=5, backend="numpy", generated=True)
+    poisson = sf.solve("poisson2d", shape=(31, 31), tol=1e-8, backend="numpy")
+    common = {"problem", "backend", "shape", "dtype", "steps", "step", "wall_s", "gcells_per_s", "teff_gbps", "params",
+              "errors"}
+    for result in (named, own, poisson):
+        assert type(result) is sf.Result and common <= set(result.summary), set(common) - set(result.summary)
+    assert set(named.summary["errors"]) == set(own.summary["errors"]) == {"u"}
+    assert named.summary["errors"]["u"] == pytest.approx(own.summary["errors"]["u"], rel=1e-3)
+    assert poisson.summary["converged"] and "cycles" in poisson.summary and poisson.summary["errors"]["u"] < 1e-2
+    with pytest.raises(StencilforgeError, match="method applies to poisson2d, poisson3d, not heat2d"):
+        sf.solve("heat2d", method="jacobi")

@@ -26,10 +26,21 @@ def solve(
     backend: str = "auto",
     progress=None,
     check_every: int = 100,
+    method: str | None = None,
     **params,
 ) -> Result:
-    """Run a named problem to completion and return its final fields and summary."""
+    """Run a named problem to completion and return its final fields and summary, as `stencilforge run` does:
+    poisson2d and poisson3d by multigrid (`steps` caps its cycles) unless `method="jacobi"`."""
+    if method not in (None, "multigrid", "jacobi"):
+        raise StencilforgeError(f"method must be multigrid or jacobi, got {method!r}")
+    if method is not None and problem not in problems.POISSON:
+        raise StencilforgeError(f"method applies to {', '.join(problems.POISSON)}, not {problem}")
     setup = problems.build(problem, shape=shape, dtype=dtype, **params)
+    if problem in problems.POISSON and method != "jacobi":
+        from .solvers import solve_setup
+
+        solved = solve_setup(setup, backend=backend, tol=tol, max_cycles=steps)
+        return Result({"u": solved.u}, solved.summary)
     engine = get_backend(backend)
     return run(setup, engine, LoopOptions(steps=steps, tol=tol, check_every=check_every, progress=progress))
 

@@ -13,7 +13,6 @@ import math
 import signal
 import time
 from contextlib import nullcontext
-from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
 
 import numpy as np
@@ -25,17 +24,9 @@ from .interop import backend_for
 from .problem import Problem
 from .problems.base import lowered, lowers
 from .simulation import PassStepper, Simulation
-from .timeloop import LoopOptions, StopRequest, never_fuses, run as run_loop, run_stepper, stop_on_signals, stopped_line
+from .timeloop import LoopOptions, Result, StopRequest, never_fuses, run as run_loop, run_stepper, stop_on_signals, stopped_line
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass
-class Result:
-    """Final fields by name (interior, in the backend's array type) and a summary of the run."""
-
-    fields: dict
-    summary: dict = field(default_factory=dict)
 
 
 def run(
@@ -139,10 +130,6 @@ def _run_lowered(problem, engine, steps, tol, params, loop: dict, outputs, comm,
         fields = {name: gather(comm, decomp, engine.to_host(result.fields[name])) for name in names}
     s = result.summary
     s.update(setup_s=setup_s, passes_per_step=1, lowered=True, params=problem.values(params))
-    errors = s.get("error", {})
-    s["errors"] = {name: e["max_abs"] for name, e in errors.get("fields", {}).items()} or (
-        {setup.solution: errors["max_abs"]} if errors else {}
-    )
     return Result(fields, s)
 
 

@@ -130,7 +130,16 @@ class LoopOptions:
 
 @dataclass
 class Result:
-    """Final fields (interior views, in the backend's array type) and a summary dict."""
+    """What every run returns (`sf.run`, `sf.solve`, the CLI): the final fields by name (interior views, in
+    the backend's array type; under MPI whole on rank 0 and None elsewhere) and a summary dict.
+
+    Every summary has `problem`, `backend`, `shape`, `dtype`, `steps` (taken by this run), `step` and `t`
+    (where it ended), `wall_s`, `gcells_per_s`, `teff_gbps`, `params`, `stop` (why it ended: "steps",
+    "converged", "stalled" or "signal", with `signal` its number) and `errors` (field -> largest absolute
+    error against the exact solution; empty without one). A run with a residual adds `residual`,
+    `converged`, `iterations` and `tol`; one that wrote files, `outputs`; a decomposed one, `procs` and
+    `ranks`. A multigrid solve counts its cycles as steps (`cycles`) and has no `t`.
+    """
 
     fields: dict
     summary: dict = field(default_factory=dict)
@@ -459,11 +468,19 @@ class SweepStepper:
         if self.fused is not None:
             out["fused_steps"] = self.fused_steps
             out["steps_per_pass"] = self.per_pass
-        if setup.exact is not None:
-            out["error"] = self._error(n, setup.exact)
+        per_field = self._errors(n, setup.exact) if setup.exact is not None else {}
+        out["errors"] = {name: e["max_abs"] for name, e in per_field.items()}
+        if per_field:
+            out["error"] = {
+                "max_abs": max(e["max_abs"] for e in per_field.values()),
+                "rel_l2": max(e["rel_l2"] for e in per_field.values()),
+            }
+            if len(per_field) > 1:
+                out["error"]["fields"] = per_field
         return out
 
-    def _error(self, n: int, exact_at: Callable[[float], dict]) -> dict:
+    def _errors(self, n: int, exact_at: Callable[[float], dict]) -> dict:
+        """Each field's error norms against the exact solution at step n."""
         backend, domain = self.backend, self.domain
         final = self.fields()
         exact = exact_at(self.time_at(n))
@@ -472,13 +489,7 @@ class SweepStepper:
         else:  # reduced where the exact solution was evaluated: on the device for problems built there
             per_field = {name: error_norms(backend.to_host(final[name]), ref) if isinstance(ref, np.ndarray)
                          else error_norms(final[name], ref, backend.xp) for name, ref in exact.items()}
-        error = {
-            "max_abs": max(e["max_abs"] for e in per_field.values()),
-            "rel_l2": max(e["rel_l2"] for e in per_field.values()),
-        }
-        if len(per_field) > 1:
-            error["fields"] = per_field
-        return error
+        return per_field
 
 
 class Monitor:

@@ -402,9 +402,13 @@ def solve_setup(setup, backend: str = "auto", tol: float | None = None, max_cycl
         "problem": setup.name,
         **s,
         "steps": s["cycles"],
+        "step": s["cycles"],
         "iterations": s["cycles"],
+        "params": dict(setup.params),
         "gcells_per_s": cells / s["cycle_s"] / 1e9 if s["cycle_s"] else None,
     }
+    summary["errors"] = {}
     if setup.exact is not None:
         summary["error"] = error_norms(get_backend(backend).to_host(result.u), setup.exact(0.0)["u"])
+        summary["errors"] = {"u": summary["error"]["max_abs"]}
     return PoissonResult(result.u, summary)
