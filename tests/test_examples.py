@@ -97,3 +97,24 @@ def test_hoisted_terms_reach_the_kernel_in_the_arrays_it_was_compiled_for():
     sim.step(2)
     kernel = load_kernel(pass_source(p, 2, sim.lattice.dtype, problem.constants)[0])
     assert len(kernel.signatures) == 1, kernel.signatures
+
+
+def test_threads_are_honoured_and_reported_for_a_problem_file():
+    """--threads reaches a problem file's numba run and its summary (it was ignored, and reported as null);
+    Numba's own count comes back after the run; another backend refuses it."""
+    import json
+
+    import numba
+    from typer.testing import CliRunner
+
+    from stencilforge.cli import app
+
+    before = numba.get_num_threads()
+    path = str(EXAMPLES[NAMES.index("heat9")])
+    args = ["run", path, "--backend", "numba", "--shape", "16,16", "--steps", "3", "--json"]
+    result = CliRunner().invoke(app, [*args, "--threads", "1"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["threads"] == 1 and numba.get_num_threads() == before
+    assert sf.run(example("heat9").build((16, 16)), steps=3, backend="numba", threads=1).summary["threads"] == 1
+    refused = CliRunner().invoke(app, ["run", path, "--backend", "numpy", "--steps", "3", "--threads", "1"])
+    assert refused.exit_code == 2 and "threads apply to the numba backend, not numpy" in refused.output

@@ -219,7 +219,7 @@ def _output_cell(file: str | dict) -> str:
 
 
 def run_problem_file(path: str, shape, steps, tol, dtype, backend: str, settings: dict, check_every: int, as_json: bool,
-                     files: dict, procs=None, fuse_steps: bool = True) -> None:
+                     files: dict, procs=None, fuse_steps: bool = True, threads: int | None = None) -> None:
     """Run a problem file's build(); its constants are the parameters --set may change; `files` are
     sf.run's output options (snapshots, checkpoints, overwrite). Under mpiexec (or with --procs) it
     runs decomposed and rank 0 alone prints. With --resume, --steps counts the steps after the checkpoint's."""
@@ -233,7 +233,8 @@ def run_problem_file(path: str, shape, steps, tol, dtype, backend: str, settings
     try:
         with stop_on_signals() as stop:
             result = run_problem(problem, steps=steps, tol=tol, backend=backend, params=settings, check_every=check_every,
-                                 progress=bar, comm=comm, procs=procs, fuse_steps=fuse_steps, stop=stop, **files)
+                                 progress=bar, comm=comm, procs=procs, fuse_steps=fuse_steps, stop=stop, threads=threads,
+                                 **files)
     finally:
         if bar is not None:
             bar.close()
@@ -254,7 +255,8 @@ def _problem_table(s: dict, path: str) -> None:
     table = Table(title=f"{s['problem']} ({path})", show_header=False)
     dims = "x".join(map(str, s["shape"]))
     paired = f", {s['fused_steps']} steps {s['steps_per_pass']} per pass" if s.get("fused_steps") else ""
-    table.add_row("backend", f"{s['backend']}, {s['dtype']}, shape {dims}, {s['passes_per_step']} pass(es) per step{paired}")
+    threads = f", {s['threads']} thread{'s' if s['threads'] > 1 else ''}" if s.get("threads") else ""
+    table.add_row("backend", f"{s['backend']}{threads}, {s['dtype']}, shape {dims}, {s['passes_per_step']} pass(es) per step{paired}")
     table.add_row("parameters", ", ".join(f"{k}={v:g}" for k, v in s["params"].items()) or "none")
     if "procs" in s:
         table.add_row("mpi", f"{s['ranks']} ranks as {'x'.join(map(str, s['procs']))}")
@@ -443,7 +445,7 @@ def run(
         files = dict(out=out_file, snapshot_every=snapshot_every, checkpoint=checkpoint, checkpoint_every=checkpoint_every,
                      resume=resume, overwrite=overwrite)
         run_problem_file(problem, parse_ints(shape, "--shape"), steps, tol, dtype, backend, parse_settings(settings), check_every,
-                         as_json, files, parse_ints(procs, "--procs"), fuse_steps)
+                         as_json, files, parse_ints(procs, "--procs"), fuse_steps, threads)
         return
     if settings:
         raise StencilforgeError("--set applies to problem files (NAME.py); the named problems take their own options")

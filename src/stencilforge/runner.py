@@ -12,8 +12,8 @@ import logging
 import math
 import signal
 import time
-from contextlib import nullcontext
-from typing import Callable, Mapping, Sequence
+from contextlib import contextmanager, nullcontext
+from typing import Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -23,6 +23,7 @@ from .errors import StencilforgeError
 from .interop import backend_for
 from .problem import Problem
 from .problems.base import lowered, lowers
+from .resources import node_peers, thread_count, use_numba_threads
 from .simulation import PassStepper, Simulation
 from .timeloop import LoopOptions, Result, StopRequest, never_fuses, run as run_loop, run_stepper, stop_on_signals, stopped_line
 
@@ -48,6 +49,7 @@ def run(
     procs: Sequence[int] | None = None,
     fuse_steps: bool = True,
     stop: StopRequest | None = None,
+    threads: int | None = None,
 ) -> Result:
     """Run `steps` steps (default: the problem's), or until the residual is below `tol`.
 
@@ -62,6 +64,8 @@ def run(
     With `comm` (an MPI communicator; MPI.COMM_WORLD where only `procs` is given) every rank of it
     calls `run` and steps its block, over the process grid `procs` (default: the least halo
     surface); the fields come back whole on rank 0 and as None elsewhere, the summary on every rank.
+    `threads` (numba): threads for this run (default: $NUMBA_NUM_THREADS, else this process's share of the cores it
+    may run on), reported in the summary and given back afterwards.
     `fuse_steps=False` keeps one step per pass where the backend would take several (the fields are the
     same bits either way).
     SIGINT and SIGTERM (from the main thread) finish the current step and write the final snapshot and
@@ -94,18 +98,36 @@ def run(
         outputs = Outputs(snapshot_every=snapshot_every, out=out, checkpoint_every=checkpoint_every, checkpoint=checkpoint,
                           resume=resume, overwrite=overwrite, api=True,
                           command_line=f"stencilforge.run({problem.name})").prepare(problem.name)
-    with nullcontext(stop) if stop is not None else stop_on_signals() as request:
+    with nullcontext(stop) if stop is not None else stop_on_signals() as request, _numba_threads(engine, threads, comm) as count:
         loop = dict(check_every=check_every, progress=progress, fuse_steps=fuse_steps, stop=request)
         if sweep:
             result = _run_lowered(problem, engine, total, tol, params, loop, outputs, comm, procs)
         else:
             result = _run_generated(problem, engine, problem.default_steps if total is None else total, tol, params, loop,
                                     outputs, comm, procs)
+    result.summary["threads"] = count
     if stop is None and result.summary.get("stop") == "signal":
         if comm is None or comm.rank == 0:
             logger.warning(stopped_line(result.summary))
         signal.raise_signal(result.summary["signal"])
     return result
+
+
+@contextmanager
+def _numba_threads(engine, threads: int | None, comm) -> Iterator[int | None]:
+    """The numba backend's thread count for the run (None for other backends), Numba's own restored after it."""
+    if engine.name != "numba":
+        if threads is not None:
+            raise StencilforgeError(f"threads apply to the numba backend, not {engine.name}")
+        yield None
+        return
+    import numba
+
+    before = numba.get_num_threads()
+    try:
+        yield use_numba_threads(thread_count(threads, node_peers(comm) if comm is not None else None))
+    finally:
+        numba.set_num_threads(before)
 
 
 def _run_lowered(problem, engine, steps, tol, params, loop: dict, outputs, comm, procs) -> Result:
