@@ -258,3 +258,13 @@ def test_a_pass_on_a_block_reads_the_blocks_global_coordinates(ndim, storage):
     got, want = (np.asarray(a["u_next"][block.interior], np.float64) for a in ({"u_next": cp.asnumpy(device["u_next"])}, host))
     tolerance = 2.0**-10 if storage else 64 * UNIT[dtype]
     assert np.isfinite(got).all() and np.allclose(got, want, rtol=tolerance, atol=tolerance * 4), float(np.abs(got - want).max())
+
+
+def test_a_1d_linear_equation_runs_on_cuda_as_generated_passes():
+    """One linear equation in 1D lowers to a sweep, which the CUDA schedules do not take (2D and 3D): `sf.run`
+    steps it as a generated pass instead of refusing it."""
+    p, _ = heat((101,), dtype="float64")
+    got = sf.run(p, backend="cuda", steps=10)
+    ref = sf.run(p, backend=NumpyBackend(), steps=10)
+    assert got.summary["lowered"] is False and ref.summary["lowered"] is True
+    close({k: cp.asnumpy(v) for k, v in got.fields.items()}, ref.fields, "float64", 10)

@@ -609,15 +609,27 @@ def info() -> None:
 @app.command("show-kernel")
 @friendly
 def show_kernel(
-    problem: str = typer.Argument(..., help=f"one of: {', '.join(problems.NAMES)}"),
+    problem: str = typer.Argument(..., help=f"one of: {', '.join(problems.NAMES)}, or a problem file NAME.py"),
     strategy: str = typer.Option("auto", help=f"{', '.join(STRATEGIES)} or auto"),
     shape: Optional[str] = typer.Option(None, "--shape", help="interior points per axis"),
     dtype: Optional[str] = typer.Option(None),
     radius: Optional[int] = typer.Option(None, help="wave3d: stencil radius"),
+    backend: str = typer.Option("cuda", help="problem files: cuda or numba"),
 ) -> None:
-    """Print the generated CUDA source for a problem (no GPU needed)."""
+    """Print the generated source a run compiles (no GPU needed): CUDA C, or for a problem file also numba's."""
+    if problem.endswith(".py"):
+        from .convergence import load_problem_file
+        from .sources import problem_source
+
+        if radius is not None:
+            raise StencilforgeError("--radius applies to wave3d; a problem file sets its own stencils")
+        built = load_problem_file(problem).build(shape=parse_ints(shape, "--shape"), dtype=dtype or "float64")
+        print(problem_source(built, backend, strategy))
+        return
     from .backends.cuda import kernel_source
 
+    if backend != "cuda":
+        raise StencilforgeError("--backend applies to problem files; the named problems show their CUDA source")
     setup = problems.build(problem, shape=parse_ints(shape, "--shape"), dtype=dtype, radius=radius)
     print(kernel_source(setup, strategy))
 

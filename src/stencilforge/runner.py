@@ -86,7 +86,8 @@ def run(
 
         comm = world()
     periodic = any(isinstance(c, Periodic) for conds in problem.boundary.values() for c in conds)
-    sweep = not generated and lowers(problem) and not (comm is not None and periodic)
+    sweep = (not generated and lowers(problem) and not (comm is not None and periodic)
+             and problem.grid.ndim in engine.sweep_ndims)
     writes = (out is not None or snapshot_every is not None or checkpoint is not None or checkpoint_every is not None
               or resume is not None)
     if comm is not None and writes:

@@ -59,6 +59,7 @@ class Backend(Protocol):
     `writes_ghost_images`: whether `equation_pass` takes `images` (it saves a launch per step on a GPU;
     on a CPU the gather costs little beside the pass).
     `half_storage`: whether its generated passes take fields stored in float16.
+    `sweep_ndims`: the dimensions its `sweep` kernels take; a problem of another one steps as generated passes.
     """
 
     name: str
@@ -67,6 +68,7 @@ class Backend(Protocol):
     device: bool
     writes_ghost_images: bool
     half_storage: bool
+    sweep_ndims: tuple[int, ...]
 
     def wall_scaler(self) -> Scale | None:
         """The writer of walls value(x) f(t) into host ghost boxes (out = values * factor), asked for when such
@@ -145,6 +147,7 @@ class HostMemory:
 
     device = False
     writes_ghost_images = False
+    sweep_ndims = (1, 2, 3)
 
     def check_fits(self, nbytes: int) -> None:
         pass

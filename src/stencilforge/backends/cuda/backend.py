@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import logging
 import math
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, NamedTuple
 
 import numpy as np
 
@@ -146,6 +146,60 @@ class _Unclocked:
         pass
 
 
+class GeneratedKernel(NamedTuple):
+    """A generated kernel's CUDA C, its array arguments in order, its launch and what it computes (for messages)."""
+
+    source: str
+    names: tuple[str, ...]
+    blocks: tuple[int, int, int]
+    threads: tuple[int, int, int]
+    what: str
+
+
+def pass_kernel(p, lattice: Grid, constants, images=None, block=None, rows: int | None = None, vector: int = 1,
+                wide_index: bool | None = None, planes_per_thread: int | None = None, words: bool = False) -> GeneratedKernel:
+    """One pass of a problem's equations: threads of `block` each computing `rows` rows (or, in 3D,
+    `planes_per_thread` planes) of `vector` columns, or with `words` the two cells of a 4-byte word (float16
+    arrays, rows of an even number of padded cells). Without `block`, `tune.pass_schedule` chooses.
+    Offsets are 32-bit unless the arrays reach 2^31 cells (or `wide_index` says otherwise).
+    `images`: see `Backend.equation_pass`."""
+    if block is None:
+        chosen = pass_schedule(p, lattice.ndim, lattice.padded_shape[-1])
+        block, planes_per_thread = chosen.get("block", printers_cuda.BLOCK), chosen.get("planes_per_thread")
+        rows, vector, words = chosen.get("rows", rows), chosen.get("vector", vector), chosen.get("words", False)
+    wide = math.prod(lattice.padded_shape) >= 2**31 if wide_index is None else wide_index
+    source, names = printers_cuda.pass_source(p, lattice.ndim, lattice.dtype, constants, rows=rows, vector=vector,
+                                              wide_index=wide, images=images, planes_per_thread=planes_per_thread, words=words)
+    what = f"the pass computing {', '.join(eq.label for eq in p.equations)}"
+    blocks, threads = printers_cuda.launch_grid(lattice.shape, block, rows, vector, planes_per_thread,
+                                                lattice.padded_shape[-1] // 2 if words else None)
+    if blocks[1] > MAX_GRID_YZ or blocks[2] > MAX_GRID_YZ:
+        raise StencilforgeError(f"{what}: grid {blocks} exceeds the CUDA limit of {MAX_GRID_YZ} blocks along y and z")
+    return GeneratedKernel(source, names, blocks, threads, what)
+
+
+def pair_kernel(p, lattice: Grid, constants, walls, reach: int, images=None) -> GeneratedKernel | None:
+    """Two steps of one 2D pass in one kernel (`printers.cuda_pair`), or None where that does not apply:
+    3D, 2^31 cells or more, float16 fields (slower than single steps: half-storage-h{100,200}-2026-11-24.json),
+    or a reach the tile's shared memory cannot hold."""
+    from ...printers import cuda_pair
+
+    if lattice.ndim != 2 or math.prod(lattice.padded_shape) >= 2**31 or printers_cuda.half_slots(p):
+        return None
+    bytes_per_cell = len(p.writes) * lattice.dtype.itemsize  # of the middle state in shared memory
+    tile = cuda_pair.TILE
+    while bytes_per_cell * (tile[0] + 2 * reach) * (tile[1] + 2 * reach) > STATIC_SMEM_LIMIT:
+        tile = (tile[0] // 2, tile[1])
+    if tile[0] < 2 * reach:
+        return None
+    source, names = cuda_pair.pair_source(p, lattice.dtype, constants, walls, reach, tile=tile, images=images)
+    blocks, threads = cuda_pair.launch_grid(lattice.shape, tile)
+    if blocks[1] > MAX_GRID_YZ:
+        return None
+    what = f"two steps of the pass computing {', '.join(eq.label for eq in p.equations)}"
+    return GeneratedKernel(source, names, blocks, threads, what)
+
+
 def _generated_runner(function, blocks, threads, names, constants, lattice: Grid, extent) -> Callable:
     """run(arrays, params, *times) for a generated kernel taking the arrays `names`, each constant and the
     times in the field dtype, per axis lo and h (double), the extent and the global index of the first interior
@@ -174,6 +228,7 @@ class CudaBackend:
     fuses_steps = True  # with strategy auto
     writes_ghost_images = True
     half_storage = True
+    sweep_ndims = (2, 3)  # the hand schedules; 1D problems run as generated passes
     device = True
 
     def wall_scaler(self) -> None:
@@ -441,49 +496,22 @@ class CudaBackend:
     def equation_pass(self, p, lattice: Grid, constants, images=None, block=None, rows: int | None = None,
                       vector: int = 1, wide_index: bool | None = None, planes_per_thread: int | None = None,
                       words: bool = False, background: bool = False) -> Callable:
-        """run(arrays, params, t) for one pass of a problem's equations: threads of `block` each computing
-        `rows` rows (or, in 3D, `planes_per_thread` planes) of `vector` columns, or with `words` the two cells
-        of a 4-byte word (float16 arrays, rows of an even number of padded cells), arrays C-contiguous
-        (`asarray`), launched on the current stream. Without `block`, `tune.pass_schedule` chooses.
-        Offsets are 32-bit unless the arrays reach 2^31 cells (or `wide_index` says otherwise).
-        `images`: see `Backend.equation_pass`; NVRTC compiles before the first pass, whatever `background` says."""
-        if block is None:
-            chosen = pass_schedule(p, lattice.ndim, lattice.padded_shape[-1])
-            block, planes_per_thread = chosen.get("block", printers_cuda.BLOCK), chosen.get("planes_per_thread")
-            rows, vector, words = chosen.get("rows", rows), chosen.get("vector", vector), chosen.get("words", False)
-        wide = math.prod(lattice.padded_shape) >= 2**31 if wide_index is None else wide_index
-        source, names = printers_cuda.pass_source(p, lattice.ndim, lattice.dtype, constants, rows=rows, vector=vector,
-                                                  wide_index=wide, images=images, planes_per_thread=planes_per_thread, words=words)
-        what = f"the pass computing {', '.join(eq.label for eq in p.equations)}"
-        function = self._generated(source, what, "sf_pass", printers_cuda.OPTIONS)
-        blocks, threads = printers_cuda.launch_grid(lattice.shape, block, rows, vector, planes_per_thread,
-                                                    lattice.padded_shape[-1] // 2 if words else None)
-        if blocks[1] > MAX_GRID_YZ or blocks[2] > MAX_GRID_YZ:
-            raise StencilforgeError(f"{what}: grid {blocks} exceeds the CUDA limit of {MAX_GRID_YZ} blocks along y and z")
-        return _generated_runner(function, blocks, threads, names, constants, lattice, np.int64)
+        """run(arrays, params, t) for one pass of a problem's equations (`pass_kernel`), arrays C-contiguous
+        (`asarray`), launched on the current stream. NVRTC compiles before the first pass, whatever `background` says."""
+        k = pass_kernel(p, lattice, constants, images, block, rows, vector, wide_index, planes_per_thread, words)
+        function = self._generated(k.source, k.what, "sf_pass", printers_cuda.OPTIONS)
+        return _generated_runner(function, k.blocks, k.threads, k.names, constants, lattice, np.int64)
 
     def equation_pair(self, p, lattice: Grid, constants, walls, reach: int, images=None) -> Callable | None:
-        """run(arrays, params, t, t2) advancing one 2D pass two steps in one kernel (`printers.cuda_pair`),
-        or None where it does not apply (see `Backend.equation_pair`)."""
+        """run(arrays, params, t, t2) advancing one 2D pass two steps in one kernel (`pair_kernel`), or None
+        where it does not apply (see `Backend.equation_pair`)."""
         from ...printers import cuda_pair
 
-        if lattice.ndim != 2 or math.prod(lattice.padded_shape) >= 2**31:
+        k = pair_kernel(p, lattice, constants, walls, reach, images)
+        if k is None:
             return None
-        if printers_cuda.half_slots(p):  # slower than single float16 steps (half-storage-h{100,200}-2026-11-24.json)
-            return None
-        bytes_per_cell = len(p.writes) * lattice.dtype.itemsize  # of the middle state in shared memory
-        tile = cuda_pair.TILE
-        while bytes_per_cell * (tile[0] + 2 * reach) * (tile[1] + 2 * reach) > STATIC_SMEM_LIMIT:
-            tile = (tile[0] // 2, tile[1])
-        if tile[0] < 2 * reach:
-            return None
-        source, names = cuda_pair.pair_source(p, lattice.dtype, constants, walls, reach, tile=tile, images=images)
-        what = f"two steps of the pass computing {', '.join(eq.label for eq in p.equations)}"
-        function = self._generated(source, what, "sf_pair", cuda_pair.OPTIONS)
-        blocks, threads = cuda_pair.launch_grid(lattice.shape, tile)
-        if blocks[1] > MAX_GRID_YZ:
-            return None
-        return _generated_runner(function, blocks, threads, names, constants, lattice, np.int32)
+        function = self._generated(k.source, k.what, "sf_pair", cuda_pair.OPTIONS)
+        return _generated_runner(function, k.blocks, k.threads, k.names, constants, lattice, np.int32)
 
     def _generated(self, source: str, what: str, name: str, extra: tuple[str, ...]):
         """The function `name` of a generated source, compiled (or loaded from the disk cache)."""
