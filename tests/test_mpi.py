@@ -204,6 +204,35 @@ def test_outputs_are_global_files_and_a_run_resumes_on_another_rank_count(proble
     assert _datasets(tmp_path / "resumed.ckpt.h5") == _datasets(tmp_path / "one.ckpt.h5")
 
 
+@pytest.mark.parametrize("example", ["gray_scott", "wave2d_sponge"])
+def test_a_problem_files_outputs_are_global_files_and_a_run_resumes_on_another_rank_count(example, tmp_path):
+    """A user's own equations (periodic Gray-Scott; a wave with a source, a sponge and three time levels): one global
+    snapshot and checkpoint file, bitwise those of one process, and a 2-rank run resuming a 3-rank checkpoint."""
+    pytest.importorskip("h5py")
+    path = str(Path(__file__).resolve().parents[1] / "examples" / f"{example}.py")
+    common = (path, "--shape", "20,17", "--backend", "numpy")
+
+    def files(tag: str, steps: int, *extra: str) -> tuple[str, ...]:
+        return ("--steps", str(steps), "--checkpoint-every", "6", "--checkpoint", str(tmp_path / f"{tag}.ckpt.h5"), *extra)
+
+    snaps = ("--snapshot-every", "4", "--out")
+    env = dict(os.environ, NUMBA_NUM_THREADS="1", PYTHONPATH=os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")]))
+    single = subprocess.run([sys.executable, "-m", "stencilforge.cli", "run", *common, *files("one", 12, *snaps, str(tmp_path / "one.h5"))],
+                            env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
+    assert single.returncode == 0, single.stderr
+    whole = cli(3, *common, *files("three", 12, *snaps, str(tmp_path / "three.h5")))
+    assert whole.returncode == 0, whole.stderr
+    assert _datasets(tmp_path / "three.h5") == _datasets(tmp_path / "one.h5")
+    assert _datasets(tmp_path / "three.ckpt.h5") == _datasets(tmp_path / "one.ckpt.h5")
+
+    half = cli(3, *common, *files("half", 6))
+    assert half.returncode == 0, half.stderr
+    resumed = cli(2, *common, "--resume", str(tmp_path / "half.ckpt.h5"), *files("resumed", 6), "--json")
+    assert resumed.returncode == 0, resumed.stderr
+    assert json.loads(resumed.stdout)["step"] == 12
+    assert _datasets(tmp_path / "resumed.ckpt.h5") == _datasets(tmp_path / "one.ckpt.h5")
+
+
 def test_a_write_failure_on_rank_zero_stops_every_rank_at_that_step():
     proc = mpiexec(2, str(DRIVER), "numpy", "fail-write")
     assert proc.returncode == 2, proc.stderr

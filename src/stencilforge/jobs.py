@@ -20,6 +20,7 @@ import numpy as np
 
 from . import problems
 from .errors import StencilforgeError
+from .grid import Grid
 from .io.hdf5 import series_run_id
 from .io.meta import RunInfo, jsonable
 from .io.paths import SNAPSHOT_SUFFIXES, check_output, remove_stale_temps
@@ -29,6 +30,7 @@ from .optional import require
 from .timeloop import LoopOptions, Result, close_observers, never_fuses, run as run_loop, run_stepper
 
 CHECKPOINT_SUFFIXES = (".h5", ".hdf5")
+
 
 
 @dataclass(frozen=True)
@@ -167,18 +169,42 @@ class Outputs:
         if self.resume is not None:
             self.resume_simulation(sim)
         problem = sim.problem
-        view = problems.Setup(name=problem.name, grid=sim.lattice, fields=sim.state(), dt=sim.dt,
-                              default_steps=problem.default_steps, solution=problem.analysis.written[0],
-                              params=dict(sim.params))
         ledger = Ledger(checkpoint=(sim.step_count, Path(self.resume)) if self.resume is not None else None)
-        observers = self._observers(view, sim.backend.name, ledger, problem.analysis.written)
+        if sim.decomposed:
+            observers = self._gathered_observers(sim, ledger)
+        else:
+            view = problems.Setup(name=problem.name, grid=sim.lattice, fields=sim.state(), dt=sim.dt,
+                                  default_steps=problem.default_steps, solution=problem.analysis.written[0],
+                                  params=dict(sim.params))
+            observers = self._observers(view, sim.backend.name, ledger, problem.analysis.written)
         try:
             opts = replace(opts, observers=(*opts.observers, *observers))
             single = never_fuses(opts, problem.default_steps)
             result = run_stepper(lambda: PassStepper(sim, single), sim.backend, opts)
-        except OutputError:
+        except OutputError:  # raised on rank 0 of a decomposed run; the other ranks raise the broadcast message
             raise StencilforgeError(f"{ledger.failures[0]}; run stopped. {ledger.describe()}") from None
-        return self._report(result, ledger)
+        return self._report(result, ledger) if not sim.decomposed or sim.cart.rank == 0 else result
+
+    def _gathered_observers(self, sim, ledger: Ledger) -> list:
+        """A decomposed run's outputs: every rank sends its part of the fields at each output step, and rank 0
+        writes them, assembled, as the one-process files (so a run resumes on any rank count)."""
+        from .distributed.outputs import Gathering, GlobalOutput
+        from .distributed.runner import agree
+
+        problem, lat = sim.problem, sim.lattice
+        grid = Grid(problem.grid.shape, lat.spacing, lat.dtype, lat.ghost, lat.lower)
+        # the global fields' shapes and dtypes, which no rank holds: views of one element, no memory
+        layout = {name: np.broadcast_to(np.zeros((), arr.dtype), grid.padded_shape) for name, arr in sim.state().items()}
+        view = problems.Setup(name=problem.name, grid=grid, fields=layout, dt=sim.dt, default_steps=problem.default_steps,
+                              solution=problem.analysis.written[0], params=dict(sim.params))
+        root = sim.cart.rank == 0
+        observers = agree(sim.cart, lambda: self._observers(view, sim.backend.name, ledger, problem.analysis.written)
+                          if root else [])
+        reads = self._reads(view, problem.analysis.written)
+        shapes = {n: f.shape for n, f in layout.items()}
+        dtypes = {n: f.dtype for n, f in layout.items()}
+        return [Gathering(GlobalOutput(observers[i] if root else None, every, names, walls=kind == "checkpoint"),
+                          sim.cart, sim.decomp, lat.ghost, shapes, dtypes) for i, (kind, every, names) in enumerate(reads)]
 
     def resume_simulation(self, sim) -> None:
         """Load --resume's state into `sim`, refusing a checkpoint of another problem, grid or parameters."""

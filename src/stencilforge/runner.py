@@ -90,8 +90,6 @@ def run(
              and problem.grid.ndim in engine.sweep_ndims)
     writes = (out is not None or snapshot_every is not None or checkpoint is not None or checkpoint_every is not None
               or resume is not None)
-    if comm is not None and writes:
-        raise StencilforgeError("snapshots, checkpoints and resume of decomposed equation problems are not available yet")
     outputs = None
     if writes:
         from .jobs import Outputs  # HDF5 only when a run writes files
@@ -148,7 +146,10 @@ def _run_lowered(problem, engine, steps, tol, params, loop: dict, outputs, comm,
     else:
         from .distributed import Decomposition, gather, run_decomposed
 
-        result = run_decomposed(setup, engine, opts, procs, comm)
+        if outputs is not None:
+            result = outputs.run_decomposed(setup, engine, opts, comm, procs)
+        else:
+            result = run_decomposed(setup, engine, opts, procs, comm)
         decomp = Decomposition(tuple(result.summary["shape"]), tuple(result.summary["procs"]))
         fields = {name: gather(comm, decomp, engine.to_host(result.fields[name])) for name in names}
     s = result.summary

@@ -93,6 +93,13 @@ class DecomposedSimulation(Simulation):
                 fills.append((False, lambda arr, t, _exchange=exchange: _exchange(arr)))
         return fills
 
+    def load(self, step: int, arrays) -> None:
+        """Continue from one process's saved state (global padded arrays, as checkpoints hold them): this block's
+        part of each, its ghost layers included, so any process grid resumes any other's checkpoint."""
+        g = self.lattice.ghost
+        block = tuple(slice(start, start + n + 2 * g) for start, n in self.decomp.extent(self.coords))
+        super().load(step, {name: arr[block] for name, arr in arrays.items()})
+
     def synchronize(self) -> None:
         """The backend, then every rank: a timer read next covers the slowest rank."""
         super().synchronize()
