@@ -18,6 +18,7 @@ import sys
 import threading
 import time
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Callable, Optional
 
 import typer
@@ -224,18 +225,23 @@ def _output_cell(file: str | dict) -> str:
 def run_problem_file(path: str, shape, steps, tol, dtype, backend: str, settings: dict, check_every: int, as_json: bool,
                      files: dict, procs=None, fuse_steps: bool = True) -> None:
     """Run a problem file's build(); its constants are the parameters --set may change; `files` are
-    sf.run's output options (snapshots, checkpoints, overwrite). Under mpiexec (or with --procs) it
-    runs decomposed and rank 0 alone prints. With --resume, --steps counts the steps after the checkpoint's."""
+    the output options of `Outputs` (snapshots, checkpoints, overwrite), whose files record this command
+    line and the file's text. Under mpiexec (or with --procs) it runs decomposed and rank 0 alone prints.
+    With --resume, --steps counts the steps after the checkpoint's."""
     from .convergence import load_problem_file
-    from .runner import run as run_problem
+    from .jobs import Outputs
+    from .runner import run_with
 
     comm = world() if procs is not None or launched() else None
     module = load_problem_file(path)
     problem = module.build(shape=shape, dtype=dtype or "float64")
+    outputs = None
+    if any(value is not None for key, value in files.items() if key != "overwrite"):
+        outputs = Outputs(**files, problem_file=Path(path).read_text(encoding="utf-8", errors="replace"))
     bar = LazyProgress(problem.name) if not as_json and sys.stderr.isatty() and world_rank() == 0 else None
     try:
-        result = run_problem(problem, steps=steps, tol=tol, backend=backend, params=settings, check_every=check_every,
-                             progress=bar, comm=comm, procs=procs, fuse_steps=fuse_steps, **files)
+        result = run_with(problem, outputs, steps=steps, tol=tol, backend=backend, params=settings, check_every=check_every,
+                          progress=bar, comm=comm, procs=procs, fuse_steps=fuse_steps)
     finally:
         if bar is not None:
             bar.close()

@@ -10,19 +10,23 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
-from typing import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
 import numpy as np
 
 from .backends import get_backend
 from .boundary import Periodic
 from .errors import StencilforgeError
+from .fingerprint import canonical
 from .interop import backend_for
 from .problem import Problem
 from .problems.base import lowered, lowers
 from .simulation import PassStepper, Simulation
 from .timeloop import LoopOptions, never_fuses, run as run_loop, run_stepper
+
+if TYPE_CHECKING:
+    from .jobs import Outputs
 
 
 @dataclass
@@ -68,6 +72,32 @@ def run(
     `fuse_steps=False` keeps one step per pass where the backend would take several (the fields are the
     same bits either way).
     """
+    outputs = None
+    if out is not None or snapshot_every is not None or checkpoint is not None or checkpoint_every is not None or resume is not None:
+        from .jobs import Outputs  # HDF5 only when a run writes files
+
+        outputs = Outputs(snapshot_every=snapshot_every, out=out, checkpoint_every=checkpoint_every, checkpoint=checkpoint,
+                          resume=resume, overwrite=overwrite, api=True, command_line=f"stencilforge.run({problem.name})")
+    return run_with(problem, outputs, steps=steps, tol=tol, backend=backend, params=params, check_every=check_every,
+                    progress=progress, generated=generated, comm=comm, procs=procs, fuse_steps=fuse_steps)
+
+
+def run_with(
+    problem: Problem,
+    outputs: Outputs | None,
+    steps: int | None = None,
+    tol: float | None = None,
+    backend="auto",
+    params: Mapping[str, float] | None = None,
+    check_every: int = 100,
+    progress: Callable[[int, int, float | None], None] | None = None,
+    generated: bool = False,
+    comm=None,
+    procs: Sequence[int] | None = None,
+    fuse_steps: bool = True,
+) -> Result:
+    """`run` with its files given as `Outputs`, not yet prepared: the CLI's, which name its options in errors
+    and record its command line and problem file. The problem's equations are recorded here."""
     engine = get_backend(backend_for(backend, problem.initial.values(), host="auto")) if isinstance(backend, str) else backend
     if steps is not None and (isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 0):
         raise StencilforgeError(f"steps must be a non-negative integer, got {steps!r}")
@@ -82,17 +112,10 @@ def run(
         comm = world()
     periodic = any(isinstance(c, Periodic) for conds in problem.boundary.values() for c in conds)
     sweep = not generated and lowers(problem) and not (comm is not None and periodic)
-    writes = (out is not None or snapshot_every is not None or checkpoint is not None or checkpoint_every is not None
-              or resume is not None)
-    if comm is not None and writes:
+    if comm is not None and outputs is not None:
         raise StencilforgeError("snapshots, checkpoints and resume of decomposed equation problems are not available yet")
-    outputs = None
-    if writes:
-        from .jobs import Outputs  # HDF5 only when a run writes files
-
-        outputs = Outputs(snapshot_every=snapshot_every, out=out, checkpoint_every=checkpoint_every, checkpoint=checkpoint,
-                          resume=resume, overwrite=overwrite, api=True,
-                          command_line=f"stencilforge.run({problem.name})").prepare(problem.name)
+    if outputs is not None:
+        outputs = replace(outputs, equations=canonical(problem)).prepare(problem.name)
     loop = dict(check_every=check_every, progress=progress, fuse_steps=fuse_steps)
     if sweep:
         return _run_lowered(problem, engine, total, tol, params, loop, outputs, comm, procs)
