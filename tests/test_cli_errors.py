@@ -1,6 +1,7 @@
 """Inputs that used to give tracebacks or confusing errors: one line and a non-zero exit, or the expected behaviour."""
 
 import os
+from pathlib import Path
 
 import h5py
 import numpy as np
@@ -10,6 +11,8 @@ from typer.testing import CliRunner
 from stencilforge import api
 from stencilforge.cli import app, join_multi_values
 from stencilforge.errors import StencilforgeError
+
+EXAMPLES = Path(__file__).parents[1] / "examples"
 
 
 def invoke(*args):
@@ -144,3 +147,15 @@ def test_plot_and_animate_refuse_damaged_files(workdir, damage, message, command
     damage(_written_run(workdir))
     assert message in one_line(invoke(command, "r.h5", "-o", target))
     assert not (workdir / target).exists()
+
+
+def test_a_problem_file_that_ignores_shape_is_refused(workdir):
+    text = (EXAMPLES / "gray_scott.py").read_text()
+    assert "shape = shape or (256, 256)" in text
+    (workdir / "fixed.py").write_text(text.replace("shape = shape or (256, 256)", "shape = (16, 16)"))
+    line = one_line(invoke("run", "fixed.py", "--shape", "24", "20", "--steps", "2", "--backend", "numpy"))
+    assert "fixed.py: build() made a grid of shape 16 16 for --shape 24 20" in line
+    assert invoke("run", EXAMPLES / "gray_scott.py", "--shape", "24", "20", "--steps", "2", "--backend", "numpy",
+                  "--checkpoint-every", "2", "--checkpoint", "c.h5").exit_code == 0
+    line = one_line(invoke("run", "fixed.py", "--steps", "2", "--backend", "numpy", "--resume", "c.h5"))
+    assert "fixed.py: build() made a grid of shape 16 16 for the checkpoint's shape 24 20" in line

@@ -2,6 +2,7 @@
 N/2, a checkpoint, and N/2 resumed from it, bit for bit, on numpy and numba."""
 
 import hashlib
+import json
 import logging
 import shlex
 import sys
@@ -210,3 +211,18 @@ def test_the_difference_names_the_first_line_that_changed():
     long = "(" * 50 + "u" + ")" * 50
     was, now = difference(f"equation u.next: {long}", f"equation u.next: {long.replace('u', 'v')}").split(" was ")[1].split(", here it is ")
     assert was == "'...((((((((((((((((u))))))))))))))))...'" and now == was.replace("u", "v")
+
+
+def test_cli_resumes_a_problem_file_at_the_checkpoints_shape_and_dtype(tmp_path):
+    """Neither --shape nor --dtype needs repeating: gray_scott's build would otherwise make its default 256x256 float64."""
+    file = str(EXAMPLES / "gray_scott.py")
+    common = ["--backend", "numpy", "--json", "--checkpoint-every", "6"]
+    first = ["run", file, "--shape", "24", "20", "--dtype", "float32", *common]
+    cli = CliRunner()
+    assert cli.invoke(app, join_multi_values([*first, "--steps", "12", "--checkpoint", str(tmp_path / "straight.h5")])).exit_code == 0
+    assert cli.invoke(app, join_multi_values([*first, "--steps", "6", "--checkpoint", str(tmp_path / "c.h5")])).exit_code == 0
+    resumed = cli.invoke(app, ["run", file, *common, "--steps", "6", "--resume", str(tmp_path / "c.h5")])
+    assert resumed.exit_code == 0, resumed.output
+    summary = json.loads(resumed.stdout)
+    assert summary["shape"] == [24, 20] and summary["dtype"] == "float32" and summary["step"] == 12
+    assert levels(tmp_path / "c.h5") == levels(tmp_path / "straight.h5")

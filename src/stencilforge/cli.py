@@ -227,14 +227,25 @@ def run_problem_file(path: str, shape, steps, tol, dtype, backend: str, settings
     """Run a problem file's build(); its constants are the parameters --set may change; `files` are
     the output options of `Outputs` (snapshots, checkpoints, overwrite), whose files record this command
     line and the file's text. Under mpiexec (or with --procs) it runs decomposed and rank 0 alone prints.
-    With --resume, --steps counts the steps after the checkpoint's."""
+    With --resume, --steps counts the steps after the checkpoint's, and the shape and dtype default to its."""
     from .convergence import load_problem_file
     from .jobs import Outputs
     from .runner import run_with
 
     comm = world() if procs is not None or launched() else None
     module = load_problem_file(path)
+    asked = "--shape"
+    if files["resume"] is not None and (shape is None or dtype is None):
+        from .io.checkpoint import peek
+
+        stored, _ = peek(files["resume"])
+        if shape is None:
+            shape, asked = stored.shape, "the checkpoint's shape"
+        dtype = dtype or stored.dtype
     problem = module.build(shape=shape, dtype=dtype or "float64")
+    if shape is not None and tuple(problem.grid.shape) != tuple(shape):
+        raise StencilforgeError(f"{path}: build() made a grid of shape {' '.join(map(str, problem.grid.shape))} for {asked} "
+                                f"{' '.join(map(str, shape))}; its build(shape=...) must use the shape it is given")
     outputs = None
     if any(value is not None for key, value in files.items() if key != "overwrite"):
         outputs = Outputs(**files, problem_file=Path(path).read_text(encoding="utf-8", errors="replace"))
