@@ -159,3 +159,30 @@ def test_a_problem_file_that_ignores_shape_is_refused(workdir):
                   "--checkpoint-every", "2", "--checkpoint", "c.h5").exit_code == 0
     line = one_line(invoke("run", "fixed.py", "--steps", "2", "--backend", "numpy", "--resume", "c.h5"))
     assert "fixed.py: build() made a grid of shape 16 16 for the checkpoint's shape 24 20" in line
+
+
+BROKEN = {
+    "raises": ("import stencilforge as sf\n\n\ndef build(shape=None, dtype='float64'):\n    h = 1 / 0\n    return h\n",
+               "broken.py:5: in build(): ZeroDivisionError: division by zero"),
+    "syntax": ("import stencilforge as sf\n\ndef build(shape=None, dtype='float64'):\n    return sf.Problem(\n",
+               "broken.py:4: SyntaxError: "),
+    "imports": ("import stencilforge as sf\nimport no_such_module_here\n\n\ndef build(shape=None, dtype='float64'):\n    pass\n",
+                "broken.py:2: ModuleNotFoundError: No module named 'no_such_module_here'"),
+    "returns": ("import stencilforge as sf\n\n\ndef build(shape=None, dtype='float64'):\n    return {'u': 1}\n",
+                "broken.py:4: build() returned dict, not an sf.Problem"),
+    "refused": ("import stencilforge as sf\n\n\ndef build(shape=None, dtype='float64'):\n    grid = sf.Grid((8, 8), extent=1.0)\n"
+                "    u = sf.Field('u', grid)\n    return sf.Problem([sf.Eq(u.next, sf.laplacian(u))])\n",
+                "broken.py:7: in build(): field u is read at neighbouring cells: give it a boundary condition"),
+}
+
+
+@pytest.mark.parametrize("case", list(BROKEN))
+@pytest.mark.parametrize("command", ["run", "verify"])
+def test_a_broken_problem_file_is_one_line_naming_its_line(workdir, case, command):
+    """An exception in a problem file's code, a syntax error, a failed import or a build() that returns no sf.Problem:
+    exit 2 and one line naming the file and the line in it, not a traceback from inside the CLI."""
+    text, message = BROKEN[case]
+    (workdir / "broken.py").write_text(text + "\nORDER, SHAPES, T_END = 2, [(8, 8), (16, 16)], 0.1\n")
+    args = ["--shape", "8", "8", "--steps", "1", "--backend", "numpy"] if command == "run" else ["--backend", "numpy"]
+    res = invoke(command, "broken.py", *args)
+    assert one_line(res).startswith(f"error: {message}"), res.stderr

@@ -228,7 +228,7 @@ def run_problem_file(path: str, shape, steps, tol, dtype, backend: str, settings
     the output options of `Outputs` (snapshots, checkpoints, overwrite), whose files record this command
     line and the file's text. Under mpiexec (or with --procs) it runs decomposed and rank 0 alone prints.
     With --resume, --steps counts the steps after the checkpoint's, and the shape and dtype default to its."""
-    from .convergence import load_problem_file
+    from .convergence import checked_build, load_problem_file
     from .jobs import Outputs
     from .runner import run_with
 
@@ -242,7 +242,7 @@ def run_problem_file(path: str, shape, steps, tol, dtype, backend: str, settings
         if shape is None:
             shape, asked = stored.shape, "the checkpoint's shape"
         dtype = dtype or stored.dtype
-    problem = module.build(shape=shape, dtype=dtype or "float64")
+    problem = checked_build(path, module.build)(shape=shape, dtype=dtype or "float64")
     if shape is not None and tuple(problem.grid.shape) != tuple(shape):
         raise StencilforgeError(f"{path}: build() made a grid of shape {' '.join(map(str, problem.grid.shape))} for {asked} "
                                 f"{' '.join(map(str, shape))}; its build(shape=...) must use the shape it is given")
