@@ -226,3 +226,21 @@ def test_cli_resumes_a_problem_file_at_the_checkpoints_shape_and_dtype(tmp_path)
     summary = json.loads(resumed.stdout)
     assert summary["shape"] == [24, 20] and summary["dtype"] == "float32" and summary["step"] == 12
     assert levels(tmp_path / "c.h5") == levels(tmp_path / "straight.h5")
+
+
+def test_the_canonical_text_is_of_the_values_not_their_spelling():
+    """A source placed at (1, 2) or at (1.0, np.float64(2.0)) is the same problem; a Python signal is known by its name."""
+    def problem(at, signal):
+        grid = sf.Grid((8, 8), extent=4.0)
+        u = sf.Field("u", grid)
+        return sf.Problem([sf.Eq(u.next, u + 0.1 * sf.laplacian(u))], boundary={u: sf.Dirichlet(0)},
+                          sources=[sf.Source(u, at=at, signal=signal)], dt=0.5)
+
+    def ricker(t):
+        return t
+
+    assert canonical(problem((1, 2), ricker)) == canonical(problem((1.0, np.float64(2.0)), ricker))
+    assert canonical(problem((1, 2), ricker)).splitlines()[-2:] == [
+        "source 1: on u at (1.0, 2.0), <function test_the_canonical_text_is_of_the_values_not_their_spelling.<locals>.ricker>",
+        "dt: 0.5",
+    ]

@@ -67,7 +67,8 @@ def canonical(problem) -> str:
     lines = [f"field {f.name}: levels={f.levels}, storage={f.storage.name}" for f in problem.analysis.fields]
     lines += [f"equation {eq.label}: {text(eq.expr)}" for eq in problem.equations]
     lines += [f"walls of {name}: {', '.join(_wall(c, text) for c in problem.boundary[name])}" for name in sorted(problem.boundary)]
-    lines += [f"source {i}: on {s.field.name} at {s.at!r}, {_value(s.signal, text)}" for i, s in enumerate(problem.sources, 1)]
+    lines += [f"source {i}: on {s.field.name} at {tuple(float(v) for v in s.at)!r}, {_value(s.signal, text)}"
+              for i, s in enumerate(problem.sources, 1)]
     lines.append(f"dt: {text(problem.dt)}")
     return "\n".join(lines)
 
