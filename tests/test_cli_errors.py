@@ -1,6 +1,7 @@
 """Inputs that used to give tracebacks or confusing errors: one line and a non-zero exit, or the expected behaviour."""
 
 import os
+from pathlib import Path
 
 import h5py
 import numpy as np
@@ -10,6 +11,8 @@ from typer.testing import CliRunner
 from stencilforge import api
 from stencilforge.cli import app, join_multi_values
 from stencilforge.errors import StencilforgeError
+
+EXAMPLES = Path(__file__).parents[1] / "examples"
 
 
 def invoke(*args):
@@ -144,3 +147,42 @@ def test_plot_and_animate_refuse_damaged_files(workdir, damage, message, command
     damage(_written_run(workdir))
     assert message in one_line(invoke(command, "r.h5", "-o", target))
     assert not (workdir / target).exists()
+
+
+def test_a_problem_file_that_ignores_shape_is_refused(workdir):
+    text = (EXAMPLES / "gray_scott.py").read_text()
+    assert "shape = shape or (256, 256)" in text
+    (workdir / "fixed.py").write_text(text.replace("shape = shape or (256, 256)", "shape = (16, 16)"))
+    line = one_line(invoke("run", "fixed.py", "--shape", "24", "20", "--steps", "2", "--backend", "numpy"))
+    assert "fixed.py: build() made a grid of shape 16 16 for --shape 24 20" in line
+    assert invoke("run", EXAMPLES / "gray_scott.py", "--shape", "24", "20", "--steps", "2", "--backend", "numpy",
+                  "--checkpoint-every", "2", "--checkpoint", "c.h5").exit_code == 0
+    line = one_line(invoke("run", "fixed.py", "--steps", "2", "--backend", "numpy", "--resume", "c.h5"))
+    assert "fixed.py: build() made a grid of shape 16 16 for the checkpoint's shape 24 20" in line
+
+
+BROKEN = {
+    "raises": ("import stencilforge as sf\n\n\ndef build(shape=None, dtype='float64'):\n    h = 1 / 0\n    return h\n",
+               "broken.py:5: in build(): ZeroDivisionError: division by zero"),
+    "syntax": ("import stencilforge as sf\n\ndef build(shape=None, dtype='float64'):\n    return sf.Problem(\n",
+               "broken.py:4: SyntaxError: "),
+    "imports": ("import stencilforge as sf\nimport no_such_module_here\n\n\ndef build(shape=None, dtype='float64'):\n    pass\n",
+                "broken.py:2: ModuleNotFoundError: No module named 'no_such_module_here'"),
+    "returns": ("import stencilforge as sf\n\n\ndef build(shape=None, dtype='float64'):\n    return {'u': 1}\n",
+                "broken.py:4: build() returned dict, not an sf.Problem"),
+    "refused": ("import stencilforge as sf\n\n\ndef build(shape=None, dtype='float64'):\n    grid = sf.Grid((8, 8), extent=1.0)\n"
+                "    u = sf.Field('u', grid)\n    return sf.Problem([sf.Eq(u.next, sf.laplacian(u))])\n",
+                "broken.py:7: in build(): field u is read at neighbouring cells: give it a boundary condition"),
+}
+
+
+@pytest.mark.parametrize("case", list(BROKEN))
+@pytest.mark.parametrize("command", ["run", "verify"])
+def test_a_broken_problem_file_is_one_line_naming_its_line(workdir, case, command):
+    """An exception in a problem file's code, a syntax error, a failed import or a build() that returns no sf.Problem:
+    exit 2 and one line naming the file and the line in it, not a traceback from inside the CLI."""
+    text, message = BROKEN[case]
+    (workdir / "broken.py").write_text(text + "\nORDER, SHAPES, T_END = 2, [(8, 8), (16, 16)], 0.1\n")
+    args = ["--shape", "8", "8", "--steps", "1", "--backend", "numpy"] if command == "run" else ["--backend", "numpy"]
+    res = invoke(command, "broken.py", *args)
+    assert one_line(res).startswith(f"error: {message}"), res.stderr

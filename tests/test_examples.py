@@ -70,7 +70,7 @@ def test_a_problem_without_an_exact_solution_is_refused():
     "text, message",
     [
         (None, "does not exist"),
-        ("def build(:\n", "line 1: syntax error"),
+        ("def build(:\n", r"mine\.py:1: SyntaxError: "),
         ("ORDER = 2\n", "defines no build"),
     ],
 )

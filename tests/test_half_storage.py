@@ -6,6 +6,9 @@ one float32 step from the same (widened) state, rounded to float16, for every ar
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
@@ -192,6 +195,15 @@ def test_half_wave_takes_the_increment_form_and_drifts_less_than_leapfrog():
     assert single < 1e-3 < increment < 10 * 2.0**-11 < leapfrog  # float16's rounding, not the scheme, sets the error
     assert increment < leapfrog / 2
     assert wave3d.problem((8, 8, 8), radius=2, storage="float32")[1].get("storage") is None  # the grid's own dtype: leapfrog
+
+
+def test_the_tutorials_increment_form_runs_as_written(capsys):
+    """docs/tutorial.md's float16 wave is a whole program: it runs as printed, at float16's error."""
+    text = (Path(__file__).parents[1] / "docs" / "tutorial.md").read_text()
+    block = next(b for b in re.findall(r"```python\n(.*?)```", text, re.S) if 'storage="float16"' in b)
+    exec(compile(block, "docs/tutorial.md", "exec"), {})
+    error = float(re.search(r"'u': ([0-9.e-]+)", capsys.readouterr().out).group(1))
+    assert 1e-3 < error < 10 * 2.0**-11
 
 
 def test_half_wave_source_moves_u_and_its_increment_alike():

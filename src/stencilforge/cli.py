@@ -15,6 +15,7 @@ import platform
 import re
 import sys
 import time
+from pathlib import Path
 from typing import Callable, Optional
 
 import typer
@@ -221,20 +222,35 @@ def _output_cell(file: str | dict) -> str:
 def run_problem_file(path: str, shape, steps, tol, dtype, backend: str, settings: dict, check_every: int, as_json: bool,
                      files: dict, procs=None, fuse_steps: bool = True, threads: int | None = None) -> None:
     """Run a problem file's build(); its constants are the parameters --set may change; `files` are
-    sf.run's output options (snapshots, checkpoints, overwrite). Under mpiexec (or with --procs) it
-    runs decomposed and rank 0 alone prints. With --resume, --steps counts the steps after the checkpoint's."""
-    from .convergence import load_problem_file
-    from .runner import run as run_problem
+    the output options of `Outputs` (snapshots, checkpoints, overwrite), whose files record this command
+    line and the file's text. Under mpiexec (or with --procs) it runs decomposed and rank 0 alone prints.
+    With --resume, --steps counts the steps after the checkpoint's, and the shape and dtype default to its."""
+    from .convergence import checked_build, load_problem_file
+    from .jobs import Outputs
+    from .runner import run_with
 
     comm = world() if procs is not None or launched() else None
     module = load_problem_file(path)
-    problem = module.build(shape=shape, dtype=dtype or "float64")
+    asked = "--shape"
+    if files["resume"] is not None and (shape is None or dtype is None):
+        from .io.checkpoint import peek
+
+        stored, _ = peek(files["resume"])
+        if shape is None:
+            shape, asked = stored.shape, "the checkpoint's shape"
+        dtype = dtype or stored.dtype
+    problem = checked_build(path, module.build)(shape=shape, dtype=dtype or "float64")
+    if shape is not None and tuple(problem.grid.shape) != tuple(shape):
+        raise StencilforgeError(f"{path}: build() made a grid of shape {' '.join(map(str, problem.grid.shape))} for {asked} "
+                                f"{' '.join(map(str, shape))}; its build(shape=...) must use the shape it is given")
+    outputs = None
+    if any(value is not None for key, value in files.items() if key != "overwrite"):
+        outputs = Outputs(**files, problem_file=Path(path).read_text(encoding="utf-8", errors="replace"))
     bar = LazyProgress(problem.name) if not as_json and sys.stderr.isatty() and world_rank() == 0 else None
     try:
         with stop_on_signals() as stop:
-            result = run_problem(problem, steps=steps, tol=tol, backend=backend, params=settings, check_every=check_every,
-                                 progress=bar, comm=comm, procs=procs, fuse_steps=fuse_steps, stop=stop, threads=threads,
-                                 **files)
+            result = run_with(problem, outputs, steps=steps, tol=tol, backend=backend, params=settings, check_every=check_every,
+                              progress=bar, comm=comm, procs=procs, fuse_steps=fuse_steps, stop=stop, threads=threads)
     finally:
         if bar is not None:
             bar.close()

@@ -6,9 +6,11 @@ the examples also give `ORDER`, `SHAPES` and `T_END` for `observed_order`.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import math
 import sys
+import traceback
 from pathlib import Path
 from types import ModuleType
 from typing import Callable, Sequence
@@ -64,8 +66,23 @@ def observed_order(
     return fit_slope(hs, errors), hs, errors
 
 
+def _failure(path: Path, exc: Exception) -> tuple[str, str]:
+    """(`FILE:LINE`, what went wrong) for an exception raised by a problem file's code: the innermost line
+    of the file it passed through, and the error's first line, with its type unless it is one of ours."""
+    lines = [f.lineno for f in traceback.extract_tb(exc.__traceback__) if Path(f.filename).resolve() == path.resolve()]
+    text = str(exc)
+    if isinstance(exc, SyntaxError) and exc.filename and Path(exc.filename).resolve() == path.resolve():
+        lines, text = [exc.lineno], str(exc.msg)  # the file itself does not compile: no frame of it ran
+    where = f"{path}:{lines[-1]}" if lines and lines[-1] is not None else str(path)
+    message = next(iter(text.strip().splitlines()), "")
+    if isinstance(exc, StencilforgeError):
+        return where, message
+    return where, f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+
+
 def load_problem_file(path) -> ModuleType:
-    """Import a problem file by path; a missing file, a syntax error or a missing `build` is a one-line error."""
+    """Import a problem file by path; a missing file, an error while importing it (a syntax error, an
+    ImportError, any exception) or a missing `build` is a one-line error naming the file's line."""
     path = Path(path)
     if not path.is_file():
         raise StencilforgeError(f"problem file {path} does not exist")
@@ -77,9 +94,9 @@ def load_problem_file(path) -> ModuleType:
     sys.modules[name] = module  # dataclasses and pickling look the module up by name
     try:
         spec.loader.exec_module(module)
-    except SyntaxError as e:
+    except Exception as exc:
         del sys.modules[name]
-        raise StencilforgeError(f"problem file {path}, line {e.lineno}: syntax error: {e.msg}") from None
+        raise StencilforgeError(": ".join(_failure(path, exc))) from None
     except BaseException:
         del sys.modules[name]
         raise
@@ -89,6 +106,27 @@ def load_problem_file(path) -> ModuleType:
     return module
 
 
+def checked_build(path, build: Callable[..., Problem]) -> Callable[..., Problem]:
+    """`build` of the problem file at `path`, whose exceptions become one line naming the file's line,
+    and which must return an sf.Problem: what the CLI calls, so a mistake in the file is no traceback."""
+    path = Path(path)
+
+    @functools.wraps(build)
+    def call(*args, **kwargs) -> Problem:
+        try:
+            problem = build(*args, **kwargs)
+        except Exception as exc:
+            where, what = _failure(path, exc)
+            raise StencilforgeError(f"{where}: in {build.__name__}(): {what}") from None
+        if not isinstance(problem, Problem):
+            line = getattr(getattr(build, "__code__", None), "co_firstlineno", None)
+            raise StencilforgeError(f"{path}{f':{line}' if line else ''}: {build.__name__}() returned "
+                                    f"{type(problem).__name__}, not an sf.Problem")
+        return problem
+
+    return call
+
+
 def check_file(path, backend="numpy") -> Check:
     """A problem file's observed order against its ORDER, from its SHAPES and T_END, within 0.1
     (its `build_manufactured`, where it has one, is the problem the check solves)."""
@@ -96,6 +134,6 @@ def check_file(path, backend="numpy") -> Check:
     missing = [name for name in ("ORDER", "SHAPES", "T_END") if not hasattr(module, name)]
     if missing:
         raise StencilforgeError(f"problem file {path} needs {', '.join(missing)} to be verified")
-    build = getattr(module, "build_manufactured", module.build)
+    build = checked_build(path, getattr(module, "build_manufactured", module.build))
     slope, _, errors = observed_order(build, module.SHAPES, module.T_END, backend=backend)
     return Check(Path(path).stem, float(module.ORDER), slope, tuple(errors), tolerance=0.1)

@@ -9,6 +9,7 @@ the run with one line naming what is safe on disk.
 
 from __future__ import annotations
 
+import logging
 import shlex
 import sys
 import tempfile
@@ -20,6 +21,7 @@ import numpy as np
 
 from . import problems
 from .errors import StencilforgeError
+from .fingerprint import difference, fingerprint
 from .grid import Grid
 from .io.hdf5 import series_run_id
 from .io.meta import RunInfo, jsonable
@@ -30,7 +32,7 @@ from .optional import require
 from .timeloop import LoopOptions, Result, close_observers, never_fuses, run as run_loop, run_stepper
 
 CHECKPOINT_SUFFIXES = (".h5", ".hdf5")
-
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -46,6 +48,8 @@ class Outputs:
     png: str | Path | None = None
     buffers: int = 3
     command_line: str | None = None
+    equations: str = ""  # the sf.Problem's canonical text: recorded in every file, and a resume must match it
+    problem_file: str = ""  # the problem file's text, recorded in every file, when the run was started from one
     overwrite: bool = False
     run_id: str = ""  # set by prepare: new for a fresh run, the checkpoint's when resuming
     resume_step: int | None = None  # set by prepare when resuming
@@ -148,7 +152,7 @@ class Outputs:
 
     def _observers(self, setup, backend_name: str, ledger: Ledger, evolving: tuple[str, ...] | None = None) -> list:
         """One observer per entry of `_reads`, in its order."""
-        info = RunInfo.of(setup, backend_name, self.command_line, self.run_id)
+        info = RunInfo.of(setup, backend_name, self.command_line, self.run_id, self.equations, self.problem_file)
         observers: list[StreamingObserver] = []
         try:
             for kind, every, names in self._reads(setup, evolving):
@@ -207,9 +211,10 @@ class Outputs:
                           sim.cart, sim.decomp, lat.ghost, shapes, dtypes) for i, (kind, every, names) in enumerate(reads)]
 
     def resume_simulation(self, sim) -> None:
-        """Load --resume's state into `sim`, refusing a checkpoint of another problem, grid or parameters."""
+        """Load --resume's state into `sim`, refusing a checkpoint of another problem, grid, parameters or equations."""
         problem = sim.problem
-        ckpt = checked_checkpoint(self.resume, problem.name, problem.grid.shape, problem.grid.dtype.name, dict(sim.params))
+        ckpt = checked_checkpoint(self.resume, problem.name, problem.grid.shape, problem.grid.dtype.name, dict(sim.params),
+                                  self.equations)
         try:
             sim.load(ckpt.step, ckpt.fields)
         except StencilforgeError as exc:
@@ -219,7 +224,8 @@ class Outputs:
 
     def resume_lowered(self, setup):
         """(setup with --resume's fields, its step) for a problem that runs as a sweep."""
-        ckpt = checked_checkpoint(self.resume, setup.name, setup.grid.shape, setup.grid.dtype.name, dict(setup.params))
+        ckpt = checked_checkpoint(self.resume, setup.name, setup.grid.shape, setup.grid.dtype.name, dict(setup.params),
+                                  self.equations)
         return _with_state(setup, ckpt, self.resume), ckpt.step
 
     def _snapshots(self, setup, info, names, every: int | None, ledger: Ledger) -> StreamingObserver:
@@ -373,8 +379,9 @@ def _with_state(setup, ckpt, path):
     return replace(setup, fields=ckpt.fields)
 
 
-def checked_checkpoint(path, name: str, shape, dtype: str, params: dict):
-    """The checkpoint at `path`, refused in one line unless it holds `name` on this grid with these parameters."""
+def checked_checkpoint(path, name: str, shape, dtype: str, params: dict, equations: str = ""):
+    """The checkpoint at `path`, refused in one line unless it holds `name` on this grid with these parameters
+    and, where both record them, these equations (`fingerprint.canonical`)."""
     from .io.checkpoint import read
 
     ckpt = read(path)
@@ -388,4 +395,8 @@ def checked_checkpoint(path, name: str, shape, dtype: str, params: dict):
     for key, value in jsonable(params).items():
         if info.params.get(key, value) != value:
             raise StencilforgeError(f"cannot resume with {key}={value} from {path}: it was written with {key}={info.params[key]}")
+    if equations and not info.fingerprint:
+        log.info("%s records no equations (an older stencilforge wrote it): resuming without comparing them", path)
+    elif equations and info.fingerprint != fingerprint(equations):
+        raise StencilforgeError(f"cannot resume {name} from {path}: its equations differ: {difference(info.equations, equations)}")
     return ckpt

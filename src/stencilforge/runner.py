@@ -13,19 +13,24 @@ import math
 import signal
 import time
 from contextlib import contextmanager, nullcontext
-from typing import Callable, Iterator, Mapping, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
 from .backends import get_backend
 from .boundary import Periodic
 from .errors import StencilforgeError
+from .fingerprint import canonical
 from .interop import backend_for
 from .problem import Problem
 from .problems.base import lowered, lowers
 from .resources import node_peers, thread_count, use_numba_threads
 from .simulation import PassStepper, Simulation
 from .timeloop import LoopOptions, Result, StopRequest, never_fuses, run as run_loop, run_stepper, stop_on_signals, stopped_line
+
+if TYPE_CHECKING:
+    from .jobs import Outputs
 
 logger = logging.getLogger(__name__)
 
@@ -73,6 +78,35 @@ def run(
     or the process ends with status 143). A caller passing its own `stop` request handles signals itself
     and gets the result back, its summary saying `stop: "signal"`.
     """
+    outputs = None
+    if out is not None or snapshot_every is not None or checkpoint is not None or checkpoint_every is not None or resume is not None:
+        from .jobs import Outputs  # HDF5 only when a run writes files
+
+        outputs = Outputs(snapshot_every=snapshot_every, out=out, checkpoint_every=checkpoint_every, checkpoint=checkpoint,
+                          resume=resume, overwrite=overwrite, api=True, command_line=f"stencilforge.run({problem.name})")
+    return run_with(problem, outputs, steps=steps, tol=tol, backend=backend, params=params, check_every=check_every,
+                    progress=progress, generated=generated, comm=comm, procs=procs, fuse_steps=fuse_steps, stop=stop,
+                    threads=threads)
+
+
+def run_with(
+    problem: Problem,
+    outputs: Outputs | None,
+    steps: int | None = None,
+    tol: float | None = None,
+    backend="auto",
+    params: Mapping[str, float] | None = None,
+    check_every: int = 100,
+    progress: Callable[[int, int, float | None], None] | None = None,
+    generated: bool = False,
+    comm=None,
+    procs: Sequence[int] | None = None,
+    fuse_steps: bool = True,
+    stop: StopRequest | None = None,
+    threads: int | None = None,
+) -> Result:
+    """`run` with its files given as `Outputs`, not yet prepared: the CLI's, which name its options in errors
+    and record its command line and problem file. The problem's equations are recorded here."""
     engine = get_backend(backend_for(backend, problem.initial.values(), host="auto")) if isinstance(backend, str) else backend
     if steps is not None and (isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 0):
         raise StencilforgeError(f"steps must be a non-negative integer, got {steps!r}")
@@ -88,15 +122,8 @@ def run(
     periodic = any(isinstance(c, Periodic) for conds in problem.boundary.values() for c in conds)
     sweep = (not generated and lowers(problem) and not (comm is not None and periodic)
              and problem.grid.ndim in engine.sweep_ndims)
-    writes = (out is not None or snapshot_every is not None or checkpoint is not None or checkpoint_every is not None
-              or resume is not None)
-    outputs = None
-    if writes:
-        from .jobs import Outputs  # HDF5 only when a run writes files
-
-        outputs = Outputs(snapshot_every=snapshot_every, out=out, checkpoint_every=checkpoint_every, checkpoint=checkpoint,
-                          resume=resume, overwrite=overwrite, api=True,
-                          command_line=f"stencilforge.run({problem.name})").prepare(problem.name)
+    if outputs is not None:
+        outputs = replace(outputs, equations=canonical(problem)).prepare(problem.name)
     with nullcontext(stop) if stop is not None else stop_on_signals() as request, _numba_threads(engine, threads, comm) as count:
         loop = dict(check_every=check_every, progress=progress, fuse_steps=fuse_steps, stop=request)
         if sweep:

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import __version__
+from ..fingerprint import fingerprint
 
 
 def jsonable(value):
@@ -37,9 +38,13 @@ class RunInfo:
     command_line: str = ""
     version: str = __version__
     run_id: str = ""  # shared by a run's files and every run resumed from them: which series a resume may append to
+    equations: str = ""  # an sf.Problem's canonical text (`fingerprint.canonical`); empty for a named problem
+    fingerprint: str = ""  # its SHA-256, which a resume compares; empty in files written before it was recorded
+    problem_file: str = ""  # the text of the problem file the run was started from, if any
 
     @classmethod
-    def of(cls, setup, backend_name: str, command_line: str | None = None, run_id: str = "") -> "RunInfo":
+    def of(cls, setup, backend_name: str, command_line: str | None = None, run_id: str = "", equations: str = "",
+           problem_file: str = "") -> "RunInfo":
         grid = setup.grid
         return cls(
             problem=setup.name,
@@ -51,6 +56,9 @@ class RunInfo:
             backend=backend_name,
             command_line=command_line if command_line is not None else shlex.join(["stencilforge", *sys.argv[1:]]),
             run_id=run_id,
+            equations=equations,
+            fingerprint=fingerprint(equations),
+            problem_file=problem_file,
         )
 
     def attrs(self) -> dict:
@@ -65,6 +73,9 @@ class RunInfo:
             "stencilforge_version": self.version,
             "command_line": self.command_line,
             "run_id": self.run_id,
+            "equations": self.equations,
+            "equations_sha256": self.fingerprint,
+            "problem_file": self.problem_file,
         }
 
     @classmethod
@@ -83,4 +94,7 @@ class RunInfo:
             command_line=text(attrs["command_line"]),
             version=text(attrs["stencilforge_version"]),
             run_id=text(attrs.get("run_id", "")),
+            equations=text(attrs.get("equations", "")),
+            fingerprint=text(attrs.get("equations_sha256", "")),
+            problem_file=text(attrs.get("problem_file", "")),
         )
