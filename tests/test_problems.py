@@ -311,3 +311,46 @@ def test_solve_returns_the_result_and_summary_keys_of_sf_run():
     assert poisson.summary["converged"] and "cycles" in poisson.summary and poisson.summary["errors"]["u"] < 1e-2
     with pytest.raises(StencilforgeError, match="method applies to poisson2d, poisson3d, not heat2d"):
         sf.solve("heat2d", method="jacobi")
+
+
+def _growing(wall=0.0, dt_factor=3.0):
+    """Forward Euler heat above its stability limit (it grows without bound), Dirichlet walls `wall`."""
+    import stencilforge as sf
+
+    grid = sf.Grid((12, 10), extent=1.0)
+    u = sf.Field("u", grid)
+    dt = dt_factor * 0.25 * min(grid.spacing) ** 2
+    return sf.Problem([sf.Eq(u.next, u + dt * sf.laplacian(u))], initial={u: sf.sin(3 * grid.x) * grid.y},
+                      boundary={u: sf.Dirichlet(wall)}, dt=dt, name="growing")
+
+
+@pytest.mark.parametrize("backend", ["numpy", "numba"])
+@pytest.mark.parametrize("generated", [False, True])
+def test_a_blow_up_is_caught_before_a_snapshot_would_hold_it(backend, generated, tmp_path):
+    """Snapshots every 20 steps, checks every 100: the first non-finite snapshot is refused, the file holds only
+    finite ones, the message names the field and the last finite step (a snapshot's, not step 0), and the
+    exception carries the state where it was seen."""
+    import h5py
+
+    import stencilforge as sf
+    from stencilforge.errors import BlowUp
+
+    with pytest.raises(BlowUp) as info:
+        sf.run(_growing(), steps=100000, backend=backend, check_every=100, out=str(tmp_path / "r.h5"), snapshot_every=20,
+               generated=generated)
+    err = info.value
+    assert err.step % 20 == 0 and err.last_finite == err.step - 20 and err.last_finite > 0
+    assert f"found at step {err.step} in u (interior) (finite at step {err.last_finite}" in str(err) and "reduce dt" in str(err)
+    assert not np.isfinite(err.fields["u"]).all()
+    with h5py.File(tmp_path / "r.h5", "r") as f:
+        steps = [s for s in f["step"][:] if s >= 0]
+        assert steps[-1] == err.last_finite and all(np.isfinite(f["fields/u"][i]).all() for i in range(len(steps)))
+
+
+@pytest.mark.parametrize("generated", [False, True])
+def test_a_non_finite_wall_is_named_as_the_cause(generated):
+    import stencilforge as sf
+    from stencilforge.errors import BlowUp
+
+    with pytest.raises(BlowUp, match=r"in u \(interior and walls\).*the Dirichlet wall values of u are NaN or Inf"):
+        sf.run(_growing(wall=float("inf"), dt_factor=0.5), steps=50, backend="numpy", check_every=10, generated=generated)

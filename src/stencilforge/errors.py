@@ -7,3 +7,13 @@ class StencilforgeError(Exception):
 
 class OutputError(StencilforgeError):
     """Writing a snapshot or checkpoint failed; the run must stop (on every rank of a decomposed run)."""
+
+
+class BlowUp(StencilforgeError):
+    """A run whose fields became NaN or Inf. `step`: where a check saw it; `last_finite`: the step of the last
+    check that found them finite (every snapshot and checkpoint written is from there or before); `fields`: each
+    field's interior at `step` on this process, host arrays, to see where it went wrong."""
+
+    def __init__(self, message: str, step: int, last_finite: int, fields: dict):
+        super().__init__(message)
+        self.step, self.last_finite, self.fields = step, last_finite, fields

@@ -1,8 +1,9 @@
-"""Throughput figures every run and benchmark reports, from compulsory traffic only."""
+"""Throughput figures every run and benchmark reports, from compulsory traffic only; where a field went non-finite."""
 
 from __future__ import annotations
 
 import math
+from typing import Mapping
 
 import numpy as np
 
@@ -26,3 +27,20 @@ def error_norms(numeric, exact, xp=np) -> dict:
     ref = math.sqrt(float(xp.vdot(flat, flat)))
     l2 = math.sqrt(float(xp.vdot(diff.ravel(), diff.ravel())))
     return {"max_abs": float(xp.max(xp.abs(diff, out=diff))), "rel_l2": l2 / ref if ref > 0 else l2}
+
+
+def where_nonfinite(arrays: Mapping, interior: tuple, xp, dirichlet: set[str]) -> dict[str, str]:
+    """name -> "interior", "walls" or "interior and walls" for each padded array holding NaN or Inf there; only the
+    walls of fields in `dirichlet` count (other ghost cells copy the interior)."""
+    out = {}
+    for name, arr in arrays.items():
+        inside = not bool(xp.isfinite(arr[interior]).all())
+        outside = False
+        if name in dirichlet:
+            ok = xp.isfinite(arr)
+            ok[interior] = True
+            outside = not bool(ok.all())
+        parts = [part for part, bad in (("interior", inside), ("walls", outside)) if bad]
+        if parts:
+            out[name] = " and ".join(parts)
+    return out

@@ -22,7 +22,7 @@ from .grid import Grid as Lattice
 from .interop import to_module
 from .ir.analysis import accesses, slot_name
 from .ir.nodes import Constant, Expr
-from .metrics import throughput
+from .metrics import throughput, where_nonfinite
 from .printers.numpy import coordinates, evaluate, float64_coordinates, source_signal, wall_values, widened
 from .problem import Problem
 
@@ -343,6 +343,12 @@ class Simulation:
         local = all(bool(self.xp.isfinite(self._slot((name, 0))[interior]).all()) for name in self.problem.analysis.written)
         return self.all(local)
 
+    def nonfinite(self) -> dict[str, str]:
+        """On this process, each written field whose current level holds NaN or Inf -> where (see `where_nonfinite`)."""
+        written = self.problem.analysis.written
+        dirichlet = {name for name in written if any(isinstance(c, Dirichlet) for c in self.problem.boundary.get(name, ()))}
+        return where_nonfinite({name: self._slot((name, 0)) for name in written}, self.lattice.interior, self.xp, dirichlet)
+
     # ------------------------------------------------------------ checkpoints
 
     def state(self) -> dict:
@@ -446,6 +452,9 @@ class PassStepper:
 
     def finite(self) -> bool:
         return self.sim.finite()
+
+    def nonfinite(self) -> dict[str, str]:
+        return self.sim.nonfinite()
 
     def agree(self, flag: bool) -> bool:
         return self.sim.all(flag)

@@ -13,15 +13,15 @@ import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from typing import Callable, Iterator, Mapping, Protocol
+from typing import Any, Callable, Iterator, Mapping, Protocol
 
 import numpy as np
 
 from .backends.base import Launch, with_walls
-from .boundary import RowWalls, ScaledWalls, bind
-from .errors import StencilforgeError
+from .boundary import Dirichlet, RowWalls, ScaledWalls, bind
+from .errors import BlowUp, StencilforgeError
 from .grid import row_pitch
-from .metrics import error_norms, throughput
+from .metrics import error_norms, throughput, where_nonfinite
 from .problems import Setup
 from .resources import available_bytes
 
@@ -205,6 +205,10 @@ class Stepper(Protocol):
 
     def finite(self) -> bool:
         """Whether the watched fields hold no NaN or Inf, on every process."""
+
+    def nonfinite(self) -> dict[str, str]:
+        """After `finite` said no: on this process, each watched field holding NaN or Inf -> "interior", "walls"
+        (its Dirichlet walls' values) or "interior and walls"."""
 
     def agree(self, flag: bool) -> bool:
         """`flag` on every process (one process: `flag`)."""
@@ -434,6 +438,11 @@ class SweepStepper:
     def _locally_finite(self) -> bool:
         return bool(self.backend.xp.isfinite(self._fields[self.setup.solution]).all())
 
+    def nonfinite(self) -> dict[str, str]:
+        name = self.setup.solution
+        return where_nonfinite({name: self._fields[name]}, self.setup.grid.interior, self.backend.xp,
+                               {name} if isinstance(self.setup.boundaries.get(name), Dirichlet) else set())
+
     def agree(self, flag: bool) -> bool:
         return flag if self.domain is None else self.domain.all(flag)
 
@@ -514,12 +523,21 @@ class Monitor:
         return self.checked(m) or any(obs.every and m % obs.every == 0 for obs in self.opts.observers)
 
     def check_finite(self, n: int) -> None:
-        if not self.stepper.finite():
-            raise StencilforgeError(
-                f"{self.stepper.name} blew up: NaN or Inf found at step {n} (finite at step {self.last_ok}); "
-                "reduce dt or check the inputs"
-            )
-        self.last_ok = n
+        stepper = self.stepper
+        if stepper.finite():
+            self.last_ok = n
+            return
+        where = {} if stepper.decomposed else stepper.nonfinite()
+        walls = sorted(name for name, part in where.items() if "walls" in part)
+        if walls:
+            hint = f"the Dirichlet wall values of {', '.join(walls)} are NaN or Inf: check them"
+        else:
+            hint = "reduce dt or check the inputs"
+        found = f" in {', '.join(f'{name} ({part})' for name, part in sorted(where.items()))}" if where else ""
+        backend: Any = stepper.backend
+        fields = {name: backend.to_host(arr) for name, arr in stepper.fields().items()}
+        raise BlowUp(f"{stepper.name} blew up: NaN or Inf found at step {n}{found} (finite at step {self.last_ok}, "
+                     f"the last check); {hint}", n, self.last_ok, fields)
 
     def _stop_requested(self, m: int) -> bool:
         """A signal arrived: alone, at once; decomposed, at the next check, on every process together."""
@@ -543,9 +561,11 @@ class Monitor:
                     self.recent.append(residual)
                     if len(self.recent) > opts.stall_checks:
                         self.best_before = min(self.best_before, self.recent.pop(0))
-        for obs in opts.observers:
-            if obs.every and n % obs.every == 0:
-                obs(n, stepper.time_at(n), stepper.state(), stepper.backend)
+        observed = [obs for obs in opts.observers if obs.every and n % obs.every == 0]
+        if observed and not self.checked(n):
+            self.check_finite(n)  # no snapshot or checkpoint holds a NaN or an infinity
+        for obs in observed:
+            obs(n, stepper.time_at(n), stepper.state(), stepper.backend)
         if self.residual_at == n and self.residual is not None and opts.tol is not None and self.residual < opts.tol:
             return "converged"
         if self.residual_at == n and self.recent and len(self.recent) == opts.stall_checks and not min(self.recent) < self.best_before:
