@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
 
@@ -94,10 +95,11 @@ def run(
                           resume=resume, overwrite=overwrite, api=True,
                           command_line=f"stencilforge.run({problem.name})").prepare(problem.name)
     loop = dict(check_every=check_every, progress=progress, fuse_steps=fuse_steps)
-    if sweep:
-        return _run_lowered(problem, engine, total, tol, params, loop, outputs, comm, procs)
-    return _run_generated(problem, engine, problem.default_steps if total is None else total, tol, params, loop,
-                          outputs, comm, procs)
+    with outputs if outputs is not None else nullcontext():  # the output files are this run's until it ends
+        if sweep:
+            return _run_lowered(problem, engine, total, tol, params, loop, outputs, comm, procs)
+        return _run_generated(problem, engine, problem.default_steps if total is None else total, tol, params, loop,
+                              outputs, comm, procs)
 
 
 def _run_lowered(problem, engine, steps, tol, params, loop: dict, outputs, comm, procs) -> Result:
