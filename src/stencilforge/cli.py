@@ -660,11 +660,13 @@ def plot(
     step: Optional[int] = typer.Option(None, help="global step of the snapshot (default: the last complete one)"),
     field: Optional[str] = typer.Option(None, help="field to draw (default: the first in the file)"),
     dpi: int = typer.Option(100, help="resolution: the image is 640x480 (2D) or 1280x400 (3D mid-planes) at 100 dpi"),
+    overwrite: bool = typer.Option(False, "--overwrite", help="replace an existing PNG (default: refuse)"),
 ) -> None:
     """Draw one snapshot: a 2D field, or the three mid-planes of a 3D field, in physical units."""
     from .io.plots import plot_file
 
-    err.print(f"wrote {plot_file(file, output, step=step, field=field, dpi=dpi)}", markup=False, highlight=False)
+    written = plot_file(file, output, step=step, field=field, dpi=dpi, overwrite=overwrite)
+    err.print(f"wrote {written}", markup=False, highlight=False)
 
 
 @app.command()
@@ -675,11 +677,13 @@ def animate(
     field: Optional[str] = typer.Option(None, help="field to draw (default: the first in the file)"),
     fps: int = typer.Option(10, help="frames per second"),
     dpi: int = typer.Option(80, help="resolution: frames are 512x384 (2D) or 1024x320 (3D) at 80 dpi"),
+    overwrite: bool = typer.Option(False, "--overwrite", help="replace an existing animation (default: refuse)"),
 ) -> None:
     """Animate every complete snapshot of a file on one colour scale."""
     from .io.plots import animate_file
 
-    err.print(f"wrote {animate_file(file, output, field=field, fps=fps, dpi=dpi)}", markup=False, highlight=False)
+    written = animate_file(file, output, field=field, fps=fps, dpi=dpi, overwrite=overwrite)
+    err.print(f"wrote {written}", markup=False, highlight=False)
 
 
 @app.command()
