@@ -20,7 +20,7 @@ def test_scaled_walls_on_the_gpu_give_the_host_bits_and_touch_only_ghost_cells(s
     import cupy as cp
 
     grid = Grid(shape, tuple(0.1 for _ in shape), np.dtype(dtype), ghost, tuple(0.0 for _ in shape))
-    wall = Dirichlet(lambda *a: np.sin(3 * a[0]) + a[-2] ** 2 + 0.5 + 0 * a[-1], time_factor=lambda t: np.exp(-0.3 * t))
+    wall = Dirichlet(lambda t, **xs: np.sin(3 * xs["y"]) + xs["x"] ** 2 + 0.5 + 0 * t, time_factor=lambda t: np.exp(-0.3 * t))
     backend = CudaBackend()
     rng = np.random.default_rng(4)
     host = rng.standard_normal(grid.padded_shape).astype(dtype)

@@ -182,6 +182,21 @@ def test_mp4_without_ffmpeg_is_refused(workdir, snapshots):
     assert list(workdir.iterdir()) == []
 
 
+@pytest.mark.parametrize("command,name,what", [("plot", "u.png", "image"), ("animate", "u.gif", "animation")])
+def test_plot_and_animate_keep_an_existing_file_unless_overwrite(workdir, snapshots, command, name, what):
+    """As run does: following the docs twice must not silently replace a picture of one's own."""
+    (workdir / name).write_bytes(b"a picture of one's own")
+    res = invoke(command, snapshots / "heat.h5", "-o", name, "--dpi", "40")
+    assert assert_refused(res) == f"error: {what} {name} already exists; pass --overwrite to replace it"
+    assert res.exit_code == 2
+    assert (workdir / name).read_bytes() == b"a picture of one's own"
+    res = invoke(command, snapshots / "heat.h5", "-o", name, "--dpi", "40", "--overwrite")
+    assert res.exit_code == 0, res.stderr
+    with Image.open(name) as im:
+        assert im.size == (256, 192)
+    assert [p.name for p in workdir.iterdir()] == [name]
+
+
 @pytest.mark.parametrize("args,message", [
     (["--step", "7"], "no snapshot at step 7"),
     (["--field", "v"], "no field 'v'"),

@@ -1,5 +1,7 @@
-"""Crashes and signals: kill -9 at random moments, SIGTERM/SIGINT, full disks; what is on disk must stay readable."""
+"""Crashes and signals: kill -9 at random moments, SIGTERM/SIGINT, full disks, a second run writing the same files;
+what is on disk must stay readable."""
 
+import json
 import os
 import random
 import signal
@@ -91,6 +93,7 @@ def test_kill_9_at_random_moments_leaves_readable_files_and_resume_continues(tmp
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 143, err
     assert temps(tmp_path) == []  # the stale temporary files of the killed runs are gone
+    assert not list(tmp_path.glob(".*.lock"))  # the killed runs' lock files were taken over and removed
     steps = plain_steps(tmp_path / "run.h5")
     final = checkpoint.read(ckpt).step
     assert f"stopped by SIGTERM at step {final}" in err
@@ -185,3 +188,35 @@ def test_a_step_entry_cut_off_by_a_crash_is_not_counted(tmp_path, monkeypatch):
     assert plain_steps(tmp_path / "run.h5") == [5, 10, 15]
     with h5py.File("run.h5", "r") as f:
         assert list(f["step"][:]) == [5, 10, 15]
+
+
+def test_a_second_run_writing_the_same_files_is_refused_while_the_first_runs(tmp_path):
+    """Two runs writing one file crashed HDF5 (a segfault) or reported snapshots the other had replaced;
+    the second is refused in one line, `--overwrite` or not, and the first reports what its file holds."""
+    first = start(tmp_path, *LONG_RUN, "--json")
+    others = []
+    try:
+        wait_for_progress(tmp_path / "run.h5", first, 0)
+        short = ["run", "heat2d", "--shape", "48,40", "--backend", "numpy", "--steps", "40", "--snapshot-every", "2",
+                 "--checkpoint-every", "3", "--overwrite"]
+        others = [(start(tmp_path, *short, "--out", "run.h5", "--checkpoint", "other.ckpt.h5"), "snapshot file run.h5"),
+                  (start(tmp_path, *short, "--out", "other.h5", "--checkpoint", "run.ckpt.h5"), "checkpoint run.ckpt.h5")]
+        for proc, what in others:
+            out, err = proc.communicate(timeout=60)
+            assert proc.returncode == 2, err
+            assert err.splitlines() == [f"error: {what} is being written by another run; wait for it to end or choose another file"]
+            assert out == ""
+        assert first.poll() is None  # refused because the first holds the files, not after it ended
+        first.send_signal(signal.SIGTERM)
+        out, err = first.communicate(timeout=30)
+        assert first.returncode == 143, err
+    finally:
+        for proc in (first, *(proc for proc, _ in others)):
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+    reported = json.loads(out)["outputs"]
+    steps = plain_steps(tmp_path / "run.h5")
+    assert reported["snapshots"]["count"] == len(steps) > 0 and steps == list(range(2, 2 * len(steps) + 1, 2))
+    assert checkpoint.read(tmp_path / "run.ckpt.h5").step == reported["checkpoint"]["step"] == steps[-1]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.ckpt.h5", "run.h5", "run.xmf"]  # nothing of the refused runs, no lock

@@ -30,10 +30,10 @@ class Recorder:
 
 
 def _run(tmp_path, problem, shape, steps, every, out_name, **kw):
-    outputs = Outputs(snapshot_every=every, out=tmp_path / out_name, command_line="stencilforge run test", **kw).prepare(problem)
-    setup, start = outputs.setup(problem, shape, None, {})
-    recorder = Recorder(every, setup.solution, setup.grid.interior)
-    result = outputs.run(setup, get_backend("numpy"), LoopOptions(steps=steps, observers=(recorder,)))
+    with Outputs(snapshot_every=every, out=tmp_path / out_name, command_line="stencilforge run test", **kw).prepare(problem) as outputs:
+        setup, start = outputs.setup(problem, shape, None, {})
+        recorder = Recorder(every, setup.solution, setup.grid.interior)
+        result = outputs.run(setup, get_backend("numpy"), LoopOptions(steps=steps, observers=(recorder,)))
     return setup, recorder, result
 
 
@@ -88,9 +88,9 @@ def test_only_complete_snapshots_are_visible(tmp_path):
 @pytest.mark.parametrize("problem,shape,topology", [("heat2d", (12, 10), "2DCoRectMesh"), ("wave3d", (9, 10, 11), "3DCoRectMesh")])
 def test_xdmf_references_the_datasets(tmp_path, problem, shape, topology):
     kw = {"radius": 2} if problem == "wave3d" else {}
-    outputs = Outputs(snapshot_every=4, out=tmp_path / "run.h5").prepare(problem)
-    setup, _ = outputs.setup(problem, shape, None, kw)
-    outputs.run(setup, get_backend("numpy"), LoopOptions(steps=12))
+    with Outputs(snapshot_every=4, out=tmp_path / "run.h5").prepare(problem) as outputs:
+        setup, _ = outputs.setup(problem, shape, None, kw)
+        outputs.run(setup, get_backend("numpy"), LoopOptions(steps=12))
     root = ET.parse(tmp_path / "run.xmf").getroot()
     collection = root.find("Domain/Grid")
     assert collection.get("CollectionType") == "Temporal"

@@ -18,11 +18,10 @@ CASES = {
 
 
 def _run(problem, shape, params, backend, steps, ckpt: Path, resume: Path | None = None):
-    outputs = Outputs(checkpoint_every=50, checkpoint=ckpt, resume=resume).prepare(problem)
     fresh = resume is None
-    setup, start = outputs.setup(problem if fresh else None, shape if fresh else None, None, params if fresh else {})
-    result = outputs.run(setup, get_backend(backend), LoopOptions(steps=steps, start_step=start))
-    return result
+    with Outputs(checkpoint_every=50, checkpoint=ckpt, resume=resume).prepare(problem) as outputs:
+        setup, start = outputs.setup(problem if fresh else None, shape if fresh else None, None, params if fresh else {})
+        return outputs.run(setup, get_backend(backend), LoopOptions(steps=steps, start_step=start))
 
 
 def _fields(path: Path) -> dict[str, bytes]:

@@ -20,6 +20,7 @@ from stencilforge.bench.loop import LoopWorkload, loop_matrix, loop_row, loop_ro
 from stencilforge.boundary import Dirichlet, _ghost_cells, all_faces, bind
 from stencilforge.cli import app
 from stencilforge.grid import Grid
+from stencilforge.ir.nodes import AXIS_NAMES
 
 LOOP_KEYS = {"problem", "label", "shape", "dtype", "backend", "status", "steps", "fused_steps", "loop_ms", "kernel_ms",
              "overhead", "overhead_min", "loop_samples_ms", "kernel_samples_ms", "repeats", "load_average"}
@@ -109,7 +110,7 @@ def gathered(grid, wall, faces, arr, t):
     """The ghost cells set through one flat index of every face's cells, as the device path sets them
     (`_ghost_cells`, spatial part evaluated once at t = 0, times f(t) in float64, rounded once)."""
     index, coords = _ghost_cells(grid, faces, grid.padded_shape[-1])
-    spatial = np.broadcast_to(np.asarray(wall.value(*coords, 0.0), dtype=np.float64), index.shape)
+    spatial = np.broadcast_to(np.asarray(wall.value(**dict(zip(AXIS_NAMES[grid.ndim], coords)), t=0.0), dtype=np.float64), index.shape)
     arr.reshape(-1)[index] = spatial * wall.time_factor(t)
 
 
@@ -159,7 +160,7 @@ def test_scaled_walls_evaluate_their_spatial_part_once():
     for t in (0.1, 0.2, 0.3):
         fill(arr, t)
     assert calls == [0.0]
-    x, y = (grid.coords(a)[:, None] if a == 0 else grid.coords(a)[None, :] for a in range(2))
+    y, x = grid.mesh()  # by name: x is the last axis
     expected = (np.sin(x) * np.cos(y) * np.exp(-0.3)).astype(np.float32)
     walls = np.ones(grid.padded_shape, bool)
     walls[grid.interior] = False

@@ -243,6 +243,26 @@ def test_a_write_failure_on_rank_zero_stops_every_rank_at_that_step():
     ], proc.stderr
 
 
+def test_files_another_run_writes_are_refused_by_every_rank(tmp_path):
+    """Rank 0 alone holds a decomposed run's files; its refusal stops every rank, with one line."""
+    pytest.importorskip("h5py")
+    from test_io_crash import LONG_RUN, start, wait_for_progress
+
+    first = start(tmp_path, *LONG_RUN)
+    try:
+        wait_for_progress(tmp_path / "run.h5", first, 0)
+        proc = cli(2, "heat2d", "--shape", "48", "40", "--backend", "numpy", "--steps", "8", "--snapshot-every", "2",
+                   "--out", str(tmp_path / "run.h5"), "--overwrite")
+        assert first.poll() is None
+    finally:
+        first.kill()
+        first.communicate()
+    assert proc.returncode == 2, proc.stderr
+    assert error_lines(proc) == [f"error: rank 0: snapshot file {tmp_path / 'run.h5'} is being written by another run; "
+                                 "wait for it to end or choose another file"], proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
 def test_numba_threads_are_shared_among_the_ranks_of_a_node():
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_NUM_THREADS"}
     env["PYTHONPATH"] = os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")])

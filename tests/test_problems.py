@@ -143,8 +143,8 @@ def test_dirichlet_writes_every_ghost_slab_cell_and_nothing_else(shape, ghost, s
     for axis, side in faces:
         expected[ghost_region(grid, axis, side)] = True
     for bc in (
-        Dirichlet(lambda *a: a[-1] + sum(a[:-1]) * 0 + 7.0, time_dependent=True),
-        Dirichlet(lambda *a: 4.0 + 0 * a[0], time_factor=lambda t: 1.0 + t),
+        Dirichlet(lambda t, **xs: t + xs["x"] * 0 + 7.0, time_dependent=True),
+        Dirichlet(lambda t, **xs: 4.0 + 0 * xs["x"], time_factor=lambda t: 1.0 + t),
     ):
         u = np.full(grid.padded_shape, np.nan)
         bc.bind(grid, np, faces)(u, 1.0)
@@ -180,7 +180,8 @@ def test_dirichlet_fills_a_field_whose_rows_lie_a_pitch_apart(shape, scaled):
     """The layout the cuda backend's `field` gives (rows on cache lines): same ghost values as the
     C-contiguous fill, the interior and the padding between rows untouched."""
     grid = Grid.unit_box(shape, "float64", ghost=2)
-    value = (lambda *x: sum((k + 1) * c for k, c in enumerate(x[:-1])) + x[-1]) if not scaled else (lambda *x: np.sin(x[0]) + x[1])
+    value = ((lambda t, **xs: np.sin(xs["x"]) + xs["y"]) if scaled
+             else (lambda t, **xs: sum((k + 1) * c for k, c in enumerate(xs.values())) + t))
     bc = Dirichlet(value, time_factor=(lambda t: 1 + t) if scaled else None, time_dependent=not scaled)
     pitch, first = 16, 3
     rows = int(np.prod(grid.padded_shape[:-1]))

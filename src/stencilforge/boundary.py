@@ -8,13 +8,16 @@ the callable the time loop invokes.
 
 from __future__ import annotations
 
+import inspect
 import math
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import numpy as np
 
+from .errors import StencilforgeError
 from .grid import Grid, row_pitch
+from .ir.nodes import AXIS_NAMES
 
 Face = tuple[int, int]  # (axis, side), side 0 = low end, 1 = high end
 Filler = Callable[[object, float], None]
@@ -89,7 +92,11 @@ def _ghost_cells(grid: Grid, faces: Sequence[Face], pitch: int) -> tuple[np.ndar
 class Dirichlet:
     """Fixed values in the ghost layers: a constant, or value(x, y[, z], t) -> array.
 
-    A function is evaluated on the ghost points' own coordinates, so an exact
+    A function is called by name, value(x=..., y=..., z=..., t=...): x is the last
+    array axis, y the one before, z axis 0 (1D: value(x, t)), so the order of its
+    parameters does not matter but their names do (one that cannot take them by
+    name is refused at bind time, not handed the axes in some order). It is
+    evaluated on the ghost points' own coordinates, so an exact
     solution that extends smoothly past the wall keeps high-order stencils exact.
     For a function, the ghost cells of all faces are gathered into one index at
     bind time, so a fill is one evaluation and one scatter, not a few small
@@ -126,19 +133,37 @@ class Dirichlet:
         pitch = grid.padded_shape[-1] if pitch is None else pitch
         index, coords = _ghost_cells(grid, faces, pitch)
         func, factor = self.value, self.time_factor
+        names = _argument_names(func, grid.ndim)
         if factor is not None:
-            spatial = np.broadcast_to(np.asarray(func(*coords, 0.0), dtype=np.float64), index.shape)
+            spatial = np.broadcast_to(np.asarray(func(**dict(zip(names, coords)), t=0.0), dtype=np.float64), index.shape)
             if xp is np:
                 return ScaledWalls(grid, tuple(faces), _box_values(grid, faces, spatial), factor, (scaler and scaler()) or scale_with_numpy)
         cells = xp.asarray(index)
         if factor is not None:
             return _scaled_scatter(xp, cells, xp.asarray(np.ascontiguousarray(spatial)), factor, pitch)
-        points = [xp.asarray(c) for c in coords]
+        points = {name: xp.asarray(c) for name, c in zip(names, coords)}
 
         def fill_function(arr, t):
-            _flat(xp, arr, pitch)[cells] = rounded(func(*points, t), arr, grid.dtype)
+            _flat(xp, arr, pitch)[cells] = rounded(func(**points, t=t), arr, grid.dtype)
 
         return fill_function
+
+
+def _argument_names(func: Callable, ndim: int) -> tuple[str, ...]:
+    """The coordinates' names in array-axis order (z, y, x), once `func` is known to take them and t by name:
+    a function taking them in another order, or positionally only, is refused rather than given the wrong axes."""
+    names = AXIS_NAMES[ndim]
+    try:
+        signature = inspect.signature(func)
+    except (TypeError, ValueError):  # no signature to read (some builtins): the call says what it takes
+        return names
+    try:
+        signature.bind(**dict.fromkeys(names), t=0.0)
+    except TypeError:
+        wanted = ", ".join(f"{n}=" for n in (*reversed(names), "t"))
+        raise StencilforgeError(f"a Dirichlet value function on a {ndim}D grid is called as value({wanted}) (x the last axis); "
+                                f"{getattr(func, '__name__', 'it')}{signature} cannot take those arguments by name") from None
+    return names
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ from . import __version__, problems
 from .backends import available, get_backend
 from .backends.cuda.codegen import STRATEGIES
 from .distributed import bind_device, fail_together, launched, world, world_rank
+from .distributed.runner import agree
 from .errors import StencilforgeError
 from .optional import require
 from .resources import check_host_memory, node_peers, thread_count, use_numba_threads
@@ -476,44 +477,46 @@ def run(
         _run_multigrid(problem, shape, dtype, backend, tol, steps, as_json, procs)
         return
 
-    outputs = Outputs(
+    asked = Outputs(
         snapshot_every=snapshot_every, out=out_file, compression=compression, checkpoint_every=checkpoint_every,
-        checkpoint=checkpoint, resume=resume, png=png, overwrite=overwrite,
-    ).prepare(problem)
-    params = dict(alpha=alpha, dt=dt, radius=radius, velocity=velocity, c=c, source=source, frequency=frequency,
-                  axis=axis, accuracy=accuracy)
-    peers = node_peers(world()) if mpi else None
-    resumed = outputs.resumed
-    name = problem or (resumed.problem if resumed else None)
-    assert name is not None, "prepare asks for a problem or --resume"
-    check_host_memory(
-        name, parse_ints(shape, "--shape") or (resumed.shape if resumed else None),
-        dtype or (resumed.dtype if resumed else None), {**(resumed.params if resumed else {}), **params},
-        snapshots=snapshot_every is not None, checkpoints=outputs.checkpoint is not None, processes=len(peers) if peers else 1,
+        checkpoint=checkpoint, resume=resume, png=png, overwrite=overwrite, writer=root,
     )
-    if mpi and backend in ("auto", "cuda"):
-        bind_device(world())
-    engine = get_backend(backend, **({"strategy": strategy} if strategy else {}))
-    setup, start_step = outputs.setup(problem, parse_ints(shape, "--shape"), dtype, params, xp=None if mpi else engine.xp)
-    if strategy and engine.name != "cuda":
-        raise StencilforgeError(f"--strategy applies to the cuda backend, not {engine.name}")
-    if threads is not None and engine.name != "numba":
-        raise StencilforgeError(f"--threads applies to the numba backend, not {engine.name}")
-    thread_total = use_numba_threads(thread_count(threads, peers)) if engine.name == "numba" else None
-    interactive = not as_json and sys.stderr.isatty() and root
-    bar = LazyProgress(setup.name) if interactive else None
-    try:
-        with stop_on_signals() as stop:
-            opts = LoopOptions(steps=steps, tol=tol, check_every=check_every, progress=bar, start_step=start_step,
-                               fuse_steps=fuse_steps, stop=stop, stall_checks=stall_checks,
-                               status=StatusLine() if interactive else None)
-            if mpi:
-                result = outputs.run_decomposed(setup, engine, opts, world(), parse_ints(procs, "--procs"), halo, overlap)
-            else:
-                result = outputs.run(setup, engine, opts)
-    finally:
-        if bar is not None:
-            bar.close()
+    # under MPI rank 0 alone holds the files, and a refusal on any rank stops every rank
+    with (agree(world(), lambda: asked.prepare(problem)) if mpi else asked.prepare(problem)) as outputs:
+        params = dict(alpha=alpha, dt=dt, radius=radius, velocity=velocity, c=c, source=source, frequency=frequency,
+                      axis=axis, accuracy=accuracy)
+        peers = node_peers(world()) if mpi else None
+        resumed = outputs.resumed
+        name = problem or (resumed.problem if resumed else None)
+        assert name is not None, "prepare asks for a problem or --resume"
+        check_host_memory(
+            name, parse_ints(shape, "--shape") or (resumed.shape if resumed else None),
+            dtype or (resumed.dtype if resumed else None), {**(resumed.params if resumed else {}), **params},
+            snapshots=snapshot_every is not None, checkpoints=outputs.checkpoint is not None, processes=len(peers) if peers else 1,
+        )
+        if mpi and backend in ("auto", "cuda"):
+            bind_device(world())
+        engine = get_backend(backend, **({"strategy": strategy} if strategy else {}))
+        setup, start_step = outputs.setup(problem, parse_ints(shape, "--shape"), dtype, params, xp=None if mpi else engine.xp)
+        if strategy and engine.name != "cuda":
+            raise StencilforgeError(f"--strategy applies to the cuda backend, not {engine.name}")
+        if threads is not None and engine.name != "numba":
+            raise StencilforgeError(f"--threads applies to the numba backend, not {engine.name}")
+        thread_total = use_numba_threads(thread_count(threads, peers)) if engine.name == "numba" else None
+        interactive = not as_json and sys.stderr.isatty() and root
+        bar = LazyProgress(setup.name) if interactive else None
+        try:
+            with stop_on_signals() as stop:
+                opts = LoopOptions(steps=steps, tol=tol, check_every=check_every, progress=bar, start_step=start_step,
+                                   fuse_steps=fuse_steps, stop=stop, stall_checks=stall_checks,
+                                   status=StatusLine() if interactive else None)
+                if mpi:
+                    result = outputs.run_decomposed(setup, engine, opts, world(), parse_ints(procs, "--procs"), halo, overlap)
+                else:
+                    result = outputs.run(setup, engine, opts)
+        finally:
+            if bar is not None:
+                bar.close()
     if thread_total is not None:
         result.summary["threads"] = thread_total
     _report(result.summary, as_json, root)
@@ -658,11 +661,13 @@ def plot(
     step: Optional[int] = typer.Option(None, help="global step of the snapshot (default: the last complete one)"),
     field: Optional[str] = typer.Option(None, help="field to draw (default: the first in the file)"),
     dpi: int = typer.Option(100, help="resolution: the image is 640x480 (2D) or 1280x400 (3D mid-planes) at 100 dpi"),
+    overwrite: bool = typer.Option(False, "--overwrite", help="replace an existing PNG (default: refuse)"),
 ) -> None:
     """Draw one snapshot: a 2D field, or the three mid-planes of a 3D field, in physical units."""
     from .io.plots import plot_file
 
-    err.print(f"wrote {plot_file(file, output, step=step, field=field, dpi=dpi)}", markup=False, highlight=False)
+    written = plot_file(file, output, step=step, field=field, dpi=dpi, overwrite=overwrite)
+    err.print(f"wrote {written}", markup=False, highlight=False)
 
 
 @app.command()
@@ -673,11 +678,13 @@ def animate(
     field: Optional[str] = typer.Option(None, help="field to draw (default: the first in the file)"),
     fps: int = typer.Option(10, help="frames per second"),
     dpi: int = typer.Option(80, help="resolution: frames are 512x384 (2D) or 1024x320 (3D) at 80 dpi"),
+    overwrite: bool = typer.Option(False, "--overwrite", help="replace an existing animation (default: refuse)"),
 ) -> None:
     """Animate every complete snapshot of a file on one colour scale."""
     from .io.plots import animate_file
 
-    err.print(f"wrote {animate_file(file, output, field=field, fps=fps, dpi=dpi)}", markup=False, highlight=False)
+    written = animate_file(file, output, field=field, fps=fps, dpi=dpi, overwrite=overwrite)
+    err.print(f"wrote {written}", markup=False, highlight=False)
 
 
 @app.command()

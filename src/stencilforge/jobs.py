@@ -14,7 +14,8 @@ import shlex
 import sys
 import tempfile
 import uuid
-from dataclasses import dataclass, replace
+from contextlib import ExitStack
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -25,7 +26,7 @@ from .fingerprint import difference, fingerprint
 from .grid import Grid
 from .io.hdf5 import series_run_id
 from .io.meta import RunInfo, jsonable
-from .io.paths import SNAPSHOT_SUFFIXES, check_output, remove_stale_temps
+from .io.paths import SNAPSHOT_SUFFIXES, check_output, remove_stale_temps, sole_writer
 from .io.plots import IMAGE_SUFFIXES, View, plot_array
 from .io.snapshots import Ledger, OutputError, Sink, StreamingObserver, evolving_fields
 from .optional import require
@@ -56,6 +57,8 @@ class Outputs:
     append: bool = False  # set by prepare: --out is the series being resumed
     resumed: RunInfo | None = None  # set by prepare: what the checkpoint resumed from records
     api: bool = False  # errors name sf.run's keywords (out=) instead of the command line's options (--out)
+    writer: bool = True  # this process writes the files (rank 0 of a decomposed run), so it holds them
+    held: ExitStack | None = field(default=None, compare=False, repr=False)  # set by prepare: the files held
 
     def option(self, name: str) -> str:
         """How the caller spells an option in an error: `--snapshot-every` on the command line, `snapshot_every=` in sf.run."""
@@ -85,7 +88,10 @@ class Outputs:
 
         No existing file is replaced unless `overwrite`, except the series being
         resumed: the checkpoint resumed from, and a snapshot file (with its .xmf)
-        written by the same run, which the resumed run appends to.
+        written by the same run, which the resumed run appends to. The `writer`
+        holds the snapshot file and the checkpoint from before their checks until
+        the returned Outputs is left (it is a context manager): a second run
+        writing either is refused, `overwrite` or not.
         """
         self._check_combinations(problem)
         run_id, resume_step, resume, resumed = uuid.uuid4().hex, None, None, None
@@ -95,32 +101,56 @@ class Outputs:
             resume = Path(self.resume)
             resumed, resume_step = peek(resume)
             run_id = resumed.run_id or run_id
+        held = ExitStack()
+        try:
+            out, append, checkpoint = self._claim(problem, resume, run_id, held)
+            png = check_output(self.png, "image", IMAGE_SUFFIXES, overwrite=self.overwrite) if self.png is not None else None
+            for what, path, module in (("snapshot file", out, "h5py"), ("checkpoint", checkpoint, "h5py"), ("image", png, "matplotlib")):
+                if path is not None and path.suffix.lower() != ".npz":
+                    require(module, f"{what} {path}")
+        except BaseException:
+            held.close()
+            raise
+        for path in (out, out.with_suffix(".xmf") if out is not None else None, checkpoint, png):
+            if path is not None:
+                remove_stale_temps(path)
+        command_line = self.command_line or shlex.join(["stencilforge", *sys.argv[1:]])
+        return replace(self, out=out, checkpoint=checkpoint, png=png, resume=resume, command_line=command_line,
+                       run_id=run_id, resume_step=resume_step, append=append, resumed=resumed, held=held)
+
+    def _claim(self, problem: str | None, resume: Path | None, run_id: str, held: ExitStack) -> tuple[Path | None, bool, Path | None]:
+        """(snapshot file, whether it is appended to, checkpoint), each held in `held` (by the writer) before
+        it is checked, so that no other run can create or replace it between the check and the run."""
         o = self.option
         out = check_output(self.out, "snapshot file", SNAPSHOT_SUFFIXES, option=o("overwrite")) if self.out is not None else None
+        checkpoint = None
+        if self.checkpoint_every is not None or resume is not None:
+            checkpoint = check_output(Path(self.checkpoint or self.default_checkpoint(problem)), "checkpoint", CHECKPOINT_SUFFIXES,
+                                      option=o("overwrite"))
+            if out is not None and checkpoint.resolve() == out.resolve():
+                raise StencilforgeError(f"{o('checkpoint')} and {o('out')} are the same file {out}")
+        if self.writer:
+            for what, path in (("snapshot file", out), ("checkpoint", checkpoint)):
+                if path is not None:
+                    held.enter_context(sole_writer(path, what))
         append = out is not None and resume is not None and out.is_file() and series_run_id(out) == run_id
         if out is not None and out.exists() and not append and not self.overwrite:
             whose = "was written by another run" if resume is not None else "already exists"
             raise StencilforgeError(f"snapshot file {out} {whose}; pass {o('overwrite')} to replace it, or choose another {o('out')}")
         if out is not None and out.suffix.lower() != ".npz":
             check_output(out.with_suffix(".xmf"), "XDMF file", overwrite=append or self.overwrite, option=o("overwrite"))
-        checkpoint = None
-        if self.checkpoint_every is not None or resume is not None:
-            checkpoint = Path(self.checkpoint or self.default_checkpoint(problem))
+        if checkpoint is not None:
             same = resume is not None and checkpoint.exists() and checkpoint.resolve() == resume.resolve()
-            checkpoint = check_output(checkpoint, "checkpoint", CHECKPOINT_SUFFIXES, overwrite=same or self.overwrite,
-                                      option=o("overwrite"))
-            if out is not None and checkpoint.resolve() == out.resolve():
-                raise StencilforgeError(f"{o('checkpoint')} and {o('out')} are the same file {out}")
-        png = check_output(self.png, "image", IMAGE_SUFFIXES, overwrite=self.overwrite) if self.png is not None else None
-        for what, path, module in (("snapshot file", out, "h5py"), ("checkpoint", checkpoint, "h5py"), ("image", png, "matplotlib")):
-            if path is not None and path.suffix.lower() != ".npz":
-                require(module, f"{what} {path}")
-        for path in (out, out.with_suffix(".xmf") if out is not None else None, checkpoint, png):
-            if path is not None:
-                remove_stale_temps(path)
-        command_line = self.command_line or shlex.join(["stencilforge", *sys.argv[1:]])
-        return replace(self, out=out, checkpoint=checkpoint, png=png, resume=resume, command_line=command_line,
-                       run_id=run_id, resume_step=resume_step, append=append, resumed=resumed)
+            check_output(checkpoint, "checkpoint", overwrite=same or self.overwrite, option=o("overwrite"))
+        return out, append, checkpoint
+
+    def __enter__(self) -> "Outputs":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        """Let go of the output files, so another run may write them."""
+        if self.held is not None:
+            self.held.close()
 
     def default_checkpoint(self, problem: str | None) -> Path:
         """Next to --out (run.h5 -> run.ckpt.h5), else the file resumed from, else ./<problem>.ckpt.h5."""

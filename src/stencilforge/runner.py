@@ -122,9 +122,16 @@ def run_with(
     periodic = any(isinstance(c, Periodic) for conds in problem.boundary.values() for c in conds)
     sweep = (not generated and lowers(problem) and not (comm is not None and periodic)
              and problem.grid.ndim in engine.sweep_ndims)
-    if outputs is not None:
-        outputs = replace(outputs, equations=canonical(problem)).prepare(problem.name)
-    with nullcontext(stop) if stop is not None else stop_on_signals() as request, _numba_threads(engine, threads, comm) as count:
+    if outputs is not None:  # under MPI rank 0 alone holds the files, and a refusal on any rank stops every rank
+        asked = replace(outputs, equations=canonical(problem), writer=comm is None or comm.rank == 0)
+        if comm is None:
+            outputs = asked.prepare(problem.name)
+        else:
+            from .distributed.runner import agree
+
+            outputs = agree(comm, lambda: asked.prepare(problem.name))
+    with (nullcontext(stop) if stop is not None else stop_on_signals() as request, _numba_threads(engine, threads, comm) as count,
+          outputs if outputs is not None else nullcontext()):  # the output files are this run's until it ends
         loop = dict(check_every=check_every, progress=progress, fuse_steps=fuse_steps, stop=request)
         if sweep:
             result = _run_lowered(problem, engine, total, tol, params, loop, outputs, comm, procs)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import errno
+import fcntl
+import logging
 import os
 import re
 import secrets
@@ -11,6 +14,8 @@ from pathlib import Path
 from ..errors import StencilforgeError
 
 SNAPSHOT_SUFFIXES = (".h5", ".hdf5", ".npz")
+
+log = logging.getLogger(__name__)
 
 
 def check_output(path: str | os.PathLike, what: str, suffixes: tuple[str, ...] | None = None, overwrite: bool = True,
@@ -80,6 +85,53 @@ def remove_stale_temps(path: Path) -> list[Path]:
             entry.unlink(missing_ok=True)
             removed.append(entry)
     return removed
+
+
+@contextmanager
+def sole_writer(path: Path, what: str):
+    """Hold `path` for this run alone, or refuse in one line: two runs writing one file crash HDF5 and miscount.
+
+    The lock is flock on a hidden file beside it (`.NAME.lock`; the output itself is replaced by renames),
+    so the system drops it however the run ends; the run that lets go removes the file. Where the
+    filesystem offers no flock (Lustre mounted without it) the run goes on unguarded, with a warning.
+    """
+    lock = path.with_name(f".{path.name}.lock")
+    try:
+        fd = _flock(lock)
+    except BlockingIOError:
+        raise StencilforgeError(f"{what} {path} is being written by another run; wait for it to end or choose another file") from None
+    except OSError as exc:
+        raise StencilforgeError(f"cannot write {what} {path}: cannot create {lock.name}: {exc.strerror}") from None
+    if fd is None:
+        log.warning("cannot lock %s: this filesystem has no flock, so a second run writing it would not be refused", path)
+        yield
+        return
+    try:
+        yield
+    finally:
+        lock.unlink(missing_ok=True)  # while still holding it: no run can lock a file that is then removed
+        os.close(fd)
+
+
+def _flock(lock: Path) -> int | None:
+    """A descriptor holding the exclusive lock on the file now named `lock` (BlockingIOError while another
+    holds it), or None where the filesystem has no flock."""
+    while True:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)  # written to: NFS locks a file only open for writing
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            os.close(fd)
+            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+                raise
+            lock.unlink(missing_ok=True)
+            return None
+        try:
+            if os.path.samestat(os.fstat(fd), os.stat(lock)):
+                return fd
+        except FileNotFoundError:
+            pass
+        os.close(fd)  # the run that held it removed the file after we opened it: lock the one now there
 
 
 @contextmanager

@@ -113,11 +113,11 @@ def check_dpi(dpi: int) -> int:
     return dpi
 
 
-def plot_array(out: str | Path, data: np.ndarray, view: View, t: float, step: int, dpi: int = 100) -> Path:
-    """Draw one field (interior values) to a PNG."""
+def plot_array(out: str | Path, data: np.ndarray, view: View, t: float, step: int, dpi: int = 100, overwrite: bool = True) -> Path:
+    """Draw one field (interior values) to a PNG; an existing `out` is refused unless `overwrite`."""
     require("matplotlib", f"drawing {out}")
     check_dpi(dpi)
-    out = check_output(out, "image", IMAGE_SUFFIXES)
+    out = check_output(out, "image", IMAGE_SUFFIXES, overwrite=overwrite)
     fig = FieldFigure(view, np.asarray(data), dpi)
     fig.show(np.asarray(data), t, step)
     fig.save(out)
@@ -129,14 +129,17 @@ def _view(series, field: str) -> View:
     return View(info.problem, field, info.spacing, info.lower)
 
 
-def plot_file(path: str | Path, out: str | Path, step: int | None = None, field: str | None = None, dpi: int = 100) -> Path:
-    """Draw snapshot `step` (default: the last complete one) of a snapshot file."""
+def plot_file(path: str | Path, out: str | Path, step: int | None = None, field: str | None = None, dpi: int = 100,
+              overwrite: bool = False) -> Path:
+    """Draw snapshot `step` (default: the last complete one) of a snapshot file; an existing `out` is refused unless
+    `overwrite`, as run refuses its outputs."""
     require("matplotlib", f"drawing {out}")
     check_dpi(dpi)
     with open_series(path) as series:
         name = series.field_name(field)
         i = series.index_of(step)
-        return plot_array(out, series.frame(name, i), _view(series, name), float(series.times[i]), int(series.steps[i]), dpi)
+        return plot_array(out, series.frame(name, i), _view(series, name), float(series.times[i]), int(series.steps[i]), dpi,
+                          overwrite)
 
 
 def movie_writer(out: Path, fps: int):
@@ -149,12 +152,14 @@ def movie_writer(out: Path, fps: int):
     return animation.FFMpegWriter(fps=fps)
 
 
-def animate_file(path: str | Path, out: str | Path, field: str | None = None, fps: int = 10, dpi: int = 80) -> Path:
-    """Every complete snapshot as one frame, on one colour scale (the min and max over all frames)."""
+def animate_file(path: str | Path, out: str | Path, field: str | None = None, fps: int = 10, dpi: int = 80,
+                 overwrite: bool = False) -> Path:
+    """Every complete snapshot as one frame, on one colour scale (the min and max over all frames); an existing `out`
+    is refused unless `overwrite`."""
     FuncAnimation = require("matplotlib.animation", f"drawing {out}").FuncAnimation
 
     check_dpi(dpi)
-    out = check_output(out, "animation", MOVIE_SUFFIXES)
+    out = check_output(out, "animation", MOVIE_SUFFIXES, overwrite=overwrite)
     if fps < 1:
         raise StencilforgeError(f"fps must be at least 1, got {fps}")
     writer = movie_writer(out, fps)

@@ -16,7 +16,7 @@ import numpy as np
 from ..boundary import Dirichlet
 from ..errors import StencilforgeError
 from ..ir.analysis import reads_time, slot_name
-from ..ir.nodes import Access, Binary, Call, Compare, Constant, Coordinate, Expr, Literal, Negate, Power, Time, Where, walk
+from ..ir.nodes import AXIS_NAMES, Access, Binary, Call, Compare, Constant, Coordinate, Expr, Literal, Negate, Power, Time, Where, walk
 
 UNARY = {"sqrt": "sqrt", "exp": "exp", "log": "log", "sin": "sin", "cos": "cos", "tanh": "tanh", "abs": "abs"}
 BINARY = {"min": "minimum", "max": "maximum"}
@@ -149,8 +149,8 @@ def wall_values(expr: Expr, params: Mapping[str, float], xp=np):
     """
 
     def function(e, host: bool = False):
-        def value(*args):
-            *xs, t = args
+        def value(t, **named):
+            xs = [named[name] for name in AXIS_NAMES[len(named)]] if named else []  # by name, as Dirichlet calls: x is the last axis
             # Dirichlet hands host coordinates to a separable wall's one evaluation, device ones otherwise
             module = np if host or (xs and isinstance(xs[0], np.ndarray)) else xp
             return evaluate(e, dtype=np.float64, xp=module, coordinate=lambda a, s: xs[a], params=params, t=t)

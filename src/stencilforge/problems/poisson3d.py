@@ -20,12 +20,13 @@ DEFAULT_SHAPE = (64, 64, 64)
 PARAMS: tuple[str, ...] = ()
 
 
-def exact_u(x, y, z, t=0.0):
-    return np.sin(np.pi * x) * np.sin(np.pi * y) * np.sin(np.pi * z)
+def exact_u(z, y, x, t=0.0):
+    """In array-axis order (z first), as grid.mesh gives the coordinates; the wall calls it by name."""
+    return np.sin(np.pi * z) * np.sin(np.pi * y) * np.sin(np.pi * x)
 
 
-def rhs(x, y, z):
-    return -3.0 * np.pi**2 * exact_u(x, y, z)
+def rhs(z, y, x):
+    return -3.0 * np.pi**2 * exact_u(z, y, x)
 
 
 def build(shape=DEFAULT_SHAPE, dtype="float64") -> Setup:
