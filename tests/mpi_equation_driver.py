@@ -13,6 +13,7 @@ import numpy as np
 import stencilforge as sf
 from stencilforge.distributed import world
 from stencilforge.distributed.decomposition import _fits, factorizations
+from test_boundary import channel  # inflow and outflow: walls per side
 
 
 def gray_scott() -> sf.Problem:
@@ -75,7 +76,8 @@ def advection_periodic() -> sf.Problem:
                       initial={u: sf.sin(6.3 * grid.x) + grid.y}, boundary={u: sf.Periodic()}, dt=0.02, name="advection")
 
 
-CASES = (("gray_scott", gray_scott, 12), ("walls", walls, 9), ("heat_lowered", heat_lowered, 8), ("advection", advection_periodic, 7))
+CASES = (("gray_scott", gray_scott, 12), ("walls", walls, 9), ("heat_lowered", heat_lowered, 8), ("advection", advection_periodic, 7),
+         ("channel", channel, 10))
 
 
 def process_grids(nprocs: int, problem: sf.Problem) -> list[tuple[int, ...]]:

@@ -268,3 +268,12 @@ def test_a_1d_linear_equation_runs_on_cuda_as_generated_passes():
     ref = sf.run(p, backend=NumpyBackend(), steps=10)
     assert got.summary["lowered"] is False and ref.summary["lowered"] is True
     close({k: cp.asnumpy(v) for k, v in got.fields.items()}, ref.fields, "float64", 10)
+
+
+def test_walls_per_side_on_cuda_match_numpy():
+    """Inflow at one end of x, outflow at the other, periodic in y (`test_boundary.channel`), NaN-poisoned."""
+    from test_boundary import channel
+
+    p = channel(shape=(37, 101))
+    ref = sf.run(p, backend=NumpyBackend(), steps=40).fields
+    close(poisoned_run(p, 40), ref, "float64", 40)

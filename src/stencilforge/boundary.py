@@ -346,7 +346,31 @@ class Periodic:
         return fill
 
 
+@dataclass(frozen=True)
+class Sides:
+    """Two walls of one axis that differ, at its low and its high end (inflow and outflow, say): each
+    Dirichlet or Neumann; a periodic axis is periodic at both ends."""
+
+    low: Dirichlet | Neumann
+    high: Dirichlet | Neumann
+
+
 Boundary = Dirichlet | Neumann | Periodic
+
+
+def faces_of(axis: int, cond: Boundary | Sides, faces: Sequence[Face] = ((0, 0), (0, 1))) -> list[tuple[Boundary, tuple[Face, ...]]]:
+    """(condition, its faces) along `axis`, of the faces in `faces` (by side; both ends by default): one entry
+    for a condition of the whole axis, one per end for `Sides`."""
+    sides = tuple(side for _, side in faces)
+    if isinstance(cond, Sides):
+        return [(c, ((axis, side),)) for side, c in ((0, cond.low), (1, cond.high)) if side in sides]
+    chosen = tuple((axis, side) for side in (0, 1) if side in sides)
+    return [(cond, chosen)] if chosen else []
+
+
+def conditions(conds: Sequence[Boundary | Sides]) -> list[Boundary]:
+    """Every condition of a field's walls, both ends of `Sides` included."""
+    return [c for cond in conds for c in ((cond.low, cond.high) if isinstance(cond, Sides) else (cond,))]
 
 
 def bind(cond: Boundary, grid: Grid, backend, faces: Sequence[Face] | None = None, pitch: int | None = None) -> Filler:

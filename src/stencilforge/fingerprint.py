@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 
-from .boundary import Dirichlet
+from .boundary import Dirichlet, Sides
 from .ir.nodes import AXIS_NAMES, Access, Coordinate, Expr
 from .printers.source import InfixPrinter
 
@@ -54,6 +54,8 @@ def _value(value, text: _Text) -> str:
 
 
 def _wall(cond, text: _Text) -> str:
+    if isinstance(cond, Sides):
+        return f"({_wall(cond.low, text)}, {_wall(cond.high, text)})"
     if not isinstance(cond, Dirichlet):
         return type(cond).__name__
     extra = [", time_dependent=True"] if cond.time_dependent else []

@@ -12,7 +12,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from .boundary import Dirichlet, Neumann, Periodic
+from .boundary import Dirichlet, Neumann, Periodic, Sides, conditions
 from .errors import StencilforgeError
 from .interop import module_of, native
 from .ir.analysis import Analysis, analyse, constants_of
@@ -62,17 +62,30 @@ def _pure(expr: object, what: str) -> Expr:
     return expr
 
 
-def _conditions(name: str, cond, ndim: int) -> tuple[Boundary, ...]:
-    """One boundary condition for every axis, or one per axis."""
-    conds = tuple(cond) if isinstance(cond, (tuple, list)) else (cond,) * ndim
+def _conditions(name: str, cond, ndim: int) -> tuple[Boundary | Sides, ...]:
+    """One boundary condition for every axis, or one per axis in array order, each a condition or a (low, high)
+    pair of the two ends' (in 1D a pair of conditions is the two ends')."""
+    pair = isinstance(cond, (tuple, list))
+    if pair and ndim == 1 and len(cond) == 2 and not any(isinstance(c, (tuple, list)) for c in cond):
+        cond = (tuple(cond),)
+    conds = tuple(cond) if pair else (cond,) * ndim
     if len(conds) != ndim:
-        raise StencilforgeError(f"boundary of {name}: give one condition, or one per axis ({ndim})")
+        raise StencilforgeError(f"boundary of {name}: give one condition, or one per axis ({ndim}) in array order, where an "
+                                "axis may take a (low, high) pair of conditions")
+    checked: list[Boundary | Sides] = []
     for c in conds:
-        if not isinstance(c, (Dirichlet, Neumann, Periodic)):
+        if isinstance(c, (tuple, list)):
+            if len(c) != 2 or not all(isinstance(end, (Dirichlet, Neumann)) for end in c):
+                raise StencilforgeError(f"boundary of {name}: an axis's (low, high) pair takes two of sf.Dirichlet and "
+                                        f"sf.Neumann (a periodic axis is periodic at both ends), got {tuple(c)!r}")
+            c = Sides(*c)
+        elif not isinstance(c, (Dirichlet, Neumann, Periodic)):
             raise StencilforgeError(f"boundary of {name}: {c!r} is not sf.Dirichlet, sf.Neumann or sf.Periodic")
+        checked.append(c)
+    for c in conditions(checked):
         if isinstance(c, Dirichlet) and isinstance(c.value, Expr):
             _pure(c.value, f"the Dirichlet value of {name}")
-    return conds
+    return tuple(checked)
 
 
 def _value(value, what: str, shape: tuple[int, ...]):
@@ -94,7 +107,8 @@ class Problem:
     initial:  {field or u.prev: number | expression of x, y, z, constants | array of the interior shape}
               (arrays of any library with __dlpack__, NumPy, PyTorch, JAX or CuPy, are read without a copy)
               (fields not named start at zero; u.prev defaults to u's initial value)
-    boundary: {field: condition, or one condition per axis in array order}; every field read at a
+    boundary: {field: condition, or one condition per axis in array order, an axis's two ends taking a
+              (low, high) pair where they differ: (sf.Periodic(), (sf.Dirichlet(1.0), sf.Neumann()))}; every field read at a
               neighbouring cell needs one, except a field no equation writes whose initial value is an
               expression (its ghost layers are that expression)
     exact:    {field: expression of coordinates and t}: errors are reported against it
@@ -142,7 +156,7 @@ class Problem:
                 value, f"initial value of {'.'.join([name_level[0]] + (['prev'] if name_level[1] < 0 else []))}", grid.shape
             )
 
-        self.boundary: dict[str, tuple[Boundary, ...]] = {}
+        self.boundary: dict[str, tuple[Boundary | Sides, ...]] = {}
         for key, cond in (boundary or {}).items():
             name, _ = _key(fields, key, "boundary condition")
             self.boundary[name] = _conditions(name, cond, grid.ndim)
@@ -179,7 +193,7 @@ class Problem:
 
         exprs = [eq.expr for eq in self.equations] + [v for v in self.initial.values() if isinstance(v, Expr)]
         exprs += list(self.exact.values()) + [s.signal for s in self.sources if isinstance(s.signal, Expr)]
-        walls = [c for conds in self.boundary.values() for c in conds if isinstance(c, Dirichlet)]
+        walls = [c for conds in self.boundary.values() for c in conditions(conds) if isinstance(c, Dirichlet)]
         exprs += [c.value for c in walls if isinstance(c.value, Expr)]
         exprs += [self.dt] + [e for e in (self.residual, self.residual_scale) if e is not None]
         self.constants: tuple[Constant, ...] = constants_of(exprs)

@@ -16,7 +16,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from .boundary import Dirichlet, Neumann, Periodic, all_faces, bind, ghost_boxes
+from .boundary import Dirichlet, Neumann, Periodic, all_faces, bind, conditions, faces_of, ghost_boxes
 from .errors import StencilforgeError
 from .grid import Grid as Lattice
 from .interop import to_module
@@ -129,13 +129,12 @@ class Simulation:
             return [(False, self._gather_fill(conds))]
         fills = []
         for axis, cond in enumerate(conds):
-            faces = ((axis, 0), (axis, 1))
-            if isinstance(cond, Dirichlet) and isinstance(cond.value, Expr):
-                cond = wall_values(cond.value, self.params, self.xp)
-            static = isinstance(cond, Dirichlet) and cond.static
             if isinstance(cond, Periodic) and self.lattice.ghost > self.lattice.shape[axis]:
                 raise StencilforgeError(f"periodic {name} along axis {axis}: ghost width exceeds the grid")
-            fills.append((static, bind(cond, self.lattice, self.backend, faces=faces)))
+            for end, faces in faces_of(axis, cond):
+                if isinstance(end, Dirichlet) and isinstance(end.value, Expr):
+                    end = wall_values(end.value, self.params, self.xp)
+                fills.append((isinstance(end, Dirichlet) and end.static, bind(end, self.lattice, self.backend, faces=faces)))
         return fills
 
     def _written_images(self) -> dict[tuple[str, int], tuple[str, ...]]:
@@ -277,7 +276,7 @@ class Simulation:
             return "a written field does not keep two time levels"
         kinds = {self._gathered.get(name) for name in an.written if name in self._fillers}
         if kinds == {None}:
-            if not all(isinstance(c, Dirichlet) for name in an.written for c in self.problem.boundary.get(name, ())):
+            if not all(isinstance(c, Dirichlet) for name in an.written for c in conditions(self.problem.boundary.get(name, ()))):
                 return "its walls mix Dirichlet with periodic or Neumann"
             walls = None
         elif len(kinds) > 1:
@@ -346,7 +345,7 @@ class Simulation:
     def nonfinite(self) -> dict[str, str]:
         """On this process, each written field whose current level holds NaN or Inf -> where (see `where_nonfinite`)."""
         written = self.problem.analysis.written
-        dirichlet = {name for name in written if any(isinstance(c, Dirichlet) for c in self.problem.boundary.get(name, ()))}
+        dirichlet = {name for name in written if any(isinstance(c, Dirichlet) for c in conditions(self.problem.boundary.get(name, ())))}
         return where_nonfinite({name: self._slot((name, 0)) for name in written}, self.lattice.interior, self.xp, dirichlet)
 
     # ------------------------------------------------------------ checkpoints

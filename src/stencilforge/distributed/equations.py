@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
-from ..boundary import Dirichlet, Periodic, bind
+from ..boundary import Dirichlet, Periodic, bind, faces_of
 from ..ir.analysis import accesses
 from ..ir.nodes import Expr
 from ..printers.numpy import wall_values
@@ -78,10 +78,10 @@ class DecomposedSimulation(Simulation):
         for axis, cond in enumerate(conds):
             wrapped = isinstance(cond, Periodic) and self.decomp.dims[axis] > 1
             faces = () if wrapped else tuple(f for f in physical if f[0] == axis)
-            if faces:
-                if isinstance(cond, Dirichlet) and isinstance(cond.value, Expr):
-                    cond = wall_values(cond.value, self.params, self.xp)
-                fills.append((isinstance(cond, Dirichlet) and cond.static, bind(cond, lat, self.backend, faces=faces)))
+            for end, ends in faces_of(axis, cond, faces):
+                if isinstance(end, Dirichlet) and isinstance(end.value, Expr):
+                    end = wall_values(end.value, self.params, self.xp)
+                fills.append((isinstance(end, Dirichlet) and end.static, bind(end, lat, self.backend, faces=ends)))
             low, high = self.cart.Shift(axis, 1)
             neighbours = [(MPI.PROC_NULL, MPI.PROC_NULL)] * nd
             neighbours[axis] = (MPI.PROC_NULL if (axis, 0) in faces else low, MPI.PROC_NULL if (axis, 1) in faces else high)

@@ -8,7 +8,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..boundary import Boundary, Dirichlet
+from ..boundary import Boundary, Dirichlet, Sides
 from ..errors import StencilforgeError
 from ..grid import Grid
 from ..ir.analysis import accesses
@@ -109,8 +109,8 @@ def why_not_lowered(problem: Problem, values: dict | None = None) -> str | None:
         return f"{target.name} has no time levels to swap"
     if any(any(a.offset) for a in accesses(eq.expr) if a.field is target and a.level == -1):
         return f"{target.name}.prev is read at neighbouring cells, which a sweep cannot do"
-    if any(any(c != conds[0] for c in conds) for conds in problem.boundary.values()):
-        return "walls that differ per axis do not lower to a sweep"
+    if any(any(c != conds[0] or isinstance(c, Sides) for c in conds) for conds in problem.boundary.values()):
+        return "walls that differ per axis or per side do not lower to a sweep"
     if sweep_of(eq, values) is None:
         return f"the equation for {eq.label} is not a sum of stencils of fields"
     if problem.residual is not None and sweep_terms(problem.residual, values) is None:
@@ -144,9 +144,10 @@ def lowered(problem: Problem, params: dict | None = None, default_tol: float | N
     grid = problem.grid
     dt = values[problem.dt.name] if isinstance(problem.dt, Constant) else problem.dt.value
     lattice = Grid(grid.shape, grid.spacing, grid.dtype, an.ghost, grid.origin)
-    boundaries = {}
+    boundaries: dict[str, Boundary] = {}
     for name, conds in problem.boundary.items():
         cond = conds[0]
+        assert not isinstance(cond, Sides), "why_not_lowered refuses walls per side"
         boundaries[name] = wall_values(cond.value, values, xp) if isinstance(cond, Dirichlet) and isinstance(cond.value, Expr) else cond
     fields = {}
     for f in an.fields:
