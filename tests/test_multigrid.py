@@ -87,7 +87,7 @@ def test_nonzero_dirichlet_walls_match_sparse_direct_solve(rng):
     f = rng.standard_normal(shape)
     result = poisson(f, h, value=walls, tol=1e-12, backend="numpy")
     g = np.zeros((22, 29))
-    xs, ys = np.meshgrid(np.arange(22) * h[0], np.arange(29) * h[1], indexing="ij")
+    ys, xs = np.meshgrid(np.arange(22) * h[0], np.arange(29) * h[1], indexing="ij")  # x is the last axis
     g[[0, -1], :] = walls(xs, ys)[[0, -1], :]
     g[:, [0, -1]] = walls(xs, ys)[:, [0, -1]]
     rhs = f.copy()  # move the wall values to the right-hand side

@@ -133,7 +133,7 @@ class Dirichlet:
         pitch = grid.padded_shape[-1] if pitch is None else pitch
         index, coords = _ghost_cells(grid, faces, pitch)
         func, factor = self.value, self.time_factor
-        names = _argument_names(func, grid.ndim)
+        names = argument_names(func, grid.ndim)
         if factor is not None:
             spatial = np.broadcast_to(np.asarray(func(**dict(zip(names, coords)), t=0.0), dtype=np.float64), index.shape)
             if xp is np:
@@ -149,18 +149,18 @@ class Dirichlet:
         return fill_function
 
 
-def _argument_names(func: Callable, ndim: int) -> tuple[str, ...]:
-    """The coordinates' names in array-axis order (z, y, x), once `func` is known to take them and t by name:
-    a function taking them in another order, or positionally only, is refused rather than given the wrong axes."""
+def argument_names(func: Callable, ndim: int, timed: bool = True) -> tuple[str, ...]:
+    """The coordinates' names in array-axis order (z, y, x), once `func` is known to take them (and t, if `timed`)
+    by name: a function taking them in another order, or positionally only, is refused rather than given the wrong axes."""
     names = AXIS_NAMES[ndim]
     try:
         signature = inspect.signature(func)
     except (TypeError, ValueError):  # no signature to read (some builtins): the call says what it takes
         return names
     try:
-        signature.bind(**dict.fromkeys(names), t=0.0)
+        signature.bind(**dict.fromkeys(names), **({"t": 0.0} if timed else {}))
     except TypeError:
-        wanted = ", ".join(f"{n}=" for n in (*reversed(names), "t"))
+        wanted = ", ".join(f"{n}=" for n in (*reversed(names), *(("t",) if timed else ())))
         raise StencilforgeError(f"a Dirichlet value function on a {ndim}D grid is called as value({wanted}) (x the last axis); "
                                 f"{getattr(func, '__name__', 'it')}{signature} cannot take those arguments by name") from None
     return names

@@ -161,7 +161,7 @@ def multigrid_error(backend_name: str, case: str, n: int) -> tuple[float, float]
     wall, exact, rhs, coefficient = _manufactured(case)
     h = 1.0 / (n + 1) if wall == "dirichlet" else 1.0 / n
     first = {"dirichlet": h, "neumann": h / 2, "periodic": 0.0}[wall]
-    x, y = np.meshgrid(first + h * np.arange(n), first + h * np.arange(n), indexing="ij")
+    y, x = np.meshgrid(first + h * np.arange(n), first + h * np.arange(n), indexing="ij")  # x the last axis, as walls take it
     k = coefficient(x, y) if coefficient is not None else None
     result = poisson(rhs(x, y), h, boundary=wall, value=exact, k=k, tol=1e-11, backend=backend_name)
     u = exact(x, y)

@@ -16,6 +16,7 @@ from typing import Callable, NamedTuple, Sequence
 import numpy as np
 
 from ..backends import get_backend
+from ..boundary import argument_names
 from ..errors import StencilforgeError
 from ..grid import parse_dtype
 from ..metrics import error_norms
@@ -71,7 +72,8 @@ def _wall_values(value, shape, walls, spacing) -> np.ndarray | None:
     padded = tuple(n + 2 for n in shape)
     if callable(value):
         coords = [(np.arange(-1, n + 1) + 1) * h for n, h in zip(shape, spacing)]
-        g = np.broadcast_to(np.asarray(value(*np.meshgrid(*coords, indexing="ij", sparse=True)), dtype=np.float64), padded).copy()
+        named = dict(zip(argument_names(value, len(shape), timed=False), np.meshgrid(*coords, indexing="ij", sparse=True)))
+        g = np.broadcast_to(np.asarray(value(**named), dtype=np.float64), padded).copy()
     elif np.ndim(value):
         g = np.asarray(value, dtype=np.float64)
         if g.shape != padded:
@@ -147,7 +149,8 @@ def poisson(
 
     f: values at the interior nodes. spacing: h per axis (default: the unit box).
     boundary: dirichlet, neumann (zero flux) or periodic, one for all walls or one per axis.
-    value: Dirichlet wall values, a number, value(x, y[, z]) at the wall nodes or a ghosted array.
+    value: Dirichlet wall values, a number, value(x, y[, z]) at the wall nodes (called by name, x the last axis,
+           as `sf.Dirichlet` calls its function) or a ghosted array.
     k: positive coefficient at the nodes (scalar or array). method: multigrid cycles or
     CG preconditioned by one cycle. mixed: float32 cycles correcting a float64 solution.
     comm: an MPI communicator whose ranks all call this with the same arguments; the fine levels
