@@ -11,7 +11,7 @@ from stencilforge.convergence import load_problem_file, observed_order
 from stencilforge.printers.numba import rounds_as_oracle
 
 EXAMPLES = sorted((Path(__file__).resolve().parents[1] / "examples").glob("*.py"))
-NAMES = ["advection_diffusion", "allen_cahn3d", "gray_scott", "heat9", "variable_diffusion", "wave2d_sponge"]
+NAMES = ["advection_diffusion", "allen_cahn3d", "gray_scott", "heat9", "taylor_green", "variable_diffusion", "wave2d_sponge"]
 
 
 def example(name):
@@ -30,7 +30,8 @@ def test_numpy_and_numba_agree(path):
     ref = sf.run(problem, steps=3, backend="numpy").fields
     got = sf.run(problem, steps=3, backend="numba").fields
     assert any(not np.array_equal(ref[name], initial[name]) for name in ref), "three steps changed nothing"
-    exact = all(rounds_as_oracle(p) for p in problem.analysis.passes)  # bitwise: heat9's step also lowers on both
+    # bitwise: heat9's step also lowers on both; multigrid's numba kernels round unlike NumPy's (to 1e-15 here)
+    exact = all(rounds_as_oracle(p) for p in problem.analysis.passes) and not problem.analysis.solves
     for name, a in ref.items():
         assert np.isfinite(a).all()
         assert np.max(np.abs(got[name] - a)) <= (0 if exact else 1e-12 * np.max(np.abs(a))), name
