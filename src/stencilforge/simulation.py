@@ -29,6 +29,8 @@ from .problem import Problem
 
 log = logging.getLogger(__name__)
 
+SOLVE_TOL = {"float64": 1e-8, "float32": 1e-4}  # sf.Solve's default relative residual, above each dtype's rounding floor
+
 
 def tabulated(expr: Expr, lattice: Lattice, dtype, params, t: float, xp=np, ghosts: bool = False):
     """An expression of coordinates, t and constants at every cell of the interior (with `ghosts`: of the
@@ -179,8 +181,9 @@ class Simulation:
                 return np.asarray(self.backend.to_host(self._slot((node.field.name, 0))[lat.interior]), dtype=np.float64)
 
             k = evaluate(s.k, dtype=np.float64, coordinate=float64_coordinates(lat), access=field_value, params=self.params)
+        tol = s.tol if s.tol is not None else SOLVE_TOL[lat.dtype.name]
         solver = self.solvers[name] = StepSolver(self.backend, shape, lat.spacing, walls, k, scalar(s.a), scalar(s.b), lat.dtype,
-                                                 s.tol, s.max_cycles, f"{self.problem.name}: solve for {s.label}")
+                                                 tol, s.max_cycles, f"{self.problem.name}: solve for {s.label}")
         coordinate = coordinates(lat, xp)
 
         def run(arrays, params, t):

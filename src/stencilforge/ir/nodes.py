@@ -479,7 +479,8 @@ class Eq:
 @dataclass(frozen=True, eq=False)
 class Solve:
     """a * target - b * div(k grad target) = rhs, solved for `target` inside the step (multigrid, to a relative
-    residual `tol` per step, started from the field's previous value).
+    residual `tol` per step, started from the field's previous value; tol defaults to 1e-8 on a float64 grid
+    and 1e-4 on a float32 one, above the rounding floor of its dtype).
 
     The defaults a = 0, b = -1, k = 1 make it the Poisson equation laplacian(target) = rhs (a pressure
     projection); `Solve(u.next, u, a=1, b=dt * nu)` is a backward-Euler diffusion step. The solve ends a
@@ -495,7 +496,7 @@ class Solve:
     a: Expr = dataclasses.field(default=Literal(0.0), kw_only=True)
     b: Expr = dataclasses.field(default=Literal(-1.0), kw_only=True)
     k: Expr | None = dataclasses.field(default=None, kw_only=True)
-    tol: float = dataclasses.field(default=1e-8, kw_only=True)
+    tol: float | None = dataclasses.field(default=None, kw_only=True)
     max_cycles: int = dataclasses.field(default=50, kw_only=True)
 
     def __post_init__(self):
@@ -506,7 +507,7 @@ class Solve:
         if self.k is not None:
             object.__setattr__(self, "k", as_expr(self.k))
         tol, cycles = self.tol, self.max_cycles
-        if isinstance(tol, bool) or not isinstance(tol, (int, float, np.integer, np.floating)) or not 0 < tol < 1:
+        if tol is not None and (isinstance(tol, bool) or not isinstance(tol, (int, float, np.integer, np.floating)) or not 0 < tol < 1):
             raise StencilforgeError(f"solve for {self.label}: tol must be a number between 0 and 1, got {tol!r}")
         if isinstance(cycles, bool) or not isinstance(cycles, (int, np.integer)) or cycles < 1:
             raise StencilforgeError(f"solve for {self.label}: max_cycles must be a positive integer, got {cycles!r}")
