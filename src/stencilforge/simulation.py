@@ -196,7 +196,7 @@ class Simulation:
             out = arrays[slot_name((name, level))]
             if "dirichlet" in walls:
                 self._fill(name, out, t + self.dt)
-            start = self._slot((name, 0))[lat.interior]
+            start = arrays[name][lat.interior]  # the field's current level: the previous step's solution
             out[lat.interior] = solver.solve(start, rhs, out[near] if "dirichlet" in walls else None)
 
         return run
