@@ -5,7 +5,7 @@ from typing import TYPE_CHECKING
 from .api import apply, derivatives, solve
 from .boundary import Dirichlet, Neumann, Periodic
 from .errors import StencilforgeError
-from .ir.nodes import Constant, Eq, Field, Grid, absolute, cos, exp, log, maximum, minimum, sin, sqrt, tanh, where
+from .ir.nodes import Constant, Eq, Field, Grid, Solve, absolute, cos, exp, log, maximum, minimum, sin, sqrt, tanh, where
 from .ir.operators import apply_stencil as stencil, d, div_grad, laplacian, laplacian9, upwind
 from .problem import Problem, Source
 from .runner import Result, run
@@ -20,7 +20,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Constant", "Dirichlet", "Eq", "Field", "Grid", "Neumann", "Periodic", "PoissonResult", "Problem", "Result",
-    "Simulation", "Source", "Stencil", "StencilforgeError", "StopRequest", "absolute", "apply", "cos", "d", "derivatives",
+    "Simulation", "Solve", "Source", "Stencil", "StencilforgeError", "StopRequest", "absolute", "apply", "cos", "d", "derivatives",
     "div_grad", "exp", "laplacian", "laplacian9", "log", "maximum", "minimum", "poisson", "run", "sin", "solve", "sqrt",
     "stencil", "tanh", "upwind", "where", "__version__",
 ]

@@ -2,7 +2,7 @@
 refuses a checkpoint whose equations were edited since it was written.
 
 The text covers what decides the steps after a checkpoint: the fields (time levels, storage), the
-equations in their order, the walls, the sources and dt. Initial values and exact solutions are left
+equations and solves in their order, the walls, the sources and dt. Initial values and exact solutions are left
 out (a checkpoint replaces the one, the other only measures errors); parameter values, shape and dtype
 are checked apart. Each line is `key: text`, so two texts can be compared key by key.
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 
 from .boundary import Dirichlet, Sides
-from .ir.nodes import AXIS_NAMES, Access, Coordinate, Expr
+from .ir.nodes import AXIS_NAMES, Access, Coordinate, Eq, Expr
 from .printers.source import InfixPrinter
 
 SHOWN = 60  # characters of each form an error shows: the difference with CONTEXT characters either side
@@ -63,11 +63,18 @@ def _wall(cond, text: _Text) -> str:
     return f"Dirichlet({_value(cond.value, text)}{''.join(extra)})"
 
 
+def _solve(s, text: _Text) -> str:
+    """A solve's line: its operator's a, b and k, its right-hand side and what it stops at (all decide the steps)."""
+    k = "1" if s.k is None else text(s.k)
+    return (f"solve {s.label}: a={text(s.a)}, b={text(s.b)}, k={k}, rhs={text(s.rhs)}, tol={s.tol!r}, "
+            f"max_cycles={s.max_cycles}")
+
+
 def canonical(problem) -> str:
     """The problem's fields, equations, walls, sources and dt, one `key: text` line each."""
     text = _Text(problem.grid.ndim)
     lines = [f"field {f.name}: levels={f.levels}, storage={f.storage.name}" for f in problem.analysis.fields]
-    lines += [f"equation {eq.label}: {text(eq.expr)}" for eq in problem.equations]
+    lines += [f"equation {eq.label}: {text(eq.expr)}" if isinstance(eq, Eq) else _solve(eq, text) for eq in problem.equations]
     lines += [f"walls of {name}: {', '.join(_wall(c, text) for c in problem.boundary[name])}" for name in sorted(problem.boundary)]
     lines += [f"source {i}: on {s.field.name} at {tuple(float(v) for v in s.at)!r}, {_value(s.signal, text)}"
               for i, s in enumerate(problem.sources, 1)]

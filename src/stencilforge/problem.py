@@ -15,7 +15,7 @@ import numpy as np
 from .boundary import Dirichlet, Neumann, Periodic, Sides, conditions
 from .errors import StencilforgeError
 from .interop import module_of, native
-from .ir.analysis import Analysis, analyse, constants_of
+from .ir.analysis import Analysis, analyse, constants_of, expressions
 from .ir.nodes import Access, Constant, Expr, Field, Literal, as_expr, walk
 
 Boundary = Dirichlet | Neumann | Periodic
@@ -102,7 +102,7 @@ def _value(value, what: str, shape: tuple[int, ...]):
 
 
 class Problem:
-    """Equations (sf.Eq), run in order each step, plus what a run needs to start and to check itself.
+    """Equations (sf.Eq) and solves (sf.Solve), run in order each step, plus what a run needs to start and to check itself.
 
     initial:  {field or u.prev: number | expression of x, y, z, constants | array of the interior shape}
               (arrays of any library with __dlpack__, NumPy, PyTorch, JAX or CuPy, are read without a copy)
@@ -160,7 +160,7 @@ class Problem:
         for key, cond in (boundary or {}).items():
             name, _ = _key(fields, key, "boundary condition")
             self.boundary[name] = _conditions(name, cond, grid.ndim)
-        halo = {s[0] for p in self.analysis.passes for s in p.halo}
+        halo = {s[0] for p in self.analysis.stages for s in p.halo}
         written = set(self.analysis.written)
         for name in sorted(halo):
             if name in self.boundary:
@@ -168,6 +168,10 @@ class Problem:
             if name not in written and isinstance(self.initial.get((name, 0)), Expr):
                 continue
             raise StencilforgeError(f"field {name} is read at neighbouring cells: give it a boundary condition")
+        for stage in self.analysis.solves:
+            if stage.solve.target.field.name not in self.boundary:
+                name = stage.solve.target.field.name
+                raise StencilforgeError(f"solve for {stage.solve.label}: give {name} a boundary condition (the solve's walls)")
 
         self.exact = {}
         for key, expr in (exact or {}).items():
@@ -191,7 +195,7 @@ class Problem:
         self.residual = None if residual is None else as_expr(residual)
         self.residual_scale = None if residual_scale is None else as_expr(residual_scale)
 
-        exprs = [eq.expr for eq in self.equations] + [v for v in self.initial.values() if isinstance(v, Expr)]
+        exprs = [e for eq in self.equations for e in expressions(eq)] + [v for v in self.initial.values() if isinstance(v, Expr)]
         exprs += list(self.exact.values()) + [s.signal for s in self.sources if isinstance(s.signal, Expr)]
         walls = [c for conds in self.boundary.values() for c in conditions(conds) if isinstance(c, Dirichlet)]
         exprs += [c.value for c in walls if isinstance(c.value, Expr)]

@@ -1,7 +1,8 @@
 """A problem compiled for one backend: its arrays where the backend computes, its passes, its walls.
 
-A step fills the ghost layers a pass reads, runs the passes in order, adds
-point sources, then rotates every written field's time levels (no copies).
+A step fills the ghost layers a pass reads, runs the passes (and the solves
+between them, `solvers.stepped`) in order, adds point sources, then rotates
+every written field's time levels (no copies).
 Initial values, wall values and exact solutions that are expressions are
 evaluated where the fields live: no full-size host array is built for a GPU
 run, and initial values and exact solutions are written there by one generated
@@ -16,17 +17,19 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from .boundary import Dirichlet, Neumann, Periodic, all_faces, bind, conditions, faces_of, ghost_boxes
+from .boundary import Dirichlet, Neumann, Periodic, Sides, all_faces, bind, conditions, faces_of, ghost_boxes
 from .errors import StencilforgeError
 from .grid import Grid as Lattice
 from .interop import to_module
-from .ir.analysis import accesses, slot_name
+from .ir.analysis import Pass, SolveStage, accesses, slot_name
 from .ir.nodes import Constant, Expr
 from .metrics import throughput, where_nonfinite
 from .printers.numpy import coordinates, evaluate, float64_coordinates, source_signal, wall_values, widened
 from .problem import Problem
 
 log = logging.getLogger(__name__)
+
+SOLVE_TOL = {"float64": 1e-8, "float32": 1e-4}  # sf.Solve's default relative residual, above each dtype's rounding floor
 
 
 def tabulated(expr: Expr, lattice: Lattice, dtype, params, t: float, xp=np, ghosts: bool = False):
@@ -80,6 +83,9 @@ class Simulation:
         if an.half and self.decomposed:
             raise StencilforgeError(f"{problem.name}: fields stored in float16 ({', '.join(an.half)}) run in one process, "
                                     "not split over ranks")
+        if an.solves and self.decomposed:
+            raise StencilforgeError(f"{problem.name}: a step with sf.Solve ({', '.join(s.solve.label for s in an.solves)}) runs in one "
+                                    "process, not split over ranks")
         dt = problem.dt
         self.dt = self.params[dt.name] if isinstance(dt, Constant) else dt.value
         if not self.dt > 0:
@@ -102,9 +108,11 @@ class Simulation:
         self._images = self._written_images()
         self._image_fields = frozenset(name for name, _ in self._images)
         self._imaged: frozenset[str] = frozenset()  # fields whose current level's ghost cells the last step's pass wrote
-        self.passes = [(p, self._pass(p)) for p in an.passes]
+        self.solvers: dict[str, Any] = {}  # solved field -> its `solvers.stepped.StepSolver`
+        self.stages = [(s, self._pass(s) if isinstance(s, Pass) else self._solve(s)) for s in an.stages]
+        self.passes = [(p, run) for p, run in self.stages if isinstance(p, Pass)]
         self._pair: Callable | None = None
-        self._halo_now = sorted({s for p in an.passes for s in p.halo if s[1] <= 0 and s[0] in self._fillers})
+        self._halo_now = sorted({s for p in an.stages for s in p.halo if s[1] <= 0 and s[0] in self._fillers})
         lat = self.lattice
         self._sources = [s for s in map(self._bind_source, problem.sources)  # only the cells this lattice holds
                          if all(lat.ghost <= i < lat.ghost + n for i, n in zip(s[1], lat.shape))]
@@ -151,6 +159,48 @@ class Simulation:
         if images:
             return self.backend.equation_pass(p, self.lattice, self.problem.constants, images=images, background=self.background)
         return self.backend.equation_pass(p, self.lattice, self.problem.constants, background=self.background)
+
+    def _solve(self, stage: SolveStage) -> Callable:
+        """run(arrays, params, t) for a solve: its right-hand side from the step's arrays, then multigrid from the
+        field's current level into the slot it writes (walls: the field's, Dirichlet values at t + dt)."""
+        from .solvers.stepped import StepSolver
+
+        s, lat, xp = stage.solve, self.lattice, self.xp
+        (name, level), = stage.writes
+        if any(isinstance(c, Sides) for c in self.problem.boundary[name]):
+            raise StencilforgeError(f"{self.problem.name}: the solve for {name} takes one wall kind per axis; its walls differ per side")
+        walls = tuple(type(c).__name__.lower() for c in self.problem.boundary[name])
+        g, shape = lat.ghost, lat.shape
+        near = tuple(slice(g - 1, g + n + 1) for n in shape)  # the interior and the ghost layer next to it
+
+        def scalar(e) -> float:
+            return float(evaluate(e, dtype=np.float64, coordinate=lambda axis, shift: None, params=self.params))
+
+        k = None
+        if s.k is not None:
+            def field_value(node):
+                return np.asarray(self.backend.to_host(self._slot((node.field.name, 0))[lat.interior]), dtype=np.float64)
+
+            k = evaluate(s.k, dtype=np.float64, coordinate=float64_coordinates(lat), access=field_value, params=self.params)
+        tol = s.tol if s.tol is not None else SOLVE_TOL[lat.dtype.name]
+        solver = self.solvers[name] = StepSolver(self.backend, shape, lat.spacing, walls, k, scalar(s.a), scalar(s.b), lat.dtype,
+                                                 tol, s.max_cycles, f"{self.problem.name}: solve for {s.label}")
+        coordinate = coordinates(lat, xp)
+
+        def run(arrays, params, t):
+            def access(node):
+                arr = arrays[slot_name((node.field.name, node.level))]
+                return widened(arr[tuple(slice(g + o, g + o + n) for o, n in zip(node.offset, shape))], lat.dtype)
+
+            rhs = evaluate(s.rhs, dtype=lat.dtype, xp=xp, coordinate=coordinate, access=access, params=self.params, t=t)
+            rhs = xp.broadcast_to(xp.asarray(rhs, dtype=lat.dtype), shape)
+            out = arrays[slot_name((name, level))]
+            if "dirichlet" in walls:
+                self._fill(name, out, t + self.dt)
+            start = arrays[name][lat.interior]  # the field's current level: the previous step's solution
+            out[lat.interior] = solver.solve(start, rhs, out[near] if "dirichlet" in walls else None)
+
+        return run
 
     def _gather_fill(self, conds) -> Callable:
         lat, xp = self.lattice, self.xp
@@ -234,7 +284,7 @@ class Simulation:
             self._fill_before(t)
             arrays = self.arrays()
             done: set[tuple[str, int]] = set()
-            for p, run in self.passes:
+            for p, run in self.stages:
                 for name, level in p.halo:
                     if (name, level) in done and (name, level) not in self._images:
                         self._fill(name, arrays[slot_name((name, level))], t + dt)
@@ -267,6 +317,8 @@ class Simulation:
         an = self.problem.analysis
         if self.decomposed:
             return "the run is decomposed"
+        if an.solves:
+            return "a step solves for " + ", ".join(s.solve.label for s in an.solves)
         if len(an.passes) != 1:
             return f"a step runs {len(an.passes)} passes"
         if self.problem.sources:
@@ -474,6 +526,7 @@ class PassStepper:
             **throughput(math.prod(shape), n - self.first, wall, an.bytes_per_cell(), an.flops_per_cell()),
             "params": dict(sim.params),
             "passes_per_step": len(sim.passes),
+            **({"solves": {name: solver.summary() for name, solver in sim.solvers.items()}} if sim.solvers else {}),
             "steps_per_pass": self.per_pass,
             **({"fused_steps": self.paired_steps} if self.paired_steps else {}),
             "lowered": False,

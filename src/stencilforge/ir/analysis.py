@@ -4,7 +4,10 @@ Equations run in the order given, as if one cell at a time. Equations that
 read only what earlier equations of the same pass wrote at the same cell share
 one kernel (Gray-Scott's u and v: one pass); an equation that reads a value
 computed earlier in the step at a neighbouring cell starts a new pass, after
-that value's ghost layers are filled.
+that value's ghost layers are filled. A solve (sf.Solve) runs between passes:
+it ends the pass before it, reads what the step computed so far (at
+neighbouring cells too), and equations after it may read the solved field at
+neighbouring cells.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from ..errors import StencilforgeError
-from .nodes import Access, Binary, Call, Compare, Constant, Eq, Field, Grid, Negate, Power, Time, Where, walk
+from .nodes import Access, Binary, Call, Compare, Constant, Coordinate, Eq, Field, Grid, Negate, Power, Solve, Time, Where, walk
 
 Slot = tuple[str, int]  # (field name, time level)
 
@@ -40,12 +43,31 @@ class Pass:
 
 
 @dataclass(frozen=True)
+class SolveStage:
+    """A solve between passes: its right-hand side's reads (`halo`: those at neighbouring cells, whose ghosts
+    must be current) and the one slot it writes."""
+
+    solve: Solve
+    reads: tuple[Slot, ...]
+    writes: tuple[Slot, ...]
+    halo: tuple[Slot, ...]
+
+
+Stage = Pass | SolveStage
+
+
+@dataclass(frozen=True)
 class Analysis:
     grid: Grid
     fields: tuple[Field, ...]
     constants: tuple[Constant, ...]
-    passes: tuple[Pass, ...]
+    passes: tuple[Pass, ...]  # the generated kernels' passes
     reach: dict[str, tuple[int, ...]]  # per field, per axis
+    stages: tuple[Stage, ...]  # what a step runs, in order: the passes and the solves between them
+
+    @property
+    def solves(self) -> tuple[SolveStage, ...]:
+        return tuple(s for s in self.stages if isinstance(s, SolveStage))
 
     @property
     def ghost(self) -> int:
@@ -53,11 +75,11 @@ class Analysis:
 
     @property
     def written(self) -> tuple[str, ...]:
-        return tuple(dict.fromkeys(s[0] for p in self.passes for s in p.writes))
+        return tuple(dict.fromkeys(s[0] for p in self.stages for s in p.writes))
 
     def bytes_per_cell(self) -> int:
-        """Compulsory traffic of a step: each array read from outside the step once, each written once,
-        in the dtype its field is stored in."""
+        """Compulsory traffic of a step's passes: each array read from outside the step once, each written once,
+        in the dtype its field is stored in (a solve's cycles are not counted)."""
         written = {s for p in self.passes for s in p.writes}
         read = {s for p in self.passes for s in p.reads} - written
         storage = {f.name: f.storage.itemsize for f in self.fields}
@@ -106,27 +128,54 @@ def constants_of(exprs: Sequence) -> tuple[Constant, ...]:
 
 
 def analyse(equations: Sequence[Eq]) -> Analysis:
-    """Validate one step's equations and split them into passes."""
+    """Validate one step's equations (and solves) and split them into passes."""
     if not equations:
         raise StencilforgeError("a problem needs at least one equation")
     for eq in equations:
-        if not isinstance(eq, Eq):
-            raise StencilforgeError(f"expected sf.Eq(target, expression), got {eq!r}")
+        if not isinstance(eq, (Eq, Solve)):
+            raise StencilforgeError(f"expected sf.Eq(target, expression) or sf.Solve(target, rhs), got {eq!r}")
     grid = equations[0].target.field.grid
     fields = _fields_of(equations, grid)
     targets = _targets_of(equations, fields)
-    _check_in_place_reads(equations, {name for name, eq in targets.items() if eq.target.level == 0})
-    passes = _split_passes(equations)
+    _check_in_place_reads(equations, {name for name, eq in targets.items() if eq.target.level == 0 and isinstance(eq, Eq)})
+    _check_solves(equations, grid, set(targets))
+    stages = _split_passes(equations)
     reach = _reach(equations, fields, grid)
-    consts = constants_of([eq.expr for eq in equations])
-    return Analysis(grid, tuple(fields.values()), consts, passes, reach)
+    consts = constants_of([e for eq in equations for e in expressions(eq)])
+    passes = tuple(s for s in stages if isinstance(s, Pass))
+    return Analysis(grid, tuple(fields.values()), consts, passes, reach, stages)
 
 
-def _fields_of(equations: Sequence[Eq], grid: Grid) -> dict[str, Field]:
+def expressions(eq: Eq | Solve) -> tuple:
+    """The expressions an equation or a solve evaluates."""
+    return eq.expressions if isinstance(eq, Solve) else (eq.expr,)
+
+
+def _check_solves(equations: Sequence[Eq | Solve], grid: Grid, written: set[str]) -> None:
+    """What multigrid can take: a 2D or 3D grid, a field stored in the grid's dtype, scalar a and b, and k fixed for the run."""
+    for s in equations:
+        if not isinstance(s, Solve):
+            continue
+        what = f"solve for {s.label}"
+        if grid.ndim not in (2, 3) or min(grid.shape) < 3:
+            raise StencilforgeError(f"{what}: multigrid needs a 2D or 3D grid of at least 3 points per axis, got {grid.shape}")
+        if s.target.field.half:
+            raise StencilforgeError(f"{what}: a solved field is stored in the grid's dtype, not float16")
+        for name, e in (("a", s.a), ("b", s.b)):
+            if any(isinstance(n, (Access, Coordinate, Time)) for n in walk(e)):
+                raise StencilforgeError(f"{what}: {name} must be a number or an expression of constants")
+        if s.k is not None:
+            for n in walk(s.k):
+                if isinstance(n, Time) or (isinstance(n, Access) and (n.field.name in written or any(n.offset) or n.level)):
+                    raise StencilforgeError(f"{what}: k is fixed for the run: use coordinates, constants or a field no "
+                                            "equation writes, read at the cell")
+
+
+def _fields_of(equations: Sequence[Eq | Solve], grid: Grid) -> dict[str, Field]:
     """Every field the equations write or read, by name: one grid, one field per name."""
     fields: dict[str, Field] = {}
     for eq in equations:
-        for a in [eq.target] + accesses(eq.expr):
+        for a in [eq.target] + [a for e in expressions(eq) for a in accesses(e)]:
             f = a.field
             if f.grid is not grid:
                 raise StencilforgeError(f"equation for {eq.label}: field {f.name} lives on a different grid")
@@ -135,9 +184,9 @@ def _fields_of(equations: Sequence[Eq], grid: Grid) -> dict[str, Field]:
     return fields
 
 
-def _targets_of(equations: Sequence[Eq], fields: dict[str, Field]) -> dict[str, Eq]:
-    """The equation computing each field: one per field, and one for every field with time levels."""
-    targets: dict[str, Eq] = {}
+def _targets_of(equations: Sequence[Eq | Solve], fields: dict[str, Field]) -> dict[str, Eq | Solve]:
+    """The equation (or solve) computing each field: one per field, and one for every field with time levels."""
+    targets: dict[str, Eq | Solve] = {}
     for eq in equations:
         f, level = eq.target.field, eq.target.level
         if f.levels > 1 and level != 1:
@@ -151,9 +200,12 @@ def _targets_of(equations: Sequence[Eq], fields: dict[str, Field]) -> dict[str, 
     return targets
 
 
-def _check_in_place_reads(equations: Sequence[Eq], in_place: set[str]) -> None:
-    """A field overwritten in place is read only at the cell being updated."""
+def _check_in_place_reads(equations: Sequence[Eq | Solve], in_place: set[str]) -> None:
+    """A field an equation overwrites in place is read only at the cell being updated by equations (a solve's
+    right-hand side is evaluated between passes; a field a solve writes in place may be read anywhere)."""
     for eq in equations:
+        if not isinstance(eq, Eq):
+            continue
         for a in accesses(eq.expr):
             if a.field.name in in_place and any(a.offset):
                 raise StencilforgeError(
@@ -162,31 +214,40 @@ def _check_in_place_reads(equations: Sequence[Eq], in_place: set[str]) -> None:
                 )
 
 
-def _split_passes(equations: Sequence[Eq]) -> tuple[Pass, ...]:
-    """A new pass starts where an equation reads a neighbour of a value the current pass writes."""
-    passes: list[Pass] = []
+def _split_passes(equations: Sequence[Eq | Solve]) -> tuple[Stage, ...]:
+    """A new pass starts where an equation reads a neighbour of a value the current pass writes, and after a solve."""
+    passes: list[Stage] = []
     current: list[Eq] = []
     written_so_far: set[tuple[str, int]] = set()
     for eq in equations:
-        reads = accesses(eq.expr)
+        reads = [a for e in expressions(eq) for a in accesses(e)]
         for a in reads:
             if a.level == 1 and (a.field.name, 1) not in written_so_far:
-                raise StencilforgeError(f"equation for {eq.label} reads {a.label} before an equation of the step computes it")
+                kind = "equation" if isinstance(eq, Eq) else "solve"
+                raise StencilforgeError(f"{kind} for {eq.label} reads {a.label} before an equation of the step computes it")
+        if isinstance(eq, Solve):
+            if current:
+                passes.append(_make_pass(current))
+                current = []
+            passes.append(_make_solve(eq))
+            written_so_far.add((eq.target.field.name, eq.target.level))
+            continue
         pass_writes = {(e.target.field.name, e.target.level) for e in current}
         if any((a.field.name, a.level) in pass_writes and any(a.offset) for a in reads):
             passes.append(_make_pass(current))
             current = []
         current.append(eq)
         written_so_far.add((eq.target.field.name, eq.target.level))
-    passes.append(_make_pass(current))
+    if current:
+        passes.append(_make_pass(current))
     return tuple(passes)
 
 
-def _reach(equations: Sequence[Eq], fields: dict[str, Field], grid: Grid) -> dict[str, tuple[int, ...]]:
+def _reach(equations: Sequence[Eq | Solve], fields: dict[str, Field], grid: Grid) -> dict[str, tuple[int, ...]]:
     """How far each field is read along each axis; no farther than the grid is long."""
     reach = {name: [0] * grid.ndim for name in fields}
     for eq in equations:
-        for a in accesses(eq.expr):
+        for a in [a for e in expressions(eq) for a in accesses(e)]:
             for axis, o in enumerate(a.offset):
                 reach[a.field.name][axis] = max(reach[a.field.name][axis], abs(o))
     for name, r in reach.items():
@@ -213,3 +274,13 @@ def _make_pass(equations: list[Eq]) -> Pass:
                 reach = max(reach, max(abs(o) for o in a.offset))
         writes.setdefault((eq.target.field.name, eq.target.level), None)
     return Pass(tuple(equations), tuple(reads), tuple(writes), tuple(halo), reach)
+
+
+def _make_solve(s: Solve) -> SolveStage:
+    reads: dict[Slot, None] = {}
+    halo: dict[Slot, None] = {}
+    for a in accesses(s.rhs):
+        reads.setdefault((a.field.name, a.level), None)
+        if any(a.offset):
+            halo.setdefault((a.field.name, a.level), None)
+    return SolveStage(s, tuple(reads), ((s.target.field.name, s.target.level),), tuple(halo))

@@ -8,6 +8,7 @@ in float64 and rounded to the dtype once.
 
 from __future__ import annotations
 
+import dataclasses
 import keyword
 import math
 from dataclasses import dataclass
@@ -473,6 +474,52 @@ class Eq:
     @property
     def label(self) -> str:
         return self.target.label
+
+
+@dataclass(frozen=True, eq=False)
+class Solve:
+    """a * target - b * div(k grad target) = rhs, solved for `target` inside the step (multigrid, to a relative
+    residual `tol` per step, started from the field's previous value; tol defaults to 1e-8 on a float64 grid
+    and 1e-4 on a float32 one, above the rounding floor of its dtype).
+
+    The defaults a = 0, b = -1, k = 1 make it the Poisson equation laplacian(target) = rhs (a pressure
+    projection); `Solve(u.next, u, a=1, b=dt * nu)` is a backward-Euler diffusion step. The solve ends a
+    pass: equations after it may read `target` at neighbouring cells. Its walls are the field's boundary
+    condition; with no Dirichlet wall and a = 0 the solution is the zero-mean one, and the rhs's mean is
+    removed first (the nearest compatible problem, as the discrete divergence of a velocity needs).
+    a, b: numbers or expressions of constants; k: positive, a number, an expression of coordinates and
+    constants or a field no equation writes (each face takes the harmonic mean of its two cells).
+    """
+
+    target: Access
+    rhs: Expr
+    a: Expr = dataclasses.field(default=Literal(0.0), kw_only=True)
+    b: Expr = dataclasses.field(default=Literal(-1.0), kw_only=True)
+    k: Expr | None = dataclasses.field(default=None, kw_only=True)
+    tol: float | None = dataclasses.field(default=None, kw_only=True)
+    max_cycles: int = dataclasses.field(default=50, kw_only=True)
+
+    def __post_init__(self):
+        if not isinstance(self.target, Access) or any(self.target.offset):
+            raise StencilforgeError(f"sf.Solve needs a field (p, or u.next) at offset 0 to solve for, got {self.target!r}")
+        for name in ("rhs", "a", "b"):
+            object.__setattr__(self, name, as_expr(getattr(self, name)))
+        if self.k is not None:
+            object.__setattr__(self, "k", as_expr(self.k))
+        tol, cycles = self.tol, self.max_cycles
+        if tol is not None and (isinstance(tol, bool) or not isinstance(tol, (int, float, np.integer, np.floating)) or not 0 < tol < 1):
+            raise StencilforgeError(f"solve for {self.label}: tol must be a number between 0 and 1, got {tol!r}")
+        if isinstance(cycles, bool) or not isinstance(cycles, (int, np.integer)) or cycles < 1:
+            raise StencilforgeError(f"solve for {self.label}: max_cycles must be a positive integer, got {cycles!r}")
+
+    @property
+    def label(self) -> str:
+        return self.target.label
+
+    @property
+    def expressions(self) -> tuple[Expr, ...]:
+        """Every expression the solve evaluates: its right-hand side, a, b and k."""
+        return (self.rhs, self.a, self.b) + (() if self.k is None else (self.k,))
 
 
 def walk(expr: Expr):

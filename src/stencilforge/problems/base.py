@@ -98,6 +98,8 @@ def why_not_lowered(problem: Problem, values: dict | None = None) -> str | None:
     """Why `lowered` cannot take the problem, or None: one equation, linear in the fields, reading
     u.prev only at the cell, one wall per field, a linear residual."""
     an = problem.analysis
+    if an.solves:
+        return "a step with sf.Solve runs its passes and solves"
     if len(an.passes) != 1 or len(an.passes[0].equations) != 1:
         return "only a step of one equation lowers to a sweep"
     if an.half:

@@ -18,6 +18,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ..errors import StencilforgeError
 from . import operator as op
 from .geometry import Transfer, coarsened_axes, transfers
 
@@ -53,6 +54,7 @@ class Level:
     fill: Callable | None = None  # ghost refresh (periodic wrap, halo exchange) or None
     parity: int = 0  # sum of the block's global start indices mod 2: colours are global
     block: Any = None  # a rank's block of a decomposed level (decomposed.Block), else None
+    shift: float = 0.0  # the screened operator's L u - shift * u (ArrayKernels only)
 
     @property
     def interior(self) -> tuple[slice, ...]:
@@ -156,13 +158,13 @@ def coarse_inverse(level: Level, singular: bool, constant: bool = False) -> np.n
     the constraint sum(u) = 0, whose leading block maps a compatible f to the zero-mean solution.
     With a constant coefficient the inverse depends only on the level's geometry and is kept for the next solve."""
     if constant:
-        return _constant_inverse(level.shape, level.walls, level.spacing, singular)
-    return _inverse(op.dense_matrix(level.host_faces, level.shape, level.walls), singular)
+        return _constant_inverse(level.shape, level.walls, level.spacing, singular, level.shift)
+    return _inverse(op.dense_matrix(level.host_faces, level.shape, level.walls, level.shift), singular)
 
 
 @functools.lru_cache(maxsize=16)
-def _constant_inverse(shape, walls, spacing, singular: bool) -> np.ndarray:
-    inverse = _inverse(op.dense_matrix(level_faces(shape, walls, spacing, None), shape, walls), singular)
+def _constant_inverse(shape, walls, spacing, singular: bool, shift: float = 0.0) -> np.ndarray:
+    inverse = _inverse(op.dense_matrix(level_faces(shape, walls, spacing, None), shape, walls, shift), singular)
     inverse.setflags(write=False)
     return inverse
 
@@ -203,29 +205,29 @@ class ArrayKernels(HostCalls):
 
     def smooth_colour(self, level: Level, colour: int, omega: float) -> None:
         level.refresh(level.u)
-        op.colour_update(self.xp, level.u, level.f, level.faces, (colour + level.parity) % 2, omega)
+        op.colour_update(self.xp, level.u, level.f, level.faces, (colour + level.parity) % 2, omega, level.shift)
         self.traffic.add(level.u, level.f, level.u, *level.faces)
 
     def jacobi(self, level: Level, omega: float) -> None:
         level.refresh(level.u)
-        op.jacobi(self.xp, level.u, level.f, level.faces, omega, level.spare)
+        op.jacobi(self.xp, level.u, level.f, level.faces, omega, level.spare, level.shift)
         level.u, level.spare = level.spare, level.u
         self.traffic.add(level.u, level.f, level.u, *level.faces)
 
     def residual(self, level: Level, u, f, out) -> None:
         level.refresh(u)
-        op.residual(self.xp, u, f, level.faces, out=out)
+        op.residual(self.xp, u, f, level.faces, out=out, shift=level.shift)
         self.traffic.add(u, f, out, *level.faces)
 
     def residual_norm2(self, level: Level, u, f) -> float:
         level.refresh(u)
-        r = op.residual(self.xp, u, f, level.faces)
+        r = op.residual(self.xp, u, f, level.faces, shift=level.shift)
         self.traffic.add(u, f, *level.faces)
         return float(self.xp.sum(self.xp.square(r.astype(np.float64))))
 
     def restrict_residual(self, level: Level, coarse: Level) -> None:
         level.refresh(level.u)
-        r = op.residual(self.xp, level.u, level.f, level.faces)
+        r = op.residual(self.xp, level.u, level.f, level.faces, shift=level.shift)
         self.traffic.add(level.u, level.f, r, *level.faces)
         self.restrict(level, r, coarse)
 
@@ -248,7 +250,7 @@ class Multigrid:
     """
 
     def __init__(self, shape, walls, spacing, k, dtype, kernels, *, cycle="V", smoother="rbgs", pre=2, post=2, symmetric=False,
-                 layout=None):
+                 layout=None, shift: float = 0.0):
         self.xp = kernels.xp
         self.dtype = np.dtype(dtype)
         self.layout = Undivided() if layout is None else layout
@@ -257,8 +259,12 @@ class Multigrid:
         self.smoother = smoother
         self.pre, self.post = pre, post
         self.symmetric = symmetric  # post-smoothing mirrors pre-smoothing (black before red): a symmetric preconditioner
-        self.singular = all(w != "dirichlet" for w in walls)
+        self.singular = shift == 0 and all(w != "dirichlet" for w in walls)
+        if shift and not isinstance(kernels, ArrayKernels):
+            raise StencilforgeError("a screened operator (shift > 0) runs on the array kernels (NumPy or CuPy) only")
         levels = build_levels(shape, walls, spacing, k)
+        for level in levels:
+            level.shift = float(shift)
         self.shapes = [level.shape for level in levels]  # global shapes
         xp = self.xp
         self.levels = self.layout.localize(levels, self.dtype, xp)

@@ -8,6 +8,8 @@ the axes where it does not vary, so a constant k costs no memory traffic.
 with u a ghosted array (one ghost layer). A neumann wall has a zero face, so
 its ghost value never matters; dirichlet ghosts hold the wall values; periodic
 ghosts are refreshed from the opposite end before every stencil pass.
+A screened operator L u - shift * u (shift >= 0, a constant: `sf.Solve`'s backward-Euler
+form) adds the shift to the diagonal; the compiled kernels take only shift = 0.
 This NumPy/CuPy code is the oracle the numba kernels are tested against.
 """
 
@@ -70,8 +72,8 @@ def shifted(interior: tuple[slice, ...], axis: int, by: int) -> tuple[slice, ...
     return tuple(slice(s.start + by, s.stop + by, s.step) if b == axis else s for b, s in enumerate(interior))
 
 
-def apply(xp, u, faces, out=None):
-    """L u on the interior of the ghosted u."""
+def apply(xp, u, faces, out=None, shift: float = 0.0):
+    """L u (minus shift * u) on the interior of the ghosted u."""
     shape = tuple(n - 2 for n in u.shape)
     c = tuple(slice(1, 1 + n) for n in shape)
     centre = u[c]
@@ -80,15 +82,17 @@ def apply(xp, u, faces, out=None):
         n = shape[a]
         term = _sl(kf, a, slice(1, n + 1)) * (u[shifted(c, a, 1)] - centre) - _sl(kf, a, slice(0, n)) * (centre - u[shifted(c, a, -1)])
         total = term if total is None else total + term
+    if shift:
+        total = total - shift * centre
     if out is None:
         return total
     out[...] = total
     return out
 
 
-def residual(xp, u, f, faces, out=None):
+def residual(xp, u, f, faces, out=None, shift: float = 0.0):
     """f - L u."""
-    r = f - apply(xp, u, faces)
+    r = f - apply(xp, u, faces, shift=shift)
     if out is None:
         return r
     out[...] = r
@@ -105,16 +109,18 @@ def _diagonal_sum(faces, shape, a_slices):
     return total
 
 
-def jacobi(xp, u, f, faces, omega: float, out) -> None:
-    """Weighted Jacobi into the ghosted `out`: u + omega (L u - f) / sum(faces) (sum(faces) = -diag)."""
+def jacobi(xp, u, f, faces, omega: float, out, shift: float = 0.0) -> None:
+    """Weighted Jacobi into the ghosted `out`: u + omega (L u - f) / sum(faces) (sum(faces) + shift = -diag)."""
     shape = f.shape
     every = {a: slice(0, n) for a, n in enumerate(shape)}
     diag = _diagonal_sum(faces, shape, every)
+    if shift:
+        diag = diag + shift
     c = tuple(slice(1, 1 + n) for n in shape)
-    out[c] = u[c] + omega * (apply(xp, u, faces) - f) / diag
+    out[c] = u[c] + omega * (apply(xp, u, faces, shift=shift) - f) / diag
 
 
-def colour_update(xp, u, f, faces, colour: int, omega: float) -> None:
+def colour_update(xp, u, f, faces, colour: int, omega: float, shift: float = 0.0) -> None:
     """Over-relaxed Gauss-Seidel update of the nodes whose index sum has parity `colour`, in place.
 
     One strided sub-lattice per parity pattern (2 in 2D, 4 in 3D): every
@@ -137,6 +143,9 @@ def colour_update(xp, u, f, faces, colour: int, omega: float) -> None:
             num = num + lo * u[shifted(c, a, -1)] + hi * u[shifted(c, a, 1)]
             part = lo + hi
             den = part if den is None else den + part
+        if shift:
+            assert den is not None, "a level has at least one axis"
+            den = den + shift
         u[c] = (1 - omega) * u[c] + omega * (num / den)
 
 
@@ -174,11 +183,13 @@ def transfer(xp, arr, tables):
     return arr
 
 
-def dense_matrix(faces, shape, walls) -> np.ndarray:
+def dense_matrix(faces, shape, walls, shift: float = 0.0) -> np.ndarray:
     """The level's operator as a dense float64 matrix (host), rows in C order, for the coarse solve."""
     size = int(np.prod(shape))
     mat = np.zeros((size, size))
     rows = np.arange(size)
+    if shift:
+        mat[rows, rows] = -shift
     coords = np.unravel_index(rows, shape)
     for a, kf in enumerate(faces):
         n = shape[a]
