@@ -209,6 +209,6 @@ def _run_generated(problem, engine, total, tol, params, loop: dict, outputs, com
         result = run_stepper(lambda: PassStepper(sim, never_fuses(opts, problem.default_steps)), engine, opts)
     result.summary["setup_s"] = setup_s
     if decomposed is not None:
-        result.summary.update(procs=list(decomposed.decomp.dims), ranks=decomposed.decomp.nprocs)
+        result.summary.update(procs=list(decomposed.decomp.dims), ranks=decomposed.decomp.nprocs, halo=decomposed.transport)
         return Result(decomposed.gathered(), result.summary)
     return Result(result.fields, result.summary)

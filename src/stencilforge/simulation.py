@@ -265,16 +265,23 @@ class Simulation:
             for lv in ((-1, 0, 1) if len(levels) == 3 else (0, 1) if len(levels) == 2 else (0,))
         }
 
+    def _fill_all(self, items: list[tuple[str, Any, float]]) -> None:
+        """`_fill` of each (field, array, time)."""
+        for name, arr, t in items:
+            self._fill(name, arr, t)
+
     def _fill_before(self, t: float) -> None:
         """The ghost cells of the levels a step reads at neighbours, where its passes did not write them."""
         together: dict[tuple, list] = {}
+        filled = []
         for name, level in self._halo_now:
             if level == 0 and name in self._imaged:
                 continue
             if name in self._gathered:
                 together.setdefault(self._gathered[name], []).append(self._slot((name, level)))
             else:
-                self._fill(name, self._slot((name, level)), t + level * self.dt)
+                filled.append((name, self._slot((name, level)), t + level * self.dt))
+        self._fill_all(filled)
         for key, group in together.items():
             self.backend.copy_cells(group, *self._gathers[key])
 
@@ -285,9 +292,8 @@ class Simulation:
             arrays = self.arrays()
             done: set[tuple[str, int]] = set()
             for p, run in self.stages:
-                for name, level in p.halo:
-                    if (name, level) in done and (name, level) not in self._images:
-                        self._fill(name, arrays[slot_name((name, level))], t + dt)
+                self._fill_all([(name, arrays[slot_name((name, level))], t + dt) for name, level in p.halo
+                                if (name, level) in done and (name, level) not in self._images])
                 run(arrays, self.params, t)
                 done.update(p.writes)
             for name, index, signal in self._sources:

@@ -28,7 +28,7 @@ from ..problem import Problem
 from ..simulation import Simulation
 from .decomposition import Decomposition
 from .device import choose_transport
-from .halo import HaloExchange
+from .halo import HaloExchange, exchange_together
 from .reductions import global_max, global_sum
 from .runner import agree, gather
 
@@ -63,6 +63,7 @@ class DecomposedSimulation(Simulation):
         self.coords = tuple(self.cart.Get_coords(self.cart.rank))
         self._transport = agree(self.cart, lambda: choose_transport(self.cart, backend.xp, halo))
         self._widths = halo_widths(problem)
+        self._phases: dict[str, list] = {}  # field -> per axis (its walls' fills, its exchange with the neighbours)
         agree(self.cart, lambda: Simulation.__init__(self, problem, backend, params))
 
     def _lattice(self, lattice):
@@ -75,13 +76,16 @@ class DecomposedSimulation(Simulation):
         lat, nd = self.lattice, self.lattice.ndim
         physical = self.decomp.physical_faces(self.coords)
         fills: list[tuple[bool, Callable]] = []
+        phases = self._phases.setdefault(name, [])
         for axis, cond in enumerate(conds):
             wrapped = isinstance(cond, Periodic) and self.decomp.dims[axis] > 1
             faces = () if wrapped else tuple(f for f in physical if f[0] == axis)
+            walls = []
             for end, ends in faces_of(axis, cond, faces):
                 if isinstance(end, Dirichlet) and isinstance(end.value, Expr):
                     end = wall_values(end.value, self.params, self.xp)
-                fills.append((isinstance(end, Dirichlet) and end.static, bind(end, lat, self.backend, faces=ends)))
+                walls.append((isinstance(end, Dirichlet) and end.static, bind(end, lat, self.backend, faces=ends)))
+            fills += walls
             low, high = self.cart.Shift(axis, 1)
             neighbours = [(MPI.PROC_NULL, MPI.PROC_NULL)] * nd
             neighbours[axis] = (MPI.PROC_NULL if (axis, 0) in faces else low, MPI.PROC_NULL if (axis, 1) in faces else high)
@@ -91,7 +95,23 @@ class DecomposedSimulation(Simulation):
                                     width, neighbours, self.xp)
             if exchange.plan:
                 fills.append((False, lambda arr, t, _exchange=exchange: _exchange(arr)))
+            phases.append(([fill for static, fill in walls if not static], exchange))
         return fills
+
+    def _fill_all(self, items) -> None:
+        """Axis by axis, the walls of every item's array, then one exchange of all of them with the neighbours:
+        each array gets the values `_fill` gives it, in one message round (and synchronisation) per axis."""
+        items = [item for item in items if item[0] in self._phases]  # fields without walls keep their ghost values
+        for axis in range(self.lattice.ndim):
+            for name, arr, t in items:
+                for fill in self._phases[name][axis][0]:
+                    fill(arr, t)
+            exchange_together(self._transport, [(self._phases[name][axis][1], arr) for name, arr, _ in items])
+
+    @property
+    def transport(self) -> str:
+        """How halos travel: host (CPU ranks), mpi (CUDA-aware), nccl or staged (through pinned host memory)."""
+        return self._transport.name
 
     def load(self, step: int, arrays) -> None:
         """Continue from one process's saved state (global padded arrays, as checkpoints hold them): this block's

@@ -71,23 +71,42 @@ class HaloExchange:
 
     def __call__(self, arr) -> None:
         token = self.clock.start()
-        for i, directions in enumerate(self.plan):
-            pairs, unpack = [], []
-            for j, (send_region, dest, recv_region, source, send, recv) in enumerate(directions):
-                if send is None:
-                    send, recv = arr[send_region], arr[recv_region]
-                    if send.flags.c_contiguous and recv.flags.c_contiguous:
-                        pairs.append((send, dest, recv, source))
-                        continue
-                    if (i, j) not in self._packed:
-                        self._packed[i, j] = (self.xp.empty(send.shape, send.dtype), self.xp.empty(recv.shape, recv.dtype))
-                    send, recv = self._packed[i, j]
-                if dest >= 0:
-                    self.xp.copyto(send, arr[send_region])
-                pairs.append((send, dest, recv, source))
-                unpack.append((recv_region, source, recv))
+        for i in range(len(self.plan)):
+            pairs, unpack = self._pack(i, arr)
             self.transport.exchange(pairs)
-            for recv_region, source, recv in unpack:
-                if source >= 0:
-                    arr[recv_region] = recv
+            _unpack(arr, unpack)
         self.clock.stop(token)
+
+    def _pack(self, i: int, arr) -> tuple[list, list]:
+        """(the transport's pairs, what to unpack) of plan entry i for `arr`, its faces packed where they must be."""
+        pairs, unpack = [], []
+        for j, (send_region, dest, recv_region, source, send, recv) in enumerate(self.plan[i]):
+            if send is None:
+                send, recv = arr[send_region], arr[recv_region]
+                if send.flags.c_contiguous and recv.flags.c_contiguous:
+                    pairs.append((send, dest, recv, source))
+                    continue
+                if (i, j) not in self._packed:
+                    self._packed[i, j] = (self.xp.empty(send.shape, send.dtype), self.xp.empty(recv.shape, recv.dtype))
+                send, recv = self._packed[i, j]
+            if dest >= 0:
+                self.xp.copyto(send, arr[send_region])
+            pairs.append((send, dest, recv, source))
+            unpack.append((recv_region, source, recv))
+        return pairs, unpack
+
+
+def exchange_together(transport, items) -> None:
+    """The exchanges `items` ((HaloExchange of one axis, array) each) in one call of `transport`: one synchronisation
+    and one message round for several fields, where each alone would take its own; the same values arrive."""
+    packed = [(exchange._pack(0, arr), arr) for exchange, arr in items if exchange.plan]
+    if packed:
+        transport.exchange([pair for (pairs, _), _ in packed for pair in pairs])
+        for (_, unpack), arr in packed:
+            _unpack(arr, unpack)
+
+
+def _unpack(arr, unpack) -> None:
+    for recv_region, source, recv in unpack:
+        if source >= 0:
+            arr[recv_region] = recv
