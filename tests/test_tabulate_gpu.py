@@ -67,7 +67,8 @@ def test_a_large_initial_value_makes_no_float64_temporaries():
     pool.free_all_blocks()
     base = pool.used_bytes()
     out = tabulated(expr, lattice, "float32", {}, 0.0, cp, ghosts=True)
-    assert pool.total_bytes() - base <= out.nbytes + (1 << 20)
+    # a float64 temporary of the grid would add twice the output; a few MB from other threads' work may land here
+    assert pool.total_bytes() - base < 1.5 * out.nbytes
     del out
     pool.free_all_blocks()
     _array_operations(expr, lattice, "float32", {}, 0.0, True)

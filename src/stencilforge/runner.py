@@ -69,6 +69,7 @@ def run(
     With `comm` (an MPI communicator; MPI.COMM_WORLD where only `procs` is given) every rank of it
     calls `run` and steps its block, over the process grid `procs` (default: the least halo
     surface); the fields come back whole on rank 0 and as None elsewhere, the summary on every rank.
+    With a backend named 'auto' or 'cuda', each rank takes a GPU of its own (`distributed.bind_device`).
     `threads` (numba): threads for this run (default: $NUMBA_NUM_THREADS, else this process's share of the cores it
     may run on), reported in the summary and given back afterwards.
     `fuse_steps=False` keeps one step per pass where the backend would take several (the fields are the
@@ -107,6 +108,14 @@ def run_with(
 ) -> Result:
     """`run` with its files given as `Outputs`, not yet prepared: the CLI's, which name its options in errors
     and record its command line and problem file. The problem's equations are recorded here."""
+    if comm is None and procs is not None:
+        from .distributed import world
+
+        comm = world()
+    if comm is not None and backend in ("auto", "cuda"):  # each rank takes a GPU of its own, before its backend is made
+        from .distributed import bind_device
+
+        bind_device(comm)
     engine = get_backend(backend_for(backend, problem.initial.values(), host="auto")) if isinstance(backend, str) else backend
     if steps is not None and (isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 0):
         raise StencilforgeError(f"steps must be a non-negative integer, got {steps!r}")
@@ -115,10 +124,6 @@ def run_with(
     if check_every < 1:
         raise StencilforgeError(f"check_every must be at least 1, got {check_every}")
     total = problem.default_steps if steps is None and tol is None else steps
-    if comm is None and procs is not None:
-        from .distributed import world
-
-        comm = world()
     periodic = any(isinstance(c, Periodic) for conds in problem.boundary.values() for c in conds)
     sweep = (not generated and lowers(problem) and not (comm is not None and periodic)
              and problem.grid.ndim in engine.sweep_ndims)
