@@ -171,3 +171,18 @@ def test_show_kernel_prints_a_problem_files_generated_code(tmp_path):
     assert compiled[:4] == b"\x7fELF"
     refused = runner.invoke(app, ["show-kernel", gray_scott, "--strategy", "tiled"])
     assert refused.exit_code == 2 and "runs as generated passes" in refused.output
+
+
+def test_a_problem_file_and_a_named_problem_print_one_summary_format():
+    """The same rows for both (no boxed table for one of them), and a small run's throughput reads as more than 0.000."""
+    from pathlib import Path
+
+    heat9 = str(Path(__file__).resolve().parents[1] / "examples" / "heat9.py")
+    named = invoke("run", "heat2d", "--shape", "16", "16", "--steps", "4", "--backend", "numpy")
+    own = invoke("run", heat9, "--shape", "16,16", "--steps", "4", "--backend", "numpy")
+    for result in (named, own):
+        assert result.exit_code == 0, result.output
+        rows = [line.split()[0] for line in result.stdout.splitlines() if line.strip()]
+        assert rows[:5] == ["problem", "backend", "parameters", "steps", "time"], rows
+        assert "0.000 GCell/s" not in result.stdout and "┃" not in result.stdout and "│" not in result.stdout
+    assert "heat9 (" in own.stdout and "error vs exact" in own.stdout

@@ -170,30 +170,48 @@ class StatusLine:
             self.status.start()
 
 
-def _human_summary(s: dict) -> None:
+def _rate(value: float) -> str:
+    """A throughput to three significant digits: small and split runs read as more than 0.000."""
+    return f"{value:.3g}" if value < 100 else f"{value:.0f}"
+
+
+def _human_summary(s: dict, source: str | None = None) -> None:
+    """The one summary of every run: a named problem's, or a problem file's (`source`)."""
     table = Table(show_header=False, box=None, pad_edge=False)
-    table.add_row("problem", f"{s['problem']}  {'x'.join(map(str, s['shape']))}  {s['dtype']}")
+    where = f" ({source})" if source else ""
+    table.add_row("problem", f"{s['problem']}{where}  {'x'.join(map(str, s['shape']))}  {s['dtype']}")
     fused = f", {s['fused_steps']} steps {s['steps_per_pass']} per pass" if s.get("fused_steps") else ""
-    threads = f", {s['threads']} thread{'s' if s['threads'] > 1 else ''}" if "threads" in s else ""
-    table.add_row("backend", s["backend"] + (f" ({s['strategy']}{fused})" if "strategy" in s else "") + threads)
+    kernels = f" ({s['strategy']}{fused})" if "strategy" in s else (f" ({fused[2:]})" if fused else "")
+    passes = f", {s['passes_per_step']} passes per step" if s.get("passes_per_step", 1) > 1 else ""
+    threads = f", {s['threads']} thread{'s' if s['threads'] > 1 else ''}" if s.get("threads") else ""
+    table.add_row("backend", s["backend"] + kernels + passes + threads)
+    if s.get("params"):
+        table.add_row("parameters", ", ".join(f"{k}={v:g}" if isinstance(v, (int, float)) else f"{k}={v}"
+                                               for k, v in s["params"].items() if v is not None))
     table.add_row("steps", f"{s['steps']}  (t = {s['t']:.6g})")
     timing = f"{s['wall_s']:.3f} s wall"
-    if s.get("compile_s", 0) >= 0.05:
-        timing += f" (+ {s['compile_s']:.2f} s compiling kernels before it)"
-    if "kernel_s" in s:
+    ahead = s.get("setup_s", 0) + s.get("compile_s", 0)
+    if ahead >= 0.05:
+        timing += f" (+ {ahead:.2f} s set-up and compile)"
+    if s.get("kernel_s"):
         timing += f", {s['kernel_s']:.3f} s in kernels"
     table.add_row("time", timing)
     if s.get("gcells_per_s") is not None:
-        table.add_row("throughput", f"{s['gcells_per_s']:.3f} GCell/s, T_eff {s['teff_gbps']:.1f} GB/s ({s['bytes_per_cell']} B/cell)")
+        table.add_row("throughput", f"{_rate(s['gcells_per_s'])} GCell/s, T_eff {_rate(s['teff_gbps'])} GB/s "
+                                    f"({s['bytes_per_cell']} B/cell)")
     if "residual" in s:
         state = "converged" if s["converged"] else ("not converged" if s["tol"] is not None else "fixed iterations")
         table.add_row("residual", f"{s['residual']:.3e}  {state}" + (f" (tol {s['tol']:g})" if s["tol"] else ""))
-    if "error" in s:
+    if "error" in s and len(s.get("errors", {})) <= 1:
         table.add_row("error vs exact", f"max {s['error']['max_abs']:.3e}, rel L2 {s['error']['rel_l2']:.3e}")
+    else:
+        for name, e in s.get("errors", {}).items():
+            table.add_row(f"error of {name}", f"max {e:.3e} against the exact solution")
     if "procs" in s:
-        overlapped = ", overlapped" if s["overlap"] else ""
-        table.add_row("mpi", f"{s['ranks']} ranks as {'x'.join(map(str, s['procs']))}, halo {s['halo']}{overlapped}, "
-                             f"slowest rank: comm {s['comm_s']:.3f} s, compute {s['compute_s']:.3f} s")
+        mpi = f"{s['ranks']} ranks as {'x'.join(map(str, s['procs']))}, halo {s.get('halo')}"
+        if "comm_s" in s:
+            mpi += f"{', overlapped' if s.get('overlap') else ''}, slowest rank: comm {s['comm_s']:.3f} s, compute {s['compute_s']:.3f} s"
+        table.add_row("mpi", mpi)
     for kind, file in s.get("outputs", {}).items():
         table.add_row(kind, _output_cell(file))
     out.print(table)
@@ -261,33 +279,11 @@ def run_problem_file(path: str, shape, steps, tol, dtype, backend: str, settings
         if as_json:
             print(json.dumps(s))
         else:
-            _problem_table(s, path)
+            _human_summary(s, path)
         if line is not None:
             err.print(line, markup=False, highlight=False, soft_wrap=True)
     if status:
         raise typer.Exit(status)
-
-
-def _problem_table(s: dict, path: str) -> None:
-    table = Table(title=f"{s['problem']} ({path})", show_header=False)
-    dims = "x".join(map(str, s["shape"]))
-    paired = f", {s['fused_steps']} steps {s['steps_per_pass']} per pass" if s.get("fused_steps") else ""
-    threads = f", {s['threads']} thread{'s' if s['threads'] > 1 else ''}" if s.get("threads") else ""
-    table.add_row("backend", f"{s['backend']}{threads}, {s['dtype']}, shape {dims}, {s['passes_per_step']} pass(es) per step{paired}")
-    table.add_row("parameters", ", ".join(f"{k}={v:g}" for k, v in s["params"].items()) or "none")
-    if "procs" in s:
-        table.add_row("mpi", f"{s['ranks']} ranks as {'x'.join(map(str, s['procs']))}")
-    table.add_row("steps", f"{s['steps']} to t = {s['t']:.6g} in {s['wall_s']:.3f} s (set-up and compile {s['setup_s']:.2f} s)")
-    if s["gcells_per_s"] is not None:
-        table.add_row("throughput", f"{s['gcells_per_s']:.3f} GCell/s, T_eff {s['teff_gbps']:.1f} GB/s")
-    if "residual" in s:
-        state = f"{'converged' if s['converged'] else 'not converged'}, tol {s['tol']:g}" if s["tol"] is not None else "fixed steps"
-        table.add_row("residual", f"{s['residual']:.3e} ({state})")
-    for name, e in s["errors"].items():
-        table.add_row(f"error of {name}", f"max {e:.3e} against the exact solution")
-    for kind, file in s.get("outputs", {}).items():
-        table.add_row(kind, _output_cell(file))
-    out.print(table)
 
 
 def _multigrid_method(problem: str | None, method: str | None, resume: str | None) -> bool:
