@@ -636,3 +636,38 @@ def test_a_setup_runs_twice_from_the_same_state():
         first = run_loop(setup, get_backend(backend), LoopOptions(steps=40)).summary["error"]["max_abs"]
         again = run_loop(setup, get_backend(backend), LoopOptions(steps=40)).summary["error"]["max_abs"]
         assert first == again
+
+
+def test_an_unstable_explicit_step_is_warned_of_before_the_run(caplog):
+    """The step's linear part, read as a stencil, amplifies some Fourier mode: one line naming the equation and the
+    dt its linear part is stable at (the diffusion limit, the upwind CFL limit), or that none is (centred advection
+    under forward Euler). Stable steps, the examples and three-level schemes say nothing."""
+    import logging
+
+    from stencilforge.ir.stability import warnings_for
+
+    grid = sf.Grid((32, 32), extent=1.0)
+    u = sf.Field("u", grid)
+    h = grid.spacing[0]
+
+    def lines(expr, dt, **kw):
+        p = sf.Problem([sf.Eq(u.next, expr)], initial={u: 0.0}, boundary={u: sf.Periodic()}, dt=dt, name="p", **kw)
+        return warnings_for(p, p.values())
+
+    assert lines(u + 0.25 * h * h * sf.laplacian(u), 0.25 * h * h) == []
+    (diffusion,) = lines(u + 0.3 * h * h * sf.laplacian(u) + sf.sin(grid.x), 0.3 * h * h)  # a forcing changes nothing
+    assert f"about {0.25 * h * h:.3g} keeps its linear part stable" in diffusion and "u.next" in diffusion
+    (cfl,) = lines(u - 1.5 * h * sf.upwind(u, "x", 1.0), 1.5 * h)
+    assert f"about {h:.3g} keeps" in cfl
+    (centred,) = lines(u - 0.01 * sf.d(u, "x"), 0.01)
+    assert "no smaller dt" in centred
+    assert lines(u + 0.2 * h * h * sf.laplacian(u) - 5 * u * u * u, 0.2 * h * h) == []  # cubic terms vanish at zero
+    leapfrog = sf.Field("w", grid, levels=3)
+    wave = sf.Problem([sf.Eq(leapfrog.next, 2 * leapfrog - leapfrog.prev + 9 * h * h * sf.laplacian(leapfrog))],
+                      initial={leapfrog: 0.0}, boundary={leapfrog: sf.Periodic()}, dt=0.1)
+    assert warnings_for(wave, wave.values()) == []
+    unstable = sf.Problem([sf.Eq(u.next, u + 0.3 * h * h * sf.laplacian(u))], initial={u: 0.0},
+                          boundary={u: sf.Periodic()}, dt=0.3 * h * h, name="hot")
+    with caplog.at_level(logging.WARNING, logger="stencilforge"):
+        sf.run(unstable, steps=2, backend="numpy")
+    assert [r.message for r in caplog.records if r.message.startswith("hot: the step for u.next")]

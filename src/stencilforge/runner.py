@@ -23,6 +23,7 @@ from .boundary import Periodic
 from .errors import StencilforgeError
 from .fingerprint import canonical
 from .interop import backend_for
+from .ir.stability import warnings_for
 from .problem import Problem
 from .problems.base import lowered, lowers
 from .resources import node_peers, thread_count, use_numba_threads
@@ -135,6 +136,9 @@ def run_with(
             from .distributed.runner import agree
 
             outputs = agree(comm, lambda: asked.prepare(problem.name))
+    if comm is None or comm.rank == 0:
+        for line in warnings_for(problem, problem.values(params)):
+            logger.warning(line)
     with (nullcontext(stop) if stop is not None else stop_on_signals() as request, _numba_threads(engine, threads, comm) as count,
           outputs if outputs is not None else nullcontext()):  # the output files are this run's until it ends
         loop = dict(check_every=check_every, progress=progress, fuse_steps=fuse_steps, stop=request)

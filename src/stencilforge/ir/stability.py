@@ -1,0 +1,164 @@
+"""A von Neumann estimate of an explicit step's stability, for a warning before a run.
+
+Each equation u.next = F(u, ...) is linearised about zero: terms of no evolving field
+and terms of degree two or more in them drop out, and what is left of u's current level
+is a stencil whose coefficients are numbers and constants. A Fourier mode e^(i theta.x)
+is multiplied each step by G(theta) = sum_o c_o e^(i theta.o); where |G| > 1 for some
+theta the step amplifies that mode: certain on a periodic grid, nearly so with walls.
+Equations whose linear part has coefficients that vary in space or time, that reads a
+coefficient field or u.prev, or that applies a function to an evolving field, are not
+estimated: no warning is better than a wrong one.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Mapping
+
+import numpy as np
+
+from .analysis import accesses
+from .nodes import Access, Binary, Call, Compare, Constant, Eq, Expr, Literal, Negate, Power, Where, walk
+
+Form = dict  # (field name, level) -> {offset: coefficient}: the part linear in evolving fields
+SAMPLES = {1: 257, 2: 65, 3: 33}  # wavenumbers per axis in [-pi, pi]
+
+
+class _Unknown(Exception):
+    """The equation's linear part is not a constant-coefficient stencil."""
+
+
+def _scale(form: Form, s: float) -> Form:
+    return {k: {o: c * s for o, c in w.items()} for k, w in form.items()}
+
+
+def _merge(a: Form, b: Form, sign: float = 1.0) -> Form:
+    out = {k: dict(w) for k, w in a.items()}
+    for k, w in b.items():
+        target = out.setdefault(k, {})
+        for o, c in w.items():
+            target[o] = target.get(o, 0.0) + sign * c
+    return out
+
+
+def _compare(op: str, a: float, b: float) -> bool:
+    return {"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b, "==": a == b, "!=": a != b}[op]
+
+
+def _evolves(node: Expr, evolving: set[str]) -> bool:
+    return any(isinstance(n, Access) and n.field.name in evolving for n in walk(node))
+
+
+def _linear(node: Expr, evolving: set[str], values: Mapping[str, float]) -> float | Form:
+    """A number (no evolving field in it), or the Form of its part linear in the evolving fields."""
+    if not _evolves(node, evolving):
+        return _number(node, values)
+    if isinstance(node, Access):
+        if node.level < 0:
+            raise _Unknown  # a three-level scheme: its amplification is a root of a quadratic, not estimated here
+        return {(node.field.name, node.level): {node.offset: 1.0}}
+    if isinstance(node, Negate):
+        return _scale(_form(_linear(node.arg, evolving, values)), -1.0)
+    if isinstance(node, Power):
+        return _linear(node.base, evolving, values) if node.n == 1 else {}
+    if isinstance(node, Where):
+        if _evolves(node.cond, evolving):
+            raise _Unknown
+        return _linear(node.a if _truth(node.cond, values) else node.b, evolving, values)
+    if not isinstance(node, Binary):
+        raise _Unknown  # a function of an evolving field: its slope at zero is not read here
+    if node.op in "+-":  # a term of no evolving field (a source, a forcing) does not change G, whatever it is
+        terms = [_form(_linear(n, evolving, values)) if _evolves(n, evolving) else {} for n in (node.left, node.right)]
+        return _merge(terms[0], terms[1], 1.0 if node.op == "+" else -1.0)
+    left, right = _linear(node.left, evolving, values), _linear(node.right, evolving, values)
+    if node.op == "*":
+        if isinstance(left, dict) and isinstance(right, dict):
+            return {}  # degree two or more: nothing at zero
+        if isinstance(left, dict):
+            assert not isinstance(right, dict)
+            return _scale(left, right)
+        return _scale(_form(right), left)
+    if node.op == "/" and isinstance(left, dict) and not isinstance(right, dict):
+        return _scale(left, 1.0 / right)
+    raise _Unknown
+
+
+def _form(value: float | Form) -> Form:
+    return value if isinstance(value, dict) else {}  # a term of no evolving field does not change G
+
+
+def _number(node: Expr, values: Mapping[str, float]) -> float:
+    """The value of an expression of numbers and constants; anything that varies (coordinates, t, fields) is unknown."""
+    if isinstance(node, Literal):
+        return float(node.value)
+    if isinstance(node, Constant):
+        return float(values[node.name])
+    if isinstance(node, Negate):
+        return -_number(node.arg, values)
+    if isinstance(node, Power):
+        return _number(node.base, values) ** node.n
+    if isinstance(node, Binary):
+        a, b = _number(node.left, values), _number(node.right, values)
+        return {"+": a + b, "-": a - b, "*": a * b}.get(node.op, a / b if b else math.inf)
+    if isinstance(node, Call) and node.fn in ("sqrt", "exp", "log", "sin", "cos", "tanh", "abs"):
+        return float(getattr(np, {"abs": "absolute"}.get(node.fn, node.fn))(_number(node.args[0], values)))
+    if isinstance(node, Where):
+        return _number(node.a if _truth(node.cond, values) else node.b, values)
+    raise _Unknown
+
+
+def _truth(cond: Compare, values: Mapping[str, float]) -> bool:
+    return _compare(cond.op, _number(cond.left, values), _number(cond.right, values))
+
+
+def amplification(eq: Eq, evolving: set[str], values: Mapping[str, float]) -> np.ndarray | None:
+    """G(theta) of the equation's linear part in its own field's current level on a grid of wavenumbers, or None
+    where it is not estimated."""
+    target = eq.target.field.name
+    if any(a.field.name == target and a.level < 0 for a in accesses(eq.expr)):
+        return None
+    try:
+        form = _form(_linear(eq.expr, evolving, values))
+    except (_Unknown, KeyError, ZeroDivisionError, OverflowError):
+        return None
+    weights = form.get((target, 0), {})
+    if not weights:
+        return None
+    ndim = len(next(iter(weights)))
+    theta = np.linspace(-math.pi, math.pi, SAMPLES[ndim])
+    grids = np.meshgrid(*([theta] * ndim), indexing="ij")
+    return sum(c * np.exp(1j * sum(o * t for o, t in zip(offset, grids))) for offset, c in weights.items())
+
+
+def stable_fraction(g: np.ndarray) -> float:
+    """The largest s in [0, 1] for which 1 + s (G - 1) stays within the unit circle: the share of dt that would be
+    stable if the step is u + dt * L(u) (forward Euler). 0 where some mode grows at any dt."""
+    lam = (g - 1).ravel()
+    lam = lam[np.abs(lam) > 1e-14]
+    if lam.size == 0:
+        return 1.0
+    if (lam.real > 1e-14 * np.abs(lam)).any():
+        return 0.0
+    return float(min(1.0, np.min(-2 * lam.real / np.abs(lam) ** 2)))
+
+
+def warnings_for(problem, values: Mapping[str, float]) -> list[str]:
+    """One line per equation whose step amplifies some Fourier mode, with the dt its linear part is stable at."""
+    evolving = set(problem.analysis.written)
+    dt = _number(problem.dt, values) if not isinstance(problem.dt, (int, float)) else float(problem.dt)
+    lines = []
+    for eq in problem.equations:
+        if not isinstance(eq, Eq):  # a solve is implicit: nothing to estimate
+            continue
+        g = amplification(eq, evolving, values)
+        if g is None or float(np.abs(g).max()) <= 1 + 1e-9:
+            continue
+        worst, share = float(np.abs(g).max()), stable_fraction(g)
+        hint = (f"dt at or below about {share * dt:.3g} keeps its linear part stable (dt is {dt:.3g})" if share > 0
+                else "no smaller dt makes its linear part stable (forward Euler with centred advection does this)")
+        lines.append(f"{problem.name}: the step for {eq.label} multiplies some Fourier modes by up to {worst:.4g} per "
+                     f"step, so the run will probably blow up; {hint}")
+    return lines
+
+
+__all__ = ["amplification", "stable_fraction", "warnings_for"]
