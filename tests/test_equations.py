@@ -644,7 +644,10 @@ def test_an_unstable_explicit_step_is_warned_of_before_the_run(caplog):
     under forward Euler). Stable steps, the examples and three-level schemes say nothing."""
     import logging
 
-    from stencilforge.ir.stability import warnings_for
+    from stencilforge.ir.stability import unstable
+
+    def warnings_for(p, values):
+        return unstable(p, values, periodic=False)[0]
 
     grid = sf.Grid((32, 32), extent=1.0)
     u = sf.Field("u", grid)
@@ -666,8 +669,33 @@ def test_an_unstable_explicit_step_is_warned_of_before_the_run(caplog):
     wave = sf.Problem([sf.Eq(leapfrog.next, 2 * leapfrog - leapfrog.prev + 9 * h * h * sf.laplacian(leapfrog))],
                       initial={leapfrog: 0.0}, boundary={leapfrog: sf.Periodic()}, dt=0.1)
     assert warnings_for(wave, wave.values()) == []
-    unstable = sf.Problem([sf.Eq(u.next, u + 0.3 * h * h * sf.laplacian(u))], initial={u: 0.0},
-                          boundary={u: sf.Periodic()}, dt=0.3 * h * h, name="hot")
+    walled = sf.Problem([sf.Eq(u.next, u + 0.3 * h * h * sf.laplacian(u))], initial={u: 0.0},
+                        boundary={u: sf.Dirichlet(0.0)}, dt=0.3 * h * h, name="hot")
     with caplog.at_level(logging.WARNING, logger="stencilforge"):
-        sf.run(unstable, steps=2, backend="numpy")
+        sf.run(walled, steps=2, backend="numpy")
     assert [r.message for r in caplog.records if r.message.startswith("hot: the step for u.next")]
+
+
+def test_a_certainly_unstable_step_is_refused_before_the_run(tmp_path):
+    """One linear equation on a grid periodic along every axis: the grid's own Fourier modes grow, so the run is
+    refused (from the CLI, a problem file's --set dt=... too) in one line with the stable dt."""
+    from typer.testing import CliRunner
+
+    from stencilforge.cli import app
+
+    grid = sf.Grid((32, 32), extent=1.0)
+    u = sf.Field("u", grid)
+    h = grid.spacing[0]
+    dt = sf.Constant("dt", 0.2 * h * h)
+    p = sf.Problem([sf.Eq(u.next, u + dt * sf.laplacian(u))], initial={u: 0.0}, boundary={u: sf.Periodic()}, dt=dt, name="hot")
+    assert sf.run(p, steps=2, backend="numpy").summary["steps"] == 2
+    with pytest.raises(sf.StencilforgeError, match=rf"run would blow up; dt at or below about {0.25 * h * h:.3g}"):
+        sf.run(p, steps=2, backend="numpy", params={"dt": 0.3 * h * h})
+    path = tmp_path / "hot.py"
+    path.write_text("import stencilforge as sf\n\n\ndef build(shape=None, dtype='float64'):\n"
+                    "    grid = sf.Grid(shape or (32, 32), extent=1.0, dtype=dtype)\n    u = sf.Field('u', grid)\n"
+                    "    dt = sf.Constant('dt', 1e-4)\n    return sf.Problem([sf.Eq(u.next, u + dt * sf.laplacian(u))], "
+                    "initial={u: sf.sin(6.283 * grid.x)}, boundary={u: sf.Periodic()}, dt=dt, name='hot')\n")
+    assert CliRunner().invoke(app, ["run", str(path), "--backend", "numpy", "--steps", "2"]).exit_code == 0
+    refused = CliRunner().invoke(app, ["run", str(path), "--backend", "numpy", "--steps", "2", "--set", "dt=4e-4"])
+    assert refused.exit_code == 2 and "hot: the step for u.next" in refused.output and "would blow up" in refused.output

@@ -23,7 +23,7 @@ from .boundary import Periodic
 from .errors import StencilforgeError
 from .fingerprint import canonical
 from .interop import backend_for
-from .ir.stability import warnings_for
+from .ir.stability import unstable
 from .problem import Problem
 from .problems.base import lowered, lowers
 from .resources import node_peers, thread_count, use_numba_threads
@@ -136,8 +136,12 @@ def run_with(
             from .distributed.runner import agree
 
             outputs = agree(comm, lambda: asked.prepare(problem.name))
+    lines, certain = unstable(problem, problem.values(params),
+                              periodic=all(isinstance(c, Periodic) for conds in problem.boundary.values() for c in conds))
+    if certain:
+        raise StencilforgeError(lines[0].replace("so the run will probably blow up", "so the run would blow up"))
     if comm is None or comm.rank == 0:
-        for line in warnings_for(problem, problem.values(params)):
+        for line in lines:
             logger.warning(line)
     with (nullcontext(stop) if stop is not None else stop_on_signals() as request, _numba_threads(engine, threads, comm) as count,
           outputs if outputs is not None else nullcontext()):  # the output files are this run's until it ends

@@ -4,7 +4,8 @@ Each equation u.next = F(u, ...) is linearised about zero: terms of no evolving 
 and terms of degree two or more in them drop out, and what is left of u's current level
 is a stencil whose coefficients are numbers and constants. A Fourier mode e^(i theta.x)
 is multiplied each step by G(theta) = sum_o c_o e^(i theta.o); where |G| > 1 for some
-theta the step amplifies that mode: certain on a periodic grid, nearly so with walls.
+theta the step amplifies that mode: certain on a periodic grid (where the run is refused),
+nearly so with walls (where it is warned of).
 Equations whose linear part has coefficients that vary in space or time, that reads a
 coefficient field or u.prev, or that applies a function to an evolving field, are not
 estimated: no warning is better than a wrong one.
@@ -111,23 +112,28 @@ def _truth(cond: Compare, values: Mapping[str, float]) -> bool:
     return _compare(cond.op, _number(cond.left, values), _number(cond.right, values))
 
 
-def amplification(eq: Eq, evolving: set[str], values: Mapping[str, float]) -> np.ndarray | None:
-    """G(theta) of the equation's linear part in its own field's current level on a grid of wavenumbers, or None
-    where it is not estimated."""
+def linear_part(eq: Eq, evolving: set[str], values: Mapping[str, float]) -> Form | None:
+    """The Form of the equation's part linear in the evolving fields, or None where it is not estimated."""
     target = eq.target.field.name
     if any(a.field.name == target and a.level < 0 for a in accesses(eq.expr)):
         return None
     try:
-        form = _form(_linear(eq.expr, evolving, values))
+        return _form(_linear(eq.expr, evolving, values))
     except (_Unknown, KeyError, ZeroDivisionError, OverflowError):
         return None
-    weights = form.get((target, 0), {})
-    if not weights:
-        return None
+
+
+def amplification(weights: Mapping[tuple[int, ...], float], shape: tuple[int, ...] | None = None) -> np.ndarray:
+    """G(theta) of a stencil: on the wavenumbers of a periodic grid of `shape` (2 pi k / n along each axis), or
+    sampled over [-pi, pi] per axis."""
     ndim = len(next(iter(weights)))
-    theta = np.linspace(-math.pi, math.pi, SAMPLES[ndim])
-    grids = np.meshgrid(*([theta] * ndim), indexing="ij")
-    return sum(c * np.exp(1j * sum(o * t for o, t in zip(offset, grids))) for offset, c in weights.items())
+    thetas = ([2 * math.pi * np.arange(n) / n for n in shape] if shape is not None
+              else [np.linspace(-math.pi, math.pi, SAMPLES[ndim])] * ndim)
+    grids = np.meshgrid(*thetas, indexing="ij")
+    g = np.zeros(grids[0].shape, dtype=complex)
+    for offset, c in weights.items():
+        g += c * np.exp(1j * sum(o * t for o, t in zip(offset, grids)))
+    return g
 
 
 def stable_fraction(g: np.ndarray) -> float:
@@ -142,23 +148,33 @@ def stable_fraction(g: np.ndarray) -> float:
     return float(min(1.0, np.min(-2 * lam.real / np.abs(lam) ** 2)))
 
 
-def warnings_for(problem, values: Mapping[str, float]) -> list[str]:
-    """One line per equation whose step amplifies some Fourier mode, with the dt its linear part is stable at."""
+def unstable(problem, values: Mapping[str, float], periodic: bool) -> tuple[list[str], bool]:
+    """(one line per equation whose step amplifies some Fourier mode, with the dt its linear part is stable at;
+    whether the growth is certain). It is certain for one equation, linear in its own field alone, on a grid
+    `periodic` along every axis: then the grid's own Fourier modes grow, from the rounding errors if nothing else."""
     evolving = set(problem.analysis.written)
-    dt = _number(problem.dt, values) if not isinstance(problem.dt, (int, float)) else float(problem.dt)
-    lines = []
+    dt = _number(problem.dt, values)
+    lines, certain = [], False
     for eq in problem.equations:
         if not isinstance(eq, Eq):  # a solve is implicit: nothing to estimate
             continue
-        g = amplification(eq, evolving, values)
-        if g is None or float(np.abs(g).max()) <= 1 + 1e-9:
+        form = linear_part(eq, evolving, values)
+        weights = (form or {}).get((eq.target.field.name, 0))
+        if not weights:
             continue
-        worst, share = float(np.abs(g).max()), stable_fraction(g)
+        g = amplification(weights)
+        worst = float(np.abs(g).max())
+        if worst <= 1 + 1e-9:
+            continue
+        share = stable_fraction(g)
         hint = (f"dt at or below about {share * dt:.3g} keeps its linear part stable (dt is {dt:.3g})" if share > 0
                 else "no smaller dt makes its linear part stable (forward Euler with centred advection does this)")
         lines.append(f"{problem.name}: the step for {eq.label} multiplies some Fourier modes by up to {worst:.4g} per "
                      f"step, so the run will probably blow up; {hint}")
-    return lines
+        alone = len(problem.equations) == 1 and set(form or {}) == {(eq.target.field.name, 0)}
+        exact = amplification(weights, problem.grid.shape)
+        certain = certain or (periodic and alone and float(np.abs(exact).max()) > 1 + 1e-9)
+    return lines, certain
 
 
-__all__ = ["amplification", "stable_fraction", "warnings_for"]
+__all__ = ["amplification", "linear_part", "stable_fraction", "unstable"]
