@@ -5,7 +5,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from stencilforge import resources
+from stencilforge import problems, resources
 from stencilforge.cli import app
 from stencilforge.errors import StencilforgeError
 
@@ -32,17 +32,24 @@ def test_a_huge_shape_is_refused_before_allocating(args, monkeypatch):
 
 
 def test_the_estimate_covers_fields_and_outputs():
-    base = resources.needed_bytes("heat2d", (1000, 1000), "float64", {}, False, False)
+    def probe(small):
+        return problems.build("heat2d", shape=small, dtype="float64")
+
+    base = resources.needed_bytes(probe, (1000, 1000), False, False)
     assert 2 * 1000 * 1000 * 8 < base < 6 * 1000 * 1000 * 8
-    with_outputs = resources.needed_bytes("heat2d", (1000, 1000), "float64", {}, True, True)
+    with_outputs = resources.needed_bytes(probe, (1000, 1000), True, True)
     assert with_outputs > base
 
 
 def test_ranks_on_a_node_count_against_its_memory(monkeypatch):
     monkeypatch.setattr(resources, "available_bytes", lambda: 10**9)
-    resources.check_host_memory("heat2d", (2000, 2000), "float32", {})  # about 0.1 GB: fits once
+
+    def probe(small):
+        return problems.build("heat2d", shape=small, dtype="float32")
+
+    resources.check_host_memory("heat2d", (2000, 2000), probe)  # about 0.1 GB: fits once
     with pytest.raises(StencilforgeError, match="16 processes on this node"):
-        resources.check_host_memory("heat2d", (2000, 2000), "float32", {}, processes=16)
+        resources.check_host_memory("heat2d", (2000, 2000), probe, processes=16)
 
 
 def test_a_memory_error_anyway_is_one_line(monkeypatch):

@@ -485,9 +485,12 @@ def run(
         resumed = outputs.resumed
         name = problem or (resumed.problem if resumed else None)
         assert name is not None, "prepare asks for a problem or --resume"
+        probed: dict = {k: v for k, v in {**(resumed.params if resumed else {}), **params}.items()
+                        if v is not None and k != "velocity"}
+        probe_dtype = dtype or (resumed.dtype if resumed else None)
         check_host_memory(
             name, parse_ints(shape, "--shape") or (resumed.shape if resumed else None),
-            dtype or (resumed.dtype if resumed else None), {**(resumed.params if resumed else {}), **params},
+            lambda small: problems.build(name, shape=small, dtype=probe_dtype, **probed),
             snapshots=snapshot_every is not None, checkpoints=outputs.checkpoint is not None, processes=len(peers) if peers else 1,
         )
         if mpi and backend in ("auto", "cuda"):

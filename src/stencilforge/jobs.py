@@ -30,6 +30,7 @@ from .io.paths import SNAPSHOT_SUFFIXES, check_output, remove_stale_temps, sole_
 from .io.plots import IMAGE_SUFFIXES, View, plot_array
 from .io.snapshots import Ledger, OutputError, Sink, StreamingObserver, evolving_fields
 from .optional import require
+from .plan import Setup
 from .timeloop import LoopOptions, Result, close_observers, never_fuses, run as run_loop, run_stepper
 
 CHECKPOINT_SUFFIXES = (".h5", ".hdf5")
@@ -207,7 +208,7 @@ class Outputs:
         if sim.decomposed:
             observers = self._gathered_observers(sim, ledger)
         else:
-            view = problems.Setup(name=problem.name, grid=sim.lattice, fields=sim.state(), dt=sim.dt,
+            view = Setup(name=problem.name, grid=sim.lattice, fields=sim.state(), dt=sim.dt,
                                   default_steps=problem.default_steps, solution=problem.analysis.written[0],
                                   params=dict(sim.params))
             observers = self._observers(view, sim.backend.name, ledger, problem.analysis.written)
@@ -229,7 +230,7 @@ class Outputs:
         grid = Grid(problem.grid.shape, lat.spacing, lat.dtype, lat.ghost, lat.lower)
         # the global fields' shapes and dtypes, which no rank holds: views of one element, no memory
         layout = {name: np.broadcast_to(np.zeros((), arr.dtype), grid.padded_shape) for name, arr in sim.state().items()}
-        view = problems.Setup(name=problem.name, grid=grid, fields=layout, dt=sim.dt, default_steps=problem.default_steps,
+        view = Setup(name=problem.name, grid=grid, fields=layout, dt=sim.dt, default_steps=problem.default_steps,
                               solution=problem.analysis.written[0], params=dict(sim.params))
         root = sim.cart.rank == 0
         observers = agree(sim.cart, lambda: self._observers(view, sim.backend.name, ledger, problem.analysis.written)

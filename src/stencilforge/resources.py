@@ -10,9 +10,10 @@ from __future__ import annotations
 import math
 import os
 from pathlib import Path
+from typing import Callable
 
-from . import problems
 from .errors import StencilforgeError
+from .plan import Setup
 
 PROBE_EXTENT = 24  # points per axis of the small build that tells the fields' count, dtypes and ghost width
 SNAPSHOT_BUFFERS = 3
@@ -40,33 +41,33 @@ def available_bytes() -> int | None:
     return avail
 
 
-def needed_bytes(problem: str, shape, dtype: str | None, params: dict, snapshots: bool, checkpoints: bool) -> int | None:
-    """Bytes a run of `shape` allocates at its peak, from a small build of the same problem; None if it cannot tell."""
-    given = {k: v for k, v in params.items() if v is not None and k != "velocity"}
+def needed_bytes(probe: Callable[[tuple[int, ...]], Setup], shape, snapshots: bool, checkpoints: bool) -> int | None:
+    """Bytes a run of `shape` allocates at its peak, from `probe`, a small build of the same problem on a grid of
+    the shape it is given; None if it cannot tell."""
     try:
-        probe = problems.build(problem, shape=(PROBE_EXTENT,) * len(shape), dtype=dtype, **given)
+        small = probe((PROBE_EXTENT,) * len(shape))
     except (StencilforgeError, TypeError, ValueError):
         return None
     cells = math.prod(shape)
-    padded = math.prod(n + 2 * probe.grid.ghost for n in shape)
-    fields = sum((padded if arr.shape == probe.grid.padded_shape else cells) * arr.itemsize for arr in probe.fields.values())
+    padded = math.prod(n + 2 * small.grid.ghost for n in shape)
+    fields = sum((padded if arr.shape == small.grid.padded_shape else cells) * arr.itemsize for arr in small.fields.values())
     building = 16 * padded  # float64 values while the fields are filled (measured: 4-16 bytes a cell)
-    outputs = (SNAPSHOT_BUFFERS * cells * probe.grid.dtype.itemsize if snapshots else 0) + (fields if checkpoints else 0)
+    outputs = (SNAPSHOT_BUFFERS * cells * small.grid.dtype.itemsize if snapshots else 0) + (fields if checkpoints else 0)
     return fields + max(building, outputs)
 
 
-def check_host_memory(problem: str, shape, dtype: str | None, params: dict, snapshots: bool = False,
+def check_host_memory(what: str, shape, probe: Callable[[tuple[int, ...]], Setup], snapshots: bool = False,
                       checkpoints: bool = False, processes: int = 1) -> None:
-    """Refuse, in one line, a run whose arrays cannot fit in the memory available (`processes` on this node)."""
+    """Refuse, in one line, a run of `what` whose arrays cannot fit in the memory available (`processes` on this node)."""
     if shape is None:
         return
-    need = needed_bytes(problem, shape, dtype, params, snapshots, checkpoints)
+    need = needed_bytes(probe, shape, snapshots, checkpoints)
     free = available_bytes()
     if need is None or free is None or need * processes <= free:
         return
     each = f" ({processes} processes on this node, {need / 1e9:.2f} GB each)" if processes > 1 else ""
     raise StencilforgeError(
-        f"not enough memory for {problem} {'x'.join(map(str, shape))}: needs about {need * processes / 1e9:.2f} GB"
+        f"not enough memory for {what} {'x'.join(map(str, shape))}: needs about {need * processes / 1e9:.2f} GB"
         f"{each}, {free / 1e9:.2f} GB available"
     )
 

@@ -22,7 +22,7 @@ from .boundary import Dirichlet, RowWalls, ScaledWalls, bind
 from .errors import BlowUp, StencilforgeError
 from .grid import row_pitch
 from .metrics import error_norms, throughput, where_nonfinite
-from .problems import Setup
+from .plan import Setup
 from .resources import available_bytes
 
 log = logging.getLogger(__name__)

@@ -37,8 +37,7 @@ from ..backends.numpy_ref import evaluate_sweep
 from ..boundary import Periodic
 from ..errors import StencilforgeError
 from ..optional import require
-from ..plan import AxisOperator
-from ..problems import Setup
+from ..plan import AxisOperator, Setup
 from ..timeloop import LoopOptions, Result, close_observers, run
 from .decomposition import Decomposition
 from .device import DeviceStreams, HostClock, HostTransport, NoStreams, choose_transport, is_device_array

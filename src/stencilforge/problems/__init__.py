@@ -1,7 +1,7 @@
 """The problem registry: name -> the module whose build(*args, shape, dtype, **params) makes it.
 
-A problem's module is imported when it is built: a run of one problem (or of a user's own
-equations, which need only `Setup`) does not import the others.
+A problem's module is imported when it is built: a run of one problem does not import the
+others, and a run of a user's own equations imports none.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import importlib
 from types import ModuleType
 
 from ..errors import StencilforgeError
-from .base import PointSource, Setup
+from ..plan import PointSource, Setup
 
 MODULES: dict[str, tuple[str, tuple[int, ...]]] = {  # name -> (module, leading arguments of its build)
     "poisson2d": ("poisson2d", ()),

@@ -1,9 +1,8 @@
-"""What a problem module hands the time loop: fields, the step plan, boundaries, exact solution."""
+"""Building a problem's `plan.Setup`: a step of one linear equation lowered to a sweep, and the checks its builders share."""
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
@@ -14,58 +13,10 @@ from ..grid import Grid
 from ..ir.analysis import accesses
 from ..ir.lowering import sweep_of, sweep_terms
 from ..ir.nodes import Constant, Expr
-from ..plan import AxisOperator, Sweep
+from ..plan import PointSource, Setup, Sweep
 from ..printers.numpy import coordinates, evaluate, source_signal, wall_values
 from ..problem import Problem
 from ..simulation import initial_array, tabulated
-
-
-@dataclass(frozen=True)
-class PointSource:
-    """Adds scale * wavelet(t) to one cell of a field after each sweep."""
-
-    field: str
-    index: tuple[int, ...]
-    wavelet: Callable[[float], float]
-    scale: float
-
-
-@dataclass
-class Setup:
-    """One problem instantiated on one grid: everything a backend-agnostic time loop needs."""
-
-    name: str
-    grid: Grid
-    fields: dict[str, np.ndarray]
-    dt: float
-    default_steps: int
-    solution: str
-    sweep: Sweep | None = None
-    operator: AxisOperator | None = None
-    swap: tuple[str, str] | None = None
-    boundaries: dict[str, Boundary] = field(default_factory=dict)
-    exact: Callable[[float], dict[str, np.ndarray]] | None = None
-    residual: Sweep | None = None
-    rhs_norm: float = 1.0
-    default_tol: float | None = None
-    sources: tuple[PointSource, ...] = ()
-    params: dict = field(default_factory=dict)
-    t0: float = 0.0
-
-    @property
-    def plan(self) -> Sweep | AxisOperator:
-        """What a step applies: the sweep, else the axis operator (a setup has one of them)."""
-        plan = self.sweep or self.operator
-        assert plan is not None, "a setup has a sweep or an axis operator"
-        return plan
-
-    @property
-    def bytes_per_cell(self) -> int:
-        return self.plan.bytes_per_cell(self.grid.dtype.itemsize)
-
-    @property
-    def flops_per_cell(self) -> int:
-        return self.plan.flops_per_cell()
 
 
 def stable_dt(requested: float | None, limit: float, default_fraction: float, what: str) -> float:

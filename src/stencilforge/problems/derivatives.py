@@ -14,9 +14,8 @@ import numpy as np
 
 from ..errors import StencilforgeError
 from ..grid import Grid, check_shape, parse_dtype
-from ..plan import AxisOperator, Derivative1D
+from ..plan import AxisOperator, Derivative1D, Setup
 from ..stencil import central_weights, fornberg_weights
-from .base import Setup
 
 DEFAULT_SHAPE = (1000, 1000)
 PARAMS = ("axis", "accuracy")

@@ -15,12 +15,15 @@ import math
 
 import numpy as np
 
-import stencilforge as sf
-
+from ..boundary import Dirichlet
 from ..errors import StencilforgeError
 from ..grid import check_shape
+from ..ir.nodes import Constant, Eq, Field, Grid, exp, sin
+from ..ir.operators import laplacian
+from ..plan import Setup
+from ..problem import Problem
 from ..stencil import Stencil
-from .base import Setup, lowered, positive, stable_dt
+from .base import lowered, positive, stable_dt
 
 PARAMS = ("alpha", "dt")
 DEFAULT_SHAPES = {2: (512, 512), 3: (128, 128, 128)}
@@ -30,27 +33,27 @@ def dt_limit(lap: Stencil, alpha: float) -> float:
     return 2.0 / (alpha * lap.symbol_max())
 
 
-def problem(ndim: int, shape=None, dtype="float32", alpha: float = 1.0, dt: float | None = None, storage=None) -> sf.Problem:
-    """`storage`: the field's storage dtype (`sf.Field`), e.g. "float16"; such a problem runs as generated passes."""
+def problem(ndim: int, shape=None, dtype="float32", alpha: float = 1.0, dt: float | None = None, storage=None) -> Problem:
+    """`storage`: the field's storage dtype (`Field`), e.g. "float16"; such a problem runs as generated passes."""
     shape = tuple(shape or DEFAULT_SHAPES[ndim])
     if len(shape) != ndim:
         raise StencilforgeError(f"heat{ndim}d needs a {ndim}D shape, got {shape}")
     check_shape(shape, 1)
     alpha = positive("alpha", alpha)
     h = [1.0 / (n + 1) for n in shape]
-    grid = sf.Grid(shape, spacing=h, origin=h, dtype=dtype)
+    grid = Grid(shape, spacing=h, origin=h, dtype=dtype)
     step_dt = stable_dt(dt, dt_limit(Stencil.laplacian(ndim, 1, grid.spacing), alpha), 0.9,
                         f"heat{ndim}d with alpha={alpha:g} on this grid")
-    u = sf.Field("u", grid, storage=storage)
-    a, k = sf.Constant("alpha", alpha), sf.Constant("dt", step_dt)
+    u = Field("u", grid, storage=storage)
+    a, k = Constant("alpha", alpha), Constant("dt", step_dt)
     mode = None
     for x in grid.coordinates:
-        s = sf.sin(math.pi * (x + 0.25))
+        s = sin(math.pi * (x + 0.25))
         mode = s if mode is None else mode * s
-    exact = sf.exp(-ndim * math.pi**2 * a * grid.t) * mode
-    return sf.Problem(
-        [sf.Eq(u.next, u + (a * k) * sf.laplacian(u))],
-        initial={u: exact}, boundary={u: sf.Dirichlet(exact)}, exact={u: exact},
+    exact = exp(-ndim * math.pi**2 * a * grid.t) * mode
+    return Problem(
+        [Eq(u.next, u + (a * k) * laplacian(u))],
+        initial={u: exact}, boundary={u: Dirichlet(exact)}, exact={u: exact},
         dt=k, steps=1000, name=f"heat{ndim}d",
     )
 

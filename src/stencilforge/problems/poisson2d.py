@@ -12,13 +12,15 @@ import math
 
 import numpy as np
 
-import stencilforge as sf
-
+from ..boundary import Dirichlet
 from ..errors import StencilforgeError
 from ..grid import check_shape
-from ..plan import Sweep, Term
+from ..ir.nodes import Eq, Field, Grid, sin
+from ..ir.operators import apply_stencil as stencil
+from ..plan import Setup, Sweep, Term
+from ..problem import Problem
 from ..stencil import Stencil
-from .base import Setup, lowered
+from .base import lowered
 
 NDIM = 2
 DEFAULT_SHAPE = (128, 128)
@@ -35,25 +37,25 @@ def jacobi_sweep(laplacian: Stencil, with_rhs: bool) -> Sweep:
     return Sweep("u_new", tuple(terms))
 
 
-def problem(shape=DEFAULT_SHAPE, dtype="float64") -> sf.Problem:
+def problem(shape=DEFAULT_SHAPE, dtype="float64") -> Problem:
     """Jacobi for A u = f with A the 5-point Laplacian: u.next = D^-1 (f - (A - D) u)."""
     shape = tuple(shape)
     if len(shape) != NDIM:
         raise StencilforgeError(f"poisson2d needs a 2D shape, got {shape}")
     check_shape(shape, 1)
     h = [1.0 / (n + 1) for n in shape]
-    grid = sf.Grid(shape, spacing=h, origin=h, dtype=dtype)
-    u, f = sf.Field("u", grid), sf.Field("f", grid, levels=1)
+    grid = Grid(shape, spacing=h, origin=h, dtype=dtype)
+    u, f = Field("u", grid), Field("f", grid, levels=1)
     lap = Stencil.laplacian(2, 1, grid.spacing)
     centre = lap.as_dict()[(0, 0)]
     off_diagonal = Stencil.from_dict({o: c for o, c in lap.entries if any(o)})
     x, y = grid.x, grid.y
-    exact = sf.sin(math.pi * y) * sf.sin(math.pi * x)
-    return sf.Problem(
-        [sf.Eq(u.next, sf.stencil(off_diagonal.scaled(-1 / centre), u) + (1 / centre) * f)],
-        initial={f: -2.0 * math.pi**2 * sf.sin(math.pi * y) * sf.sin(math.pi * x)},
-        boundary={u: sf.Dirichlet(exact)}, exact={u: exact},
-        residual=f - sf.stencil(lap, u), residual_scale=f, steps=200_000, name="poisson2d",
+    exact = sin(math.pi * y) * sin(math.pi * x)
+    return Problem(
+        [Eq(u.next, stencil(off_diagonal.scaled(-1 / centre), u) + (1 / centre) * f)],
+        initial={f: -2.0 * math.pi**2 * sin(math.pi * y) * sin(math.pi * x)},
+        boundary={u: Dirichlet(exact)}, exact={u: exact},
+        residual=f - stencil(lap, u), residual_scale=f, steps=200_000, name="poisson2d",
     )
 
 

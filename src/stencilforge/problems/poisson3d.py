@@ -10,9 +10,9 @@ import numpy as np
 from ..boundary import Dirichlet
 from ..errors import StencilforgeError
 from ..grid import Grid
-from ..plan import Sweep, Term
+from ..plan import Setup, Sweep, Term
 from ..stencil import Stencil
-from .base import Setup, padded
+from .base import padded
 from .poisson2d import jacobi_sweep
 
 NDIM = 3

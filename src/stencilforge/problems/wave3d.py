@@ -24,12 +24,15 @@ from typing import Any
 
 import numpy as np
 
-import stencilforge as sf
-
+from ..boundary import Dirichlet
 from ..errors import StencilforgeError
 from ..grid import Grid
+from ..ir.nodes import Constant, Eq, Field, Grid as NodeGrid, cos, sin
+from ..ir.operators import laplacian
+from ..plan import Setup
+from ..problem import Problem, Source
 from ..stencil import Stencil
-from .base import Setup, lowered, positive, stable_dt
+from .base import lowered, positive, stable_dt
 
 DEFAULT_SHAPE = (64, 64, 64)
 PARAMS = ("radius", "velocity", "c", "source", "frequency", "dt")
@@ -95,9 +98,9 @@ def problem(
     frequency: float = 10.0,
     dt: float | None = None,
     storage: str | None = None,
-) -> tuple[sf.Problem, dict]:
+) -> tuple[Problem, dict]:
     """The leapfrog update u.next = 2 u - u.prev + vel L u with vel = (c dt)^2 per cell, and the
-    parameters a run reports. `storage`: the fields' storage dtype (`sf.Field`); float16 takes the
+    parameters a run reports. `storage`: the fields' storage dtype (`Field`); float16 takes the
     increment form (module docstring), and runs as generated passes."""
     shape = tuple(shape)
     if len(shape) != 3:
@@ -110,43 +113,43 @@ def problem(
     speed = velocity_model(velocity, lattice, c)
     lap = Stencil.laplacian(3, radius, lattice.spacing)
     step_dt = stable_dt(dt, dt_limit(lap, float(speed.max())), 0.5, f"wave3d radius {radius} on this grid")
-    grid = sf.Grid(shape, spacing=lattice.spacing, origin=lattice.lower, dtype=dtype)
+    grid = NodeGrid(shape, spacing=lattice.spacing, origin=lattice.lower, dtype=dtype)
     vel_values = np.asarray((speed * step_dt) ** 2, dtype=dtype)
     params: dict[str, Any] = {"radius": int(radius), "velocity": velocity, "c": c, "source": bool(source), "dt": step_dt}
     common: dict[str, Any] = dict(dt=step_dt, steps=200, name="wave3d")
     order = 2 * int(radius)
-    if storage is not None and sf.Field("u", grid, storage=storage).half:
+    if storage is not None and Field("u", grid, storage=storage).half:
         # c^2 is stored rather than (c dt)^2, which would be a float16 subnormal on fine grids
-        u, d = sf.Field("u", grid, storage=storage), sf.Field("d", grid, storage=storage)
-        c2 = sf.Field("c2", grid, levels=1, storage=storage)
-        dt2 = sf.Constant("dt2", step_dt * step_dt)
-        updates = [sf.Eq(d.next, d + dt2 * (c2 * sf.laplacian(u, order=order))), sf.Eq(u.next, u + d.next)]
+        u, d = Field("u", grid, storage=storage), Field("d", grid, storage=storage)
+        c2 = Field("c2", grid, levels=1, storage=storage)
+        dt2 = Constant("dt2", step_dt * step_dt)
+        updates = [Eq(d.next, d + dt2 * (c2 * laplacian(u, order=order))), Eq(u.next, u + d.next)]
         initial: dict = {c2: np.asarray(speed * speed, dtype=dtype)}
         params["storage"] = storage
-        moved: tuple[sf.Field, ...] = (u, d)  # a source moves u and its increment alike
+        moved: tuple[Field, ...] = (u, d)  # a source moves u and its increment alike
     else:
-        u, vel = sf.Field("u", grid, levels=3), sf.Field("vel", grid, levels=1)
-        updates = [sf.Eq(u.next, 2 * u - u.prev + vel * sf.laplacian(u, order=order))]
+        u, vel = Field("u", grid, levels=3), Field("vel", grid, levels=1)
+        updates = [Eq(u.next, 2 * u - u.prev + vel * laplacian(u, order=order))]
         initial, d = {vel: vel_values}, None
         moved = (u,)
     if velocity == "constant" and not source:
         omega = standing_wave_frequency(c)
-        s0, s1, s2 = (sf.sin(np.pi * x) for x in grid.coordinates)
-        standing = sf.cos(omega * grid.t) * s0 * s1 * s2
-        walls = sf.cos(omega * grid.t) * (s0 * s1 * s2)  # a time factor times a spatial part: walls are scaled
+        s0, s1, s2 = (sin(np.pi * x) for x in grid.coordinates)
+        standing = cos(omega * grid.t) * s0 * s1 * s2
+        walls = cos(omega * grid.t) * (s0 * s1 * s2)  # a time factor times a spatial part: walls are scaled
         initial[u] = standing
         if d is not None:
-            initial[d] = standing - sf.cos(omega * (grid.t - step_dt)) * s0 * s1 * s2
-        return sf.Problem(updates, initial=initial, boundary={u: sf.Dirichlet(walls)}, exact={u: standing}, **common), params
+            initial[d] = standing - cos(omega * (grid.t - step_dt)) * s0 * s1 * s2
+        return Problem(updates, initial=initial, boundary={u: Dirichlet(walls)}, exact={u: standing}, **common), params
     sources = []
     if source:
         centre = tuple(n // 2 for n in shape)
         scale = float(vel_values[centre]) / float(np.prod(lattice.spacing))
         wavelet = ricker(frequency)
         at = tuple(lo + i * h for lo, i, h in zip(lattice.lower, centre, lattice.spacing))
-        sources += [sf.Source(f, at, lambda t: scale * wavelet(t)) for f in moved]
+        sources += [Source(f, at, lambda t: scale * wavelet(t)) for f in moved]
         params["frequency"] = frequency
-    return sf.Problem(updates, initial=initial, boundary={u: sf.Dirichlet(0.0)}, sources=sources, **common), params
+    return Problem(updates, initial=initial, boundary={u: Dirichlet(0.0)}, sources=sources, **common), params
 
 
 def build(shape=DEFAULT_SHAPE, dtype="float32", radius: int = 8, velocity: str = "constant", c: float = 1.0,
