@@ -186,3 +186,18 @@ def test_a_problem_file_and_a_named_problem_print_one_summary_format():
         assert rows[:5] == ["problem", "backend", "parameters", "steps", "time"], rows
         assert "0.000 GCell/s" not in result.stdout and "┃" not in result.stdout and "│" not in result.stdout
     assert "heat9 (" in own.stdout and "error vs exact" in own.stdout
+
+
+def test_progress_without_a_terminal_is_a_line_every_few_seconds(monkeypatch, capsys):
+    """A batch job's log (stderr not a terminal) gets lines with the step, the share done, the rate and the time
+    left; sf.run(progress=True) chooses them there, and a bar where someone watches."""
+    import stencilforge as sf
+    from stencilforge import progress
+    from stencilforge.problems.heat import problem
+
+    monkeypatch.setattr(progress.ProgressLines, "EVERY_S", 0.0)
+    sf.run(problem(2, (24, 24)), steps=30, backend="numpy", progress=True, generated=True)
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("heat2d: step ")]
+    assert lines and "/30 (" in lines[-1] and "steps/s" in lines[-1] and "s left" in lines[-1], lines
+    monkeypatch.setattr(progress, "watching", lambda: True)
+    assert isinstance(progress.reporter("x"), progress.LazyProgress)

@@ -14,13 +14,11 @@ import os
 import platform
 import re
 import sys
-import time
 from pathlib import Path
 from typing import Callable, Optional
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TaskID, TaskProgressColumn, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
 from . import __version__, problems
@@ -30,6 +28,7 @@ from .distributed import bind_device, fail_together, launched, world, world_rank
 from .distributed.runner import agree
 from .errors import StencilforgeError
 from .optional import require
+from .progress import LazyProgress, ProgressLines, watching
 from .resources import check_host_memory, node_peers, thread_count, use_numba_threads
 from .timeloop import LoopOptions, stop_on_signals, stopped_line, where_saved
 
@@ -114,45 +113,6 @@ def one_voice_under_mpi(func: Callable) -> Callable:
             raise
 
     return wrapper
-
-
-class LazyProgress:
-    """A Rich progress bar that appears only once a run has lasted `delay_s`."""
-
-    def __init__(self, label: str, delay_s: float = 1.0):
-        self.label = label
-        self.delay_s = delay_s
-        self.start = time.perf_counter()
-        self.bar: Progress | None = None
-        self.task = TaskID(0)  # the bar's task, once the bar appears
-
-    def __call__(self, done: int, total: int, residual: float | None) -> None:
-        if done == 0:  # the loop starts stepping: set-up and compile time are not part of the rate
-            self.start = time.perf_counter()
-            return
-        if self.bar is None:
-            if time.perf_counter() - self.start < self.delay_s:
-                return
-            self.bar = Progress(
-                TextColumn("[bold]{task.description}"),
-                BarColumn(),
-                TaskProgressColumn(),
-                TextColumn("{task.completed}/{task.total} steps"),
-                TextColumn("{task.fields[rate]}"),
-                TimeRemainingColumn(),
-                TextColumn("{task.fields[extra]}"),
-                console=err,
-                transient=True,
-            )
-            self.bar.start()
-            self.task = self.bar.add_task(self.label, total=total, rate="", extra="")
-        elapsed = time.perf_counter() - self.start
-        extra = f"residual {residual:.3e}" if residual is not None else ""
-        self.bar.update(self.task, completed=done, rate=f"{done / elapsed:,.0f} steps/s", extra=extra)
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.stop()
 
 
 class StatusLine:
@@ -265,7 +225,7 @@ def run_problem_file(path: str, shape, steps, tol, dtype, backend: str, settings
     outputs = None
     if any(value is not None for key, value in files.items() if key != "overwrite"):
         outputs = Outputs(**files, problem_file=Path(path).read_text(encoding="utf-8", errors="replace"))
-    bar = LazyProgress(problem.name) if not as_json and sys.stderr.isatty() and world_rank() == 0 else None
+    bar = (LazyProgress(problem.name) if not as_json and watching() else ProgressLines(problem.name)) if world_rank() == 0 else None
     try:
         with stop_on_signals() as stop:
             result = run_with(problem, outputs, steps=steps, tol=tol, backend=backend, params=settings, check_every=check_every,
@@ -503,7 +463,7 @@ def run(
             raise StencilforgeError(f"--threads applies to the numba backend, not {engine.name}")
         thread_total = use_numba_threads(thread_count(threads, peers)) if engine.name == "numba" else None
         interactive = not as_json and sys.stderr.isatty() and root
-        bar = LazyProgress(setup.name) if interactive else None
+        bar = LazyProgress(setup.name) if interactive else ProgressLines(setup.name) if root else None
         try:
             with stop_on_signals() as stop:
                 opts = LoopOptions(steps=steps, tol=tol, check_every=check_every, progress=bar, start_step=start_step,

@@ -12,7 +12,7 @@ import logging
 import math
 import signal
 import time
-from contextlib import contextmanager, nullcontext
+from contextlib import closing, contextmanager, nullcontext
 from dataclasses import replace
 from typing import TYPE_CHECKING, Callable, Iterator, Mapping, Sequence
 
@@ -26,6 +26,7 @@ from .interop import backend_for
 from .ir.stability import unstable
 from .problem import Problem
 from .problems.base import lowered, lowers
+from .progress import reporter
 from .resources import node_peers, thread_count, use_numba_threads
 from .simulation import PassStepper, Simulation
 from .timeloop import LoopOptions, Result, StopRequest, never_fuses, run as run_loop, run_stepper, stop_on_signals, stopped_line
@@ -43,7 +44,7 @@ def run(
     backend="auto",
     params: Mapping[str, float] | None = None,
     check_every: int = 100,
-    progress: Callable[[int, int, float | None], None] | None = None,
+    progress: Callable[[int, int, float | None], None] | bool | None = None,
     generated: bool = False,
     out: str | None = None,
     snapshot_every: int | None = None,
@@ -71,6 +72,8 @@ def run(
     calls `run` and steps its block, over the process grid `procs` (default: the least halo
     surface); the fields come back whole on rank 0 and as None elsewhere, the summary on every rank.
     With a backend named 'auto' or 'cuda', each rank takes a GPU of its own (`distributed.bind_device`).
+    `progress=True` shows a bar where someone watches (a terminal, a Jupyter notebook) and a line every ten seconds
+    on stderr where no one does (a batch job); a function progress(done, total, residual) is called instead.
     `threads` (numba): threads for this run (default: $NUMBA_NUM_THREADS, else this process's share of the cores it
     may run on), reported in the summary and given back afterwards.
     `fuse_steps=False` keeps one step per pass where the backend would take several (the fields are the
@@ -99,7 +102,7 @@ def run_with(
     backend="auto",
     params: Mapping[str, float] | None = None,
     check_every: int = 100,
-    progress: Callable[[int, int, float | None], None] | None = None,
+    progress: Callable[[int, int, float | None], None] | bool | None = None,
     generated: bool = False,
     comm=None,
     procs: Sequence[int] | None = None,
@@ -143,9 +146,11 @@ def run_with(
     if comm is None or comm.rank == 0:
         for line in lines:
             logger.warning(line)
+    shown = reporter(problem.name) if progress is True and (comm is None or comm.rank == 0) else None
     with (nullcontext(stop) if stop is not None else stop_on_signals() as request, _numba_threads(engine, threads, comm) as count,
-          outputs if outputs is not None else nullcontext()):  # the output files are this run's until it ends
-        loop = dict(check_every=check_every, progress=progress, fuse_steps=fuse_steps, stop=request)
+          outputs if outputs is not None else nullcontext(), closing(shown) if shown is not None else nullcontext()):
+        report = shown if progress is True else progress or None  # the output files above are this run's until it ends
+        loop = dict(check_every=check_every, progress=report, fuse_steps=fuse_steps, stop=request)
         if sweep:
             result = _run_lowered(problem, engine, total, tol, params, loop, outputs, comm, procs)
         else:

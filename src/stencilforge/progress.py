@@ -1,0 +1,92 @@
+"""Progress of a run: a bar where someone watches (a terminal, a notebook), a line every few seconds where
+no one does (a batch job's log), so that a long run is never silent until its summary."""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import TextIO
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TaskID, TaskProgressColumn, TextColumn, TimeRemainingColumn
+
+
+class LazyProgress:
+    """A Rich progress bar that appears only once a run has lasted `delay_s`."""
+
+    def __init__(self, label: str, delay_s: float = 1.0, console: Console | None = None):
+        self.label = label
+        self.delay_s = delay_s
+        self.console = console or Console(stderr=True)
+        self.start = time.perf_counter()
+        self.bar: Progress | None = None
+        self.task = TaskID(0)  # the bar's task, once the bar appears
+
+    def __call__(self, done: int, total: int, residual: float | None) -> None:
+        if done == 0:  # the loop starts stepping: set-up and compile time are not part of the rate
+            self.start = time.perf_counter()
+            return
+        if self.bar is None:
+            if time.perf_counter() - self.start < self.delay_s:
+                return
+            self.bar = Progress(
+                TextColumn("[bold]{task.description}"),
+                BarColumn(),
+                TaskProgressColumn(),
+                TextColumn("{task.completed}/{task.total} steps"),
+                TextColumn("{task.fields[rate]}"),
+                TimeRemainingColumn(),
+                TextColumn("{task.fields[extra]}"),
+                console=self.console,
+                transient=True,
+            )
+            self.bar.start()
+            self.task = self.bar.add_task(self.label, total=total, rate="", extra="")
+        elapsed = time.perf_counter() - self.start
+        extra = f"residual {residual:.3e}" if residual is not None else ""
+        self.bar.update(self.task, completed=done, rate=f"{done / elapsed:,.0f} steps/s", extra=extra)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+
+
+class ProgressLines:
+    """One line on `stream` every `every_s` seconds of stepping: the step, the share done, the rate, the time left
+    and the residual."""
+
+    EVERY_S = 10.0
+
+    def __init__(self, label: str, every_s: float | None = None, stream: TextIO | None = None):
+        self.label, self.stream = label, stream
+        self.every_s = self.EVERY_S if every_s is None else every_s
+        self.start = self.last = time.perf_counter()
+
+    def __call__(self, done: int, total: int, residual: float | None) -> None:
+        now = time.perf_counter()
+        if done == 0:
+            self.start = self.last = now
+            return
+        if now - self.last < self.every_s:
+            return
+        self.last = now
+        rate = done / (now - self.start)
+        left = f", {(total - done) / rate:.0f} s left" if total and rate > 0 else ""
+        extra = f", residual {residual:.3e}" if residual is not None else ""
+        share = f" ({100 * done / total:.0f}%)" if total else ""
+        print(f"{self.label}: step {done}/{total}{share}, {rate:,.0f} steps/s{left}{extra}", file=self.stream or sys.stderr,
+              flush=True)
+
+    def close(self) -> None:
+        pass
+
+
+def watching() -> bool:
+    """Whether a person watches this process's progress: stderr is a terminal, or it runs in a Jupyter kernel."""
+    return sys.stderr.isatty() or "ipykernel" in sys.modules
+
+
+def reporter(label: str) -> LazyProgress | ProgressLines:
+    """A bar where someone watches, else lines."""
+    return LazyProgress(label) if watching() else ProgressLines(label)
