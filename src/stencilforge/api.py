@@ -12,6 +12,7 @@ from .backends import get_backend
 from .errors import StencilforgeError
 from .grid import Grid, parse_dtype
 from .interop import backend_for, like, native, to_module
+from .ir.nodes import AXIS_NAMES
 from .plan import Sweep, Term
 from .stencil import Stencil
 from .timeloop import LoopOptions, Result, run
@@ -36,13 +37,16 @@ def solve(
     if method is not None and problem not in problems.POISSON:
         raise StencilforgeError(f"method applies to {', '.join(problems.POISSON)}, not {problem}")
     setup = problems.build(problem, shape=shape, dtype=dtype, **params)
+    coords = {name: setup.grid.coords(axis, ghosts=False) for axis, name in enumerate(AXIS_NAMES[setup.grid.ndim])}
     if problem in problems.POISSON and method != "jacobi":
         from .solvers import solve_setup
 
         solved = solve_setup(setup, backend=backend, tol=tol, max_cycles=steps)
-        return Result({"u": solved.u}, solved.summary)
+        return Result({"u": solved.u}, solved.summary, coords)
     engine = get_backend(backend)
-    return run(setup, engine, LoopOptions(steps=steps, tol=tol, check_every=check_every, progress=progress))
+    result = run(setup, engine, LoopOptions(steps=steps, tol=tol, check_every=check_every, progress=progress))
+    result.coords = coords
+    return result
 
 
 def _host_or_device(u):

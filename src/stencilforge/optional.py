@@ -12,6 +12,7 @@ EXTRAS = {
     "h5py": ("h5py", 'pip install "stencilforge[io]"'),
     "matplotlib": ("matplotlib", 'pip install "stencilforge[plot]"'),
     "cupy": ("CuPy", 'pip install "stencilforge[gpu]" (CUDA 13) or "stencilforge[cuda12]"'),
+    "xarray": ("xarray", 'pip install "stencilforge[xarray]"'),
     "mpi4py": ("mpi4py", 'pip install "stencilforge[mpi]" (built against your MPI) or "stencilforge[mpi-wheel]"'),
 }
 

@@ -157,6 +157,7 @@ def run_with(
             result = _run_generated(problem, engine, problem.default_steps if total is None else total, tol, params, loop,
                                     outputs, comm, procs)
     result.summary["threads"] = count
+    result.coords = {name: problem.grid.values(name) for name in problem.grid.axis_names}
     if stop is None and result.summary.get("stop") == "signal":
         if comm is None or comm.rank == 0:
             logger.warning(stopped_line(result.summary))

@@ -22,6 +22,7 @@ from .boundary import Dirichlet, RowWalls, ScaledWalls, bind
 from .errors import BlowUp, StencilforgeError
 from .grid import row_pitch
 from .metrics import error_norms, throughput, where_nonfinite
+from .optional import require
 from .plan import Setup
 from .resources import available_bytes
 
@@ -138,11 +139,28 @@ class Result:
     "converged", "stalled" or "signal", with `signal` its number) and `errors` (field -> largest absolute
     error against the exact solution; empty without one). A run with a residual adds `residual`,
     `converged`, `iterations` and `tol`; one that wrote files, `outputs`; a decomposed one, `procs` and
-    `ranks`. A multigrid solve counts its cycles as steps (`cycles`) and has no `t`.
+    `ranks`. A multigrid solve counts its cycles as steps (`cycles`) and has no `t`. `coords`: each axis's point
+    coordinates by name (x the last axis), where the run knows its grid.
     """
 
     fields: dict
     summary: dict = field(default_factory=dict)
+    coords: dict = field(default_factory=dict)
+
+    def to_xarray(self):
+        """The final fields as an xarray Dataset on their coordinates (dimensions in array order, x last; host
+        arrays), with the problem, time, step, parameters and version as attributes. Needs xarray."""
+        from . import __version__
+        from .interop import to_module
+
+        xr = require("xarray", "Result.to_xarray")
+        dims = tuple(self.coords)
+        data = {name: (dims, to_module(arr, np)) for name, arr in self.fields.items() if arr is not None}
+        s = self.summary
+        attrs = {"problem": s.get("problem", ""), "step": s.get("step", 0), "stencilforge_version": __version__,
+                 **({"t": s["t"]} if "t" in s else {}),
+                 **{f"param_{k}": v for k, v in s.get("params", {}).items() if isinstance(v, (int, float, str))}}
+        return xr.Dataset(data, coords={name: (name, values) for name, values in self.coords.items()}, attrs=attrs)
 
 
 def close_observers(observers) -> None:

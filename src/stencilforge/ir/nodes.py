@@ -353,6 +353,12 @@ class Grid:
     def z(self) -> Coordinate:
         return self.coordinate("z")
 
+    def values(self, name: str) -> np.ndarray:
+        """The coordinates of the points along axis `name` ("x", "y" or "z"), as float64 numbers (`grid.x` is a
+        symbol for equations; this is its value at each point)."""
+        axis = self.coordinate(name).axis
+        return self.origin[axis] + np.arange(self.shape[axis], dtype=np.float64) * self.spacing[axis]
+
     def offset(self, by: dict) -> tuple[int, ...]:
         names = self.axis_names
         unknown = set(by) - set(names)
