@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-from rich.console import Console
-from rich.progress import BarColumn, Progress, TaskID, TaskProgressColumn, TextColumn, TimeRemainingColumn
+if TYPE_CHECKING:  # Rich is imported when a bar is shown: `import stencilforge` stays light
+    from rich.console import Console
 
 
 class LazyProgress:
@@ -17,10 +17,10 @@ class LazyProgress:
     def __init__(self, label: str, delay_s: float = 1.0, console: Console | None = None):
         self.label = label
         self.delay_s = delay_s
-        self.console = console or Console(stderr=True)
+        self.console = console
         self.start = time.perf_counter()
-        self.bar: Progress | None = None
-        self.task = TaskID(0)  # the bar's task, once the bar appears
+        self.bar: Any = None  # a rich.progress.Progress once it appears
+        self.task: Any = None  # the bar's task
 
     def __call__(self, done: int, total: int, residual: float | None) -> None:
         if done == 0:  # the loop starts stepping: set-up and compile time are not part of the rate
@@ -29,6 +29,9 @@ class LazyProgress:
         if self.bar is None:
             if time.perf_counter() - self.start < self.delay_s:
                 return
+            from rich.console import Console
+            from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeRemainingColumn
+
             self.bar = Progress(
                 TextColumn("[bold]{task.description}"),
                 BarColumn(),
@@ -37,7 +40,7 @@ class LazyProgress:
                 TextColumn("{task.fields[rate]}"),
                 TimeRemainingColumn(),
                 TextColumn("{task.fields[extra]}"),
-                console=self.console,
+                console=self.console or Console(stderr=True),
                 transient=True,
             )
             self.bar.start()
