@@ -217,3 +217,26 @@ def test_passes_numpy_rounds_otherwise_are_not_taken_by_numpy():
         problem = sf.Problem([sf.Eq(u.next, u + 1e-3 * fn(u))], initial={u: 1.0}, boundary={u: sf.Periodic()}, dt=1e-3)
         (p,) = problem.analysis.passes
         assert rounds_as_oracle(p) is exact, fn
+
+
+def test_a_run_leaves_no_compile_running_after_it_returns(monkeypatch):
+    """A kernel still compiling in the background when the run's steps are done is waited for (and cached) before
+    sf.run returns, so no thread of the run keeps a core busy afterwards; a backend with none waits for nothing."""
+    import threading
+    import time as clock
+
+    import stencilforge as sf
+    from stencilforge.backends.numba_cpu import NumbaBackend
+    from stencilforge.problems.heat import problem
+
+    class Slow:
+        def compile(self, signature):
+            clock.sleep(1.0)
+
+    engine = NumbaBackend()
+    sf.run(problem(2, (16, 16)), steps=2, backend=engine)  # its own kernels compiled and loaded: the next run is quick
+    engine._in_background(Slow(), (), "a slow kernel", "nothing")
+    assert any(t.name == "stencilforge-compile" and t.is_alive() for t in threading.enumerate())
+    sf.run(problem(2, (16, 16)), steps=2, backend=engine)
+    assert not any(t.name == "stencilforge-compile" and t.is_alive() for t in threading.enumerate())
+    sf.run(problem(2, (16, 16)), steps=2, backend="numpy")

@@ -473,6 +473,7 @@ def run(
                     result = outputs.run_decomposed(setup, engine, opts, world(), parse_ints(procs, "--procs"), halo, overlap)
                 else:
                     result = outputs.run(setup, engine, opts)
+                engine.settle()  # the process ends with its summary, not after a compile it did not wait for
         finally:
             if bar is not None:
                 bar.close()

@@ -156,6 +156,7 @@ def run_with(
         else:
             result = _run_generated(problem, engine, problem.default_steps if total is None else total, tol, params, loop,
                                     outputs, comm, procs)
+        engine.settle()  # nothing of the run keeps compiling after it returns
     result.summary["threads"] = count
     result.coords = {name: problem.grid.values(name) for name in problem.grid.axis_names}
     if stop is None and result.summary.get("stop") == "signal":

@@ -83,6 +83,10 @@ class Backend(Protocol):
 
     def synchronize(self) -> None: ...
 
+    def settle(self) -> None:
+        """Wait for the kernels still compiling in the background (and going into the cache), so that a run ends
+        when its work ends: no thread of it busy after it returns."""
+
     def check_fits(self, nbytes: int) -> None:
         """Refuse, in one line, `nbytes` more than the backend's memory holds."""
 
@@ -150,6 +154,9 @@ class HostMemory:
     sweep_ndims = (1, 2, 3)
 
     def check_fits(self, nbytes: int) -> None:
+        pass
+
+    def settle(self) -> None:
         pass
 
     def kernel_seconds(self) -> float | None:

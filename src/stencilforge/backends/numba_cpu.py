@@ -1016,3 +1016,10 @@ class NumbaBackend(HostMemory):
 
     def synchronize(self) -> None:
         pass
+
+    def settle(self) -> None:
+        """Background compiles run one after another, so the last asked for is the last to end."""
+        last = self._last_compile
+        if last is not None and not last.done():
+            log.info("caching the kernels compiled in the background, for the next run")
+            wait([last])

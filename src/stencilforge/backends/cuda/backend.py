@@ -568,6 +568,9 @@ class CudaBackend:
     def synchronize(self) -> None:
         self._cp.cuda.get_current_stream().synchronize()
 
+    def settle(self) -> None:
+        """Nothing compiles in the background here: NVRTC compiles before a kernel's first launch."""
+
     def kernel_seconds(self) -> float:
         """Time of the sweeps and axis operators launched since the first call, from CUDA events.
 
