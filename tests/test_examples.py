@@ -11,8 +11,8 @@ from stencilforge.convergence import load_problem_file, observed_order
 from stencilforge.printers.numba import rounds_as_oracle
 
 EXAMPLES = sorted((Path(__file__).resolve().parents[1] / "examples").glob("*.py"))
-NAMES = ["advection_diffusion", "allen_cahn3d", "cavity", "gray_scott", "heat9", "implicit_heat", "taylor_green", "variable_diffusion",
-         "wave2d_sponge"]
+NAMES = ["advection_diffusion", "allen_cahn3d", "cavity", "crank_nicolson", "gray_scott", "heat9", "implicit_heat", "taylor_green",
+         "variable_diffusion", "wave2d_sponge"]
 CONVERGING = [p for p in EXAMPLES if hasattr(load_problem_file(p), "ORDER")]  # those with an exact solution
 
 
