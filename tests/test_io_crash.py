@@ -100,22 +100,6 @@ def test_kill_9_at_random_moments_leaves_readable_files_and_resume_continues(tmp
     assert steps[-1] == final and steps == sorted(set(steps))
 
 
-@pytest.mark.parametrize("sig,status", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
-def test_signals_finish_the_step_and_write_the_final_state(tmp_path, sig, status):
-    proc = start(tmp_path, "run", "heat2d", "--shape", "48,40", "--backend", "numpy", "--steps", "100000000",
-                 "--snapshot-every", "50", "--out", "run.h5", "--checkpoint-every", "1000000")
-    wait_for_progress(tmp_path / "run.h5", proc, 0)
-    proc.send_signal(sig)
-    _, err = proc.communicate(timeout=30)
-    assert proc.returncode == status, err
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith(f"stopped by {sig.name} at step "), err
-    step = int(lines[0].split("at step ")[1].split(";")[0])
-    steps = plain_steps(tmp_path / "run.h5")
-    assert step > 0 and steps[-1] == step and steps[:-1] == list(range(50, step, 50))
-    assert checkpoint.read(tmp_path / "run.ckpt.h5").step == step
-
-
 HEAT_FILE = """
 import stencilforge as sf
 
@@ -128,20 +112,22 @@ def build(shape=None, dtype="float64"):
 """
 
 
+@pytest.mark.parametrize("problem", ["heat2d", "heat_file.py"])
 @pytest.mark.parametrize("sig,status", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
-def test_signals_stop_a_problem_file_after_writing_the_final_state(tmp_path, sig, status):
-    """A problem of the user's own (not the one-linear-equation kind) on the CLI: the same final state and line."""
+def test_signals_finish_the_step_and_write_the_final_state(tmp_path, sig, status, problem):
+    """A named problem and a problem file of the user's own (not the one-linear-equation kind): the last step is the
+    final snapshot and checkpoint, and one line says where they are."""
     (tmp_path / "heat_file.py").write_text(HEAT_FILE)
-    proc = start(tmp_path, "run", "heat_file.py", "--backend", "numpy", "--steps", "100000000",
+    proc = start(tmp_path, "run", problem, "--shape", "48,40", "--backend", "numpy", "--steps", "100000000",
                  "--snapshot-every", "50", "--out", "run.h5", "--checkpoint-every", "1000000")
     wait_for_progress(tmp_path / "run.h5", proc, 0)
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == status, err
     lines = err.strip().splitlines()
-    assert lines[-1].startswith(f"stopped by {sig.name} at step "), err
-    step = int(lines[-1].split("at step ")[1].split(";")[0])
-    assert f"checkpoint at step {step} in run.ckpt.h5" in lines[-1]
+    assert len(lines) == 1 and lines[0].startswith(f"stopped by {sig.name} at step "), err
+    step = int(lines[0].split("at step ")[1].split(";")[0])
+    assert f"checkpoint at step {step} in run.ckpt.h5" in lines[0]
     steps = plain_steps(tmp_path / "run.h5")
     assert step > 0 and steps[-1] == step and steps[:-1] == list(range(50, step, 50))
     assert checkpoint.read(tmp_path / "run.ckpt.h5").step == step

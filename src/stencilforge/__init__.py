@@ -12,11 +12,11 @@ from .runner import Result, run
 from .simulation import Simulation
 from .stencil import Stencil
 from .timeloop import StopRequest
+from .version import __version__
 
 if TYPE_CHECKING:  # imported on first use, by __getattr__ below
     from .solvers import PoissonResult, poisson
 
-__version__ = "0.1.0"
 
 __all__ = [
     "Constant", "Dirichlet", "Eq", "Field", "Grid", "Neumann", "Periodic", "PoissonResult", "Problem", "Result",

@@ -21,7 +21,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from . import __version__, problems
+from . import problems
 from .backends import available, get_backend
 from .backends.cuda.codegen import STRATEGIES
 from .distributed import bind_device, fail_together, launched, world, world_rank
@@ -31,6 +31,7 @@ from .optional import require
 from .progress import LazyProgress, ProgressLines, watching
 from .resources import check_host_memory, node_peers, thread_count, use_numba_threads
 from .timeloop import LoopOptions, stop_on_signals, stopped_line, where_saved
+from .version import __version__
 
 NOT_CONVERGED = 3
 

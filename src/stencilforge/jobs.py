@@ -208,9 +208,8 @@ class Outputs:
         if sim.decomposed:
             observers = self._gathered_observers(sim, ledger)
         else:
-            view = Setup(name=problem.name, grid=sim.lattice, fields=sim.state(), dt=sim.dt,
-                                  default_steps=problem.default_steps, solution=problem.analysis.written[0],
-                                  params=dict(sim.params))
+            view = Setup(name=problem.name, grid=sim.lattice, fields=sim.state(), dt=sim.dt, default_steps=problem.default_steps,
+                         solution=problem.analysis.written[0], params=dict(sim.params))
             observers = self._observers(view, sim.backend.name, ledger, problem.analysis.written)
         try:
             opts = replace(opts, observers=(*opts.observers, *observers))
@@ -231,7 +230,7 @@ class Outputs:
         # the global fields' shapes and dtypes, which no rank holds: views of one element, no memory
         layout = {name: np.broadcast_to(np.zeros((), arr.dtype), grid.padded_shape) for name, arr in sim.state().items()}
         view = Setup(name=problem.name, grid=grid, fields=layout, dt=sim.dt, default_steps=problem.default_steps,
-                              solution=problem.analysis.written[0], params=dict(sim.params))
+                     solution=problem.analysis.written[0], params=dict(sim.params))
         root = sim.cart.rank == 0
         observers = agree(sim.cart, lambda: self._observers(view, sim.backend.name, ledger, problem.analysis.written)
                           if root else [])

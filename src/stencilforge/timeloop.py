@@ -25,6 +25,7 @@ from .metrics import error_norms, throughput, where_nonfinite
 from .optional import require
 from .plan import Setup
 from .resources import available_bytes
+from .version import __version__
 
 log = logging.getLogger(__name__)
 
@@ -150,7 +151,6 @@ class Result:
     def to_xarray(self):
         """The final fields as an xarray Dataset on their coordinates (dimensions in array order, x last; host
         arrays), with the problem, time, step, parameters and version as attributes. Needs xarray."""
-        from . import __version__
         from .interop import to_module
 
         xr = require("xarray", "Result.to_xarray")

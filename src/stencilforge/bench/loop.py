@@ -24,8 +24,15 @@ from typing import Callable
 
 import numpy as np
 
+from .. import problems
+from ..api import solve
+from ..boundary import Periodic
 from ..errors import StencilforgeError
 from ..grid import parse_dtype
+from ..ir.nodes import Constant, Eq, Field, Grid
+from ..ir.operators import laplacian
+from ..problem import Problem
+from ..runner import run as run_problem
 
 CHECK_EVERY = 100  # the API's default check interval; a run is a whole number of them
 
@@ -68,19 +75,17 @@ def loop_matrix(gpu: bool, quick: bool, names: list[str] | None = None, sizes: d
 def gray_scott(shape: tuple[int, ...], dtype: str = "float32"):
     """The Gray-Scott system of examples/gray_scott.py (two coupled fields, periodic walls, one pass),
     on `shape`: the bench's equation written by a user."""
-    import stencilforge as sf
-
-    grid = sf.Grid(shape, extent=2.5, dtype=dtype)
+    grid = Grid(shape, extent=2.5, dtype=dtype)
     dt = min(1.0, 0.24 * min(grid.spacing) ** 2 / 2e-5)  # forward Euler is stable while Du dt / h^2 <= 1/4
-    u, v = sf.Field("u", grid), sf.Field("v", grid)
-    du, dv, feed, kill = (sf.Constant(n, x) for n, x in (("Du", 2e-5), ("Dv", 1e-5), ("F", 0.04), ("k", 0.06)))
+    u, v = Field("u", grid), Field("v", grid)
+    du, dv, feed, kill = (Constant(n, x) for n, x in (("Du", 2e-5), ("Dv", 1e-5), ("F", 0.04), ("k", 0.06)))
     uvv = u * v ** 2
     rng = np.random.default_rng(0)
-    return sf.Problem(
-        [sf.Eq(u.next, u + dt * (du * sf.laplacian(u) - uvv + feed * (1 - u))),
-         sf.Eq(v.next, v + dt * (dv * sf.laplacian(v) + uvv - (feed + kill) * v))],
+    return Problem(
+        [Eq(u.next, u + dt * (du * laplacian(u) - uvv + feed * (1 - u))),
+         Eq(v.next, v + dt * (dv * laplacian(v) + uvv - (feed + kill) * v))],
         initial={u: 1.0 - 0.5 * rng.random(shape), v: 0.25 * rng.random(shape)},
-        boundary={u: sf.Periodic(), v: sf.Periodic()}, dt=dt, steps=10000, name="gray_scott",
+        boundary={u: Periodic(), v: Periodic()}, dt=dt, steps=10000, name="gray_scott",
     )
 
 
@@ -93,7 +98,6 @@ class _Seed:
     """A seed problem through `sf.solve`, and its kernels (from the time loop's own stepper) in a bare loop."""
 
     def __init__(self, w: LoopWorkload, backend: str):
-        from .. import problems
         from ..backends import get_backend
         from ..timeloop import LoopOptions, SweepStepper
 
@@ -103,12 +107,8 @@ class _Seed:
         self.fresh = lambda: SweepStepper(problems.build(w.name, shape=w.shape, dtype=w.dtype), self.engine, LoopOptions())
 
     def loop(self, steps: int) -> dict:
-        import stencilforge as sf
-
-        from .. import problems
-
         method = "jacobi" if self.w.name in problems.POISSON else None  # the loop's bench times Jacobi sweeps
-        return sf.solve(self.w.name, shape=self.w.shape, steps=steps, tol=self.tol, dtype=self.w.dtype, backend=self.backend,
+        return solve(self.w.name, shape=self.w.shape, steps=steps, tol=self.tol, dtype=self.w.dtype, backend=self.backend,
                         method=method).summary
 
     def kernels(self, steps: int, fused: int) -> float:
@@ -143,9 +143,7 @@ class _Equation:
         self.engine = get_backend(backend)
 
     def loop(self, steps: int) -> dict:
-        import stencilforge as sf
-
-        return sf.run(self.problem, steps=steps, backend=self.backend).summary
+        return run_problem(self.problem, steps=steps, backend=self.backend).summary
 
     def kernels(self, steps: int, fused: int) -> float:
         """The passes of `steps` steps, `fused` of them two per pass as the loop took them, on fresh fields."""

@@ -27,7 +27,7 @@ from typing import Callable, Protocol
 import numba
 import numpy as np
 
-from .. import __version__
+from ..version import __version__
 
 Clock = Callable[[Callable[[int], None], Callable[[], None], int], float]
 

@@ -70,37 +70,41 @@ class DecomposedSimulation(Simulation):
         return self.decomp.block_grid(lattice, self.coords)
 
     def _bind(self, name: str, conds):
-        """Per axis: the walls on this block's global-boundary faces, then the exchange with its neighbours."""
+        """The walls that stay put, filled once; per axis (`_phases`), the walls on this block's global-boundary
+        faces that move, then the exchange with its neighbours, which `_fill_all` runs for several fields at once."""
         from mpi4py import MPI
 
         lat, nd = self.lattice, self.lattice.ndim
         physical = self.decomp.physical_faces(self.coords)
-        fills: list[tuple[bool, Callable]] = []
-        phases = self._phases.setdefault(name, [])
+        static: list[tuple[bool, Callable]] = []
+        phases = self._phases[name] = []
         for axis, cond in enumerate(conds):
             wrapped = isinstance(cond, Periodic) and self.decomp.dims[axis] > 1
             faces = () if wrapped else tuple(f for f in physical if f[0] == axis)
-            walls = []
+            moving = []
             for end, ends in faces_of(axis, cond, faces):
                 if isinstance(end, Dirichlet) and isinstance(end.value, Expr):
                     end = wall_values(end.value, self.params, self.xp)
-                walls.append((isinstance(end, Dirichlet) and end.static, bind(end, lat, self.backend, faces=ends)))
-            fills += walls
+                fill = bind(end, lat, self.backend, faces=ends)
+                if isinstance(end, Dirichlet) and end.static:
+                    static.append((True, fill))
+                else:
+                    moving.append(fill)
             low, high = self.cart.Shift(axis, 1)
             neighbours = [(MPI.PROC_NULL, MPI.PROC_NULL)] * nd
             neighbours[axis] = (MPI.PROC_NULL if (axis, 0) in faces else low, MPI.PROC_NULL if (axis, 1) in faces else high)
             width = [0] * nd
             width[axis] = self._widths[name][axis]
-            exchange = HaloExchange(self._transport, lat.padded_shape, lat.dtype, (lat.ghost,) * nd, (lat.ghost,) * nd,
-                                    width, neighbours, self.xp)
-            if exchange.plan:
-                fills.append((False, lambda arr, t, _exchange=exchange: _exchange(arr)))
-            phases.append(([fill for static, fill in walls if not static], exchange))
-        return fills
+            phases.append((moving, HaloExchange(self._transport, lat.padded_shape, lat.dtype, (lat.ghost,) * nd,
+                                                (lat.ghost,) * nd, width, neighbours, self.xp)))
+        return static
+
+    def _fill(self, name: str, arr, t: float) -> None:
+        self._fill_all([(name, arr, t)])
 
     def _fill_all(self, items) -> None:
         """Axis by axis, the walls of every item's array, then one exchange of all of them with the neighbours:
-        each array gets the values `_fill` gives it, in one message round (and synchronisation) per axis."""
+        in one message round (and synchronisation) per axis, each array gets the values one process gives it."""
         items = [item for item in items if item[0] in self._phases]  # fields without walls keep their ghost values
         for axis in range(self.lattice.ndim):
             for name, arr, t in items:

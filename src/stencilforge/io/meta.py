@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .. import __version__
 from ..fingerprint import fingerprint
+from ..version import __version__
 
 
 def jsonable(value):

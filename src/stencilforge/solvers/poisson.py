@@ -31,6 +31,11 @@ COMPATIBILITY = 1e-6  # |mean f| / mean |f| above which f has no solution with z
 STALL_CYCLES = 3  # cycles without a 10% residual drop before the loop stops (rounding floor reached)
 
 
+def stalled(history: list[float]) -> bool:
+    """Whether the residuals of the last STALL_CYCLES cycles fell less than 10% below the one before them."""
+    return len(history) > STALL_CYCLES + 1 and min(history[-STALL_CYCLES:]) > 0.9 * history[-STALL_CYCLES - 1]
+
+
 class PoissonResult(NamedTuple):
     """The solution on the interior nodes (the backend's array type) and a summary dict."""
 
@@ -299,7 +304,7 @@ class Solve:
                 times.append(seconds)
                 moved.append(nbytes)
                 history.append(self.relative_residual())
-                if len(history) > STALL_CYCLES + 1 and min(history[-STALL_CYCLES:]) > 0.9 * history[-STALL_CYCLES - 1]:
+                if stalled(history):
                     break
         wall = time.perf_counter() - start
         u = self.layout.gather(self.u[self.mg.finest.interior])

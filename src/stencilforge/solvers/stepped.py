@@ -22,7 +22,7 @@ import numpy as np
 from ..errors import StencilforgeError
 from . import operator as op
 from .multigrid import ArrayKernels, Multigrid, Traffic
-from .poisson import STALL_CYCLES, _kernels
+from .poisson import _kernels, stalled
 
 
 class StepSolver:
@@ -77,9 +77,9 @@ class StepSolver:
         history = [self._residual(norm)]
         while history[-1] >= self.tol:
             cycles = len(history) - 1
-            stalled = cycles > STALL_CYCLES and min(history[-STALL_CYCLES:]) > 0.9 * history[-STALL_CYCLES - 1]
-            if cycles == self.max_cycles or stalled:
-                why = "stopped falling (the dtype's rounding floor: raise tol)" if stalled else "did not reach it"
+            floor = stalled(history)
+            if cycles == self.max_cycles or floor:
+                why = "stopped falling (the dtype's rounding floor: raise tol)" if floor else "did not reach it"
                 raise StencilforgeError(f"{self.what}: the relative residual {history[-1]:.3e} after {cycles} cycles {why}; "
                                         f"tol {self.tol:g}, max_cycles {self.max_cycles}")
             self.cycle()
