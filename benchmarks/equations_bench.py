@@ -141,12 +141,12 @@ def start_times() -> dict:
 def paired_step(p, backend):
     """Seconds per step of the two-steps-per-pass kernel, once its fields equal two single steps'."""
     paired, single = sf.Simulation(p, backend), sf.Simulation(p, backend)
-    assert paired.build_pair() is None
-    paired.step_pair()
+    assert paired.build_fused() is None
+    paired.step_fused()
     single.step(2)
     if not all(bool((paired.fields[f] == single.fields[f]).all()) for f in ("u", "v")):
         return "DIFFERENT from two single steps"
-    return timed(paired.step_pair) / 2
+    return timed(paired.step_fused) / 2
 
 
 def main():

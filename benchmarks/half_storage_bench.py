@@ -68,10 +68,10 @@ def seed_kernel_ms(name: str, shape, params) -> tuple[float, str]:
 def step_ms(p: sf.Problem, pair: bool) -> float | str:
     sim = sf.Simulation(p, CudaBackend())
     if pair:
-        why = sim.build_pair()
+        why = sim.build_fused()
         if why:
             return why
-        return timed(sim.step_pair) / 2 * 1e3
+        return timed(sim.step_fused) / 2 * 1e3
     return timed(sim.step) * 1e3
 
 

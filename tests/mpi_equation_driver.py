@@ -103,7 +103,7 @@ def main(backend: str, out: str) -> None:
             key = f"{label}@{'x'.join(map(str, dims))}"
             if comm.rank == 0:
                 saved.update({f"{key}/{name}": arr for name, arr in result.fields.items()})
-                meta[key] = {k: s.get(k) for k in ("procs", "steps", "errors", "residual", "lowered")}
+                meta[key] = {k: s.get(k) for k in ("procs", "steps", "errors", "residual", "sweeps")}
             else:
                 assert all(arr is None for arr in result.fields.values())
     if comm.rank == 0:

@@ -46,7 +46,7 @@ class PairedNumpy(NumpyBackend):
 
 def _paired(problem):
     backend = PairedNumpy()
-    backend.sim = sf.Simulation(problem, backend)
+    backend.sim = sf.Simulation(problem, backend, sweeps=False)
     return backend
 
 
@@ -101,7 +101,7 @@ def test_problems_that_cannot_pair_say_why():
                                         boundary={u: sf.Periodic(), v: sf.Neumann()}),
         "three levels": sf.Problem([sf.Eq(w.next, 2 * w - w.prev + 0.1 * sf.laplacian(w))], boundary={w: sf.Dirichlet(0.0)}),
     }
-    why = {name: sf.Simulation(p, NumpyBackend()).pair_plan() for name, p in cases.items()}
+    why = {name: sf.Simulation(p, NumpyBackend(), sweeps=False).pair_plan() for name, p in cases.items()}
     assert why == {
         "two passes": "a step runs 2 passes",
         "sources": "it has point sources",

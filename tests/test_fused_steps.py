@@ -235,3 +235,24 @@ def test_a_fused_kernel_that_failed_to_compile_leaves_single_steps_or_is_raised_
     assert be.passes == 0 and be.singles == 20 and not result.summary.get("fused_steps")
     with pytest.raises(StencilforgeError, match="compile failed"):
         run(problems.build("heat2d", shape=(12, 17)), be, LoopOptions(steps=20, fuse_when_compiled=False))
+
+
+@pytest.mark.parametrize("walls", ["moving", "per side", "periodic"])
+@pytest.mark.parametrize("steps", [2, 3])
+def test_a_problems_linear_step_fuses_in_sf_run_with_the_single_steps_bits(walls, steps):
+    """`sf.run` steps a linear equation as its sweep and several of them per pass where the walls are Dirichlet:
+    moving walls of the middle states come from the output's ghost cells and carriers of their own, walls that
+    read the field (periodic) keep single steps; the fields are the single steps' bits either way."""
+    import stencilforge as sf
+
+    grid = sf.Grid((13, 17), extent=1.0)
+    u = sf.Field("u", grid)
+    wall = {"moving": sf.Dirichlet(sf.sin(grid.x + grid.t) * grid.y), "periodic": sf.Periodic(),
+            "per side": (sf.Dirichlet(1.0), (sf.Dirichlet(sf.cos(grid.t) * grid.y), sf.Dirichlet(0.5)))}[walls]
+    p = sf.Problem([sf.Eq(u.next, u + 0.001 * sf.laplacian(u))], initial={u: sf.sin(3 * grid.x) * grid.y},
+                   boundary={u: wall}, dt=0.05)
+    fused = FusedNumpy(steps)
+    got = sf.run(p, backend=fused, steps=23, check_every=10)
+    want = sf.run(p, backend=NumpyBackend(), steps=23, check_every=10)
+    np.testing.assert_array_equal(got.fields["u"], want.fields["u"])
+    assert (got.summary.get("fused_steps", 0) > 0) == (walls != "periodic") and (fused.passes > 0) == (walls != "periodic")

@@ -46,7 +46,7 @@ def test_half_generated_equations_cuda_match_numpy(u_terms, v_terms, wall, fn, s
 def test_half_problems_take_one_step_per_pass():
     """The two-step kernel was slower than single float16 steps (half-storage-h{100,200}-2026-11-24.json)."""
     p = heat.problem(2, (64, 48), storage="float16")
-    assert sf.Simulation(p, CudaBackend()).build_pair() is not None
+    assert sf.Simulation(p, CudaBackend()).build_fused() is not None
     assert sf.run(p, backend="cuda", steps=6).summary["steps_per_pass"] == 1
 
 

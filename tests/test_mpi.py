@@ -311,7 +311,7 @@ def test_equation_problems_bitwise_equal_to_one_process(backend, n, equation_ref
         for key, m in meta.items():
             label = key.split("@")[0]
             expected = ref[label].summary
-            assert np.prod(m["procs"]) == n and m["lowered"] == (label == "heat_lowered"), key
+            assert np.prod(m["procs"]) == n and m["sweeps"] == expected["sweeps"], key
             assert m["steps"] == expected["steps"] and m["errors"] == expected["errors"], key
             assert m["residual"] == expected.get("residual"), key
             for name, arr in ref[label].fields.items():
@@ -339,8 +339,8 @@ def test_equation_problems_on_gpu_ranks_bitwise_equal_to_one_rank(n, tmp_path):
         assert sorted({k.split("@")[0] for k in meta}) == sorted(label for label, *_ in EQUATION_CASES)
         for key, m in meta.items():
             base = f"{key.split('@')[0]}@{'x'.join(['1'] * len(m['procs']))}"
-            assert np.prod(m["procs"]) == n and {k: m[k] for k in ("steps", "errors", "residual", "lowered")} == {
-                k: ref_meta[base][k] for k in ("steps", "errors", "residual", "lowered")}, key
+            assert np.prod(m["procs"]) == n and {k: m[k] for k in ("steps", "errors", "residual", "sweeps")} == {
+                k: ref_meta[base][k] for k in ("steps", "errors", "residual", "sweeps")}, key
             names = [k.split("/", 1)[1] for k in ref.files if k.startswith(base + "/")]
             assert names and all(np.array_equal(data[f"{key}/{name}"], ref[f"{base}/{name}"]) for name in names), key
 
@@ -357,7 +357,7 @@ def test_example_under_mpiexec_prints_the_one_process_summary():
     assert len(lines) == 1, proc.stdout
     one, two = json.loads(single.stdout), json.loads(lines[0])
     assert two["ranks"] == 2 and "procs" not in one
-    keys = ("problem", "shape", "dtype", "steps", "t", "params", "passes_per_step", "lowered", "errors")
+    keys = ("problem", "shape", "dtype", "steps", "t", "params", "passes_per_step", "sweeps", "errors")
     assert {k: two[k] for k in keys} == {k: one[k] for k in keys}
 
 

@@ -29,6 +29,19 @@ def error_norms(numeric, exact, xp=np) -> dict:
     return {"max_abs": float(xp.max(xp.abs(diff, out=diff))), "rel_l2": l2 / ref if ref > 0 else l2}
 
 
+def error_summary(per_field: Mapping[str, dict]) -> dict:
+    """A summary's error keys from each field's `error_norms`: `errors` (field -> max-norm error) and, where a
+    field has an exact solution, `error` (the largest of each norm over the fields, and each field's where there
+    are several)."""
+    out: dict = {"errors": {name: e["max_abs"] for name, e in per_field.items()}}
+    if per_field:
+        out["error"] = {"max_abs": max(e["max_abs"] for e in per_field.values()),
+                        "rel_l2": max(e["rel_l2"] for e in per_field.values())}
+        if len(per_field) > 1:
+            out["error"]["fields"] = dict(per_field)
+    return out
+
+
 def where_nonfinite(arrays: Mapping, interior: tuple, xp, dirichlet: set[str]) -> dict[str, str]:
     """name -> "interior", "walls" or "interior and walls" for each padded array holding NaN or Inf there; only the
     walls of fields in `dirichlet` count (other ghost cells copy the interior)."""

@@ -1,9 +1,10 @@
 """Running a problem: one call that the API and the CLI share.
 
-A problem whose step is one linear equation is lowered to the plan's sweep
-and runs in the time loop with the hand-scheduled kernels (two steps per
-pass, the CUDA strategies); any other problem runs its passes as generated
-kernels (`Simulation`). Both report the same summary keys.
+Every problem runs its passes (`Simulation`): a pass of one linear equation as
+the backend's hand-scheduled sweep (the CUDA strategies, several steps per pass
+where the step is that sweep alone), any other as its generated kernel. Split
+over MPI ranks, a step of one linear equation without periodic walls still runs
+as the lowered sweep of `distributed.runner`, until the decomposed runners are one.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from .boundary import Periodic
 from .errors import StencilforgeError
 from .fingerprint import canonical
 from .interop import backend_for
+from .ir.analysis import slot_name
 from .ir.stability import unstable
 from .problem import Problem
 from .problems.base import lowered, lowers
@@ -62,7 +64,7 @@ def run(
 
     `backend` is a name ('auto', 'numpy', 'numba', 'cuda') or a backend instance ('auto' is cuda where an
     initial value is in CUDA memory, else cuda when a GPU is usable, else numba, else numpy); `generated`
-    runs the generated passes even where the step lowers to a sweep. Snapshots of the fields an
+    runs every pass as its generated kernel, linear ones too (what the sweeps are checked against). Snapshots of the fields an
     equation writes go to `out` (.h5 with an .xmf for ParaView, or .npz) every `snapshot_every`
     steps and at the end; the whole state (every time level) goes to `checkpoint` every
     `checkpoint_every` steps and at the end (docs/outputs.md). `resume` continues from such a
@@ -129,8 +131,7 @@ def run_with(
         raise StencilforgeError(f"check_every must be at least 1, got {check_every}")
     total = problem.default_steps if steps is None and tol is None else steps
     periodic = any(isinstance(c, Periodic) for conds in problem.boundary.values() for c in conds)
-    sweep = (not generated and lowers(problem) and not (comm is not None and periodic)
-             and problem.grid.ndim in engine.sweep_ndims)
+    sweep = (comm is not None and not generated and lowers(problem) and not periodic and problem.grid.ndim in engine.sweep_ndims)
     if outputs is not None:  # under MPI rank 0 alone holds the files, and a refusal on any rank stops every rank
         asked = replace(outputs, equations=canonical(problem), writer=comm is None or comm.rank == 0)
         if comm is None:
@@ -154,8 +155,8 @@ def run_with(
         if sweep:
             result = _run_lowered(problem, engine, total, tol, params, loop, outputs, comm, procs)
         else:
-            result = _run_generated(problem, engine, problem.default_steps if total is None else total, tol, params, loop,
-                                    outputs, comm, procs)
+            result = _run_passes(problem, engine, problem.default_steps if total is None else total, tol, params, loop,
+                                 outputs, comm, procs, sweeps=not generated)
         engine.settle()  # nothing of the run keeps compiling after it returns
     result.summary["threads"] = count
     result.coords = {name: problem.grid.values(name) for name in problem.grid.axis_names}
@@ -207,20 +208,22 @@ def _run_lowered(problem, engine, steps, tol, params, loop: dict, outputs, comm,
         decomp = Decomposition(tuple(result.summary["shape"]), tuple(result.summary["procs"]))
         fields = {name: gather(comm, decomp, engine.to_host(result.fields[name])) for name in names}
     s = result.summary
-    s.update(setup_s=setup_s, passes_per_step=1, lowered=True, params=problem.values(params))
+    s.update(setup_s=setup_s, passes_per_step=1, sweeps={slot_name(problem.analysis.passes[0].writes[0]): s.get("strategy")},
+             params=problem.values(params))
     return Result(fields, s)
 
 
-def _run_generated(problem, engine, total, tol, params, loop: dict, outputs, comm, procs) -> Result:
-    """The generated passes in the time loop: the same checks, observers and summary as a sweep."""
+def _run_passes(problem, engine, total, tol, params, loop: dict, outputs, comm, procs, sweeps: bool) -> Result:
+    """The step's passes in the time loop (`sweeps`: linear ones as sweeps): the same checks, observers and summary
+    as a lowered step."""
     start = time.perf_counter()
     decomposed = None
     if comm is None:
-        sim = Simulation(problem, engine, params, background=True)
+        sim = Simulation(problem, engine, params, background=True, sweeps=sweeps)
     else:
         from .distributed.equations import DecomposedSimulation
 
-        sim = decomposed = DecomposedSimulation(problem, engine, params, comm, procs)
+        sim = decomposed = DecomposedSimulation(problem, engine, params, comm, procs, sweeps=sweeps)
     setup_s = time.perf_counter() - start
     opts = LoopOptions(steps=total, tol=tol, **loop)
     if outputs is not None:

@@ -17,15 +17,19 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
+from .backends.base import Launch, with_walls
 from .boundary import Dirichlet, Neumann, Periodic, Sides, all_faces, bind, conditions, faces_of, ghost_boxes
 from .errors import StencilforgeError
-from .grid import Grid as Lattice
+from .grid import Grid as Lattice, row_pitch
 from .interop import to_module
 from .ir.analysis import Pass, SolveStage, accesses, slot_name
+from .ir.lowering import sweep_of
 from .ir.nodes import Constant, Expr
-from .metrics import throughput, where_nonfinite
+from .metrics import error_summary, throughput, where_nonfinite
+from .plan import Sweep
 from .printers.numpy import coordinates, evaluate, float64_coordinates, source_signal, wall_values, widened
 from .problem import Problem
+from .resources import available_bytes
 
 log = logging.getLogger(__name__)
 
@@ -70,9 +74,12 @@ class Simulation:
 
     decomposed = False  # one process holds the whole grid
 
-    def __init__(self, problem: Problem, backend, params: Mapping[str, float] | None = None, background: bool = False):
+    def __init__(self, problem: Problem, backend, params: Mapping[str, float] | None = None, background: bool = False,
+                 sweeps: bool = True):
         """`background`: the passes' kernels may compile while the time loop steps on a path with the same bits
-        (`Backend.equation_pass`); off, they compile as the Simulation is built (what a bare loop timing them needs)."""
+        (`Backend.equation_pass`); off, they compile as the Simulation is built (what a bare loop timing them needs).
+        `sweeps`: a pass of one equation linear in the fields runs as the backend's sweep (`linear_passes`); off,
+        every pass runs its generated kernel."""
         self.problem, self.backend, self.background = problem, backend, background
         an = problem.analysis
         grid = an.grid
@@ -92,11 +99,14 @@ class Simulation:
             raise StencilforgeError(f"dt must be positive, got {self.dt}")
         self.lattice = self._lattice(Lattice(grid.shape, grid.spacing, grid.dtype, an.ghost, grid.origin))
         self.xp = backend.xp
+        self.sweeps = self._linear_passes() if sweeps else {}
+        self.launches: dict[str, Any] = {}  # a sweep's output slot -> its Launch (what strategy ran)
         self.step_count, self.t = 0, 0.0
         self.levels: dict[str, list] = {}
         for f in an.fields:
             kept = {1: (0,), 2: (0, 1), 3: (-1, 0, 1)}[f.levels]
             self.levels[f.name] = [self._initial(f.name, level) for level in kept]
+        self._pitch = row_pitch(next(iter(self.levels.values()))[0])  # every array's: walls and gathers index by it
         self._gathers: dict[tuple, tuple] = {}  # walls per axis -> (ghost cells, their interior images)
         self._gathered: dict[str, tuple] = {}  # field -> its walls, for fields filled by a gather
         self._fillers = {name: self._bind(name, conds) for name, conds in problem.boundary.items()}
@@ -109,9 +119,10 @@ class Simulation:
         self._image_fields = frozenset(name for name, _ in self._images)
         self._imaged: frozenset[str] = frozenset()  # fields whose current level's ghost cells the last step's pass wrote
         self.solvers: dict[str, Any] = {}  # solved field -> its `solvers.stepped.StepSolver`
-        self.stages = [(s, self._pass(s) if isinstance(s, Pass) else self._solve(s)) for s in an.stages]
+        self.stages = [(s, self._pass(i, s) if isinstance(s, Pass) else self._solve(s)) for i, s in enumerate(an.stages)]
         self.passes = [(p, run) for p, run in self.stages if isinstance(p, Pass)]
-        self._pair: Callable | None = None
+        self.fused: Launch | None = None  # several steps in one pass, where `build_fused` found a kernel
+        self._carriers: list = []  # the fused sweep's walls of its middle states past the first
         self._halo_now = sorted({s for p in an.stages for s in p.halo if s[1] <= 0 and s[0] in self._fillers})
         lat = self.lattice
         self._sources = [s for s in map(self._bind_source, problem.sources)  # only the cells this lattice holds
@@ -124,7 +135,12 @@ class Simulation:
         return lattice
 
     def _initial(self, name: str, level: int):
-        return initial_array(self.problem, self.lattice, name, level, self.params, self.dt, self.xp)
+        """The level's initial values; on a device, in the layout of its sweep kernels (`Backend.field`: rows on
+        cache lines) where every stage of the step is a sweep (a generated pass takes C-contiguous arrays)."""
+        arr = initial_array(self.problem, self.lattice, name, level, self.params, self.dt, self.xp)
+        if self.backend.device and not self.decomposed and len(self.sweeps) == len(self.problem.analysis.stages):
+            return self.backend.field(arr, self.lattice.ghost)
+        return arr
 
     def _bind(self, name: str, conds) -> list[tuple[bool, Callable]]:
         """(static, fill(arr, t)) per axis, in axis order, so that corners take the later axis's values.
@@ -142,7 +158,8 @@ class Simulation:
             for end, faces in faces_of(axis, cond):
                 if isinstance(end, Dirichlet) and isinstance(end.value, Expr):
                     end = wall_values(end.value, self.params, self.xp)
-                fills.append((isinstance(end, Dirichlet) and end.static, bind(end, self.lattice, self.backend, faces=faces)))
+                fills.append((isinstance(end, Dirichlet) and end.static,
+                              bind(end, self.lattice, self.backend, faces=faces, pitch=self._pitch)))
         return fills
 
     def _written_images(self) -> dict[tuple[str, int], tuple[str, ...]]:
@@ -151,10 +168,26 @@ class Simulation:
         if self.decomposed or not self.backend.writes_ghost_images:
             return {}
         sourced = {s.field.name for s in self.problem.sources}
-        return {slot: self._gathered[slot[0]] for p in self.problem.analysis.passes for slot in p.writes
-                if slot[0] in self._gathered and slot[0] not in sourced}
+        return {slot: self._gathered[slot[0]] for i, p in enumerate(self.problem.analysis.stages) if isinstance(p, Pass)
+                and i not in self.sweeps for slot in p.writes if slot[0] in self._gathered and slot[0] not in sourced}
 
-    def _pass(self, p) -> Callable:
+    def _linear_passes(self) -> dict[int, Sweep]:
+        """Stage index -> the linear form of each pass of one equation that is a sum of stencils of fields, each
+        optionally times a field at the cell (`ir.lowering`): the backend's hand-scheduled sweep kernels run it,
+        whatever else the step computes. None where the backend has no sweeps of this dimension or a field is
+        stored in float16 (sweeps keep every field in the grid's dtype)."""
+        an = self.problem.analysis
+        if self.lattice.ndim not in self.backend.sweep_ndims or an.half:
+            return {}
+        linear = {i: sweep_of(p.equations[0], self.params) for i, p in enumerate(an.stages)
+                  if isinstance(p, Pass) and len(p.equations) == 1}
+        return {i: sweep for i, sweep in linear.items() if sweep is not None}
+
+    def _pass(self, index: int, p: Pass) -> Callable:
+        sweep = self.sweeps.get(index)
+        if sweep is not None:
+            launch = self.launches[sweep.out] = self.backend.sweep(sweep, self.lattice, background=self.background)
+            return lambda arrays, params, t: launch(arrays)
         images = {slot_name(s): walls for s, walls in self._images.items() if s in p.writes}
         if images:
             return self.backend.equation_pass(p, self.lattice, self.problem.constants, images=images, background=self.background)
@@ -232,9 +265,10 @@ class Simulation:
                 src[axis] = np.mod(i, n) + g
             else:  # mirror about a wall half a cell outside the first and last interior points
                 src[axis] = np.where(i < 0, -1 - i, np.where(i >= n, 2 * n - 1 - i, i)) + g
-        dst = np.ravel_multi_index(tuple(idx), lat.padded_shape)
+        rows = lat.padded_shape[:-1] + (self._pitch or lat.padded_shape[-1],)
+        dst = np.ravel_multi_index(tuple(idx), rows)
         order = np.argsort(dst)
-        return dst[order].astype(np.int64), np.ravel_multi_index(tuple(src), lat.padded_shape)[order].astype(np.int64)
+        return dst[order].astype(np.int64), np.ravel_multi_index(tuple(src), rows)[order].astype(np.int64)
 
     def _bind_source(self, source):
         lat = self.lattice
@@ -310,16 +344,11 @@ class Simulation:
         self.step_count += steps
         self.t = self.step_count * self.dt
 
-    # ------------------------------------------------------------ two steps per pass
+    # ------------------------------------------------------------ several steps per pass
 
-    def pair_plan(self) -> tuple[tuple[str, ...] | None, int] | str:
-        """(walls, reach) for `backend.equation_pair`, or why two steps cannot run as one pass.
-
-        It needs one pass per step that maps the current level of its fields to the next, no point
-        sources, one process, and the same kind of walls on every written field that has walls: periodic or
-        Neumann (the kernel puts the middle state's own images in its ghost cells), or Dirichlet (`step_pair`
-        puts the walls at t + dt in the output's ghost cells, where the kernel reads them).
-        """
+    def _one_pass(self) -> str | None:
+        """Why a step is not one pass that maps the current level of its fields to the next, alone in one
+        process (what any kernel of several steps needs), or None."""
         an = self.problem.analysis
         if self.decomposed:
             return "the run is decomposed"
@@ -332,6 +361,20 @@ class Simulation:
         (p,) = an.passes
         if any(len(self.levels[name]) != 2 for name in an.written) or any(level != 1 for _, level in p.writes):
             return "a written field does not keep two time levels"
+        return None
+
+    def pair_plan(self) -> tuple[tuple[str, ...] | None, int] | str:
+        """(walls, reach) for `backend.equation_pair`, or why two steps cannot run as one pass.
+
+        It needs one generated pass per step (`_one_pass`) and the same kind of walls on every written field
+        that has walls: periodic or Neumann (the kernel puts the middle state's own images in its ghost cells), or
+        Dirichlet (`step_fused` puts the walls at t + dt in the output's ghost cells, where the kernel reads them).
+        """
+        an = self.problem.analysis
+        why = self._one_pass() or ("its pass runs as a sweep" if self.sweeps else None)
+        if why:
+            return why
+        (p,) = an.passes
         kinds = {self._gathered.get(name) for name in an.written if name in self._fillers}
         if kinds == {None}:
             if not all(isinstance(c, Dirichlet) for name in an.written for c in conditions(self.problem.boundary.get(name, ()))):
@@ -345,31 +388,81 @@ class Simulation:
                            if a.level == 0 and a.field.name in an.written])
         return walls, reach
 
-    def build_pair(self) -> str | None:
-        """Compile the two-steps-per-pass kernel; returns why there is none, or None."""
+    def build_fused(self) -> str | None:
+        """Compile the kernel of several steps in one pass; returns why there is none, or None. A step that is one
+        sweep of a field's current level into its next takes the backend's fused sweep (`Backend.sweep_fused`),
+        any other pass its two-step kernel (`Backend.equation_pair`)."""
+        if self.sweeps:
+            return self._fuse_sweep()
         plan = self.pair_plan()
         if isinstance(plan, str):
             return plan
         (p,) = self.problem.analysis.passes
         images = {slot_name(s): walls for s, walls in self._images.items()}
-        self._pair = self.backend.equation_pair(p, self.lattice, self.problem.constants, plan[0], plan[1], images)
-        return None if self._pair is not None else f"the {self.backend.name} backend has no two-step kernel for it"
+        pair = self.backend.equation_pair(p, self.lattice, self.problem.constants, plan[0], plan[1], images)
+        if pair is None:
+            return f"the {self.backend.name} backend has no two-step kernel for it"
+        self.fused = Launch(lambda arrays, t: pair(arrays, self.params, t, t + self.dt), steps=2)
+        return None
 
-    def pair_kernel(self) -> Callable | None:
-        """run(arrays, params, t, t2), the two-step kernel `build_pair` compiled (None before it, or where none)."""
-        return self._pair
+    def _fuse_sweep(self) -> str | None:
+        """The fused sweep where it gives single steps' bits: the sweep iterates one field (`Sweep.composes_with`)
+        whose walls are Dirichlet (the middle states' walls are filled ahead: the first in the output's ghost
+        cells, the others in carriers of their own, where they change in time)."""
+        why = self._one_pass()
+        if why:
+            return why
+        if not self.backend.fuses_steps:
+            return f"the {self.backend.name} backend has no fused kernels"
+        (sweep,) = self.sweeps.values()
+        (name,) = self.problem.analysis.written
+        if not sweep.composes_with((name, slot_name((name, 1)))):
+            return "its step is not one sweep between the two levels of one field"
+        if not all(isinstance(c, Dirichlet) for c in conditions(self.problem.boundary.get(name, ()))):
+            return "a wall that changes in time reads the field"
+        fused = self.backend.sweep_fused(sweep, self.lattice)
+        if fused is None:
+            return f"the {self.backend.name} backend has no fused kernel for it"
+        moving = any(not static for static, _ in self._fillers.get(name, ()))
+        carriers = self._carriers_for(name, fused.steps) if moving and fused.steps > 2 else []
+        if carriers is None:
+            return f"the walls of its {fused.steps - 2} middle steps do not fit in memory"
+        self._carriers = carriers
+        self.fused = Launch(lambda arrays, t: fused(with_walls(arrays, sweep, fused.steps, self._carriers)), steps=fused.steps,
+                            compiling=fused.compiling)
+        return None
 
-    def step_pair(self) -> None:
-        """Two steps in one pass (after `build_pair`): the fields single steps give, bit for bit. The level
-        it leaves behind holds the state two steps back (single steps: one), which no step reads."""
-        assert self._pair is not None
-        t2 = (self.step_count + 1) * self.dt
+    def _carriers_for(self, name: str, steps: int) -> list | None:
+        """Arrays for the walls of the middle states past the first, or None where they do not fit. On a host they
+        must leave half the memory available free: they only speed the run, and a host that runs out of memory may
+        kill the process rather than fail the allocation."""
+        u = self._slot((name, 0))
+        try:
+            if not self.backend.device:
+                need, free = (steps - 2) * u.nbytes, available_bytes()
+                if free is not None and need > free // 2:
+                    return None
+            else:
+                self.backend.check_fits((steps - 2) * u.nbytes)
+            return [self.backend.field(u, self.lattice.ghost) for _ in range(steps - 2)]
+        except (StencilforgeError, MemoryError):
+            return None
+
+    def step_fused(self) -> int:
+        """`fused.steps` steps in one pass (after `build_fused`): the fields single steps give, bit for bit. The
+        level it leaves behind holds an older state than single steps leave there, which no step reads. Returns
+        the count."""
+        assert self.fused is not None
+        steps, dt = self.fused.steps, self.dt
         self._fill_before(self.t)
-        for name in self.problem.analysis.written:  # Dirichlet walls at t + dt for the middle state
+        for name in self.problem.analysis.written:  # Dirichlet walls of the middle states, ahead
             if name not in self._gathered:
-                self._fill(name, self._slot((name, 1)), t2)
-        self._pair(self.arrays(), self.params, self.t, t2)
-        self._rotate(2)
+                self._fill(name, self._slot((name, 1)), self.t + dt)
+                for s, carrier in enumerate(self._carriers, start=2):
+                    self._fill(name, carrier, self.t + s * dt)
+        self.fused(self.arrays(), self.t)
+        self._rotate(steps)
+        return steps
 
     # ------------------------------------------------------------ results
 
@@ -451,14 +544,16 @@ class Simulation:
         scale = self.problem.residual_scale
         return norm(expr) / (norm(scale) if scale is not None else math.sqrt(math.prod(self.problem.grid.shape)))
 
-    def errors(self) -> dict[str, float]:
-        """Max-norm error of each field with an exact solution, at the current time, reduced where the field lives."""
+    def errors(self) -> dict[str, dict[str, float]]:
+        """Each field with an exact solution -> its max-norm and relative L2 errors at the current time, reduced
+        where the field lives (the sums correctly rounded, so any process grid gives the same bits)."""
         lat, xp = self.lattice, self.xp
         out = {}
         for name, expr in self.problem.exact.items():
             exact = tabulated(expr, lat, np.float64, self.params, self.t, xp)
             diff = xp.subtract(self._slot((name, 0))[lat.interior], exact, dtype=np.float64)
-            out[name] = self._max(xp.max(xp.abs(diff, out=diff)))
+            l2, ref = math.sqrt(self._sum(diff * diff)), math.sqrt(self._sum(exact * exact))
+            out[name] = {"max_abs": self._max(xp.max(xp.abs(diff, out=diff))), "rel_l2": l2 / ref if ref > 0 else l2}
         return out
 
 
@@ -474,30 +569,31 @@ class PassStepper:
         self.default_tol: float | None = None
         self.has_residual = problem.residual is not None
         self.residual_sees_solution = False  # the NaN test runs at every check
-        self.paired = False
-        self.paired_steps = 0  # steps taken two per pass
+        self.fused_steps = 0  # steps taken several per pass
 
     @property
     def per_pass(self) -> int:
-        return 2 if self.paired else 1
+        """The fused kernel's steps once it is compiled (it may compile in the background), else 1."""
+        fused = self.sim.fused
+        return fused.steps if fused is not None and fused.ready() else 1
 
     def compile(self) -> None:
-        """The passes were compiled with the Simulation; the two-step kernel is compiled here where the
-        loop would take it (on a backend that has one)."""
+        """The passes were compiled with the Simulation; the fused kernel is built here where the loop would take
+        it (on a backend that has one)."""
         if not self.backend.fuses_steps:
             return
-        why = self.single or self.sim.build_pair()
-        self.paired = why is None
-        log.info("%s: %s", self.name, "two steps per pass" if why is None else f"one step per pass: {why}")
+        why = self.single or self.sim.build_fused()
+        fused = self.sim.fused
+        log.info("%s: %s", self.name, f"{fused.steps} steps per pass" if fused is not None else f"one step per pass: {why}")
 
     def warm(self) -> None:
         """Nothing to warm: a step fills its own walls."""
 
     def advance(self, n: int, fuse: bool) -> int:
-        if fuse and self.paired:
-            self.sim.step_pair()
-            self.paired_steps += 2
-            return 2
+        if fuse:
+            steps = self.sim.step_fused()
+            self.fused_steps += steps
+            return steps
         self.sim.step(1)
         return 1
 
@@ -534,7 +630,7 @@ class PassStepper:
             "passes_per_step": len(sim.passes),
             **({"solves": {name: solver.summary() for name, solver in sim.solvers.items()}} if sim.solvers else {}),
             "steps_per_pass": self.per_pass,
-            **({"fused_steps": self.paired_steps} if self.paired_steps else {}),
-            "lowered": False,
-            "errors": sim.errors(),
+            **({"fused_steps": self.fused_steps} if self.fused_steps else {}),
+            "sweeps": {out: launch.strategy for out, launch in sim.launches.items()},
+            **error_summary(sim.errors()),
         }

@@ -77,5 +77,5 @@ def problem_source(problem: Problem, backend: str = "cuda", strategy: str = "aut
     recorder = _Recorder(backend)
     sim = Simulation(problem, recorder)
     if backend == "cuda":
-        sim.build_pair()
+        sim.build_fused()
     return "\n".join(recorder.sources)

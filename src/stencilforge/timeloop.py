@@ -21,7 +21,7 @@ from .backends.base import Launch, with_walls
 from .boundary import Dirichlet, RowWalls, ScaledWalls, bind
 from .errors import BlowUp, StencilforgeError
 from .grid import row_pitch
-from .metrics import error_norms, throughput, where_nonfinite
+from .metrics import error_norms, error_summary, throughput, where_nonfinite
 from .optional import require
 from .plan import Setup
 from .resources import available_bytes
@@ -495,15 +495,7 @@ class SweepStepper:
         if self.fused is not None:
             out["fused_steps"] = self.fused_steps
             out["steps_per_pass"] = self.per_pass
-        per_field = self._errors(n, setup.exact) if setup.exact is not None else {}
-        out["errors"] = {name: e["max_abs"] for name, e in per_field.items()}
-        if per_field:
-            out["error"] = {
-                "max_abs": max(e["max_abs"] for e in per_field.values()),
-                "rel_l2": max(e["rel_l2"] for e in per_field.values()),
-            }
-            if len(per_field) > 1:
-                out["error"]["fields"] = per_field
+        out.update(error_summary(self._errors(n, setup.exact) if setup.exact is not None else {}))
         return out
 
     def _errors(self, n: int, exact_at: Callable[[float], dict]) -> dict:

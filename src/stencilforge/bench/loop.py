@@ -150,18 +150,15 @@ class _Equation:
         from ..simulation import Simulation
 
         sim = Simulation(self.problem, self.engine)
-        pair = sim.pair_kernel()
-        if fused and pair is None:
-            why = sim.build_pair()
-            assert why is None, why  # the loop paired steps, so the pass pairs
-            pair = sim.pair_kernel()
+        if fused:
+            why = sim.build_fused()
+            assert why is None and sim.fused is not None, why  # the loop fused steps, so the pass fuses
         arrays, params = sim.arrays(), sim.params
         self.engine.synchronize()
         start = time.perf_counter()
-        if fused:
-            assert pair is not None
-            for _ in range(fused // 2):
-                pair(arrays, params, 0.0, sim.dt)
+        if sim.fused is not None:
+            for _ in range(fused // sim.fused.steps):
+                sim.fused(arrays, 0.0)
         for _ in range(steps - fused):
             for _, run in sim.passes:
                 run(arrays, params, 0.0)

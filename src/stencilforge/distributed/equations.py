@@ -53,7 +53,8 @@ class DecomposedSimulation(Simulation):
 
     decomposed = True
 
-    def __init__(self, problem: Problem, backend, params, comm, procs: Sequence[int] | None = None, halo: str = "auto"):
+    def __init__(self, problem: Problem, backend, params, comm, procs: Sequence[int] | None = None, halo: str = "auto",
+                 sweeps: bool = True):
         grid = problem.grid
         ghost = problem.analysis.ghost
         self.decomp = agree(comm, lambda: Decomposition.create(comm.size, grid.shape, (ghost,) * grid.ndim, procs))
@@ -64,7 +65,7 @@ class DecomposedSimulation(Simulation):
         self._transport = agree(self.cart, lambda: choose_transport(self.cart, backend.xp, halo))
         self._widths = halo_widths(problem)
         self._phases: dict[str, list] = {}  # field -> per axis (its walls' fills, its exchange with the neighbours)
-        agree(self.cart, lambda: Simulation.__init__(self, problem, backend, params))
+        agree(self.cart, lambda: Simulation.__init__(self, problem, backend, params, sweeps=sweeps))
 
     def _lattice(self, lattice):
         return self.decomp.block_grid(lattice, self.coords)
