@@ -10,6 +10,9 @@ from typer.testing import CliRunner
 
 from stencilforge import problems
 from stencilforge.cli import app
+from stencilforge.errors import StencilforgeError
+from stencilforge.io.meta import RunInfo
+from stencilforge.io.netcdf import NcSink
 from stencilforge.io.series import open_series
 
 xr = pytest.importorskip("xarray")
@@ -72,3 +75,10 @@ def test_resume_appends_drops_what_it_recomputes_and_skips_a_snapshot_cut_off_by
     ok("run", "--resume", "c10.h5", "--steps", "5", "--backend", "numpy", "--snapshot-every", "5", "--out", "run.nc",
        "--checkpoint", "c10.h5")
     assert list(dataset("run.nc")["step"].values) == [5, 10, 15]
+
+
+def test_a_field_named_like_a_coordinate_is_refused(tmp_path):
+    info = RunInfo("p", (4, 3), "float64", (1.0, 1.0), (0.0, 0.0))
+    with pytest.raises(StencilforgeError, match="cannot write field 'x' to .*NetCDF gives that name to a coordinate"):
+        NcSink(tmp_path / "p.nc", info, {"u": ((4, 3), np.float64), "x": ((4, 3), np.float64)}, 1)
+    assert list(tmp_path.iterdir()) == []
