@@ -57,6 +57,7 @@ def test_checkpoint_defaults_next_to_out(snapshots):
     (["--checkpoint-every", "5", "--checkpoint", "missing/c.h5"], "does not exist"),
     (["--png", "missing/final.png"], "does not exist"),
     (["--snapshot-every", "5", "--out", "run.h5", "--compression", "zstd"], "compression"),
+    (["--snapshot-every", "5", "--out", "run.nc", "--compression", "lzf"], "NetCDF snapshot file takes compression none or gzip"),
 ])
 def test_bad_output_paths_are_refused_before_the_run(workdir, extra, message):
     line = assert_refused(invoke(*RUN, "--steps", "10", *extra))

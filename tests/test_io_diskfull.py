@@ -12,7 +12,8 @@ import pytest
 from typer.testing import CliRunner
 
 from stencilforge.cli import app
-from stencilforge.io import checkpoint, hdf5, paths
+from stencilforge.io import checkpoint, hdf5, netcdf, paths
+from stencilforge.io.series import open_series
 
 RUN = ["run", "heat2d", "--backend", "numpy"]
 
@@ -22,6 +23,9 @@ def invoke(*args):
 
 
 def snapshot_steps(path):
+    if path.suffix == ".nc":
+        with open_series(path) as series:
+            return list(series.steps)
     if path.suffix == ".npz":
         with np.load(path) as data:
             return list(data["step"])
@@ -41,7 +45,7 @@ def assert_stopped_cleanly(res, d):
         assert len(steps) == int(snap[2]) and steps[-1] == int(snap[1]), (line, steps)
     else:
         assert "no complete snapshot" in line
-        for name in ("run.h5", "run.npz"):
+        for name in ("run.h5", "run.nc", "run.npz"):
             assert not (d / name).exists() or snapshot_steps(d / name) == []
     ckpt = re.search(r"last complete checkpoint: step (\d+) \((\S+)\)", line)
     if ckpt:
@@ -55,6 +59,7 @@ def assert_stopped_cleanly(res, d):
 OUTPUTS = {
     "hdf5": ["--snapshot-every", "5", "--out", "run.h5", "--checkpoint-every", "10"],
     "npz": ["--snapshot-every", "5", "--out", "run.npz", "--checkpoint-every", "10"],
+    "netcdf": ["--snapshot-every", "5", "--out", "run.nc", "--checkpoint-every", "10"],
     "checkpoint": ["--checkpoint-every", "5", "--checkpoint", "run.ckpt.h5"],
 }
 
@@ -73,7 +78,7 @@ def small_fs(tmp_path, monkeypatch):
     subprocess.run(["umount", str(d)], check=True)
 
 
-@pytest.mark.parametrize("output,shape", [("hdf5", "64,64"), ("npz", "64,64"), ("checkpoint", "150,150")])
+@pytest.mark.parametrize("output,shape", [("hdf5", "64,64"), ("netcdf", "64,64"), ("npz", "64,64"), ("checkpoint", "150,150")])
 def test_a_real_full_disk(small_fs, output, shape):
     res = invoke(*RUN, "--shape", shape, "--steps", "400", *OUTPUTS[output])
     assert "No space left on device" in assert_stopped_cleanly(res, small_fs)
@@ -111,7 +116,7 @@ EACCES = PermissionError(errno.EACCES, "Permission denied")
     ([(os, "posix_fallocate")], ENOSPC),  # reserving space for an HDF5 write
     ([(os, "replace")], EACCES),  # renaming a checkpoint, .npz, .xmf or temporary file into place
     ([(h5py.Dataset, "__setitem__")], EIO),  # inside HDF5, with the file open
-    ([(hdf5, "write_image"), (checkpoint, "write_image")], ENOSPC),  # creating an HDF5 file
+    ([(hdf5, "write_image"), (checkpoint, "write_image"), (netcdf, "write_image")], ENOSPC),  # creating an HDF5 file
 ])
 def test_injected_failures_at_any_point(tmp_path, monkeypatch, output, k, where, exc):
     monkeypatch.chdir(tmp_path)

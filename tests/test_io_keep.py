@@ -85,7 +85,7 @@ def test_resume_from_an_older_checkpoint_drops_the_snapshots_it_recomputes(workd
     assert (workdir / "run.xmf").read_text().count("<Time ") == 4
 
 
-@pytest.mark.parametrize("out", ["other.h5", "other.npz"])
+@pytest.mark.parametrize("out", ["other.h5", "other.nc", "other.npz"])
 def test_resume_refuses_a_series_from_another_run(workdir, out):
     ok(*RUN, "--steps", "20", "--checkpoint-every", "20", "--checkpoint", "c.h5")
     ok(*RUN, "--steps", "20", "--snapshot-every", "10", "--out", out)
@@ -107,6 +107,14 @@ def _user_hdf5(path):
         f["precious"] = np.arange(10)
 
 
+def _user_netcdf(path):
+    import h5netcdf
+
+    with h5netcdf.File(path, "w") as f:
+        f.dimensions = {"i": 10}
+        f.create_variable("precious", ("i",), data=np.arange(10))
+
+
 def _user_npz(path):
     np.savez(path, precious=np.arange(10))
 
@@ -114,6 +122,7 @@ def _user_npz(path):
 @pytest.mark.parametrize("target,make,extra", [
     ("mine.h5", _user_hdf5, ["--snapshot-every", "5", "--out", "mine.h5"]),
     ("mine.npz", _user_npz, ["--snapshot-every", "5", "--out", "mine.npz"]),
+    ("mine.nc", _user_netcdf, ["--snapshot-every", "5", "--out", "mine.nc"]),
     ("mine.h5", _user_hdf5, ["--checkpoint-every", "5", "--checkpoint", "mine.h5"]),
     ("run.xmf", lambda p: p.write_text("<mine/>"), ["--snapshot-every", "5", "--out", "run.h5"]),
     ("run.ckpt.h5", _user_hdf5, ["--snapshot-every", "5", "--out", "run.h5", "--checkpoint-every", "5"]),

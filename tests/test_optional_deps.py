@@ -12,7 +12,7 @@ from stencilforge.cli import app, join_multi_values
 from stencilforge.errors import StencilforgeError
 from stencilforge.optional import require
 
-OPTIONAL = ("h5py", "matplotlib", "PIL", "cupy", "mpi4py", "scipy")
+OPTIONAL = ("h5py", "h5netcdf", "matplotlib", "PIL", "cupy", "mpi4py", "scipy")
 
 
 def invoke(*args):
@@ -44,12 +44,14 @@ def test_importing_the_package_and_the_cli_loads_no_optional_package():
     assert res.stdout.strip() == sf.__version__
 
 
-@pytest.mark.parametrize("args, line", [
-    (["--snapshot-every", "5", "--out", "run.h5"], 'error: snapshot file run.h5 needs h5py: pip install "stencilforge[io]"'),
-    (["--checkpoint-every", "5"], 'error: checkpoint heat2d.ckpt.h5 needs h5py: pip install "stencilforge[io]"'),
+@pytest.mark.parametrize("hidden, args, line", [
+    ("h5py", ["--snapshot-every", "5", "--out", "run.h5"], 'error: snapshot file run.h5 needs h5py: pip install "stencilforge[io]"'),
+    ("h5py", ["--checkpoint-every", "5"], 'error: checkpoint heat2d.ckpt.h5 needs h5py: pip install "stencilforge[io]"'),
+    ("h5netcdf", ["--snapshot-every", "5", "--out", "run.nc"],
+     'error: snapshot file run.nc needs h5netcdf: pip install "stencilforge[netcdf]"'),
 ])
-def test_hdf5_outputs_without_h5py_are_refused_before_the_run(monkeypatch, workdir, args, line):
-    hide(monkeypatch, "h5py")
+def test_file_outputs_without_their_library_are_refused_before_the_run(monkeypatch, workdir, hidden, args, line):
+    hide(monkeypatch, hidden)
     res = invoke("run", "heat2d", "--shape", "16", "16", "--steps", "10", "--backend", "numpy", *args)
     assert res.exit_code == 2
     assert res.stderr.strip().splitlines() == [line]

@@ -40,3 +40,21 @@ def test_a_named_problems_result_has_its_coordinates():
     ds = result.to_xarray()
     assert ds["u"].dims == ("y", "x") and ds.sizes == {"y": 10, "x": 12}
     np.testing.assert_allclose(ds["x"].values, (1 + np.arange(12)) / 13)
+
+
+def test_a_user_problems_snapshot_series_is_a_netcdf_dataset_on_its_coordinates(tmp_path):
+    """sf.run(out=...nc): every snapshot of the fields its equations write, on the grid's coordinates, with the run's attributes."""
+    pytest.importorskip("h5netcdf")
+    grid = sf.Grid((6, 9), extent=(0.6, 1.8))
+    u = sf.Field("u", grid)
+    p = sf.Problem([sf.Eq(u.next, u + 0.1 * grid.spacing[0] ** 2 * sf.laplacian(u))], initial={u: sf.sin(grid.x) + grid.y},
+                   boundary={u: sf.Neumann()}, dt=0.01, name="smooth")
+    result = sf.run(p, steps=5, backend="numpy", out=str(tmp_path / "s.nc"), snapshot_every=2)
+    with xr.open_dataset(tmp_path / "s.nc", engine="h5netcdf") as ds:
+        assert ds["u"].dims == ("time", "y", "x") and list(ds["step"].values) == [2, 4, 5]
+        np.testing.assert_array_equal(ds["time"].values, [0.02, 0.04, 0.05])
+        assert ds["x"].values.tobytes() == grid.values("x").tobytes() and ds["y"].values.tobytes() == grid.values("y").tobytes()
+        assert ds["u"][-1].values.tobytes() == result.fields["u"].tobytes()
+        assert ds.attrs["problem"] == "smooth" and ds.attrs["equations_sha256"] and ds.attrs["command_line"] == "stencilforge.run(smooth)"
+    with pytest.raises(sf.StencilforgeError, match="s.nc already exists; pass overwrite=True"):
+        sf.run(p, steps=5, backend="numpy", out=str(tmp_path / "s.nc"), snapshot_every=2)

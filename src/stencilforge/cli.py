@@ -380,9 +380,9 @@ def run(
     ),
     snapshot_every: Optional[int] = typer.Option(None, "--snapshot-every", help="save the field every K steps to --out"),
     out_file: Optional[str] = typer.Option(
-        None, "--out", help="snapshot file: .h5/.hdf5 (with an .xmf for ParaView) or .npz for small runs"
+        None, "--out", help="snapshot file: .h5/.hdf5 (with an .xmf for ParaView), .nc (NetCDF-4, for xarray) or .npz for small runs"
     ),
-    compression: str = typer.Option("none", help="HDF5 snapshot compression: none, gzip or lzf"),
+    compression: str = typer.Option("none", help="HDF5 snapshot compression: none, gzip or lzf (NetCDF: none or gzip)"),
     checkpoint_every: Optional[int] = typer.Option(None, "--checkpoint-every", help="write a restart checkpoint every K steps"),
     checkpoint: Optional[str] = typer.Option(None, help="checkpoint file (default: next to --out, else ./<problem>.ckpt.h5)"),
     resume: Optional[str] = typer.Option(None, help="continue from a checkpoint file, bit for bit"),
@@ -617,7 +617,7 @@ def show_kernel(
 @app.command()
 @friendly
 def plot(
-    file: str = typer.Argument(..., help="snapshot file (.h5, .hdf5 or .npz) written by run --out"),
+    file: str = typer.Argument(..., help="snapshot file (.h5, .hdf5, .nc or .npz) written by run --out"),
     output: str = typer.Option(..., "-o", "--output", help="PNG to write"),
     step: Optional[int] = typer.Option(None, help="global step of the snapshot (default: the last complete one)"),
     field: Optional[str] = typer.Option(None, help="field to draw (default: the first in the file)"),
@@ -634,7 +634,7 @@ def plot(
 @app.command()
 @friendly
 def animate(
-    file: str = typer.Argument(..., help="snapshot file (.h5, .hdf5 or .npz) written by run --out"),
+    file: str = typer.Argument(..., help="snapshot file (.h5, .hdf5, .nc or .npz) written by run --out"),
     output: str = typer.Option(..., "-o", "--output", help="animation to write: .gif (or .mp4 when ffmpeg is installed)"),
     field: Optional[str] = typer.Option(None, help="field to draw (default: the first in the file)"),
     fps: int = typer.Option(10, help="frames per second"),

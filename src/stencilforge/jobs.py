@@ -26,7 +26,7 @@ from .fingerprint import difference, fingerprint
 from .grid import Grid
 from .io.hdf5 import series_run_id
 from .io.meta import RunInfo, jsonable
-from .io.paths import SNAPSHOT_SUFFIXES, check_output, remove_stale_temps, sole_writer
+from .io.paths import HDF5_SUFFIXES, SNAPSHOT_SUFFIXES, check_output, remove_stale_temps, sole_writer
 from .io.plots import IMAGE_SUFFIXES, View, plot_array
 from .io.snapshots import Ledger, OutputError, Sink, StreamingObserver, evolving_fields
 from .optional import require
@@ -76,7 +76,7 @@ class Outputs:
             if value is not None and value < 1:
                 raise StencilforgeError(f"{option} must be at least 1, got {value}")
         if self.snapshot_every is not None and self.out is None:
-            raise StencilforgeError(f"{o('snapshot_every')} needs {o('out')} FILE (.h5, .hdf5 or .npz)")
+            raise StencilforgeError(f"{o('snapshot_every')} needs {o('out')} FILE (.h5, .hdf5, .nc or .npz)")
         if self.out is not None and self.snapshot_every is None:
             raise StencilforgeError(f"{o('out')} needs {o('snapshot_every')} K (steps between snapshots)")
         if self.checkpoint is not None and self.checkpoint_every is None and self.resume is None:
@@ -106,8 +106,9 @@ class Outputs:
         try:
             out, append, checkpoint = self._claim(problem, resume, run_id, held)
             png = check_output(self.png, "image", IMAGE_SUFFIXES, overwrite=self.overwrite) if self.png is not None else None
-            for what, path, module in (("snapshot file", out, "h5py"), ("checkpoint", checkpoint, "h5py"), ("image", png, "matplotlib")):
-                if path is not None and path.suffix.lower() != ".npz":
+            library = {".nc": "h5netcdf", ".npz": None}.get(out.suffix.lower(), "h5py") if out is not None else None
+            for what, path, module in (("snapshot file", out, library), ("checkpoint", checkpoint, "h5py"), ("image", png, "matplotlib")):
+                if path is not None and module is not None:
                     require(module, f"{what} {path}")
         except BaseException:
             held.close()
@@ -138,7 +139,7 @@ class Outputs:
         if out is not None and out.exists() and not append and not self.overwrite:
             whose = "was written by another run" if resume is not None else "already exists"
             raise StencilforgeError(f"snapshot file {out} {whose}; pass {o('overwrite')} to replace it, or choose another {o('out')}")
-        if out is not None and out.suffix.lower() != ".npz":
+        if out is not None and out.suffix.lower() in HDF5_SUFFIXES:
             check_output(out.with_suffix(".xmf"), "XDMF file", overwrite=append or self.overwrite, option=o("overwrite"))
         if checkpoint is not None:
             same = resume is not None and checkpoint.exists() and checkpoint.resolve() == resume.resolve()
@@ -268,6 +269,10 @@ class Outputs:
             from .io.npz import NpzSink
 
             sink = NpzSink(out, info, layout, every, setup.t0, setup.dt, self.resume_step if self.append else None)
+        elif out.suffix.lower() == ".nc":
+            from .io.netcdf import NcSink
+
+            sink = NcSink(out, info, layout, every, setup.t0, setup.dt, self.compression, self.resume_step if self.append else None)
         else:
             from .io.hdf5 import H5Sink
 
@@ -334,7 +339,7 @@ class Outputs:
             out = Path(self.out)
             count = ledger.snapshot[2] if ledger.snapshot else 0
             files["snapshots"] = {"path": str(out), "count": count}
-            if count and out.suffix.lower() != ".npz":
+            if count and out.suffix.lower() in HDF5_SUFFIXES:
                 files["xdmf"] = str(out.with_suffix(".xmf"))
         if ledger.checkpoint is not None:
             files["checkpoint"] = {"path": str(ledger.checkpoint[1]), "step": ledger.checkpoint[0]}

@@ -10,6 +10,7 @@ from .errors import StencilforgeError
 # top-level module: (distribution users know it by, install hint)
 EXTRAS = {
     "h5py": ("h5py", 'pip install "stencilforge[io]"'),
+    "h5netcdf": ("h5netcdf", 'pip install "stencilforge[netcdf]"'),
     "matplotlib": ("matplotlib", 'pip install "stencilforge[plot]"'),
     "cupy": ("CuPy", 'pip install "stencilforge[gpu]" (CUDA 13) or "stencilforge[cuda12]"'),
     "xarray": ("xarray", 'pip install "stencilforge[xarray]"'),

@@ -1,5 +1,5 @@
-"""Outputs of a run: snapshot series (HDF5 + XDMF, npz), checkpoints, pictures.
+"""Outputs of a run: snapshot series (HDF5 + XDMF, NetCDF, npz), checkpoints, pictures.
 
-h5py and matplotlib are imported by the modules that need them, so the
+h5py, h5netcdf and matplotlib are imported by the modules that need them, so the
 solver and the CLI start without paying for them.
 """

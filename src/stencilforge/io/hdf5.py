@@ -60,7 +60,8 @@ def write_image(path: Path, build) -> None:
 
 
 def series_run_id(path: Path) -> str | None:
-    """The run id recorded in a snapshot file (HDF5 or npz), or None when it is not one of ours."""
+    """The run id recorded in a snapshot file (HDF5, NetCDF-4, whose global attributes are the HDF5 root's, or npz),
+    or None when it is not one of ours."""
     path = Path(path)
     if path.suffix.lower() == ".npz":
         from .npz import read_meta

@@ -13,7 +13,8 @@ from pathlib import Path
 
 from ..errors import StencilforgeError
 
-SNAPSHOT_SUFFIXES = (".h5", ".hdf5", ".npz")
+HDF5_SUFFIXES = (".h5", ".hdf5")  # snapshot files with an XDMF sidecar
+SNAPSHOT_SUFFIXES = (*HDF5_SUFFIXES, ".nc", ".npz")
 
 log = logging.getLogger(__name__)
 

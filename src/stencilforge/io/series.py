@@ -1,4 +1,4 @@
-"""Reading a snapshot series back, from HDF5 or npz, with only complete snapshots visible."""
+"""Reading a snapshot series back, from HDF5, NetCDF or npz, with only complete snapshots visible."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from ..errors import StencilforgeError
 from ..optional import require
 from .hdf5 import FORMAT, complete_steps
 from .meta import RunInfo
+from .netcdf import SERIES, complete_count
 from .npz import META_KEY
 
 
@@ -63,6 +64,8 @@ def open_series(path: str | Path) -> Series:
         raise StencilforgeError(f"no such file: {path}")
     if path.suffix.lower() == ".npz":
         return _open_npz(path)
+    if path.suffix.lower() == ".nc":
+        return _open_nc(path)
     return _open_h5(path)
 
 
@@ -97,8 +100,46 @@ def _open_h5(path: Path) -> Series:
     return Series(path, info, names, steps, times, read, f.close)
 
 
+def _open_nc(path: Path) -> Series:
+    """Read through h5netcdf; an h5py handle on the same file checks, as for HDF5, that every counted snapshot has its data."""
+    h5netcdf = require("h5netcdf", f"reading {path}")
+    try:
+        h5file = require("h5py", f"reading {path}").File(path, "r")
+    except OSError as exc:
+        raise StencilforgeError(f"{path} is not a readable NetCDF-4 file: {str(exc).splitlines()[0]}") from None
+    try:
+        f = h5netcdf.File(h5file, "r")
+        if f.attrs.get("format") != FORMAT:
+            raise StencilforgeError(f"{path} is not a stencilforge snapshot file")
+        info = RunInfo.from_attrs(f.attrs)
+        times = f["time"][:]
+        count = complete_count(times)  # a time is written last: everything it indexes is complete
+        steps, times = f["step"][:count], times[:count]
+        names = tuple(name for name, var in f.variables.items() if name not in SERIES and var.dimensions[:1] == ("time",))
+        for name in names:
+            _check_complete(path, h5file[name], count, info.shape)
+    except (KeyError, ValueError, OSError) as exc:
+        h5file.close()
+        raise StencilforgeError(f"{path} is not a valid stencilforge snapshot file: {exc}") from None
+    except StencilforgeError:
+        h5file.close()
+        raise
+
+    def read(name: str, i: int) -> np.ndarray:
+        try:
+            return f[name][i]
+        except (OSError, ValueError) as exc:
+            raise StencilforgeError(f"{path} is damaged: snapshot {i} of {name} cannot be read ({exc})") from None
+
+    def close() -> None:
+        f.close()
+        h5file.close()
+
+    return Series(path, info, names, steps, times, read, close)
+
+
 def _check_complete(path: Path, ds, count: int, shape: tuple[int, ...]) -> None:
-    """Refuse a file whose /step counts snapshots that a field does not hold: they would read as zeros."""
+    """Refuse a file whose step or time counts snapshots that a field does not hold: they would read as zeros."""
     if ds.shape[0] < count or tuple(ds.shape[1:]) != tuple(shape):
         raise StencilforgeError(f"{path} is damaged: {ds.name} has shape {ds.shape} for {count} snapshots of {shape}")
     if ds.chunks is None or count == 0:
