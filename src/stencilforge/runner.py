@@ -65,7 +65,7 @@ def run(
     `backend` is a name ('auto', 'numpy', 'numba', 'cuda') or a backend instance ('auto' is cuda where an
     initial value is in CUDA memory, else cuda when a GPU is usable, else numba, else numpy); `generated`
     runs every pass as its generated kernel, linear ones too (what the sweeps are checked against). Snapshots of the fields an
-    equation writes go to `out` (.h5 with an .xmf for ParaView, or .npz) every `snapshot_every`
+    equation writes go to `out` (.h5 with an .xmf for ParaView, .nc for xarray, or .npz) every `snapshot_every`
     steps and at the end; the whole state (every time level) goes to `checkpoint` every
     `checkpoint_every` steps and at the end (docs/outputs.md). `resume` continues from such a
     checkpoint for `steps` more steps, bit for bit, appending to `out` if the same run wrote it.

@@ -402,7 +402,7 @@ class Simulation:
         pair = self.backend.equation_pair(p, self.lattice, self.problem.constants, plan[0], plan[1], images)
         if pair is None:
             return f"the {self.backend.name} backend has no two-step kernel for it"
-        self.fused = Launch(lambda arrays, t: pair(arrays, self.params, t, t + self.dt), steps=2)
+        self.fused = Launch(lambda arrays, times: pair(arrays, self.params, *times), steps=2)
         return None
 
     def _fuse_sweep(self) -> str | None:
@@ -428,8 +428,8 @@ class Simulation:
         if carriers is None:
             return f"the walls of its {fused.steps - 2} middle steps do not fit in memory"
         self._carriers = carriers
-        self.fused = Launch(lambda arrays, t: fused(with_walls(arrays, sweep, fused.steps, self._carriers)), steps=fused.steps,
-                            compiling=fused.compiling)
+        self.fused = Launch(lambda arrays, times: fused(with_walls(arrays, sweep, fused.steps, self._carriers)),
+                            steps=fused.steps, compiling=fused.compiling)
         return None
 
     def _carriers_for(self, name: str, steps: int) -> list | None:
@@ -453,14 +453,15 @@ class Simulation:
         level it leaves behind holds an older state than single steps leave there, which no step reads. Returns
         the count."""
         assert self.fused is not None
-        steps, dt = self.fused.steps, self.dt
+        steps = self.fused.steps
+        times = [(self.step_count + s) * self.dt for s in range(steps)]  # as single steps form them
         self._fill_before(self.t)
         for name in self.problem.analysis.written:  # Dirichlet walls of the middle states, ahead
             if name not in self._gathered:
-                self._fill(name, self._slot((name, 1)), self.t + dt)
-                for s, carrier in enumerate(self._carriers, start=2):
-                    self._fill(name, carrier, self.t + s * dt)
-        self.fused(self.arrays(), self.t)
+                self._fill(name, self._slot((name, 1)), times[1])
+                for carrier, t in zip(self._carriers, times[2:]):
+                    self._fill(name, carrier, t)
+        self.fused(self.arrays(), times)
         self._rotate(steps)
         return steps
 

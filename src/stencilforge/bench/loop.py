@@ -158,7 +158,7 @@ class _Equation:
         start = time.perf_counter()
         if sim.fused is not None:
             for _ in range(fused // sim.fused.steps):
-                sim.fused(arrays, 0.0)
+                sim.fused(arrays, [s * sim.dt for s in range(sim.fused.steps)])
         for _ in range(steps - fused):
             for _, run in sim.passes:
                 run(arrays, params, 0.0)
