@@ -699,3 +699,17 @@ def test_a_certainly_unstable_step_is_refused_before_the_run(tmp_path):
     assert CliRunner().invoke(app, ["run", str(path), "--backend", "numpy", "--steps", "2"]).exit_code == 0
     refused = CliRunner().invoke(app, ["run", str(path), "--backend", "numpy", "--steps", "2", "--set", "dt=4e-4"])
     assert refused.exit_code == 2 and "hot: the step for u.next" in refused.output and "would blow up" in refused.output
+
+
+def test_warming_a_pass_stepper_leaves_the_run_bitwise_as_it_was():
+    """The loop's warm-up fills the first step's ghost cells once before the clock starts (a GPU's first kernel
+    calls, a decomposed run's first exchange): the step after it computes the same bits."""
+    from stencilforge.simulation import PassStepper
+
+    p, _ = heat((13, 17))
+    warmed, cold = sf.Simulation(p, NumpyBackend()), sf.Simulation(p, NumpyBackend())
+    PassStepper(warmed).warm()
+    warmed.step(5)
+    cold.step(5)
+    for slot, arr in cold.arrays().items():
+        np.testing.assert_array_equal(warmed.arrays()[slot], arr, err_msg=slot)
