@@ -169,8 +169,11 @@ def test_show_kernel_prints_a_problem_files_generated_code(tmp_path):
     except Exception as exc:  # NVRTC is a test extra; without it the source is still shown
         pytest.skip(f"NVRTC: {exc}")
     assert compiled[:4] == b"\x7fELF"
+    heat9 = str(Path(__file__).resolve().parents[1] / "examples" / "heat9.py")
+    swept = runner.invoke(app, ["show-kernel", heat9, "--shape", "48,48", "--strategy", "rows"])
+    assert swept.exit_code == 0 and "pass 1: u_next, a sweep, strategy rows" in swept.stdout and "sf_rows_u_next(" in swept.stdout
     refused = runner.invoke(app, ["show-kernel", gray_scott, "--strategy", "tiled"])
-    assert refused.exit_code == 2 and "runs as generated passes" in refused.output
+    assert refused.exit_code == 2 and "has none" in refused.output
 
 
 def test_a_problem_file_and_a_named_problem_print_one_summary_format():

@@ -253,12 +253,6 @@ class Outputs:
         if sim.t != ckpt.t:
             raise StencilforgeError(f"cannot resume from {self.resume}: step {ckpt.step} and t={ckpt.t!r} disagree with dt={sim.dt!r}")
 
-    def resume_lowered(self, setup):
-        """(setup with --resume's fields, its step) for a problem that runs as a sweep."""
-        ckpt = checked_checkpoint(self.resume, setup.name, setup.grid.shape, setup.grid.dtype.name, dict(setup.params),
-                                  self.equations)
-        return _with_state(setup, ckpt, self.resume), ckpt.step
-
     def _snapshots(self, setup, info, names, every: int | None, ledger: Ledger) -> StreamingObserver:
         grid = setup.grid
         layout = {name: (grid.shape, grid.dtype) for name in names}

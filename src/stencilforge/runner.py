@@ -1,10 +1,9 @@
 """Running a problem: one call that the API and the CLI share.
 
-Every problem runs its passes (`Simulation`): a pass of one linear equation as
-the backend's hand-scheduled sweep (the CUDA strategies, several steps per pass
-where the step is that sweep alone), any other as its generated kernel. Split
-over MPI ranks, a step of one linear equation without periodic walls still runs
-as the lowered sweep of `distributed.runner`, until the decomposed runners are one.
+Every problem runs its passes (`Simulation`, or `DecomposedSimulation` for this
+rank's block under MPI): a pass of one linear equation as the backend's
+hand-scheduled sweep (the CUDA strategies, several steps per pass where the step
+is that sweep alone in one process), any other as its generated kernel.
 """
 
 from __future__ import annotations
@@ -24,14 +23,12 @@ from .boundary import Periodic
 from .errors import StencilforgeError
 from .fingerprint import canonical
 from .interop import backend_for
-from .ir.analysis import slot_name
 from .ir.stability import unstable
 from .problem import Problem
-from .problems.base import lowered, lowers
 from .progress import reporter
 from .resources import node_peers, thread_count, use_numba_threads
 from .simulation import PassStepper, Simulation
-from .timeloop import LoopOptions, Result, StopRequest, never_fuses, run as run_loop, run_stepper, stop_on_signals, stopped_line
+from .timeloop import LoopOptions, Result, StopRequest, never_fuses, run_stepper, stop_on_signals, stopped_line
 
 if TYPE_CHECKING:
     from .jobs import Outputs
@@ -130,8 +127,6 @@ def run_with(
     if check_every < 1:
         raise StencilforgeError(f"check_every must be at least 1, got {check_every}")
     total = problem.default_steps if steps is None and tol is None else steps
-    periodic = any(isinstance(c, Periodic) for conds in problem.boundary.values() for c in conds)
-    sweep = (comm is not None and not generated and lowers(problem) and not periodic and problem.grid.ndim in engine.sweep_ndims)
     if outputs is not None:  # under MPI rank 0 alone holds the files, and a refusal on any rank stops every rank
         asked = replace(outputs, equations=canonical(problem), writer=comm is None or comm.rank == 0)
         if comm is None:
@@ -152,11 +147,8 @@ def run_with(
           outputs if outputs is not None else nullcontext(), closing(shown) if shown is not None else nullcontext()):
         report = shown if progress is True else progress or None  # the output files above are this run's until it ends
         loop = dict(check_every=check_every, progress=report, fuse_steps=fuse_steps, stop=request)
-        if sweep:
-            result = _run_lowered(problem, engine, total, tol, params, loop, outputs, comm, procs)
-        else:
-            result = _run_passes(problem, engine, problem.default_steps if total is None else total, tol, params, loop,
-                                 outputs, comm, procs, sweeps=not generated)
+        result = _run_passes(problem, engine, problem.default_steps if total is None else total, tol, params, loop,
+                             outputs, comm, procs, sweeps=not generated)
         engine.settle()  # nothing of the run keeps compiling after it returns
     result.summary["threads"] = count
     result.coords = {name: problem.grid.values(name) for name in problem.grid.axis_names}
@@ -184,38 +176,8 @@ def _numba_threads(engine, threads: int | None, comm) -> Iterator[int | None]:
         numba.set_num_threads(before)
 
 
-def _run_lowered(problem, engine, steps, tol, params, loop: dict, outputs, comm, procs) -> Result:
-    start = time.perf_counter()
-    setup = lowered(problem, overrides=params, xp=engine.xp if comm is None else np)
-    setup_s = time.perf_counter() - start
-    if tol is not None and steps is None:
-        steps = problem.default_steps
-    start_step = 0
-    if outputs is not None and outputs.resume is not None:
-        setup, start_step = outputs.resume_lowered(setup)
-    opts = LoopOptions(steps=steps, tol=tol, start_step=start_step, **loop)
-    names = [f.name for f in problem.analysis.fields]
-    if comm is None:
-        result = outputs.run(setup, engine, opts) if outputs is not None else run_loop(setup, engine, opts)
-        fields = {name: result.fields[name] for name in names}
-    else:
-        from .distributed import Decomposition, gather, run_decomposed
-
-        if outputs is not None:
-            result = outputs.run_decomposed(setup, engine, opts, comm, procs)
-        else:
-            result = run_decomposed(setup, engine, opts, procs, comm)
-        decomp = Decomposition(tuple(result.summary["shape"]), tuple(result.summary["procs"]))
-        fields = {name: gather(comm, decomp, engine.to_host(result.fields[name])) for name in names}
-    s = result.summary
-    s.update(setup_s=setup_s, passes_per_step=1, sweeps={slot_name(problem.analysis.passes[0].writes[0]): s.get("strategy")},
-             params=problem.values(params))
-    return Result(fields, s)
-
-
 def _run_passes(problem, engine, total, tol, params, loop: dict, outputs, comm, procs, sweeps: bool) -> Result:
-    """The step's passes in the time loop (`sweeps`: linear ones as sweeps): the same checks, observers and summary
-    as a lowered step."""
+    """The step's passes in the time loop (`sweeps`: linear ones as sweeps), in one process or this rank's block."""
     start = time.perf_counter()
     decomposed = None
     if comm is None:

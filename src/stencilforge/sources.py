@@ -1,41 +1,63 @@
 """The code a run of a problem compiles, for people to read (`stencilforge show-kernel`); no GPU needed.
 
-A problem whose step lowers to a sweep shows the sweep's kernels (the CUDA
-strategy `auto` or `strategy` picks, or numba's row kernel), with the
-residual's reduction; any other problem shows each generated pass's kernel
-with the schedule and ghost-image stores a run uses, and on CUDA the
-two-steps-per-pass kernel where the run would take one. The passes are found
-by building the problem's `Simulation` on NumPy, with a stand-in that keeps
-the source each pass would be compiled from.
+The problem's `Simulation` is built on NumPy with a stand-in backend that keeps
+the source each stage would be compiled from, so what is shown is what a run
+takes: a pass of one linear equation as its sweep (the CUDA strategy `auto` or
+`strategy` picks, and on CUDA the kernel of several steps a pass where the run
+fuses them; numba's row kernel), any other pass as its generated kernel with the
+schedule and ghost-image stores a run uses, and on CUDA the two-steps-per-pass
+kernel where the run would take one.
 """
 
 from __future__ import annotations
 
-from .backends.cuda import kernel_source
-from .backends.cuda.backend import pair_kernel, pass_kernel
+from .backends.cuda import codegen
+from .backends.cuda.backend import pair_kernel, pass_kernel, resolve
+from .backends.cuda.kernel import module_source
+from .backends.cuda.schedules.fused import fused_applicable, fused_sweep
+from .backends.cuda.tune import fused_choice
 from .backends.numba_cpu import constant_shape, sweep_source
 from .backends.numpy_ref import NumpyBackend
 from .errors import StencilforgeError
 from .ir.analysis import slot_name
 from .printers import numba as printers_numba
 from .problem import Problem
-from .problems.base import lowered, lowers
 from .simulation import Simulation
 
 TARGETS = ("cuda", "numba")
 
 
 class _Recorder:
-    """NumPy's backend, keeping the source `target` would compile for each pass (and for a two-step pass)."""
+    """NumPy's backend, keeping the source `target` would compile for each pass (and for a fused pass)."""
 
-    def __init__(self, target: str):
-        self.target = target
+    def __init__(self, target: str, strategy: str):
+        self.target, self.strategy = target, strategy
         self.writes_ghost_images = target == "cuda"
+        self.sweep_ndims = (2, 3) if target == "cuda" else (1, 2, 3)
+        self.fuses_steps = target == "cuda"  # numba's fused sweeps are not shown
         self.sources: list[str] = []
+        self.swept = False
         self._numpy = NumpyBackend()
 
     def __getattr__(self, name: str):
         return getattr(self._numpy, name)
+
+    def sweep(self, sweep, grid, background: bool = False):
+        self.swept = True
+        head = f"pass {len(self.sources) + 1}: {sweep.out}, a sweep"
+        if self.target == "cuda":
+            k = resolve(sweep, self.strategy, None, grid.shape, grid.dtype)
+            self.sources.append(module_source([k], grid.dtype, f"{head}, strategy {k.strategy}, tile {k.tile}, block {k.block}"))
+        else:
+            self.sources.append(f"# {head}\n{sweep_source(sweep, reduce=False, padded=constant_shape(grid))}")
+        return self._numpy.sweep(sweep, grid)
+
+    def sweep_fused(self, sweep, grid):
+        steps, tile, blocks = fused_choice(sweep, grid.dtype)
+        if self.strategy == "auto" and fused_applicable(sweep, steps) is None and grid.ghost >= sweep.radius:
+            k = fused_sweep(sweep, grid.dtype, tuple(tile), f"sf_fused{steps}_{sweep.out}", steps, min_blocks=blocks)
+            self.sources.append(module_source([k], grid.dtype, f"{steps} steps per pass (where the run fuses them), tile {k.tile}"))
+        return None
 
     def equation_pass(self, p, lattice, constants, images=None, background: bool = False):
         writes = ", ".join(slot_name(s) for s in p.writes)
@@ -58,24 +80,12 @@ def problem_source(problem: Problem, backend: str = "cuda", strategy: str = "aut
     """The kernels a run of `problem` on `backend` ("cuda" or "numba") compiles, as source text."""
     if backend not in TARGETS:
         raise StencilforgeError(f"show-kernel shows the {' and '.join(TARGETS)} backends' code, not {backend!r}")
-    sweeps = (2, 3) if backend == "cuda" else (1, 2, 3)
-    if lowers(problem) and problem.grid.ndim in sweeps:
-        setup = lowered(problem)
-        if backend == "cuda":
-            return kernel_source(setup, strategy)
-        if strategy != "auto":
-            raise StencilforgeError("--strategy applies to the cuda backend")
-        padded = constant_shape(setup.grid)
-        assert setup.sweep is not None, "a lowered problem steps by a sweep"
-        texts = [sweep_source(setup.sweep, reduce=False, padded=padded)]
-        if setup.residual is not None:
-            texts.append(sweep_source(setup.residual, reduce=True, padded=padded))
-        return "\n".join(texts)
-    if strategy != "auto":
-        raise StencilforgeError(f"--strategy chooses among the schedules of one linear equation; {problem.name} runs "
-                                "as generated passes")
-    recorder = _Recorder(backend)
+    if strategy != "auto" and (backend != "cuda" or strategy not in codegen.STRATEGIES):
+        raise StencilforgeError(f"--strategy chooses among the CUDA schedules ({', '.join(codegen.STRATEGIES)}) of a linear pass")
+    recorder = _Recorder(backend, strategy)
     sim = Simulation(problem, recorder)
-    if backend == "cuda":
-        sim.build_fused()
+    if strategy != "auto" and not recorder.swept:
+        raise StencilforgeError(f"--strategy chooses among the schedules of a linear pass; {problem.name} has none: its passes "
+                                "run as generated kernels")
+    sim.build_fused()
     return "\n".join(recorder.sources)
