@@ -138,7 +138,7 @@ class Simulation:
         """The level's initial values; on a device, in the layout of its sweep kernels (`Backend.field`: rows on
         cache lines) where every stage of the step is a sweep (a generated pass takes C-contiguous arrays)."""
         arr = initial_array(self.problem, self.lattice, name, level, self.params, self.dt, self.xp)
-        if self.backend.device and not self.decomposed and len(self.sweeps) == len(self.problem.analysis.stages):
+        if self.backend.device and len(self.sweeps) == len(self.problem.analysis.stages):
             return self.backend.field(arr, self.lattice.ghost)
         return arr
 

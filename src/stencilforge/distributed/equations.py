@@ -86,7 +86,7 @@ class DecomposedSimulation(Simulation):
             for end, ends in faces_of(axis, cond, faces):
                 if isinstance(end, Dirichlet) and isinstance(end.value, Expr):
                     end = wall_values(end.value, self.params, self.xp)
-                fill = bind(end, lat, self.backend, faces=ends)
+                fill = bind(end, lat, self.backend, faces=ends, pitch=self._pitch)
                 if isinstance(end, Dirichlet) and end.static:
                     static.append((True, fill))
                 else:
