@@ -204,3 +204,24 @@ def test_progress_without_a_terminal_is_a_line_every_few_seconds(monkeypatch, ca
     assert lines and "/30 (" in lines[-1] and "steps/s" in lines[-1] and "s left" in lines[-1], lines
     monkeypatch.setattr(progress, "watching", lambda: True)
     assert isinstance(progress.reporter("x"), progress.LazyProgress)
+
+
+def test_a_problem_files_run_takes_the_loop_options_a_named_problem_takes(monkeypatch):
+    """--stall-checks and --halo reach the run of a problem file (they were ignored there); --overlap, which only
+    the named problems' runner has, is refused in one line."""
+    from pathlib import Path
+
+    import stencilforge.runner
+
+    seen = {}
+
+    def run_with(problem, outputs, **kw):
+        seen.update(kw)
+        raise SystemExit(0)
+
+    monkeypatch.setattr(stencilforge.runner, "run_with", run_with)
+    heat9 = str(Path(__file__).resolve().parents[1] / "examples" / "heat9.py")
+    invoke("run", heat9, "--shape", "16,16", "--steps", "4", "--backend", "numpy", "--stall-checks", "3", "--halo", "host")
+    assert seen["stall_checks"] == 3 and seen["halo"] == "host"
+    refused = invoke("run", heat9, "--shape", "16,16", "--overlap")
+    assert refused.exit_code == 2 and "--overlap is not available for problem files" in refused.output

@@ -200,7 +200,8 @@ def _output_cell(file: str | dict) -> str:
 
 
 def run_problem_file(path: str, shape, steps, tol, dtype, backend: str, settings: dict, check_every: int, as_json: bool,
-                     files: dict, procs=None, fuse_steps: bool = True, threads: int | None = None) -> None:
+                     files: dict, procs=None, fuse_steps: bool = True, threads: int | None = None, stall_checks: int = 20,
+                     halo: str = "auto") -> None:
     """Run a problem file's build(); its constants are the parameters --set may change; `files` are
     the output options of `Outputs` (snapshots, checkpoints, overwrite), whose files record this command
     line and the file's text. Under mpiexec (or with --procs) it runs decomposed and rank 0 alone prints.
@@ -226,11 +227,13 @@ def run_problem_file(path: str, shape, steps, tol, dtype, backend: str, settings
     outputs = None
     if any(value is not None for key, value in files.items() if key != "overwrite"):
         outputs = Outputs(**files, problem_file=Path(path).read_text(encoding="utf-8", errors="replace"))
-    bar = (LazyProgress(problem.name) if not as_json and watching() else ProgressLines(problem.name)) if world_rank() == 0 else None
+    interactive = not as_json and watching() and world_rank() == 0
+    bar = (LazyProgress(problem.name) if interactive else ProgressLines(problem.name)) if world_rank() == 0 else None
     try:
         with stop_on_signals() as stop:
             result = run_with(problem, outputs, steps=steps, tol=tol, backend=backend, params=settings, check_every=check_every,
-                              progress=bar, comm=comm, procs=procs, fuse_steps=fuse_steps, stop=stop, threads=threads)
+                              progress=bar, comm=comm, procs=procs, fuse_steps=fuse_steps, stop=stop, threads=threads,
+                              stall_checks=stall_checks, status=StatusLine() if interactive else None, halo=halo)
     finally:
         if bar is not None:
             bar.close()
@@ -412,14 +415,14 @@ def run(
     from .jobs import Outputs
 
     if problem is not None and problem.endswith(".py"):
-        others = dict(png=png, strategy=strategy)
+        others = dict(png=png, strategy=strategy, overlap=overlap)
         given = [k for k, v in others.items() if v is not None]
         if given:
             raise StencilforgeError(f"--{given[0].replace('_', '-')} is not available for problem files yet: run them without it")
         files = dict(out=out_file, snapshot_every=snapshot_every, checkpoint=checkpoint, checkpoint_every=checkpoint_every,
                      resume=resume, overwrite=overwrite)
         run_problem_file(problem, parse_ints(shape, "--shape"), steps, tol, dtype, backend, parse_settings(settings), check_every,
-                         as_json, files, parse_ints(procs, "--procs"), fuse_steps, threads)
+                         as_json, files, parse_ints(procs, "--procs"), fuse_steps, threads, stall_checks, halo)
         return
     if settings:
         raise StencilforgeError("--set applies to problem files (NAME.py); the named problems take their own options")

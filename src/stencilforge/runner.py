@@ -108,9 +108,13 @@ def run_with(
     fuse_steps: bool = True,
     stop: StopRequest | None = None,
     threads: int | None = None,
+    stall_checks: int = 20,
+    status: Callable[[str | None], None] | None = None,
+    halo: str = "auto",
 ) -> Result:
     """`run` with its files given as `Outputs`, not yet prepared: the CLI's, which name its options in errors
-    and record its command line and problem file. The problem's equations are recorded here."""
+    and record its command line and problem file. The problem's equations are recorded here. `stall_checks`,
+    `status`: as `LoopOptions` has them; `halo`: how a decomposed run's halos travel (`distributed.choose_transport`)."""
     if comm is None and procs is not None:
         from .distributed import world
 
@@ -146,9 +150,10 @@ def run_with(
     with (nullcontext(stop) if stop is not None else stop_on_signals() as request, _numba_threads(engine, threads, comm) as count,
           outputs if outputs is not None else nullcontext(), closing(shown) if shown is not None else nullcontext()):
         report = shown if progress is True else progress or None  # the output files above are this run's until it ends
-        loop = dict(check_every=check_every, progress=report, fuse_steps=fuse_steps, stop=request)
+        loop = dict(check_every=check_every, progress=report, fuse_steps=fuse_steps, stop=request, stall_checks=stall_checks,
+                    status=status)
         result = _run_passes(problem, engine, problem.default_steps if total is None else total, tol, params, loop,
-                             outputs, comm, procs, sweeps=not generated)
+                             outputs, comm, procs, sweeps=not generated, halo=halo)
         engine.settle()  # nothing of the run keeps compiling after it returns
     result.summary["threads"] = count
     result.coords = {name: problem.grid.values(name) for name in problem.grid.axis_names}
@@ -176,7 +181,7 @@ def _numba_threads(engine, threads: int | None, comm) -> Iterator[int | None]:
         numba.set_num_threads(before)
 
 
-def _run_passes(problem, engine, total, tol, params, loop: dict, outputs, comm, procs, sweeps: bool) -> Result:
+def _run_passes(problem, engine, total, tol, params, loop: dict, outputs, comm, procs, sweeps: bool, halo: str) -> Result:
     """The step's passes in the time loop (`sweeps`: linear ones as sweeps), in one process or this rank's block."""
     start = time.perf_counter()
     decomposed = None
@@ -185,7 +190,7 @@ def _run_passes(problem, engine, total, tol, params, loop: dict, outputs, comm, 
     else:
         from .distributed.equations import DecomposedSimulation
 
-        sim = decomposed = DecomposedSimulation(problem, engine, params, comm, procs, sweeps=sweeps)
+        sim = decomposed = DecomposedSimulation(problem, engine, params, comm, procs, halo, sweeps=sweeps)
     setup_s = time.perf_counter() - start
     opts = LoopOptions(steps=total, tol=tol, **loop)
     if outputs is not None:
