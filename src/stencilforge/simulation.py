@@ -507,8 +507,17 @@ class Simulation:
         return self.arrays()
 
     def load(self, step: int, arrays: Mapping[str, np.ndarray]) -> None:
-        """Continue from `state()` saved at global step `step`: the same bits as the run that saved it."""
-        expected = {name: (arr.shape, arr.dtype) for name, arr in self.arrays().items()}
+        """Continue from `state()` saved at global step `step`: the same bits as the run that saved it. A checkpoint of
+        a step that ran as a lowered sweep (`problems.base.lowered`) names its levels as that path did: u_new for
+        u_next, and a leapfrog keeps u and u_prev only (its next level is written before it is read)."""
+        arrays = dict(arrays)
+        current = self.arrays()
+        for name, levels in self.levels.items():
+            if f"{name}_new" in arrays and f"{name}_next" not in arrays:
+                arrays[f"{name}_next"] = arrays.pop(f"{name}_new")
+            if len(levels) == 3 and f"{name}_next" not in arrays and f"{name}_prev" in arrays:
+                arrays[f"{name}_next"] = current[f"{name}_next"]
+        expected = {name: (arr.shape, arr.dtype) for name, arr in current.items()}
         found = {name: (arr.shape, arr.dtype) for name, arr in arrays.items()}
         if expected != found:
             raise StencilforgeError(f"the saved fields {sorted(found)} do not match {self.problem.name}'s {sorted(expected)}")
