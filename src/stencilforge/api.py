@@ -31,14 +31,22 @@ def solve(
     **params,
 ) -> Result:
     """Run a named problem to completion and return its final fields and summary, as `stencilforge run` does:
-    poisson2d and poisson3d by multigrid (`steps` caps its cycles) unless `method="jacobi"`."""
+    poisson2d and poisson3d by multigrid (`steps` caps its cycles) unless `method="jacobi"` (to `problems.JACOBI_TOL`
+    where neither `steps` nor `tol` is given); a problem of equations through `sf.run`, as a problem of your own."""
     if method not in (None, "multigrid", "jacobi"):
         raise StencilforgeError(f"method must be multigrid or jacobi, got {method!r}")
     if method is not None and problem not in problems.POISSON:
         raise StencilforgeError(f"method applies to {', '.join(problems.POISSON)}, not {problem}")
+    if problem not in problems.OPERATORS and not (problem in problems.POISSON and method != "jacobi"):
+        from .runner import run as run_problem
+
+        if problem in problems.POISSON and steps is None and tol is None:
+            tol = problems.JACOBI_TOL
+        return run_problem(problems.problem(problem, shape, dtype, **params), steps, tol, backend, check_every=check_every,
+                           progress=progress)
     setup = problems.build(problem, shape=shape, dtype=dtype, **params)
     coords = {name: setup.grid.coords(axis, ghosts=False) for axis, name in enumerate(AXIS_NAMES[setup.grid.ndim])}
-    if problem in problems.POISSON and method != "jacobi":
+    if problem in problems.POISSON:
         from .solvers import solve_setup
 
         solved = solve_setup(setup, backend=backend, tol=tol, max_cycles=steps)

@@ -11,6 +11,7 @@ from types import ModuleType
 
 from ..errors import StencilforgeError
 from ..plan import PointSource, Setup
+from ..problem import Problem
 
 MODULES: dict[str, tuple[str, tuple[int, ...]]] = {  # name -> (module, leading arguments of its build)
     "poisson2d": ("poisson2d", ()),
@@ -22,6 +23,8 @@ MODULES: dict[str, tuple[str, tuple[int, ...]]] = {  # name -> (module, leading 
 }
 NAMES = tuple(MODULES)
 POISSON = ("poisson2d", "poisson3d")  # the problems `run --method multigrid` solves
+OPERATORS = ("derivatives",)  # named, but operators applied to an array, not problems of equations
+JACOBI_TOL = 1e-6  # where a Poisson problem's Jacobi run is given neither steps nor a tolerance
 
 
 ON_DEVICE = ("heat2d", "heat3d", "poisson2d", "wave3d")  # written with the API: fields can start where they live
@@ -38,10 +41,19 @@ def parameters(name: str) -> tuple[str, ...]:
     return _module(name).PARAMS
 
 
-def build(name: str, shape=None, dtype=None, xp=None, **params) -> Setup:
-    """Instantiate a problem; parameters that do not apply to it are refused. With `xp` (CuPy) a
-    problem written with the equation API evaluates its initial fields on the device."""
+def problem(name: str, shape=None, dtype=None, **params) -> Problem:
+    """The named problem as an `sf.Problem`, what `sf.run` steps (the derivative operators are not one: `build`);
+    parameters that do not apply to it are refused."""
     module = _module(name)
+    if not hasattr(module, "problem"):
+        raise StencilforgeError(f"{name} is an operator, not a problem of equations")
+    given = _given(name, module, shape, dtype, params)
+    made = module.problem(*MODULES[name][1], **given)
+    return made[0] if isinstance(made, tuple) else made
+
+
+def _given(name: str, module: ModuleType, shape, dtype, params: dict) -> dict:
+    """The keyword arguments of a module's builder: the parameters it takes, given (not None), shape and dtype."""
     extra = sorted(k for k, v in params.items() if v is not None and k not in module.PARAMS)
     if extra:
         raise StencilforgeError(f"{name} does not take {', '.join('--' + k for k in extra)}")
@@ -50,9 +62,17 @@ def build(name: str, shape=None, dtype=None, xp=None, **params) -> Setup:
         given["dtype"] = dtype
     if shape is not None:
         given["shape"] = tuple(int(n) for n in shape)
+    return given
+
+
+def build(name: str, shape=None, dtype=None, xp=None, **params) -> Setup:
+    """Instantiate a problem; parameters that do not apply to it are refused. With `xp` (CuPy) a
+    problem written with the equation API evaluates its initial fields on the device."""
+    module = _module(name)
+    given = _given(name, module, shape, dtype, params)
     if xp is not None and name in ON_DEVICE:
         given["xp"] = xp
     return module.build(*MODULES[name][1], **given)
 
 
-__all__ = ["MODULES", "NAMES", "PointSource", "Setup", "build", "parameters"]
+__all__ = ["MODULES", "NAMES", "PointSource", "Setup", "build", "parameters", "problem"]
