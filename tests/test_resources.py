@@ -56,7 +56,7 @@ def test_a_memory_error_anyway_is_one_line(monkeypatch):
     def no_memory(*args, **kwargs):
         raise MemoryError
 
-    monkeypatch.setattr("stencilforge.jobs.Outputs.setup", no_memory)
+    monkeypatch.setattr("stencilforge.runner.Simulation", no_memory)
     assert "out of memory" in one_line(invoke("run", "heat2d", "--shape", "16,16", "--backend", "numpy"))
 
 

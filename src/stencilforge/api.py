@@ -42,7 +42,7 @@ def solve(
 
         if problem in problems.POISSON and steps is None and tol is None:
             tol = problems.JACOBI_TOL
-        return run_problem(problems.problem(problem, shape, dtype, **params), steps, tol, backend, check_every=check_every,
+        return run_problem(problems.problem(problem, shape, dtype, **params)[0], steps, tol, backend, check_every=check_every,
                            progress=progress)
     setup = problems.build(problem, shape=shape, dtype=dtype, **params)
     coords = {name: setup.grid.coords(axis, ghosts=False) for axis, name in enumerate(AXIS_NAMES[setup.grid.ndim])}

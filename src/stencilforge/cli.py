@@ -142,7 +142,8 @@ def _human_summary(s: dict, source: str | None = None) -> None:
     where = f" ({source})" if source else ""
     table.add_row("problem", f"{s['problem']}{where}  {'x'.join(map(str, s['shape']))}  {s['dtype']}")
     fused = f", {s['fused_steps']} steps {s['steps_per_pass']} per pass" if s.get("fused_steps") else ""
-    kernels = f" ({s['strategy']}{fused})" if "strategy" in s else (f" ({fused[2:]})" if fused else "")
+    ran = [v for v in s.get("sweeps", {}).values() if v] or ([s["strategy"]] if "strategy" in s else [])
+    kernels = f" ({', '.join(ran)}{fused})" if ran else (f" ({fused[2:]})" if fused else "")
     passes = f", {s['passes_per_step']} passes per step" if s.get("passes_per_step", 1) > 1 else ""
     threads = f", {s['threads']} thread{'s' if s['threads'] > 1 else ''}" if s.get("threads") else ""
     table.add_row("backend", s["backend"] + kernels + passes + threads)
@@ -436,6 +437,14 @@ def run(
             raise StencilforgeError(f"{', '.join(refused)} apply to --method jacobi, not multigrid")
         _run_multigrid(problem, shape, dtype, backend, tol, steps, as_json, procs)
         return
+    params = dict(alpha=alpha, dt=dt, radius=radius, velocity=velocity, c=c, source=source, frequency=frequency,
+                  axis=axis, accuracy=accuracy)
+    if not _operator(problem, resume):
+        files = dict(snapshot_every=snapshot_every, out=out_file, compression=compression, checkpoint_every=checkpoint_every,
+                     checkpoint=checkpoint, resume=resume, png=png, overwrite=overwrite)
+        _run_named(problem, parse_ints(shape, "--shape"), dtype, params, files, backend, strategy, steps, tol, check_every,
+                   fuse_steps, threads, stall_checks, halo, overlap, parse_ints(procs, "--procs") if mpi else None, mpi, as_json)
+        return
 
     asked = Outputs(
         snapshot_every=snapshot_every, out=out_file, compression=compression, checkpoint_every=checkpoint_every,
@@ -443,8 +452,6 @@ def run(
     )
     # under MPI rank 0 alone holds the files, and a refusal on any rank stops every rank
     with (agree(world(), lambda: asked.prepare(problem)) if mpi else asked.prepare(problem)) as outputs:
-        params = dict(alpha=alpha, dt=dt, radius=radius, velocity=velocity, c=c, source=source, frequency=frequency,
-                      axis=axis, accuracy=accuracy)
         peers = node_peers(world()) if mpi else None
         resumed = outputs.resumed
         name = problem or (resumed.problem if resumed else None)
@@ -483,6 +490,66 @@ def run(
                 bar.close()
     if thread_total is not None:
         result.summary["threads"] = thread_total
+    _report(result.summary, as_json, root)
+
+
+def _operator(problem: str | None, resume: str | None) -> bool:
+    """Whether `run` applies a named operator (derivatives), which runs as its own kernel family, not as passes."""
+    if problem is None and resume is not None:
+        from .io.checkpoint import peek
+
+        problem = peek(resume)[0].problem
+    return problem in problems.OPERATORS
+
+
+def _run_named(problem: str | None, shape, dtype: str | None, params: dict, files: dict, backend: str, strategy: str | None,
+               steps: int | None, tol: float | None, check_every: int, fuse_steps: bool, threads: int | None, stall_checks: int,
+               halo: str, overlap: bool | None, procs, mpi: bool, as_json: bool) -> None:
+    """A named problem of equations through `run_with`, as a problem file runs: its sf.Problem from the catalogue
+    (or from --resume's checkpoint), the parameters that built it recorded in its files."""
+    from .jobs import Outputs, named_problem
+    from .runner import run_with
+
+    if overlap is not None:
+        raise StencilforgeError("--overlap is not available: the named problems run as their passes, whose halo exchange "
+                                "is not overlapped (on 2 H200s it was no faster: docs/mpi.md)")
+    stored = None
+    if files["resume"] is not None:
+        from .io.checkpoint import peek
+
+        stored = peek(files["resume"])[0]
+    name = problem or (stored.problem if stored else None)
+    assert name is not None, "_operator read the problem from --resume"
+    peers = node_peers(world()) if mpi else None
+    if name in problems.NAMES:  # another's checkpoint is refused by named_problem, in one line
+        probed = {k: v for k, v in {**(stored.params if stored else {}), **params}.items()
+                  if v is not None and k != "velocity" and k in problems.parameters(name)}
+        check_host_memory(name, shape or (stored.shape if stored else None),  # before the problem's arrays are made
+                          lambda small: problems.build(name, shape=small, dtype=dtype or (stored.dtype if stored else None), **probed),
+                          snapshots=files["snapshot_every"] is not None,
+                          checkpoints=files["checkpoint_every"] is not None or stored is not None, processes=len(peers) if peers else 1)
+    made, recorded = named_problem(problem, shape, dtype, params, files["resume"])
+    if mpi and backend in ("auto", "cuda"):
+        bind_device(world())
+    engine = get_backend(backend, **({"strategy": strategy} if strategy else {}))
+    if strategy and engine.name != "cuda":
+        raise StencilforgeError(f"--strategy applies to the cuda backend, not {engine.name}")
+    if threads is not None and engine.name != "numba":
+        raise StencilforgeError(f"--threads applies to the numba backend, not {engine.name}")
+    if made.name in problems.POISSON and steps is None and tol is None:
+        tol = problems.JACOBI_TOL
+    root = world_rank() == 0
+    interactive = not as_json and sys.stderr.isatty() and root
+    bar = (LazyProgress(made.name) if interactive else ProgressLines(made.name)) if root else None
+    try:
+        with stop_on_signals() as stop:
+            result = run_with(made, Outputs(**files, params=recorded), steps=steps, tol=tol, backend=engine, check_every=check_every,
+                              progress=bar, comm=world() if mpi else None, procs=procs, fuse_steps=fuse_steps, stop=stop,
+                              threads=threads, stall_checks=stall_checks, status=StatusLine() if interactive else None, halo=halo)
+    finally:
+        if bar is not None:
+            bar.close()
+    result.summary["params"] = {**recorded, **result.summary.get("params", {})}
     _report(result.summary, as_json, root)
 
 

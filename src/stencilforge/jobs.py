@@ -52,6 +52,7 @@ class Outputs:
     command_line: str | None = None
     equations: str = ""  # the sf.Problem's canonical text: recorded in every file, and a resume must match it
     problem_file: str = ""  # the problem file's text, recorded in every file, when the run was started from one
+    params: dict = field(default_factory=dict)  # what built a named problem (radius, velocity, ...), recorded beside its constants
     overwrite: bool = False
     run_id: str = ""  # set by prepare: new for a fresh run, the checkpoint's when resuming
     resume_step: int | None = None  # set by prepare when resuming
@@ -207,10 +208,12 @@ class Outputs:
         problem = sim.problem
         ledger = Ledger(checkpoint=(sim.step_count, Path(self.resume)) if self.resume is not None else None)
         if sim.decomposed:
+            if self.png is not None:
+                raise StencilforgeError("--png is not available for decomposed (MPI) runs yet; use --snapshot-every and plot")
             observers = self._gathered_observers(sim, ledger)
         else:
             view = Setup(name=problem.name, grid=sim.lattice, fields=sim.state(), dt=sim.dt, default_steps=problem.default_steps,
-                         solution=problem.analysis.written[0], params=dict(sim.params))
+                         solution=problem.analysis.written[0], params={**self.params, **sim.params})
             observers = self._observers(view, sim.backend.name, ledger, problem.analysis.written)
         try:
             opts = replace(opts, observers=(*opts.observers, *observers))
@@ -218,7 +221,18 @@ class Outputs:
             result = run_stepper(lambda: PassStepper(sim, single), sim.backend, opts)
         except OutputError:  # raised on rank 0 of a decomposed run; the other ranks raise the broadcast message
             raise StencilforgeError(f"{ledger.failures[0]}; run stopped. {ledger.describe()}") from None
+        if self.png is not None:
+            name = problem.analysis.written[0]
+            self._draw(name, sim.lattice, problem.name, sim.backend.to_host(result.fields[name]), result.summary, ledger)
         return self._report(result, ledger) if not sim.decomposed or sim.cart.rank == 0 else result
+
+    def _draw(self, name: str, grid, problem: str, values, summary: dict, ledger: Ledger) -> None:
+        """--png: the field `name`'s final values."""
+        assert self.png is not None, "only a run with --png draws"
+        try:
+            plot_array(self.png, values, View(problem, name, grid.spacing, grid.lower), summary["t"], summary["step"])
+        except OSError as exc:
+            raise StencilforgeError(f"writing {self.png} failed: {exc}. {ledger.describe()}") from None
 
     def _gathered_observers(self, sim, ledger: Ledger) -> list:
         """A decomposed run's outputs: every rank sends its part of the fields at each output step, and rank 0
@@ -231,7 +245,7 @@ class Outputs:
         # the global fields' shapes and dtypes, which no rank holds: views of one element, no memory
         layout = {name: np.broadcast_to(np.zeros((), arr.dtype), grid.padded_shape) for name, arr in sim.state().items()}
         view = Setup(name=problem.name, grid=grid, fields=layout, dt=sim.dt, default_steps=problem.default_steps,
-                     solution=problem.analysis.written[0], params=dict(sim.params))
+                     solution=problem.analysis.written[0], params={**self.params, **sim.params})
         root = sim.cart.rank == 0
         observers = agree(sim.cart, lambda: self._observers(view, sim.backend.name, ledger, problem.analysis.written)
                           if root else [])
@@ -295,12 +309,7 @@ class Outputs:
         except OutputError:
             raise StencilforgeError(f"{ledger.failures[0]}; run stopped. {ledger.describe()}") from None
         if self.png is not None:
-            name = setup.solution
-            view = View(setup.name, name, setup.grid.spacing, setup.grid.lower)
-            try:
-                plot_array(self.png, backend.to_host(result.fields[name]), view, result.summary["t"], result.summary["step"])
-            except OSError as exc:
-                raise StencilforgeError(f"writing {self.png} failed: {exc}. {ledger.describe()}") from None
+            self._draw(setup.solution, setup.grid, setup.name, backend.to_host(result.fields[setup.solution]), result.summary, ledger)
         return self._report(result, ledger)
 
     def run_decomposed(self, setup, backend, opts: LoopOptions, comm, procs=None, halo: str = "auto", overlap=None) -> Result:
@@ -362,6 +371,44 @@ def _stored_velocity(ckpt, path: Path) -> str:
     return str(path)
 
 
+def named_problem(name: str | None, shape, dtype: str | None, params: dict, resume: str | Path | None = None):
+    """(the named problem `name` as an sf.Problem, the parameters that built it, which its files record), fresh, or as
+    the checkpoint `resume` holds it: what is given must agree with the checkpoint (problem, shape, dtype, parameters),
+    the rest comes from it; a wave speed model read from a .npy comes back from the checkpoint's field, so a resume
+    needs neither the file nor the directory it was named relative to."""
+    given = {k: v for k, v in params.items() if v is not None}
+    if resume is None:
+        assert name is not None, "prepare asks for a problem or --resume"
+        return problems.problem(name, shape=shape, dtype=dtype, **given)
+    from .io.checkpoint import peek, read
+
+    info, _ = peek(resume)
+    _agrees(info, resume, name, shape, dtype, given)
+    if info.problem not in problems.NAMES:
+        raise StencilforgeError(f"cannot resume from {resume}: {info.problem!r} is not a named problem; "
+                                f"if a problem file wrote it, give the file: stencilforge run FILE.py --resume {resume}")
+    rebuilt = {k: v for k, v in info.params.items() if k in problems.parameters(info.problem)}
+    velocity = rebuilt.get("velocity")
+    with tempfile.TemporaryDirectory() as tmp:
+        if _from_file(velocity) and "velocity" not in given:
+            rebuilt["velocity"] = _stored_velocity(read(resume), Path(tmp) / "velocity.npy")
+        made, recorded = problems.problem(info.problem, shape=info.shape, dtype=info.dtype, **{**rebuilt, **given})
+    return made, {**recorded, "velocity": velocity} if _from_file(velocity) else recorded
+
+
+def _agrees(info: RunInfo, path, problem: str | None, shape, dtype: str | None, given: dict) -> None:
+    """Refuse, in one line, a problem, shape, dtype or parameter that the checkpoint at `path` was not written with."""
+    if problem is not None and problem != info.problem:
+        raise StencilforgeError(f"cannot resume {problem} from {path}: it is a {info.problem} checkpoint")
+    if shape is not None and tuple(shape) != info.shape:
+        raise StencilforgeError(f"cannot resume with shape {tuple(shape)} from {path}: it was written with shape {info.shape}")
+    if dtype is not None and dtype != info.dtype:
+        raise StencilforgeError(f"cannot resume as {dtype} from {path}: it was written as {info.dtype}")
+    for key, value in given.items():
+        if key in info.params and jsonable(value) != info.params[key]:
+            raise StencilforgeError(f"cannot resume with --{key} {value} from {path}: it was written with {key}={info.params[key]}")
+
+
 def resume_setup(path: str | Path, problem: str | None = None, shape=None, dtype: str | None = None, params: dict | None = None):
     """Rebuild the checkpoint's Setup and load its state; return (setup, checkpoint).
 
@@ -373,15 +420,7 @@ def resume_setup(path: str | Path, problem: str | None = None, shape=None, dtype
     ckpt = read(path)
     info = ckpt.info
     given = {k: v for k, v in (params or {}).items() if v is not None}
-    if problem is not None and problem != info.problem:
-        raise StencilforgeError(f"cannot resume {problem} from {path}: it is a {info.problem} checkpoint")
-    if shape is not None and tuple(shape) != info.shape:
-        raise StencilforgeError(f"cannot resume with shape {tuple(shape)} from {path}: it was written with shape {info.shape}")
-    if dtype is not None and dtype != info.dtype:
-        raise StencilforgeError(f"cannot resume as {dtype} from {path}: it was written as {info.dtype}")
-    for key, value in given.items():
-        if key in info.params and jsonable(value) != info.params[key]:
-            raise StencilforgeError(f"cannot resume with --{key} {value} from {path}: it was written with {key}={info.params[key]}")
+    _agrees(info, path, problem, shape, dtype, given)
     if info.problem not in problems.NAMES:
         raise StencilforgeError(f"cannot resume from {path}: {info.problem!r} is not a named problem; "
                                 f"if a problem file wrote it, give the file: stencilforge run FILE.py --resume {path}")

@@ -199,6 +199,7 @@ def _run_passes(problem, engine, total, tol, params, loop: dict, outputs, comm, 
         result = run_stepper(lambda: PassStepper(sim, never_fuses(opts, problem.default_steps)), engine, opts)
     result.summary["setup_s"] = setup_s
     if decomposed is not None:
-        result.summary.update(procs=list(decomposed.decomp.dims), ranks=decomposed.decomp.nprocs, halo=decomposed.transport)
+        result.summary.update(procs=list(decomposed.decomp.dims), ranks=decomposed.decomp.nprocs, halo=decomposed.transport,
+                              **decomposed.timing(result.summary["wall_s"]))
         return Result(decomposed.gathered(), result.summary)
     return Result(result.fields, result.summary)

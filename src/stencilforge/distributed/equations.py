@@ -18,7 +18,8 @@ per-cell arithmetic is the same kernel on the same values for any process grid.
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+import time
+from typing import Any, Callable, Sequence
 
 from ..boundary import Dirichlet, Periodic, bind, faces_of
 from ..ir.analysis import accesses
@@ -27,7 +28,7 @@ from ..printers.numpy import wall_values
 from ..problem import Problem
 from ..simulation import Simulation
 from .decomposition import Decomposition
-from .device import choose_transport
+from .device import HostClock, choose_transport
 from .halo import HaloExchange, exchange_together
 from .reductions import global_max, global_sum
 from .runner import agree, gather
@@ -65,6 +66,12 @@ class DecomposedSimulation(Simulation):
         self._transport = agree(self.cart, lambda: choose_transport(self.cart, backend.xp, halo))
         self._widths = halo_widths(problem)
         self._phases: dict[str, list] = {}  # field -> per axis (its walls' fills, its exchange with the neighbours)
+        self._clock: Any = HostClock()  # the halo exchanges, packing included: on a device, CUDA events on the stream
+        if backend.device:
+            from ..backends.cuda.backend import EventClock
+
+            self._clock = EventClock(backend.xp)
+        self._reduce_s = 0.0  # global sums and maxima
         agree(self.cart, lambda: Simulation.__init__(self, problem, backend, params, sweeps=sweeps))
 
     def _lattice(self, lattice):
@@ -111,7 +118,9 @@ class DecomposedSimulation(Simulation):
             for name, arr, t in items:
                 for fill in self._phases[name][axis][0]:
                     fill(arr, t)
+            token = self._clock.start()
             exchange_together(self._transport, [(self._phases[name][axis][1], arr) for name, arr, _ in items])
+            self._clock.stop(token)
 
     @property
     def transport(self) -> str:
@@ -131,10 +140,24 @@ class DecomposedSimulation(Simulation):
         self.cart.Barrier()
 
     def _sum(self, values) -> float:
-        return global_sum(self.cart, values)
+        start = time.perf_counter()
+        try:
+            return global_sum(self.cart, values)
+        finally:
+            self._reduce_s += time.perf_counter() - start
 
     def _max(self, value) -> float:
-        return global_max(self.cart, float(value))
+        start = time.perf_counter()
+        try:
+            return global_max(self.cart, float(value))
+        finally:
+            self._reduce_s += time.perf_counter() - start
+
+    def timing(self, wall: float) -> dict:
+        """The slowest rank's seconds in communication (halo exchanges, timed by CUDA events on a device, and global
+        reductions) and in the rest of `wall` (`compute_s`); every rank calls it."""
+        comm = self._clock.seconds() + self._reduce_s
+        return {"comm_s": global_max(self.cart, comm), "compute_s": global_max(self.cart, max(wall - comm, 0.0))}
 
     def gathered(self) -> dict:
         """Each field's current level over the whole grid on rank 0 (None on the other ranks)."""

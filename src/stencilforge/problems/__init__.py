@@ -41,15 +41,15 @@ def parameters(name: str) -> tuple[str, ...]:
     return _module(name).PARAMS
 
 
-def problem(name: str, shape=None, dtype=None, **params) -> Problem:
-    """The named problem as an `sf.Problem`, what `sf.run` steps (the derivative operators are not one: `build`);
-    parameters that do not apply to it are refused."""
+def problem(name: str, shape=None, dtype=None, **params) -> tuple[Problem, dict]:
+    """(the named problem as an `sf.Problem`, what `sf.run` steps, and the parameters that built it, which its files
+    record); parameters that do not apply to it are refused. The derivative operators are not one (`build`)."""
     module = _module(name)
-    if not hasattr(module, "problem"):
+    if name in OPERATORS:
         raise StencilforgeError(f"{name} is an operator, not a problem of equations")
     given = _given(name, module, shape, dtype, params)
     made = module.problem(*MODULES[name][1], **given)
-    return made[0] if isinstance(made, tuple) else made
+    return made if isinstance(made, tuple) else (made, made.values())
 
 
 def _given(name: str, module: ModuleType, shape, dtype, params: dict) -> dict:
