@@ -1,0 +1,100 @@
+"""Sources between grid nodes, against injection written out by hand in NumPy.
+
+The grids have spacing 1/4 and the points sit at quarters and halves of a cell, so every weight, and every
+product of a weight with a signal, is exact: the hand computations give the same bits.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import stencilforge as sf
+
+H = 0.25
+
+
+def heat(shape, at, signal, dtype="float64", **kw) -> sf.Problem:
+    """u.next = u + K h^2 lap(u), zero walls, zero start, one source at `at`."""
+    grid = sf.Grid(shape, spacing=H, dtype=dtype)
+    u = sf.Field("u", grid)
+    return sf.Problem([sf.Eq(u.next, u + 0.125 * H * H * sf.laplacian(u))], boundary={u: sf.Dirichlet(0.0)},
+                      sources=[sf.Source(u, at, signal, **kw)], dt=0.5, name="heat")
+
+
+def bilinear(shape, i, fy, j, fx, amount) -> np.ndarray:
+    out = np.zeros(shape)
+    out[i, j], out[i, j + 1] = (1 - fy) * (1 - fx) * amount, (1 - fy) * fx * amount
+    out[i + 1, j], out[i + 1, j + 1] = fy * (1 - fx) * amount, fy * fx * amount
+    return out
+
+
+@pytest.mark.parametrize("ndim", [1, 2, 3])
+def test_a_source_between_nodes_adds_its_signal_with_linear_weights(ndim):
+    """One step from zero: the field is the signal times the weights of the 2^d nodes around the point."""
+    shape, frac = (6, 7, 5)[:ndim], (0.25, 0.5, 0.75)[:ndim]
+    corner = (2, 3, 1)[:ndim]
+    at = tuple((i + f) * H for i, f in zip(corner, frac))
+    got = sf.run(heat(shape, at, 3.0), steps=1, backend="numpy").fields["u"]
+    want = np.zeros(shape)
+    for offsets in np.ndindex(*(2,) * ndim):
+        w = np.prod([f if o else 1 - f for o, f in zip(offsets, frac)])
+        want[tuple(i + o for i, o in zip(corner, offsets))] = w * 3.0
+    np.testing.assert_array_equal(got, want)
+    assert got.sum() == 3.0
+
+
+def test_a_source_between_nodes_matches_bilinear_injection_over_steps():
+    """Heat stepped by hand (5-point Laplacian, zero walls) with the bilinear injection of sin(t) + 2 after each step."""
+    shape, k = (7, 8), 0.125
+    got = sf.run(heat(shape, (2.25 * H, 4.5 * H), lambda t: math.sin(t) + 2), steps=5, backend="numpy")
+    u = np.zeros((shape[0] + 2, shape[1] + 2))
+    for n in range(5):
+        c = u[1:-1, 1:-1]
+        lap = u[:-2, 1:-1] + u[2:, 1:-1] + u[1:-1, :-2] + u[1:-1, 2:] - 4 * c
+        u[1:-1, 1:-1] = c + k * lap + bilinear(shape, 2, 0.25, 4, 0.5, np.sin(n * 0.5) + 2)
+    np.testing.assert_allclose(got.fields["u"], u[1:-1, 1:-1], rtol=1e-14, atol=1e-15)
+
+
+def test_a_source_on_a_node_interpolated_linearly_is_the_nearest_node_source():
+    """A leapfrog wave in float32: the same bits either way, also where the point's coordinate is formed otherwise
+    than the node's (a few roundings off); between nodes the two differ."""
+    def wave(at, interpolation):
+        grid = sf.Grid((9, 10), extent=(0.9, 1.0), dtype="float32")  # nodes at (i + 1/2) / 10
+        w = sf.Field("w", grid, levels=3)
+        return sf.Problem([sf.Eq(w.next, 2 * w - w.prev + 0.2 * 0.01 * sf.laplacian(w))], boundary={w: sf.Dirichlet(0.0)},
+                          sources=[sf.Source(w, at, lambda t: np.sin(7 * t) / 3, interpolation=interpolation)], dt=0.1)
+
+    on_node = (0.05 + 3 * 0.1, (6 + 0.5) / 10)  # not bitwise 0.05 + 6 * 0.1, the grid's node
+    assert on_node[1] != sf.Grid((9, 10), extent=(0.9, 1.0)).values("x")[6]
+
+    def final(at, interpolation):
+        return sf.run(wave(at, interpolation), steps=6, backend="numpy").fields["w"]
+
+    np.testing.assert_array_equal(final(on_node, "linear"), final(on_node, "nearest"))
+    assert not np.array_equal(final((0.37, 0.62), "linear"), final((0.37, 0.62), "nearest"))
+
+
+def test_numba_injects_the_bits_numpy_does():
+    p = heat((6, 7), (2.5 * H, 3.3 * H), lambda t: 1.0 + t / 3, dtype="float32")
+    numba, numpy = (sf.run(p, steps=5, backend=b) for b in ("numba", "numpy"))
+    np.testing.assert_array_equal(numba.fields["u"], numpy.fields["u"])
+
+
+def test_points_outside_the_grid_and_unknown_interpolations_are_refused_in_one_line():
+    grid = sf.Grid((6, 7), spacing=H)
+    u = sf.Field("u", grid)
+    eqs = [sf.Eq(u.next, u + 0.1 * sf.laplacian(u))]
+    cases = {
+        "source on u at (1.3, 0.5) lies outside the grid: axis 0 has its nodes from 0 to 1.25": sf.Source(u, (1.3, 0.5), 1.0),
+        "source on u at (0.5, -0.01) lies outside the grid: axis 1 has its nodes from 0 to 1.5": sf.Source(u, (0.5, -0.01), 1.0),
+        "source on u: interpolation is 'linear' or 'nearest', got 'cubic'": sf.Source(u, (0.5, 0.5), 1.0, "cubic"),
+    }
+    for message, source in cases.items():
+        with pytest.raises(sf.StencilforgeError) as err:
+            sf.Problem(eqs, boundary={u: sf.Dirichlet(0.0)}, sources=[source])
+        assert str(err.value) == message
+    # nearest takes a point up to half a cell outside, as it always has
+    sf.Problem(eqs, boundary={u: sf.Dirichlet(0.0)}, sources=[sf.Source(u, (1.3, 0.5), 1.0, interpolation="nearest")])
