@@ -1,7 +1,7 @@
-"""Sources between grid nodes, against injection written out by hand in NumPy.
+"""Sources and receivers between grid nodes, against injection and interpolation written out by hand in NumPy.
 
 The grids have spacing 1/4 and the points sit at quarters and halves of a cell, so every weight, and every
-product of a weight with a signal, is exact: the hand computations give the same bits.
+product of a weight with a signal or a float32 value, is exact: the hand computations give the same bits.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import stencilforge as sf
+from stencilforge.backends.numpy_ref import NumpyBackend
 
 H = 0.25
 
@@ -77,10 +78,67 @@ def test_a_source_on_a_node_interpolated_linearly_is_the_nearest_node_source():
     assert not np.array_equal(final((0.37, 0.62), "linear"), final((0.37, 0.62), "nearest"))
 
 
-def test_numba_injects_the_bits_numpy_does():
+def test_receivers_on_nodes_record_the_field_at_every_recorded_step():
+    """float32 fields: each trace value is the node's value read from a Simulation stepped alongside."""
+    def problem():
+        return heat((6, 7), (2.5 * H, 3.25 * H), lambda t: 1.0 + t, dtype="float32")
+
+    nodes = [(0, 0), (2, 3), (5, 6), (3, 4)]
+    p = problem()
+    u = p.fields["u"]
+    p = sf.Problem(p.equations, boundary=p.boundary, sources=p.sources, dt=0.5,
+                   receivers=[sf.Receiver(u, (i * H, j * H)) for i, j in nodes], record_every=2)
+    traces = sf.run(p, steps=7, backend="numpy").traces
+    sim = sf.Simulation(problem(), NumpyBackend())
+    want = []
+    for _ in range(7):
+        sim.step()
+        if sim.step_count % 2 == 0:
+            want.append([float(sim.fields["u"][node]) for node in nodes])
+    np.testing.assert_array_equal(traces.steps, [2, 4, 6])
+    np.testing.assert_array_equal(traces.times, [1.0, 2.0, 3.0])
+    np.testing.assert_array_equal(traces.values, np.array(want))
+    assert traces.values.dtype == np.float64 and traces.fields == ("u",) * 4
+    np.testing.assert_array_equal(traces.at, [(i * H, j * H) for i, j in nodes])
+
+
+def test_numba_injects_and_records_the_bits_numpy_does():
     p = heat((6, 7), (2.5 * H, 3.3 * H), lambda t: 1.0 + t / 3, dtype="float32")
+    p = sf.Problem(p.equations, boundary=p.boundary, sources=p.sources, dt=0.5,
+                   receivers=[sf.Receiver(p.fields["u"], (1.1 * H, 2.7 * H)), sf.Receiver(p.fields["u"], (2.5 * H, 3.5 * H))])
     numba, numpy = (sf.run(p, steps=5, backend=b) for b in ("numba", "numpy"))
     np.testing.assert_array_equal(numba.fields["u"], numpy.fields["u"])
+    np.testing.assert_array_equal(numba.traces.values, numpy.traces.values)
+
+
+def test_receivers_between_nodes_record_bilinear_interpolation():
+    """Two fields, receivers between nodes and on an edge between two nodes, against the weights by hand after
+    every step; a Simulation loaded from a state starts its traces again."""
+    grid = sf.Grid((6, 7), spacing=H, dtype="float32")
+    u, v = sf.Field("u", grid), sf.Field("v", grid)
+    rng = np.random.default_rng(5)
+    points = [(u, 1.25, 2.5), (v, 3.5, 4.75), (u, 4.0, 1.25), (v, 0.75, 6.0)]  # (field, y / H, x / H)
+    p = sf.Problem([sf.Eq(u.next, u + 0.1 * H * H * sf.laplacian(v)), sf.Eq(v.next, v - 0.1 * H * H * sf.laplacian(u))],
+                   initial={u: rng.random((6, 7)), v: rng.random((6, 7))}, boundary={u: sf.Neumann(), v: sf.Neumann()},
+                   receivers=[sf.Receiver(f, (y * H, x * H)) for f, y, x in points], dt=0.5)
+    sim = sf.Simulation(p, NumpyBackend())
+    want = []
+    for _ in range(3):
+        sim.step()
+        row = []
+        for f, y, x in points:
+            a = sim.fields[f.name].astype(np.float64)
+            i, j, fy, fx = int(y), int(x), y % 1, x % 1
+            w = [(1 - fy) * (1 - fx), (1 - fy) * fx, fy * (1 - fx), fy * fx]
+            cells = [(i, j), (i, min(j + 1, 6)), (min(i + 1, 5), j), (min(i + 1, 5), min(j + 1, 6))]
+            row.append(sum((wk * a[c] for wk, c in zip(w, cells) if wk), start=-0.0))
+        want.append(row)
+    traces = sim.traces()
+    np.testing.assert_array_equal(traces.values, np.array(want))
+    np.testing.assert_array_equal(traces.steps, [1, 2, 3])
+    sim.load(3, sim.state())
+    sim.step()
+    np.testing.assert_array_equal(sim.traces().steps, [4])
 
 
 def test_points_outside_the_grid_and_unknown_interpolations_are_refused_in_one_line():
@@ -88,13 +146,17 @@ def test_points_outside_the_grid_and_unknown_interpolations_are_refused_in_one_l
     u = sf.Field("u", grid)
     eqs = [sf.Eq(u.next, u + 0.1 * sf.laplacian(u))]
     cases = {
-        "source on u at (1.3, 0.5) lies outside the grid: axis 0 has its nodes from 0 to 1.25": sf.Source(u, (1.3, 0.5), 1.0),
-        "source on u at (0.5, -0.01) lies outside the grid: axis 1 has its nodes from 0 to 1.5": sf.Source(u, (0.5, -0.01), 1.0),
-        "source on u: interpolation is 'linear' or 'nearest', got 'cubic'": sf.Source(u, (0.5, 0.5), 1.0, "cubic"),
+        "source on u at (1.3, 0.5) lies outside the grid: axis 0 has its nodes from 0 to 1.25":
+            dict(sources=[sf.Source(u, (1.3, 0.5), 1.0)]),
+        "receiver on u at (0.5, -0.01) lies outside the grid: axis 1 has its nodes from 0 to 1.5":
+            dict(receivers=[sf.Receiver(u, (0.5, -0.01))]),
+        "source on u: interpolation is 'linear' or 'nearest', got 'cubic'": dict(sources=[sf.Source(u, (0.5, 0.5), 1.0, "cubic")]),
+        "receiver on u: interpolation is 'linear' or 'nearest', got 'cubic'": dict(receivers=[sf.Receiver(u, (0.5, 0.5), "cubic")]),
+        "record_every must be a positive integer, got 0": dict(receivers=[sf.Receiver(u, (0.5, 0.5))], record_every=0),
     }
-    for message, source in cases.items():
+    for message, kw in cases.items():
         with pytest.raises(sf.StencilforgeError) as err:
-            sf.Problem(eqs, boundary={u: sf.Dirichlet(0.0)}, sources=[source])
+            sf.Problem(eqs, boundary={u: sf.Dirichlet(0.0)}, **kw)
         assert str(err.value) == message
     # nearest takes a point up to half a cell outside, as it always has
     sf.Problem(eqs, boundary={u: sf.Dirichlet(0.0)}, sources=[sf.Source(u, (1.3, 0.5), 1.0, interpolation="nearest")])

@@ -1,5 +1,5 @@
-"""Sources at any point of the grid: the cells a point touches, their weights, and the arrays that inject
-into those cells where the fields live.
+"""Sources and receivers at any point of the grid: the cells a point touches, their weights, and the arrays
+that inject into and record from those cells where the fields live.
 
 A point between grid nodes touches the nodes of the cell around it (two per axis) with linear weights,
 products over the axes, that sum to one; along an axis where the point lies on a node, to within a few
@@ -7,17 +7,21 @@ roundings of that node's coordinate, it touches the node alone with weight one. 
 touches one cell with weight one, so linear and nearest interpolation give the same bits there.
 
 A source adds signal(t) times each weight to its cells after each step: the amount it injects per step is
-signal(t), spread over its cells, as a point on a node adds all of it to one cell.
+signal(t), spread over its cells, as a point on a node adds all of it to one cell. A receiver records the
+sum of weight times value over its cells, in float64, the cells in C order.
 
-Injection is a gather and a scatter of index arrays on the backend's array module, the same operations
-in the same order on every backend, so numpy and numba give the same bits and nothing of a field travels
-to the host. Split over ranks, each rank adds the weights of the cells it holds.
+Injection and recording are gathers and scatters of index arrays on the backend's array module, the
+same operations in the same order on every backend, so numpy and numba give the same bits and nothing
+of a field travels to the host. Split over ranks, each rank adds the weights of the cells it holds, and
+records, for the cells it holds, each cell's term (weight times value); rank 0 sums every receiver's
+terms in the order one process sums them in, so any process grid gives one process's traces.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
+from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -26,6 +30,7 @@ from .errors import StencilforgeError
 
 INTERPOLATIONS = ("linear", "nearest")
 ON_NODE = 8 * np.finfo(np.float64).eps  # a point this close to a node's coordinate (relative) lies on it
+CHUNK_BYTES = 1 << 24  # recorded rows stay on the backend until they fill this much, then move to the host
 
 
 def point_cells(at: Sequence[float], origin: Sequence[float], spacing: Sequence[float], shape: Sequence[int],
@@ -63,6 +68,15 @@ def held(cells: np.ndarray, lattice) -> np.ndarray:
 def padded_index(cells: np.ndarray, lattice, xp) -> tuple:
     """Index arrays (one per axis, on `xp`) of global interior indices in this lattice's padded arrays."""
     return tuple(xp.asarray(cells[..., a] - lattice.first_index(a) + lattice.ghost) for a in range(lattice.ndim))
+
+
+def fold(terms, xp):
+    """Each row's terms summed left to right along the last axis, as float64; a missing term is -0.0, which
+    leaves every sum as it is."""
+    acc = terms[..., 0]
+    for k in range(1, terms.shape[-1]):
+        acc = xp.add(acc, terms[..., k])
+    return acc
 
 
 def _cells_of(points, grid, what: str) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -105,3 +119,117 @@ class Injection:
             arr = target(name)
             amounts = self.xp.asarray((weights * values[sources]).astype(self.dtype))
             arr[index] = arr[index].astype(self.dtype, copy=False) + amounts  # float16 storage widens, exactly
+
+
+@dataclass
+class Traces:
+    """What a run's receivers recorded: `values[i, r]` is receiver r's interpolated value of its field after step
+    `steps[i]` (at time `times[i]`), in float64; `at` holds each receiver's coordinates (receivers x axes, x last)
+    and `fields` its field's name. A resumed run records from the step it resumed at."""
+
+    values: np.ndarray
+    steps: np.ndarray
+    times: np.ndarray
+    at: np.ndarray
+    fields: tuple[str, ...]
+
+
+class _Rows:
+    """Rows of float64 values kept on the backend, copied to the host a chunk of rows at a time."""
+
+    def __init__(self, width: int, xp, to_host):
+        self.chunk = max(1, CHUNK_BYTES // (8 * max(width, 1)))
+        self.xp, self.to_host, self.width = xp, to_host, width
+        self.buffer = xp.empty((self.chunk, width), dtype=np.float64)
+        self.filled = 0
+        self.done: list[np.ndarray] = []  # the chunks already on the host
+
+    def next(self):
+        """The buffer's next row, to write a step's values into."""
+        if self.filled == self.chunk:
+            self.done.append(np.array(self.to_host(self.buffer)))
+            self.filled = 0
+        self.filled += 1
+        return self.buffer[self.filled - 1]
+
+    def host(self) -> np.ndarray:
+        return np.concatenate(self.done + [np.array(self.to_host(self.buffer[:self.filled]))]).reshape(-1, self.width)
+
+
+class Recording:
+    """A problem's receivers on one lattice, recorded every `problem.record_every` steps after the step's sources.
+
+    On the whole grid (`whole`) each receiver's terms are summed as they are recorded; on a block each cell's
+    term the block holds is kept (`terms`) for rank 0 to sum (`Recording.traces` of all blocks' terms)."""
+
+    def __init__(self, problem, lattice, xp, to_host, whole: bool):
+        self.problem, self.xp, self.to_host, self.whole = problem, xp, to_host, whole
+        self.every = problem.record_every
+        points = _cells_of(problem.receivers, problem.grid, "receiver")
+        self.corners = max([len(w) for _, w in points], default=1)
+        groups: dict[str, list[int]] = {}
+        for r, rec in enumerate(problem.receivers):
+            groups.setdefault(rec.field.name, []).append(r)
+        self.groups = []  # (field, index arrays, weights, present, columns of the rows)
+        self.columns: list[int] = []  # a whole grid's: receiver per column; a block's: receiver * corners + corner
+        for name, members in groups.items():
+            if whole:
+                k = self.corners
+                cells = np.stack([np.concatenate([points[r][0], np.repeat(points[r][0][:1], k - len(points[r][1]), 0)])
+                                  for r in members])
+                weights = np.stack([np.pad(points[r][1], (0, k - len(points[r][1]))) for r in members])
+                present = np.arange(k) < np.array([len(points[r][1]) for r in members])[:, None]
+                ids = members
+            else:
+                flat = [(r * self.corners + c, cell, w) for r in members for c, (cell, w) in enumerate(zip(*points[r]))]
+                mine = [e for e in flat if held(e[1][None], lattice)[0]]
+                if not mine:
+                    continue
+                cells = np.array([c for _, c, _ in mine])
+                weights, present = np.array([w for _, _, w in mine], dtype=np.float64), None
+                ids = [i for i, _, _ in mine]
+            columns = slice(len(self.columns), len(self.columns) + len(ids))
+            self.columns += ids
+            self.groups.append((name, padded_index(cells, lattice, xp), xp.asarray(weights),
+                                None if present is None or present.all() else xp.asarray(present), columns))
+        self.start()
+
+    def __bool__(self) -> bool:
+        return bool(self.problem.receivers)
+
+    def start(self) -> None:
+        """Forget what was recorded: the traces begin after the next step."""
+        self.rows = _Rows(len(self.columns), self.xp, self.to_host)
+        self.steps: list[int] = []
+
+    def record(self, step: int, current: Callable[[str], Any]) -> None:
+        """After step `step`, where it is one to record: each receiver's value (whole grid) or each held cell's
+        term, from `current(field)`, the field's current level."""
+        if step % self.every:
+            return
+        row, xp = self.rows.next(), self.xp
+        for name, index, weights, present, columns in self.groups:
+            terms = weights * current(name)[index].astype(np.float64)
+            if present is not None:
+                terms = xp.where(present, terms, -0.0)
+            row[columns] = fold(terms, xp) if self.whole else terms
+        self.steps.append(step)
+
+    def terms(self) -> tuple[list[int], np.ndarray]:
+        """A block's recorded terms on the host: (receiver * corners + corner per column, steps x columns)."""
+        return self.columns, self.rows.host()
+
+    def traces(self, dt: float, blocks: Sequence[tuple[list[int], np.ndarray]] | None = None) -> Traces:
+        """The recorded values on the host; on a block, from every block's `terms` (rank 0's sum of them)."""
+        receivers = self.problem.receivers
+        if blocks is None:
+            values = np.empty((len(self.steps), len(receivers)))
+            values[:, self.columns] = self.rows.host()
+        else:
+            terms = np.full((len(self.steps), len(receivers) * self.corners), -0.0)
+            for columns, rows in blocks:
+                terms[:, columns] = rows
+            values = fold(terms.reshape(len(self.steps), len(receivers), self.corners), np)
+        steps = np.array(self.steps, dtype=np.int64)
+        return Traces(values, steps, steps * dt, np.array([r.at for r in receivers], dtype=np.float64).reshape(len(receivers), -1),
+                      tuple(r.field.name for r in receivers))

@@ -1,4 +1,4 @@
-"""A problem: the equations of one step, initial values, walls, sources and an exact solution.
+"""A problem: the equations of one step, initial values, walls, sources, receivers and an exact solution.
 
 Everything is checked when the problem is built, so a mistake is reported
 with the equation or field it concerns before anything is compiled or run.
@@ -40,8 +40,20 @@ class Source:
     interpolation: str = "linear"
 
 
+@dataclass(frozen=True)
+class Receiver:
+    """Records `field`'s value at the point `at` (physical coordinates, x last) after the steps the problem
+    records (`record_every`), after their sources: the (bi/tri)linear interpolation of the nodes of the
+    cell around `at`, in float64, or with interpolation="nearest" the nearest node's value. A run returns
+    the recordings as `Result.traces`."""
+
+    field: Field
+    at: tuple[float, ...]
+    interpolation: str = "linear"
+
+
 def _point(p, kind: str, grid) -> tuple[float, ...]:
-    """A source's `at` as a tuple of floats, checked against the grid."""
+    """A source's or receiver's `at` as a tuple of floats, checked against the grid."""
     at = tuple(p.at) if isinstance(p.at, (tuple, list)) else (p.at,)
     if len(at) != grid.ndim or not all(isinstance(v, (int, float, np.integer, np.floating)) and math.isfinite(v) for v in at):
         raise StencilforgeError(f"{kind} on {p.field.name}: `at` needs {grid.ndim} finite coordinates, got {p.at!r}")
@@ -149,6 +161,7 @@ class Problem:
               expression (its ghost layers are that expression)
     exact:    {field: expression of coordinates and t}: errors are reported against it
     sources:  sf.Source points, each adding its signal after every step (in this order where they share a node)
+    receivers: sf.Receiver points, recorded after every `record_every`-th step (`Result.traces`)
     dt:       the time step (number or sf.Constant); t advances by it each step
     residual: an expression a run with `tol` drives below tol, measured as ||residual||_2 / ||residual_scale||_2
               over the interior (without a scale: its RMS)
@@ -164,6 +177,8 @@ class Problem:
         boundary: Mapping | None = None,
         exact: Mapping | None = None,
         sources: Sequence[Source] = (),
+        receivers: Sequence[Receiver] = (),
+        record_every: int = 1,
         dt: float | Constant = 1.0,
         residual: Expr | None = None,
         residual_scale: Expr | None = None,
@@ -216,6 +231,13 @@ class Problem:
             self.exact[name] = _pure(expr, f"the exact solution of {name}")
 
         self.sources = _sources(sources, written, grid)
+        for r in receivers:
+            if not isinstance(r, Receiver) or not isinstance(r.field, Field) or r.field.name not in fields:
+                raise StencilforgeError(f"a receiver must be sf.Receiver(field, at) on a field of the problem, got {r!r}")
+        self.receivers = tuple(Receiver(r.field, _point(r, "receiver", grid), r.interpolation) for r in receivers)
+        if isinstance(record_every, bool) or not isinstance(record_every, (int, np.integer)) or record_every < 1:
+            raise StencilforgeError(f"record_every must be a positive integer, got {record_every!r}")
+        self.record_every = int(record_every)
         self.residual = None if residual is None else as_expr(residual)
         self.residual_scale = None if residual_scale is None else as_expr(residual_scale)
 

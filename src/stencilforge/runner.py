@@ -131,7 +131,8 @@ def run_with(
         raise StencilforgeError(f"check_every must be at least 1, got {check_every}")
     total = problem.default_steps if steps is None and tol is None else steps
     periodic = any(isinstance(c, Periodic) for conds in problem.boundary.values() for c in conds)
-    sweep = (comm is not None and not generated and lowers(problem) and not periodic and problem.grid.ndim in engine.sweep_ndims)
+    sweep = (comm is not None and not generated and lowers(problem) and not periodic and problem.grid.ndim in engine.sweep_ndims
+             and not problem.receivers)  # Simulation records receivers
     if outputs is not None:  # under MPI rank 0 alone holds the files, and a refusal on any rank stops every rank
         asked = replace(outputs, equations=canonical(problem), writer=comm is None or comm.rank == 0)
         if comm is None:
@@ -233,5 +234,5 @@ def _run_passes(problem, engine, total, tol, params, loop: dict, outputs, comm, 
     result.summary["setup_s"] = setup_s
     if decomposed is not None:
         result.summary.update(procs=list(decomposed.decomp.dims), ranks=decomposed.decomp.nprocs, halo=decomposed.transport)
-        return Result(decomposed.gathered(), result.summary)
-    return Result(result.fields, result.summary)
+        return Result(decomposed.gathered(), result.summary, traces=decomposed.traces())
+    return Result(result.fields, result.summary, traces=sim.traces())
