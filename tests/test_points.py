@@ -47,6 +47,23 @@ def test_a_source_between_nodes_adds_its_signal_with_linear_weights(ndim):
     assert got.sum() == 3.0
 
 
+def test_sources_sharing_a_node_add_one_after_another_in_their_order():
+    """float32, one step from zero: 1, then 2^-24 (nearest), then half of 2^-23 (between two nodes) at one node.
+    In that order each small amount rounds away (a tie, to even); added first, together they would not."""
+    grid = sf.Grid((6, 7), spacing=H, dtype="float32")
+    u = sf.Field("u", grid)
+    node = (2 * H, 3 * H)
+    p = sf.Problem([sf.Eq(u.next, u + 0.125 * H * H * sf.laplacian(u))], boundary={u: sf.Dirichlet(0.0)}, dt=0.5,
+                   sources=[sf.Source(u, node, 1.0), sf.Source(u, (node[0] + 0.4 * H, node[1] - 0.3 * H), 2.0**-24, "nearest"),
+                            sf.Source(u, (node[0], node[1] + 0.5 * H), 2.0**-23)])
+    got = sf.run(p, steps=1, backend="numpy").fields["u"]
+    want = np.zeros((6, 7), dtype=np.float32)
+    want[2, 3] = np.float32(np.float32(np.float32(1.0) + np.float32(2.0**-24)) + np.float32(2.0**-24))
+    want[2, 4] = 2.0**-24
+    assert want[2, 3] == 1.0
+    np.testing.assert_array_equal(got, want)
+
+
 def test_a_source_between_nodes_matches_bilinear_injection_over_steps():
     """Heat stepped by hand (5-point Laplacian, zero walls) with the bilinear injection of sin(t) + 2 after each step."""
     shape, k = (7, 8), 0.125
