@@ -6,7 +6,8 @@ Leapfrog in time (three levels: u.prev, u, u.next) with the damping term
 centred, so the step stays explicit and second order. sigma is a one-level
 field, zero inside and rising quadratically across a layer along the walls,
 where the outgoing waves die out instead of reflecting. The source is a
-Ricker wavelet added to the new level at one grid point each step.
+Ricker wavelet added to the new level each step, spread over the four grid
+points around it with bilinear weights.
 
 The grid's points sit at h, 2h, ..., L - h, so the ghost points are the walls
 themselves and the zero Dirichlet value is exact there.

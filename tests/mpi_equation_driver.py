@@ -39,7 +39,8 @@ def gray_scott() -> sf.Problem:
 def walls() -> sf.Problem:
     """Two passes (q.next reads v.next at neighbours), Dirichlet walls of x and t, a Neumann wall,
     a diagonal (corner) read, a coefficient known only as an expression, a forcing of x, y and t (numba: hoisted
-    out of the kernel, evaluated on each rank's block), and a point source."""
+    out of the kernel, evaluated on each rank's block), point sources and receivers between nodes, some on the
+    cells of several blocks (the cuts of 2, 3 and 4 ranks), recorded every other step."""
     grid = sf.Grid((14, 11), extent=(1.4, 1.1))
     x, y, t = grid.x, grid.y, grid.t
     v, q = sf.Field("v", grid), sf.Field("q", grid)
@@ -52,20 +53,25 @@ def walls() -> sf.Problem:
         boundary={v: (sf.Neumann(), sf.Dirichlet(sf.sin(3 * x) * sf.cos(t))),
                   q: (sf.Dirichlet(x * y + t), sf.Dirichlet(sf.cos(x + t)))},
         exact={v: sf.sin(3 * x) * y * sf.cos(t), q: sf.cos(2 * y) + x},
-        sources=[sf.Source(q, (0.77, 0.33), sf.sin(7 * t))],
+        sources=[sf.Source(q, (0.77, 0.33), sf.sin(7 * t)), sf.Source(v, (0.7, 0.6), 1 + t), sf.Source(q, (0.7, 0.6), 0.5)],
+        receivers=[sf.Receiver(q, (0.7, 0.6)), sf.Receiver(v, (0.5, 0.4)), sf.Receiver(q, (0.77, 0.33)),
+                   sf.Receiver(v, (0.25, 0.35)), sf.Receiver(q, (1.35, 1.05)), sf.Receiver(v, (0.52, 0.41), "nearest")],
+        record_every=2,
         residual=sf.d(q, "y") - v, residual_scale=q,
         dt=dt, name="walls",
     )
 
 
 def heat_lowered() -> sf.Problem:
-    """One linear equation: the lowered sweep decomposed, Dirichlet walls of x, y and t."""
+    """One linear equation: the lowered sweep decomposed, Dirichlet walls of x, y and t, a source between the
+    nodes of the four blocks of 2 x 2 ranks (the lowered step's sources, weighted)."""
     grid = sf.Grid((12, 13), extent=1.0)
     x, y, t = grid.x, grid.y, grid.t
     u = sf.Field("u", grid)
     exact = sf.sin(3 * x) * sf.cos(2 * y) * sf.exp(-13 * 0.01 * t)
     return sf.Problem([sf.Eq(u.next, u + 0.05 * 0.01 * sf.laplacian(u))], initial={u: exact},
-                      boundary={u: sf.Dirichlet(exact)}, exact={u: exact}, dt=0.05, name="heat_lowered")
+                      boundary={u: sf.Dirichlet(exact)}, exact={u: exact}, sources=[sf.Source(u, (0.5, 7 / 13), 0.01 * sf.cos(t))],
+                      dt=0.05, name="heat_lowered")
 
 
 def advection_periodic() -> sf.Problem:
@@ -103,9 +109,10 @@ def main(backend: str, out: str) -> None:
             key = f"{label}@{'x'.join(map(str, dims))}"
             if comm.rank == 0:
                 saved.update({f"{key}/{name}": arr for name, arr in result.fields.items()})
+                saved.update({f"{key}/traces": result.traces.values} if result.traces is not None else {})
                 meta[key] = {k: s.get(k) for k in ("procs", "steps", "errors", "residual", "sweeps")}
             else:
-                assert all(arr is None for arr in result.fields.values())
+                assert all(arr is None for arr in result.fields.values()) and result.traces is None
     if comm.rank == 0:
         np.savez(out, __meta__=np.array(json.dumps(meta)), **saved)
 

@@ -298,9 +298,9 @@ def equation_reference():
     + [pytest.param("numba", n, marks=pytest.mark.slow) for n in (1, 3, 4)],
 )
 def test_equation_problems_bitwise_equal_to_one_process(backend, n, equation_reference, tmp_path):
-    """Gray-Scott (periodic), two passes with Dirichlet walls of x and t, a Neumann wall and a source, a lowered
-    and a periodic lowered problem: every process grid of n ranks gives one process's fields, errors and residual
-    (exact sums on both sides)."""
+    """Gray-Scott (periodic), two passes with Dirichlet walls of x and t, a Neumann wall, sources and receivers, a
+    lowered problem with a source and a periodic lowered problem: every process grid of n ranks gives one process's
+    fields, traces, errors and residual (exact sums on both sides)."""
     out = tmp_path / "fields.npz"
     proc = mpiexec(n, str(EQUATION_DRIVER), backend, str(out))
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -316,6 +316,9 @@ def test_equation_problems_bitwise_equal_to_one_process(backend, n, equation_ref
             assert m["residual"] == expected.get("residual"), key
             for name, arr in ref[label].fields.items():
                 assert np.array_equal(data[f"{key}/{name}"], arr), f"{key}: {name} differs"
+            traces = ref[label].traces
+            assert (traces is None) == (f"{key}/traces" not in data), key
+            assert traces is None or np.array_equal(data[f"{key}/traces"], traces.values), f"{key}: traces differ"
             grids.setdefault(label, []).append(tuple(m["procs"]))
     assert sorted(grids) == sorted(label for label, *_ in EQUATION_CASES)
     assert all(len(g) >= (1 if n == 1 else 2) for g in grids.values()), grids

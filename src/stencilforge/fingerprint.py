@@ -13,6 +13,7 @@ import hashlib
 
 from .boundary import Dirichlet, Sides
 from .ir.nodes import AXIS_NAMES, Access, Coordinate, Eq, Expr
+from .points import point_cells
 from .printers.source import InfixPrinter
 
 SHOWN = 60  # characters of each form an error shows: the difference with CONTEXT characters either side
@@ -70,6 +71,13 @@ def _solve(s, text: _Text) -> str:
             f"max_cycles={s.max_cycles}")
 
 
+def _spread(source, grid) -> bool:
+    """Whether a source spreads over several nodes: one that adds at one node, as every source did before linear
+    injection, keeps the text it had then (its checkpoints resume)."""
+    cells, _ = point_cells(source.at, grid.origin, grid.spacing, grid.shape, source.interpolation, "source")
+    return len(cells) > 1
+
+
 def canonical(problem) -> str:
     """The problem's fields, equations, walls, sources and dt, one `key: text` line each."""
     text = _Text(problem.grid.ndim)
@@ -77,7 +85,7 @@ def canonical(problem) -> str:
     lines += [f"equation {eq.label}: {text(eq.expr)}" if isinstance(eq, Eq) else _solve(eq, text) for eq in problem.equations]
     lines += [f"walls of {name}: {', '.join(_wall(c, text) for c in problem.boundary[name])}" for name in sorted(problem.boundary)]
     lines += [f"source {i}: on {s.field.name} at {tuple(float(v) for v in s.at)!r}, {_value(s.signal, text)}"
-              for i, s in enumerate(problem.sources, 1)]
+              + (", linear" if _spread(s, problem.grid) else "") for i, s in enumerate(problem.sources, 1)]
     lines.append(f"dt: {text(problem.dt)}")
     return "\n".join(lines)
 

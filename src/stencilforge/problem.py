@@ -1,4 +1,4 @@
-"""A problem: the equations of one step, initial values, walls, sources and an exact solution.
+"""A problem: the equations of one step, initial values, walls, sources, receivers and an exact solution.
 
 Everything is checked when the problem is built, so a mistake is reported
 with the equation or field it concerns before anything is compiled or run.
@@ -17,19 +17,67 @@ from .errors import StencilforgeError
 from .interop import module_of, native
 from .ir.analysis import Analysis, analyse, constants_of, expressions
 from .ir.nodes import Access, Constant, Expr, Field, Literal, as_expr, walk
+from .points import INTERPOLATIONS, point_cells
 
 Boundary = Dirichlet | Neumann | Periodic
 
 
 @dataclass(frozen=True)
 class Source:
-    """Adds signal(t) to `field`'s newly computed level at the grid point nearest `at` after each step
-    (t: the time at the start of the step); `at` is in physical coordinates, x last as the axes are.
-    The signal is an expression of t and constants, or a Python function of t."""
+    """Adds signal(t) to `field`'s newly computed level at the point `at` after each step (t: the time at the
+    start of the step); `at` is in physical coordinates, x last as the axes are, anywhere from the grid's
+    first node to its last along each axis. The signal is an expression of t and constants, or a Python
+    function of t.
+
+    interpolation="linear" spreads signal(t) over the nodes of the cell around `at` with (bi/tri)linear
+    weights that sum to one: the amount a step injects is signal(t), wherever the point lies, and a
+    point on a node puts all of it there. "nearest" adds all of it at the node nearest `at`, as
+    stencilforge did before linear injection: between nodes that moves the source by up to half a cell."""
 
     field: Field
     at: tuple[float, ...]
     signal: Expr | Callable[[float], float]
+    interpolation: str = "linear"
+
+
+@dataclass(frozen=True)
+class Receiver:
+    """Records `field`'s value at the point `at` (physical coordinates, x last) after the steps the problem
+    records (`record_every`), after their sources: the (bi/tri)linear interpolation of the nodes of the
+    cell around `at`, in float64, or with interpolation="nearest" the nearest node's value. A run returns
+    the recordings as `Result.traces`."""
+
+    field: Field
+    at: tuple[float, ...]
+    interpolation: str = "linear"
+
+
+def _point(p, kind: str, grid) -> tuple[float, ...]:
+    """A source's or receiver's `at` as a tuple of floats, checked against the grid."""
+    at = tuple(p.at) if isinstance(p.at, (tuple, list)) else (p.at,)
+    if len(at) != grid.ndim or not all(isinstance(v, (int, float, np.integer, np.floating)) and math.isfinite(v) for v in at):
+        raise StencilforgeError(f"{kind} on {p.field.name}: `at` needs {grid.ndim} finite coordinates, got {p.at!r}")
+    if p.interpolation not in INTERPOLATIONS:
+        raise StencilforgeError(f"{kind} on {p.field.name}: interpolation is {' or '.join(map(repr, INTERPOLATIONS))}, "
+                                f"got {p.interpolation!r}")
+    point_cells(at, grid.origin, grid.spacing, grid.shape, p.interpolation, f"{kind} on {p.field.name}")
+    return tuple(float(v) for v in at)
+
+
+def _sources(sources: Sequence[Source], written, grid) -> tuple[Source, ...]:
+    """The sources with their points checked and their signals as expressions or Python functions."""
+    checked = []
+    for s in sources:
+        if not isinstance(s, Source) or not isinstance(s.field, Field) or s.field.name not in written:
+            raise StencilforgeError(f"a source must be sf.Source(field, at, signal) on a field an equation writes, got {s!r}")
+        at = _point(s, "source", grid)
+        signal = (
+            s.signal
+            if callable(s.signal) and not isinstance(s.signal, Expr)
+            else _pure(s.signal, f"the signal of the source on {s.field.name}")
+        )
+        checked.append(Source(s.field, at, signal, s.interpolation))
+    return tuple(checked)
 
 
 def _key(problem_fields: Mapping[str, Field], key, what: str) -> tuple[str, int]:
@@ -112,6 +160,8 @@ class Problem:
               neighbouring cell needs one, except a field no equation writes whose initial value is an
               expression (its ghost layers are that expression)
     exact:    {field: expression of coordinates and t}: errors are reported against it
+    sources:  sf.Source points, each adding its signal after every step (in this order where they share a node)
+    receivers: sf.Receiver points, recorded after every `record_every`-th step (`Result.traces`)
     dt:       the time step (number or sf.Constant); t advances by it each step
     residual: an expression a run with `tol` drives below tol, measured as ||residual||_2 / ||residual_scale||_2
               over the interior (without a scale: its RMS)
@@ -127,6 +177,8 @@ class Problem:
         boundary: Mapping | None = None,
         exact: Mapping | None = None,
         sources: Sequence[Source] = (),
+        receivers: Sequence[Receiver] = (),
+        record_every: int = 1,
         dt: float | Constant = 1.0,
         residual: Expr | None = None,
         residual_scale: Expr | None = None,
@@ -178,20 +230,14 @@ class Problem:
             name, _ = _key(fields, key, "exact solution")
             self.exact[name] = _pure(expr, f"the exact solution of {name}")
 
-        checked = []
-        for s in sources:
-            if not isinstance(s, Source) or not isinstance(s.field, Field) or s.field.name not in written:
-                raise StencilforgeError(f"a source must be sf.Source(field, at, signal) on a field an equation writes, got {s!r}")
-            at = tuple(s.at) if isinstance(s.at, (tuple, list)) else (s.at,)
-            if len(at) != grid.ndim or not all(isinstance(v, (int, float, np.integer, np.floating)) and math.isfinite(v) for v in at):
-                raise StencilforgeError(f"source on {s.field.name}: `at` needs {grid.ndim} finite coordinates, got {s.at!r}")
-            signal = (
-                s.signal
-                if callable(s.signal) and not isinstance(s.signal, Expr)
-                else _pure(s.signal, f"the signal of the source on {s.field.name}")
-            )
-            checked.append(Source(s.field, at, signal))
-        self.sources = tuple(checked)
+        self.sources = _sources(sources, written, grid)
+        for r in receivers:
+            if not isinstance(r, Receiver) or not isinstance(r.field, Field) or r.field.name not in fields:
+                raise StencilforgeError(f"a receiver must be sf.Receiver(field, at) on a field of the problem, got {r!r}")
+        self.receivers = tuple(Receiver(r.field, _point(r, "receiver", grid), r.interpolation) for r in receivers)
+        if isinstance(record_every, bool) or not isinstance(record_every, (int, np.integer)) or record_every < 1:
+            raise StencilforgeError(f"record_every must be a positive integer, got {record_every!r}")
+        self.record_every = int(record_every)
         self.residual = None if residual is None else as_expr(residual)
         self.residual_scale = None if residual_scale is None else as_expr(residual_scale)
 

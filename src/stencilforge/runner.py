@@ -201,5 +201,5 @@ def _run_passes(problem, engine, total, tol, params, loop: dict, outputs, comm, 
     if decomposed is not None:
         result.summary.update(procs=list(decomposed.decomp.dims), ranks=decomposed.decomp.nprocs, halo=decomposed.transport,
                               **decomposed.timing(result.summary["wall_s"]))
-        return Result(decomposed.gathered(), result.summary)
-    return Result(result.fields, result.summary)
+        return Result(decomposed.gathered(), result.summary, traces=decomposed.traces())
+    return Result(result.fields, result.summary, traces=sim.traces())

@@ -1,8 +1,8 @@
 """A problem compiled for one backend: its arrays where the backend computes, its passes, its walls.
 
 A step fills the ghost layers a pass reads, runs the passes (and the solves
-between them, `solvers.stepped`) in order, adds point sources, then rotates
-every written field's time levels (no copies).
+between them, `solvers.stepped`) in order, adds point sources, rotates every
+written field's time levels (no copies), then records receivers (`points`).
 Initial values, wall values and exact solutions that are expressions are
 evaluated where the fields live: no full-size host array is built for a GPU
 run, and initial values and exact solutions are written there by one generated
@@ -27,6 +27,7 @@ from .ir.lowering import sweep_of
 from .ir.nodes import Constant, Expr
 from .metrics import error_summary, throughput, where_nonfinite
 from .plan import Sweep
+from .points import Injection, Recording, Traces
 from .printers.numpy import coordinates, evaluate, float64_coordinates, source_signal, wall_values, widened
 from .problem import Problem
 from .resources import available_bytes
@@ -124,9 +125,9 @@ class Simulation:
         self.fused: Launch | None = None  # several steps in one pass, where `build_fused` found a kernel
         self._carriers: list = []  # the fused sweep's walls of its middle states past the first
         self._halo_now = sorted({s for p in an.stages for s in p.halo if s[1] <= 0 and s[0] in self._fillers})
-        lat = self.lattice
-        self._sources = [s for s in map(self._bind_source, problem.sources)  # only the cells this lattice holds
-                         if all(lat.ghost <= i < lat.ghost + n for i, n in zip(s[1], lat.shape))]
+        signals = [source_signal(s.signal, self.params) for s in problem.sources]
+        self._sources = Injection(problem, self.lattice, signals, self.xp)  # the cells this lattice holds
+        self._receivers = Recording(problem, self.lattice, self.xp, backend.to_host, whole=not self.decomposed)
 
     # ------------------------------------------------------------ set-up
 
@@ -270,16 +271,6 @@ class Simulation:
         order = np.argsort(dst)
         return dst[order].astype(np.int64), np.ravel_multi_index(tuple(src), rows)[order].astype(np.int64)
 
-    def _bind_source(self, source):
-        lat = self.lattice
-        index = []
-        for a, x in enumerate(source.at):
-            i = math.floor((float(x) - lat.lower[a]) / lat.spacing[a] + 0.5)  # ties go up, the same on every axis
-            if not 0 <= i < self.problem.grid.shape[a]:
-                raise StencilforgeError(f"source on {source.field.name} at {source.at} lies outside the grid")
-            index.append(i - lat.first_index(a) + lat.ghost)
-        return source.field.name, tuple(index), source_signal(source.signal, self.params)
-
     # ------------------------------------------------------------ stepping
 
     def _fill(self, name: str, arr, t: float) -> None:
@@ -330,10 +321,10 @@ class Simulation:
                                 if (name, level) in done and (name, level) not in self._images])
                 run(arrays, self.params, t)
                 done.update(p.writes)
-            for name, index, signal in self._sources:
-                target = self._slot((name, 1)) if len(self.levels[name]) > 1 else self._slot((name, 0))
-                target[index] = widened(target[index], self.lattice.dtype) + self.lattice.dtype.type(signal(t))
+            self._sources.add(t, lambda name: self._slot((name, 1)) if len(self.levels[name]) > 1 else self._slot((name, 0)))
             self._rotate(1)
+            if self._receivers:
+                self._receivers.record(self.step_count, lambda name: self._slot((name, 0)))
 
     def _rotate(self, steps: int) -> None:
         for name in self.problem.analysis.written:
@@ -358,6 +349,8 @@ class Simulation:
             return f"a step runs {len(an.passes)} passes"
         if self.problem.sources:
             return "it has point sources"
+        if self.problem.receivers:
+            return "it records receivers"
         (p,) = an.passes
         if any(len(self.levels[name]) != 2 for name in an.written) or any(level != 1 for _, level in p.writes):
             return "a written field does not keep two time levels"
@@ -526,11 +519,16 @@ class Simulation:
         self._imaged = frozenset()
         self.step_count = int(step)
         self.t = self.step_count * self.dt
+        self._receivers.start()
 
     @property
     def fields(self) -> dict:
         """Each field's current level, interior only, in the backend's array type."""
         return {name: self._slot((name, 0))[self.lattice.interior] for name in self.levels}
+
+    def traces(self) -> Traces | None:
+        """What the receivers recorded since the start (or the last `load`), on the host; None without receivers."""
+        return self._receivers.traces(self.dt) if self._receivers else None
 
     def residual(self) -> float:
         """||residual||_2 / ||residual_scale||_2 over the interior (the RMS without a scale), walls filled first."""

@@ -24,6 +24,7 @@ from .grid import row_pitch
 from .metrics import error_norms, error_summary, throughput, where_nonfinite
 from .optional import require
 from .plan import Setup
+from .points import Traces
 from .resources import available_bytes
 from .version import __version__
 
@@ -141,12 +142,14 @@ class Result:
     error against the exact solution; empty without one). A run with a residual adds `residual`,
     `converged`, `iterations` and `tol`; one that wrote files, `outputs`; a decomposed one, `procs` and
     `ranks`. A multigrid solve counts its cycles as steps (`cycles`) and has no `t`. `coords`: each axis's point
-    coordinates by name (x the last axis), where the run knows its grid.
+    coordinates by name (x the last axis), where the run knows its grid. `traces`: what the problem's receivers
+    recorded (`sf.Traces`; under MPI on rank 0), None without receivers.
     """
 
     fields: dict
     summary: dict = field(default_factory=dict)
     coords: dict = field(default_factory=dict)
+    traces: Traces | None = None
 
     def to_xarray(self):
         """The final fields as an xarray Dataset on their coordinates (dimensions in array order, x last; host

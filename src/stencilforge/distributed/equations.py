@@ -14,6 +14,8 @@ walls wrap through the Cartesian communicator where an axis is split and are
 filled locally where it is not. Only the slots a pass reads at neighbouring
 cells are refreshed, at the times `Simulation.step` refreshes them, so the
 per-cell arithmetic is the same kernel on the same values for any process grid.
+A source adds its weights at the cells a rank holds; receivers come together on
+rank 0 (`points`).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from typing import Any, Callable, Sequence
 from ..boundary import Dirichlet, Periodic, bind, faces_of
 from ..ir.analysis import accesses
 from ..ir.nodes import Expr
+from ..points import Traces
 from ..printers.numpy import wall_values
 from ..problem import Problem
 from ..simulation import Simulation
@@ -162,3 +165,11 @@ class DecomposedSimulation(Simulation):
     def gathered(self) -> dict:
         """Each field's current level over the whole grid on rank 0 (None on the other ranks)."""
         return {name: gather(self.cart, self.decomp, self.backend.to_host(local)) for name, local in self.fields.items()}
+
+    def traces(self) -> Traces | None:
+        """The receivers' recordings on rank 0 (None on the other ranks, and without receivers): every rank's terms
+        of the cells it holds, summed per receiver on rank 0 in one process's order (`points`)."""
+        if not self._receivers:
+            return None
+        blocks = self.cart.gather(self._receivers.terms(), root=0)
+        return self._receivers.traces(self.dt, blocks) if self.cart.rank == 0 else None

@@ -14,6 +14,7 @@ from ..ir.analysis import accesses
 from ..ir.lowering import sweep_of, sweep_terms
 from ..ir.nodes import Constant, Expr
 from ..plan import PointSource, Setup, Sweep
+from ..points import point_cells
 from ..printers.numpy import coordinates, evaluate, source_signal, wall_values
 from ..problem import Problem
 from ..simulation import initial_array, tabulated
@@ -82,7 +83,7 @@ def lowered(problem: Problem, params: dict | None = None, default_tol: float | N
     With `xp` (CuPy) fields, walls and the exact solution are evaluated on the device, so no
     full-size array is built on the host. Fields keep the names checkpoints have always used (u, u_new;
     a leapfrog's u.next reuses u_prev's buffer when the equation reads u.prev only at the cell); walls,
-    sources and the exact solution carry over.
+    sources and the exact solution carry over. Receivers do not: `Simulation` records them.
     """
     values = problem.values(overrides)
     why = why_not_lowered(problem, values)
@@ -110,9 +111,10 @@ def lowered(problem: Problem, params: dict | None = None, default_tol: float | N
         if f is target:
             fields[out] = initial_array(problem, lattice, f.name, -1, values, dt, xp) if target.levels == 3 else fields[f.name].copy()
     sources = []
-    for s in problem.sources:
-        index = tuple(lattice.ghost + math.floor((x - lo) / h + 0.5) for x, lo, h in zip(s.at, lattice.lower, lattice.spacing))
-        sources.append(PointSource(out, index, source_signal(s.signal, values), 1.0))
+    for s in problem.sources:  # a point between nodes: one PointSource per node it touches, scaled by the node's weight
+        cells, weights = point_cells(s.at, lattice.lower, lattice.spacing, lattice.shape, s.interpolation, "source")
+        signal = source_signal(s.signal, values)
+        sources += [PointSource(out, tuple(int(i) + lattice.ghost for i in cell), signal, float(w)) for cell, w in zip(cells, weights)]
     residual, rhs_norm = None, math.sqrt(math.prod(grid.shape))  # without a scale the residual is an RMS
     if problem.residual is not None:
         terms = sweep_terms(problem.residual, values)

@@ -147,7 +147,7 @@ def problem(
         scale = float(vel_values[centre]) / float(np.prod(lattice.spacing))
         wavelet = ricker(frequency)
         at = tuple(lo + i * h for lo, i, h in zip(lattice.lower, centre, lattice.spacing))
-        sources += [Source(f, at, lambda t: scale * wavelet(t)) for f in moved]
+        sources += [Source(f, at, lambda t: scale * wavelet(t), interpolation="nearest") for f in moved]  # scaled at that node
         params["frequency"] = frequency
     return Problem(updates, initial=initial, boundary={u: Dirichlet(0.0)}, sources=sources, **common), params
 

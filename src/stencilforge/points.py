@@ -1,0 +1,235 @@
+"""Sources and receivers at any point of the grid: the cells a point touches, their weights, and the arrays
+that inject into and record from those cells where the fields live.
+
+A point between grid nodes touches the nodes of the cell around it (two per axis) with linear weights,
+products over the axes, that sum to one; along an axis where the point lies on a node, to within a few
+roundings of that node's coordinate, it touches the node alone with weight one. A point on a node thus
+touches one cell with weight one, so linear and nearest interpolation give the same bits there.
+
+A source adds signal(t) times each weight to its cells after each step: the amount it injects per step is
+signal(t), spread over its cells, as a point on a node adds all of it to one cell. A receiver records the
+sum of weight times value over its cells, in float64, the cells in C order.
+
+Injection and recording are gathers and scatters of index arrays on the backend's array module, the
+same operations in the same order on every backend, so numpy and numba give the same bits and nothing
+of a field travels to the host. Split over ranks, each rank adds the weights of the cells it holds, and
+records, for the cells it holds, each cell's term (weight times value); rank 0 sums every receiver's
+terms in the order one process sums them in, so any process grid gives one process's traces.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from .errors import StencilforgeError
+
+INTERPOLATIONS = ("linear", "nearest")
+ON_NODE = 8 * np.finfo(np.float64).eps  # a point this close to a node's coordinate (relative) lies on it
+CHUNK_BYTES = 1 << 24  # recorded rows stay on the backend until they fill this much, then move to the host
+
+
+def point_cells(at: Sequence[float], origin: Sequence[float], spacing: Sequence[float], shape: Sequence[int],
+                interpolation: str, what: str) -> tuple[np.ndarray, np.ndarray]:
+    """Global interior indices (cells x axes, the cells in C order) and float64 weights of the cells a point at
+    `at` touches on the lattice of nodes origin + i * spacing; `what` names the point in the error for a point
+    outside the grid (linear: outside its first and last nodes; nearest: nearest a node outside it)."""
+    per_axis = []
+    for axis, (x, lo, h, n) in enumerate(zip(map(float, at), origin, spacing, shape)):
+        p = (x - lo) / h
+        i = math.floor(p + 0.5)  # the nearest node, ties up
+        node = lo + i * h
+        lower = math.floor(p)
+        if interpolation == "nearest" or p == lower or abs(x - node) <= ON_NODE * max(abs(x), abs(lo), abs(node)):
+            touched = [(i, 1.0)]
+        else:
+            f = p - lower
+            touched = [(lower, 1.0 - f), (lower + 1, f)]
+        if touched[0][0] < 0 or touched[-1][0] >= n:
+            raise StencilforgeError(f"{what} at {tuple(at)} lies outside the grid: axis {axis} has its nodes from "
+                                    f"{lo:.6g} to {lo + (n - 1) * h:.6g}")
+        per_axis.append(touched)
+    corners = list(itertools.product(*per_axis))
+    cells = np.array([[i for i, _ in c] for c in corners], dtype=np.int64).reshape(len(corners), len(per_axis))
+    return cells, np.array([math.prod(w for _, w in c) for c in corners], dtype=np.float64)
+
+
+def held(cells: np.ndarray, lattice) -> np.ndarray:
+    """Which of the global interior indices `cells` (cells x axes) lie in this lattice's interior (a block's)."""
+    start = np.array([lattice.first_index(a) for a in range(lattice.ndim)], dtype=np.int64)
+    local = cells - start
+    return np.all((local >= 0) & (local < np.array(lattice.shape)), axis=1)
+
+
+def padded_index(cells: np.ndarray, lattice, xp) -> tuple:
+    """Index arrays (one per axis, on `xp`) of global interior indices in this lattice's padded arrays."""
+    return tuple(xp.asarray(cells[..., a] - lattice.first_index(a) + lattice.ghost) for a in range(lattice.ndim))
+
+
+def fold(terms, xp):
+    """Each row's terms summed left to right along the last axis, as float64; a missing term is -0.0, which
+    leaves every sum as it is."""
+    acc = terms[..., 0]
+    for k in range(1, terms.shape[-1]):
+        acc = xp.add(acc, terms[..., k])
+    return acc
+
+
+def _cells_of(points, grid, what: str) -> list[tuple[np.ndarray, np.ndarray]]:
+    return [point_cells(p.at, grid.origin, grid.spacing, grid.shape, p.interpolation, f"{what} on {p.field.name}")
+            for p in points]
+
+
+class Injection:
+    """A problem's sources on one lattice (a block's: the cells it holds), added to the level a step computes.
+
+    A cell several sources touch takes their amounts one after another, in the problem's order of sources:
+    the amounts go in rounds, each touching a cell at most once."""
+
+    def __init__(self, problem, lattice, signals: Sequence[Callable[[float], float]], xp):
+        """`signals`: each source's signal as a function of t."""
+        self.signals = signals
+        self.dtype, self.xp = lattice.dtype, xp
+        entries: dict[str, list[list]] = {}  # field -> rounds -> (source, cell, weight)
+        count: dict[tuple, int] = {}
+        for k, (s, (cells, weights)) in enumerate(zip(problem.sources, _cells_of(problem.sources, problem.grid, "source"))):
+            mine = held(cells, lattice)
+            for cell, w in zip(cells[mine], weights[mine]):
+                key = (s.field.name, *cell)
+                rounds = entries.setdefault(s.field.name, [])
+                r = count[key] = count.get(key, -1) + 1
+                if r == len(rounds):
+                    rounds.append([])
+                rounds[r].append((k, cell, w))
+        self.rounds = [(name, padded_index(np.array([c for _, c, _ in batch]), lattice, xp),
+                        np.array([k for k, _, _ in batch]), np.array([w for _, _, w in batch], dtype=np.float64))
+                       for name, rounds in entries.items() for batch in rounds]
+
+    def add(self, t: float, target: Callable[[str], Any]) -> None:
+        """Each source's signal at `t` times its weights, rounded to the grid's dtype, added to its cells of
+        `target(field)`: the sum rounded to the grid's dtype, stored in the field's."""
+        if not self.rounds:
+            return
+        values = np.array([signal(t) for signal in self.signals], dtype=np.float64)
+        for name, index, sources, weights in self.rounds:
+            arr = target(name)
+            amounts = self.xp.asarray((weights * values[sources]).astype(self.dtype))
+            arr[index] = arr[index].astype(self.dtype, copy=False) + amounts  # float16 storage widens, exactly
+
+
+@dataclass
+class Traces:
+    """What a run's receivers recorded: `values[i, r]` is receiver r's interpolated value of its field after step
+    `steps[i]` (at time `times[i]`), in float64; `at` holds each receiver's coordinates (receivers x axes, x last)
+    and `fields` its field's name. A resumed run records from the step it resumed at."""
+
+    values: np.ndarray
+    steps: np.ndarray
+    times: np.ndarray
+    at: np.ndarray
+    fields: tuple[str, ...]
+
+
+class _Rows:
+    """Rows of float64 values kept on the backend, copied to the host a chunk of rows at a time."""
+
+    def __init__(self, width: int, xp, to_host):
+        self.chunk = max(1, CHUNK_BYTES // (8 * max(width, 1)))
+        self.xp, self.to_host, self.width = xp, to_host, width
+        self.buffer = xp.empty((self.chunk, width), dtype=np.float64)
+        self.filled = 0
+        self.done: list[np.ndarray] = []  # the chunks already on the host
+
+    def next(self):
+        """The buffer's next row, to write a step's values into."""
+        if self.filled == self.chunk:
+            self.done.append(np.array(self.to_host(self.buffer)))
+            self.filled = 0
+        self.filled += 1
+        return self.buffer[self.filled - 1]
+
+    def host(self) -> np.ndarray:
+        return np.concatenate(self.done + [np.array(self.to_host(self.buffer[:self.filled]))]).reshape(-1, self.width)
+
+
+class Recording:
+    """A problem's receivers on one lattice, recorded every `problem.record_every` steps after the step's sources.
+
+    On the whole grid (`whole`) each receiver's terms are summed as they are recorded; on a block each cell's
+    term the block holds is kept (`terms`) for rank 0 to sum (`Recording.traces` of all blocks' terms)."""
+
+    def __init__(self, problem, lattice, xp, to_host, whole: bool):
+        self.problem, self.xp, self.to_host, self.whole = problem, xp, to_host, whole
+        self.every = problem.record_every
+        points = _cells_of(problem.receivers, problem.grid, "receiver")
+        self.corners = max([len(w) for _, w in points], default=1)
+        groups: dict[str, list[int]] = {}
+        for r, rec in enumerate(problem.receivers):
+            groups.setdefault(rec.field.name, []).append(r)
+        self.groups = []  # (field, index arrays, weights, present, columns of the rows)
+        self.columns: list[int] = []  # a whole grid's: receiver per column; a block's: receiver * corners + corner
+        for name, members in groups.items():
+            if whole:
+                k = self.corners
+                cells = np.stack([np.concatenate([points[r][0], np.repeat(points[r][0][:1], k - len(points[r][1]), 0)])
+                                  for r in members])
+                weights = np.stack([np.pad(points[r][1], (0, k - len(points[r][1]))) for r in members])
+                present = np.arange(k) < np.array([len(points[r][1]) for r in members])[:, None]
+                ids = members
+            else:
+                flat = [(r * self.corners + c, cell, w) for r in members for c, (cell, w) in enumerate(zip(*points[r]))]
+                mine = [e for e in flat if held(e[1][None], lattice)[0]]
+                if not mine:
+                    continue
+                cells = np.array([c for _, c, _ in mine])
+                weights, present = np.array([w for _, _, w in mine], dtype=np.float64), None
+                ids = [i for i, _, _ in mine]
+            columns = slice(len(self.columns), len(self.columns) + len(ids))
+            self.columns += ids
+            self.groups.append((name, padded_index(cells, lattice, xp), xp.asarray(weights),
+                                None if present is None or present.all() else xp.asarray(present), columns))
+        self.start()
+
+    def __bool__(self) -> bool:
+        return bool(self.problem.receivers)
+
+    def start(self) -> None:
+        """Forget what was recorded: the traces begin after the next step."""
+        self.rows = _Rows(len(self.columns), self.xp, self.to_host)
+        self.steps: list[int] = []
+
+    def record(self, step: int, current: Callable[[str], Any]) -> None:
+        """After step `step`, where it is one to record: each receiver's value (whole grid) or each held cell's
+        term, from `current(field)`, the field's current level."""
+        if step % self.every:
+            return
+        row, xp = self.rows.next(), self.xp
+        for name, index, weights, present, columns in self.groups:
+            terms = weights * current(name)[index].astype(np.float64)
+            if present is not None:
+                terms = xp.where(present, terms, -0.0)
+            row[columns] = fold(terms, xp) if self.whole else terms
+        self.steps.append(step)
+
+    def terms(self) -> tuple[list[int], np.ndarray]:
+        """A block's recorded terms on the host: (receiver * corners + corner per column, steps x columns)."""
+        return self.columns, self.rows.host()
+
+    def traces(self, dt: float, blocks: Sequence[tuple[list[int], np.ndarray]] | None = None) -> Traces:
+        """The recorded values on the host; on a block, from every block's `terms` (rank 0's sum of them)."""
+        receivers = self.problem.receivers
+        if blocks is None:
+            values = np.empty((len(self.steps), len(receivers)))
+            values[:, self.columns] = self.rows.host()
+        else:
+            terms = np.full((len(self.steps), len(receivers) * self.corners), -0.0)
+            for columns, rows in blocks:
+                terms[:, columns] = rows
+            values = fold(terms.reshape(len(self.steps), len(receivers), self.corners), np)
+        steps = np.array(self.steps, dtype=np.int64)
+        return Traces(values, steps, steps * dt, np.array([r.at for r in receivers], dtype=np.float64).reshape(len(receivers), -1),
+                      tuple(r.field.name for r in receivers))
