@@ -76,7 +76,8 @@ def unstable_poisson(shape=(16, 16)):
 @pytest.mark.parametrize("backend", ["numpy", "numba"])
 def test_blow_up_of_a_problem_with_a_residual_is_reported_at_the_same_check(backend, monkeypatch):
     """Where the residual reads the solution at every cell its finite value is the NaN test; once it is not
-    finite, the NaN test runs and stops the run at the first check whose solution holds a NaN or an infinity."""
+    finite, the NaN test runs and stops the run at the first check whose solution holds a NaN or an infinity. Both
+    keep the same last finite state."""
     opts = LoopOptions(steps=5000, check_every=25, tol=1e-30, stall_checks=0)
     with pytest.raises(StencilforgeError, match=r"blew up: NaN or Inf found at step \d+") as skipped:
         run(unstable_poisson(), get_backend(backend), opts)
@@ -84,6 +85,8 @@ def test_blow_up_of_a_problem_with_a_residual_is_reported_at_the_same_check(back
     with pytest.raises(StencilforgeError, match=r"blew up: NaN or Inf found at step \d+") as every:
         run(unstable_poisson(), get_backend(backend), opts)
     assert str(skipped.value) == str(every.value)
+    kept = skipped.value.finite_fields["u"]
+    assert np.isfinite(kept).all() and np.array_equal(kept, every.value.finite_fields["u"])
 
 
 def test_a_finite_residual_stands_for_the_nan_test(monkeypatch):
@@ -346,6 +349,59 @@ def test_a_blow_up_is_caught_before_a_snapshot_would_hold_it(backend, generated,
     with h5py.File(tmp_path / "r.h5", "r") as f:
         steps = [s for s in f["step"][:] if s >= 0]
         assert steps[-1] == err.last_finite and all(np.isfinite(f["fields/u"][i]).all() for i in range(len(steps)))
+
+
+def _blow_up(path, backend, **opts):
+    """The BlowUp of `_growing` run through `path`: "sweep" (the time loop on its lowered Setup), "passes" (sf.run)
+    or "generated" (sf.run, every pass its generated kernel)."""
+    from stencilforge.errors import BlowUp
+
+    with pytest.raises(BlowUp) as info:
+        _run_growing(path, backend, steps=100000, **opts)
+    return info.value
+
+
+def _run_growing(path, backend, **opts):
+    import stencilforge as sf
+    from stencilforge.problems.base import lowered
+
+    if path == "sweep":
+        return run(lowered(_growing()), get_backend(backend), LoopOptions(**opts))
+    return sf.run(_growing(), backend=backend, generated=path == "generated", **opts)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "numba"])
+@pytest.mark.parametrize("path", ["sweep", "passes", "generated"])
+def test_a_blow_up_keeps_the_last_finite_state(path, backend):
+    """The exception holds the watched field as the last check found it finite: bit for bit what a run of exactly
+    that many steps ends with (numba fuses steps differently in the two runs), and the message says so."""
+    err = _blow_up(path, backend, check_every=20)
+    assert err.last_finite > 0 and set(err.finite_fields) == {"u"} and isinstance(err.finite_fields["u"], np.ndarray)
+    assert np.isfinite(err.finite_fields["u"]).all() and not np.isfinite(err.fields["u"]).all()
+    assert f"(finite at step {err.last_finite}, the last check, whose state the exception's finite_fields hold)" in str(err)
+    last = _run_growing(path, backend, steps=err.last_finite, check_every=20)
+    assert np.array_equal(err.finite_fields["u"], last.fields["u"])
+
+
+@pytest.mark.parametrize("path", ["sweep", "passes"])
+def test_a_blow_up_at_the_first_check_keeps_the_initial_state(path):
+    err = _blow_up(path, "numpy", check_every=1000)
+    assert err.last_finite == 0
+    assert np.array_equal(err.finite_fields["u"], _run_growing(path, "numpy", steps=0).fields["u"])
+
+
+def test_keeping_off_or_out_of_memory_leaves_no_last_finite_state(monkeypatch, caplog):
+    """keep_finite=False keeps nothing; a copy that would take more than half the memory available is not made,
+    and the log says why."""
+    import logging
+
+    err = _blow_up("sweep", "numpy", check_every=20, keep_finite=False)
+    assert err.finite_fields is None and "finite_fields" not in str(err) and err.last_finite > 0
+    monkeypatch.setattr(timeloop, "available_bytes", lambda: 1000)
+    with caplog.at_level(logging.INFO, logger="stencilforge"):
+        err = _blow_up("sweep", "numpy", check_every=20)
+    assert err.finite_fields is None
+    assert any("is not kept: it would take more than half the memory available" in r.getMessage() for r in caplog.records)
 
 
 @pytest.mark.parametrize("generated", [False, True])
