@@ -78,7 +78,7 @@ def test_blow_up_of_a_problem_with_a_residual_is_reported_at_the_same_check(back
     """Where the residual reads the solution at every cell its finite value is the NaN test; once it is not
     finite, the NaN test runs and stops the run at the first check whose solution holds a NaN or an infinity. Both
     keep the same last finite state."""
-    opts = LoopOptions(steps=5000, check_every=25, tol=1e-30, stall_checks=0)
+    opts = LoopOptions(steps=5000, check_every=25, tol=1e-30, stall_checks=0, keep_finite=True)
     with pytest.raises(StencilforgeError, match=r"blew up: NaN or Inf found at step \d+") as skipped:
         run(unstable_poisson(), get_backend(backend), opts)
     monkeypatch.setattr(timeloop, "residual_sees", lambda setup: False)
@@ -353,7 +353,7 @@ def test_a_blow_up_is_caught_before_a_snapshot_would_hold_it(backend, generated,
 
 def _blow_up(path, backend, **opts):
     """The BlowUp of `_growing` run through `path`: "sweep" (the time loop on its lowered Setup), "passes" (sf.run)
-    or "generated" (sf.run, every pass its generated kernel)."""
+    or "generated" (sf.run, every pass its generated kernel); each keeps the last finite state unless told not to."""
     from stencilforge.errors import BlowUp
 
     with pytest.raises(BlowUp) as info:
@@ -366,7 +366,7 @@ def _run_growing(path, backend, **opts):
     from stencilforge.problems.base import lowered
 
     if path == "sweep":
-        return run(lowered(_growing()), get_backend(backend), LoopOptions(**opts))
+        return run(lowered(_growing()), get_backend(backend), LoopOptions(**{"keep_finite": True, **opts}))
     return sf.run(_growing(), backend=backend, generated=path == "generated", **opts)
 
 
@@ -390,13 +390,27 @@ def test_a_blow_up_at_the_first_check_keeps_the_initial_state(path):
     assert np.array_equal(err.finite_fields["u"], _run_growing(path, "numpy", steps=0).fields["u"])
 
 
-def test_keeping_off_or_out_of_memory_leaves_no_last_finite_state(monkeypatch, caplog):
-    """keep_finite=False keeps nothing; a copy that would take more than half the memory available is not made,
-    and the log says why."""
+def test_an_initial_state_holding_nan_is_not_kept():
+    from stencilforge.errors import BlowUp
+    from stencilforge.problems.base import lowered
+
+    setup = lowered(_growing())
+    setup.fields["u"][3, 3] = np.nan
+    with pytest.raises(BlowUp) as info:
+        run(setup, get_backend("numpy"), LoopOptions(steps=10, check_every=5))
+    assert info.value.last_finite == 0 and info.value.finite_fields is None
+
+
+@pytest.mark.parametrize("path", ["sweep", "passes"])
+def test_keeping_off_leaves_no_last_finite_state(path):
+    err = _blow_up(path, "numpy", check_every=20, keep_finite=False)
+    assert err.finite_fields is None and "finite_fields" not in str(err) and err.last_finite > 0
+
+
+def test_a_copy_that_would_take_half_the_memory_is_not_made(monkeypatch, caplog):
+    """It only helps after a failure: it must not make the run fail or the host kill it. The log says why."""
     import logging
 
-    err = _blow_up("sweep", "numpy", check_every=20, keep_finite=False)
-    assert err.finite_fields is None and "finite_fields" not in str(err) and err.last_finite > 0
     monkeypatch.setattr(timeloop, "available_bytes", lambda: 1000)
     with caplog.at_level(logging.INFO, logger="stencilforge"):
         err = _blow_up("sweep", "numpy", check_every=20)

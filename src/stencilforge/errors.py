@@ -14,7 +14,8 @@ class BlowUp(StencilforgeError):
     check that found them finite (every snapshot and checkpoint written is from there or before); `fields`: each
     field's interior at `step` on this process, host arrays, to see where it went wrong; `finite_fields`: the
     fields the checks test, interior at `last_finite` on this process, host arrays, to see the state just before
-    (None where the loop kept no copy: `LoopOptions.keep_finite` off, or the copy did not fit)."""
+    (None where the loop kept none: `LoopOptions.keep_finite` off, a copy that did not fit, or an initial state
+    that was not finite)."""
 
     def __init__(self, message: str, step: int, last_finite: int, fields: dict, finite_fields: dict | None = None):
         super().__init__(message)

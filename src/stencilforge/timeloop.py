@@ -128,7 +128,7 @@ class LoopOptions:
     stop: StopRequest | None = None
     status: Callable[[str | None], None] | None = None  # a phase before stepping starts (JIT compile); None when it ends
     stall_checks: int = 20  # with tol: stop when the residual has not reached a new minimum in this many checks (0: never)
-    keep_finite: bool = True  # copy the watched fields at each check that finds them finite, for BlowUp.finite_fields
+    keep_finite: bool = False  # copy the watched fields at each check that finds them finite, for BlowUp.finite_fields (sf.run's)
 
 
 @dataclass
@@ -519,8 +519,8 @@ class Monitor:
     observers, stop requests and progress. `after(n)` says why the loop must stop, if it must.
 
     With `keep_finite` it keeps a copy of the watched fields as the last check that found them finite saw
-    them (at the start, the initial state), where the backend computes: a blow-up then hands the state just
-    before it to the caller, at the cost of one more array per watched field and a copy per check.
+    them (at the start, the initial state where it is finite), where the backend computes: a blow-up then hands
+    the state just before it to the caller, at the cost of one more array per watched field and a copy per check.
     """
 
     def __init__(self, stepper: Stepper, opts: LoopOptions, steps: int):
@@ -532,8 +532,10 @@ class Monitor:
         self.recent: list[float] = []  # the last stall_checks residuals
         self.best_before = math.inf  # the lowest residual before them
         self.last_report = time.perf_counter()
-        self.kept = self._keeper() if opts.keep_finite else None  # the watched fields at `last_ok`
-        self._finite_at(self.first)
+        self.kept = self._keeper() if opts.keep_finite else None
+        self.kept_at: int | None = None  # the step whose watched fields `kept` holds
+        if opts.keep_finite and stepper.finite():  # the loop takes the initial state as finite; only a finite one is kept
+            self._finite_at(self.first)
 
     def _watched(self) -> dict:
         fields = self.stepper.fields()
@@ -567,6 +569,7 @@ class Monitor:
             fields = self._watched()
             for name, arr in self.kept.items():
                 arr[...] = fields[name]
+            self.kept_at = n
 
     def checked(self, m: int) -> bool:
         return (m - self.first) % self.opts.check_every == 0
@@ -591,7 +594,8 @@ class Monitor:
         found = f" in {', '.join(f'{name} ({part})' for name, part in sorted(where.items()))}" if where else ""
         backend: Any = stepper.backend
         fields = {name: backend.to_host(arr) for name, arr in stepper.fields().items()}
-        kept = {name: backend.to_host(arr) for name, arr in self.kept.items()} if self.kept is not None else None
+        kept = ({name: backend.to_host(arr) for name, arr in self.kept.items()}
+                if self.kept is not None and self.kept_at == self.last_ok else None)
         held = ", whose state the exception's finite_fields hold" if kept is not None else ""
         raise BlowUp(f"{stepper.name} blew up: NaN or Inf found at step {n}{found} (finite at step {self.last_ok}, "
                      f"the last check{held}); {hint}", n, self.last_ok, fields, kept)
