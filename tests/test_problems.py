@@ -418,6 +418,72 @@ def test_a_copy_that_would_take_half_the_memory_is_not_made(monkeypatch, caplog)
     assert any("is not kept: it would take more than half the memory available" in r.getMessage() for r in caplog.records)
 
 
+GROWING_FILE = '''
+import stencilforge as sf
+
+
+def build(shape=None, dtype="float64"):
+    grid = sf.Grid(shape or (12, 10), extent=1.0, dtype=dtype)
+    u = sf.Field("u", grid)
+    dt = 3.0 * 0.25 * min(grid.spacing) ** 2
+    return sf.Problem([sf.Eq(u.next, u + dt * sf.laplacian(u))], initial={u: sf.sin(3 * grid.x) * grid.y},
+                      boundary={u: sf.Dirichlet(0.0)}, dt=dt, name="growing")
+'''
+
+
+def _on_numpy(problem, **kwargs):
+    import stencilforge as sf
+
+    return sf.run(problem, backend="numpy", **kwargs)
+
+
+def test_a_blow_up_names_the_checkpoint_that_leads_to_its_last_finite_state(tmp_path):
+    """The message names the last checkpoint (files hold only finite states) and how far to resume it to reach the last
+    finite state, which that resume gives bit for bit."""
+    from stencilforge.errors import BlowUp
+
+    ckpt = tmp_path / "g.ckpt.h5"
+    with pytest.raises(BlowUp) as info:
+        _on_numpy(_growing(), steps=100000, check_every=20, checkpoint=str(ckpt), checkpoint_every=30)
+    err = info.value
+    start = err.last_finite - err.last_finite % 30
+    assert 0 < start < err.last_finite, (start, err.last_finite)
+    assert str(err).endswith(f"last complete checkpoint: step {start} ({ckpt}); resume={str(ckpt)!r}, "
+                             f"steps={err.last_finite - start} reproduces step {err.last_finite} bit for bit")
+    resumed = _on_numpy(_growing(), steps=err.last_finite - start, resume=str(ckpt))
+    assert np.array_equal(resumed.fields["u"], err.finite_fields["u"])
+
+
+def test_the_cli_keeps_no_copy_and_says_how_to_reach_the_last_finite_state(tmp_path, monkeypatch):
+    """Its process ends with the error, so a copy in memory would be lost: it names the checkpoint to resume instead."""
+    import re
+
+    import h5py
+    from typer.testing import CliRunner
+
+    from stencilforge.cli import app, join_multi_values
+
+    file, ckpt = tmp_path / "growing.py", tmp_path / "g.ckpt.h5"
+    file.write_text(GROWING_FILE)
+    monkeypatch.setattr(timeloop.Monitor, "_keeper", lambda self: pytest.fail("the CLI keeps no copy"))
+    common = ["run", str(file), "--backend", "numpy", "--check-every", "20"]
+    blown = CliRunner().invoke(app, join_multi_values([*common, "--steps", "100000", "--checkpoint-every", "30", "--checkpoint",
+                                                       str(ckpt)]))
+    (line,) = [text for text in blown.stderr.splitlines() if text.startswith("error:")]  # after the stability warning
+    assert blown.exit_code == 2, blown.output
+    last = int(re.search(r"finite at step (\d+), the last check\)", line).group(1))
+    start = last - last % 30
+    assert line.endswith(f"last complete checkpoint: step {start} ({ckpt}); --resume {ckpt} --steps {last - start} "
+                         f"reproduces step {last} bit for bit"), line
+    resumed = CliRunner().invoke(app, join_multi_values([*common, "--resume", str(ckpt), "--steps", str(last - start)]))
+    assert resumed.exit_code == 0, resumed.output
+    with h5py.File(ckpt, "r") as f:
+        assert f.attrs["step"] == last
+        interior = f["fields/u"][1:-1, 1:-1]
+    monkeypatch.undo()
+    assert np.array_equal(interior, _on_numpy(_growing(), steps=last).fields["u"])
+
+
 @pytest.mark.parametrize("generated", [False, True])
 def test_a_non_finite_wall_is_named_as_the_cause(generated):
     import stencilforge as sf
