@@ -4,7 +4,7 @@ usage: mpi_driver.py BACKEND GRID OUT.npz [HALO [OVERLAP]]
            BACKEND: numpy, numba, cuda or cuda:STRATEGY
            GRID: auto (least cut area), alt (the next best process grid) or slabs (split along axis 0 only)
            HALO: auto, host, staged, nccl, mpi     OVERLAP: auto, on or off
-       mpi_driver.py BACKEND fail-rank|nan-rank
+       mpi_driver.py BACKEND fail-rank|nan-rank|kept-blocks
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from stencilforge.distributed import Decomposition, bind_device, fail_together, 
 from stencilforge.distributed.decomposition import _cut_area, _fits, factorizations
 from stencilforge.distributed.outputs import GlobalOutput
 from stencilforge.distributed.runner import minimum_extents
-from stencilforge.errors import OutputError, StencilforgeError
+from stencilforge.errors import BlowUp, OutputError, StencilforgeError
 from stencilforge.timeloop import LoopOptions, run
 
 # (label, problem, build parameters, loop options): small, uneven blocks, every problem and closure kind.
@@ -138,6 +138,41 @@ def nan_rank(backend_name: str) -> None:
         sys.exit(2)
 
 
+def growing():
+    """Forward Euler heat above its stability limit: it grows until it overflows."""
+    import stencilforge as sf
+
+    grid = sf.Grid((12, 10), extent=1.0)
+    u = sf.Field("u", grid)
+    dt = 0.75 * min(grid.spacing) ** 2
+    return sf.Problem([sf.Eq(u.next, u + dt * sf.laplacian(u))], initial={u: sf.sin(3 * grid.x) * grid.y},
+                      boundary={u: sf.Dirichlet(0.0)}, dt=dt, name="growing")
+
+
+def kept_blocks(backend_name: str) -> None:
+    """A blow-up split over two ranks, as a lowered sweep and as generated passes: each rank's finite_fields is its
+    block of the last finite state, which gathered is what one process ends with after that many steps."""
+    import stencilforge as sf
+    from stencilforge.problems.base import lowered
+
+    comm, engine = world(), get_backend(backend_name)
+    decomp = Decomposition.create(comm.size, (12, 10), (1, 1), (comm.size, 1))
+    runs = {  # (split over the ranks, in one process)
+        "sweep": (lambda **o: run_decomposed(lowered(growing()), engine, LoopOptions(keep_finite=True, **o), (comm.size, 1), comm),
+                  lambda steps: run(lowered(growing()), engine, LoopOptions(steps=steps))),
+        "passes": (lambda **o: sf.run(growing(), backend=engine, generated=True, comm=comm, procs=(comm.size, 1), **o),
+                   lambda steps: sf.run(growing(), backend=engine, generated=True, steps=steps)),
+    }
+    for path, (split, alone) in runs.items():
+        try:
+            split(steps=100000, check_every=20)
+        except BlowUp as exc:
+            whole = gather(comm, decomp, exc.finite_fields["u"])
+            if comm.rank == 0:
+                same = np.array_equal(whole, alone(exc.last_finite).fields["u"])
+                print(f"{path}: last finite step {exc.last_finite}, kept blocks equal one process's: {same}")
+
+
 def fail_write(backend_name: str) -> None:
     """Rank 0's writer fails at the second snapshot: every rank stops at that step, none waits."""
     comm = world()
@@ -170,5 +205,7 @@ if __name__ == "__main__":
         fail_write(sys.argv[1])
     elif sys.argv[2] == "nan-rank":
         nan_rank(sys.argv[1])
+    elif sys.argv[2] == "kept-blocks":
+        kept_blocks(sys.argv[1])
     else:
         run_cases(*sys.argv[1:])

@@ -160,6 +160,13 @@ def test_a_blow_up_on_one_rank_is_reported_once_by_every_rank():
     assert len(lines) == 1 and "blew up" in lines[0], proc.stderr
 
 
+def test_a_blow_up_keeps_each_ranks_block_of_the_last_finite_state():
+    proc = mpiexec(2, str(DRIVER), "numpy", "kept-blocks")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert len(lines) == 2 and all(line.endswith("kept blocks equal one process's: True") for line in lines), proc.stdout
+
+
 def _datasets(path: Path) -> dict[str, bytes]:
     """Every dataset of an HDF5 file (fields, steps, times), as bytes; attributes such as the command line differ."""
     import h5py

@@ -76,14 +76,17 @@ def unstable_poisson(shape=(16, 16)):
 @pytest.mark.parametrize("backend", ["numpy", "numba"])
 def test_blow_up_of_a_problem_with_a_residual_is_reported_at_the_same_check(backend, monkeypatch):
     """Where the residual reads the solution at every cell its finite value is the NaN test; once it is not
-    finite, the NaN test runs and stops the run at the first check whose solution holds a NaN or an infinity."""
-    opts = LoopOptions(steps=5000, check_every=25, tol=1e-30, stall_checks=0)
+    finite, the NaN test runs and stops the run at the first check whose solution holds a NaN or an infinity. Both
+    keep the same last finite state."""
+    opts = LoopOptions(steps=5000, check_every=25, tol=1e-30, stall_checks=0, keep_finite=True)
     with pytest.raises(StencilforgeError, match=r"blew up: NaN or Inf found at step \d+") as skipped:
         run(unstable_poisson(), get_backend(backend), opts)
     monkeypatch.setattr(timeloop, "residual_sees", lambda setup: False)
     with pytest.raises(StencilforgeError, match=r"blew up: NaN or Inf found at step \d+") as every:
         run(unstable_poisson(), get_backend(backend), opts)
     assert str(skipped.value) == str(every.value)
+    kept = skipped.value.finite_fields["u"]
+    assert np.isfinite(kept).all() and np.array_equal(kept, every.value.finite_fields["u"])
 
 
 def test_a_finite_residual_stands_for_the_nan_test(monkeypatch):
@@ -346,6 +349,139 @@ def test_a_blow_up_is_caught_before_a_snapshot_would_hold_it(backend, generated,
     with h5py.File(tmp_path / "r.h5", "r") as f:
         steps = [s for s in f["step"][:] if s >= 0]
         assert steps[-1] == err.last_finite and all(np.isfinite(f["fields/u"][i]).all() for i in range(len(steps)))
+
+
+def _blow_up(path, backend, **opts):
+    """The BlowUp of `_growing` run through `path`: "sweep" (the time loop on its lowered Setup), "passes" (sf.run)
+    or "generated" (sf.run, every pass its generated kernel); each keeps the last finite state unless told not to."""
+    from stencilforge.errors import BlowUp
+
+    with pytest.raises(BlowUp) as info:
+        _run_growing(path, backend, steps=100000, **opts)
+    return info.value
+
+
+def _run_growing(path, backend, **opts):
+    import stencilforge as sf
+    from stencilforge.problems.base import lowered
+
+    if path == "sweep":
+        return run(lowered(_growing()), get_backend(backend), LoopOptions(**{"keep_finite": True, **opts}))
+    return sf.run(_growing(), backend=backend, generated=path == "generated", **opts)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "numba"])
+@pytest.mark.parametrize("path", ["sweep", "passes", "generated"])
+def test_a_blow_up_keeps_the_last_finite_state(path, backend):
+    """The exception holds the watched field as the last check found it finite: bit for bit what a run of exactly
+    that many steps ends with (numba fuses steps differently in the two runs), and the message says so."""
+    err = _blow_up(path, backend, check_every=20)
+    assert err.last_finite > 0 and set(err.finite_fields) == {"u"} and isinstance(err.finite_fields["u"], np.ndarray)
+    assert np.isfinite(err.finite_fields["u"]).all() and not np.isfinite(err.fields["u"]).all()
+    assert f"(finite at step {err.last_finite}, the last check, whose state the exception's finite_fields hold)" in str(err)
+    last = _run_growing(path, backend, steps=err.last_finite, check_every=20)
+    assert np.array_equal(err.finite_fields["u"], last.fields["u"])
+
+
+@pytest.mark.parametrize("path", ["sweep", "passes"])
+def test_a_blow_up_at_the_first_check_keeps_the_initial_state(path):
+    err = _blow_up(path, "numpy", check_every=1000)
+    assert err.last_finite == 0
+    assert np.array_equal(err.finite_fields["u"], _run_growing(path, "numpy", steps=0).fields["u"])
+
+
+def test_an_initial_state_holding_nan_is_not_kept():
+    from stencilforge.errors import BlowUp
+    from stencilforge.problems.base import lowered
+
+    setup = lowered(_growing())
+    setup.fields["u"][3, 3] = np.nan
+    with pytest.raises(BlowUp) as info:
+        run(setup, get_backend("numpy"), LoopOptions(steps=10, check_every=5))
+    assert info.value.last_finite == 0 and info.value.finite_fields is None
+
+
+@pytest.mark.parametrize("path", ["sweep", "passes"])
+def test_keeping_off_leaves_no_last_finite_state(path):
+    err = _blow_up(path, "numpy", check_every=20, keep_finite=False)
+    assert err.finite_fields is None and "finite_fields" not in str(err) and err.last_finite > 0
+
+
+def test_a_copy_that_would_take_half_the_memory_is_not_made(monkeypatch, caplog):
+    """It only helps after a failure: it must not make the run fail or the host kill it. The log says why."""
+    import logging
+
+    monkeypatch.setattr(timeloop, "available_bytes", lambda: 1000)
+    with caplog.at_level(logging.INFO, logger="stencilforge"):
+        err = _blow_up("sweep", "numpy", check_every=20)
+    assert err.finite_fields is None
+    assert any("is not kept: it would take more than half the memory available" in r.getMessage() for r in caplog.records)
+
+
+GROWING_FILE = '''
+import stencilforge as sf
+
+
+def build(shape=None, dtype="float64"):
+    grid = sf.Grid(shape or (12, 10), extent=1.0, dtype=dtype)
+    u = sf.Field("u", grid)
+    dt = 3.0 * 0.25 * min(grid.spacing) ** 2
+    return sf.Problem([sf.Eq(u.next, u + dt * sf.laplacian(u))], initial={u: sf.sin(3 * grid.x) * grid.y},
+                      boundary={u: sf.Dirichlet(0.0)}, dt=dt, name="growing")
+'''
+
+
+def _on_numpy(problem, **kwargs):
+    import stencilforge as sf
+
+    return sf.run(problem, backend="numpy", **kwargs)
+
+
+def test_a_blow_up_names_the_checkpoint_that_leads_to_its_last_finite_state(tmp_path):
+    """The message names the last checkpoint (files hold only finite states) and how far to resume it to reach the last
+    finite state, which that resume gives bit for bit."""
+    from stencilforge.errors import BlowUp
+
+    ckpt = tmp_path / "g.ckpt.h5"
+    with pytest.raises(BlowUp) as info:
+        _on_numpy(_growing(), steps=100000, check_every=20, checkpoint=str(ckpt), checkpoint_every=30)
+    err = info.value
+    start = err.last_finite - err.last_finite % 30
+    assert 0 < start < err.last_finite, (start, err.last_finite)
+    assert str(err).endswith(f"last complete checkpoint: step {start} ({ckpt}); resume={str(ckpt)!r}, "
+                             f"steps={err.last_finite - start} reproduces step {err.last_finite} bit for bit")
+    resumed = _on_numpy(_growing(), steps=err.last_finite - start, resume=str(ckpt))
+    assert np.array_equal(resumed.fields["u"], err.finite_fields["u"])
+
+
+def test_the_cli_keeps_no_copy_and_says_how_to_reach_the_last_finite_state(tmp_path, monkeypatch):
+    """Its process ends with the error, so a copy in memory would be lost: it names the checkpoint to resume instead."""
+    import re
+
+    import h5py
+    from typer.testing import CliRunner
+
+    from stencilforge.cli import app, join_multi_values
+
+    file, ckpt = tmp_path / "growing.py", tmp_path / "g.ckpt.h5"
+    file.write_text(GROWING_FILE)
+    monkeypatch.setattr(timeloop.Monitor, "_keeper", lambda self: pytest.fail("the CLI keeps no copy"))
+    common = ["run", str(file), "--backend", "numpy", "--check-every", "20"]
+    blown = CliRunner().invoke(app, join_multi_values([*common, "--steps", "100000", "--checkpoint-every", "30", "--checkpoint",
+                                                       str(ckpt)]))
+    (line,) = [text for text in blown.stderr.splitlines() if text.startswith("error:")]  # after the stability warning
+    assert blown.exit_code == 2, blown.output
+    last = int(re.search(r"finite at step (\d+), the last check\)", line).group(1))
+    start = last - last % 30
+    assert line.endswith(f"last complete checkpoint: step {start} ({ckpt}); --resume {ckpt} --steps {last - start} "
+                         f"reproduces step {last} bit for bit"), line
+    resumed = CliRunner().invoke(app, join_multi_values([*common, "--resume", str(ckpt), "--steps", str(last - start)]))
+    assert resumed.exit_code == 0, resumed.output
+    with h5py.File(ckpt, "r") as f:
+        assert f.attrs["step"] == last
+        interior = f["fields/u"][1:-1, 1:-1]
+    monkeypatch.undo()
+    assert np.array_equal(interior, _on_numpy(_growing(), steps=last).fields["u"])
 
 
 @pytest.mark.parametrize("generated", [False, True])

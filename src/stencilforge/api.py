@@ -28,11 +28,13 @@ def solve(
     progress=None,
     check_every: int = 100,
     method: str | None = None,
+    keep_finite: bool = True,
     **params,
 ) -> Result:
     """Run a named problem to completion and return its final fields and summary, as `stencilforge run` does:
     poisson2d and poisson3d by multigrid (`steps` caps its cycles) unless `method="jacobi"` (to `problems.JACOBI_TOL`
-    where neither `steps` nor `tol` is given); a problem of equations through `sf.run`, as a problem of your own."""
+    where neither `steps` nor `tol` is given); a problem of equations through `sf.run`, as a problem of your own
+    (`keep_finite` as there)."""
     if method not in (None, "multigrid", "jacobi"):
         raise StencilforgeError(f"method must be multigrid or jacobi, got {method!r}")
     if method is not None and problem not in problems.POISSON:
@@ -43,7 +45,7 @@ def solve(
         if problem in problems.POISSON and steps is None and tol is None:
             tol = problems.JACOBI_TOL
         return run_problem(problems.problem(problem, shape, dtype, **params)[0], steps, tol, backend, check_every=check_every,
-                           progress=progress)
+                           progress=progress, keep_finite=keep_finite)
     setup = problems.build(problem, shape=shape, dtype=dtype, **params)
     coords = {name: setup.grid.coords(axis, ghosts=False) for axis, name in enumerate(AXIS_NAMES[setup.grid.ndim])}
     if problem in problems.POISSON:

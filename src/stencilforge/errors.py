@@ -12,8 +12,11 @@ class OutputError(StencilforgeError):
 class BlowUp(StencilforgeError):
     """A run whose fields became NaN or Inf. `step`: where a check saw it; `last_finite`: the step of the last
     check that found them finite (every snapshot and checkpoint written is from there or before); `fields`: each
-    field's interior at `step` on this process, host arrays, to see where it went wrong."""
+    field's interior at `step` on this process, host arrays, to see where it went wrong; `finite_fields`: the
+    fields the checks test, interior at `last_finite` on this process, host arrays, to see the state just before
+    (None where the loop kept none: `LoopOptions.keep_finite` off, a copy that did not fit, or an initial state
+    that was not finite)."""
 
-    def __init__(self, message: str, step: int, last_finite: int, fields: dict):
+    def __init__(self, message: str, step: int, last_finite: int, fields: dict, finite_fields: dict | None = None):
         super().__init__(message)
-        self.step, self.last_finite, self.fields = step, last_finite, fields
+        self.step, self.last_finite, self.fields, self.finite_fields = step, last_finite, fields, finite_fields

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from . import problems
-from .errors import StencilforgeError
+from .errors import BlowUp, StencilforgeError
 from .fingerprint import difference, fingerprint
 from .grid import Grid
 from .io.hdf5 import series_run_id
@@ -219,6 +219,8 @@ class Outputs:
             opts = replace(opts, observers=(*opts.observers, *observers))
             single = never_fuses(opts, problem.default_steps)
             result = run_stepper(lambda: PassStepper(sim, single), sim.backend, opts)
+        except BlowUp as exc:
+            raise self._blown(exc, ledger, not sim.decomposed or sim.cart.rank == 0) from None
         except OutputError:  # raised on rank 0 of a decomposed run; the other ranks raise the broadcast message
             raise StencilforgeError(f"{ledger.failures[0]}; run stopped. {ledger.describe()}") from None
         if self.png is not None:
@@ -306,6 +308,8 @@ class Outputs:
         observers = self._observers(setup, backend.name, ledger)
         try:
             result = run_loop(setup, backend, replace(opts, observers=(*opts.observers, *observers)))
+        except BlowUp as exc:
+            raise self._blown(exc, ledger, True) from None
         except OutputError:
             raise StencilforgeError(f"{ledger.failures[0]}; run stopped. {ledger.describe()}") from None
         if self.png is not None:
@@ -328,9 +332,19 @@ class Outputs:
         ]
         try:
             result = run_decomposed(setup, backend, opts, procs, comm, halo, overlap, outputs)
+        except BlowUp as exc:
+            raise self._blown(exc, ledger, root) from None
         except OutputError:  # raised on rank 0; the other ranks raise the broadcast message
             raise StencilforgeError(f"{ledger.failures[0]}; run stopped. {ledger.describe()}") from None
         return self._report(result, ledger) if root else result
+
+    def _blown(self, exc: BlowUp, ledger: Ledger, root: bool) -> BlowUp:
+        """`exc` saying, where files were asked for, which hold the last finite state or lead to it (on rank 0, which
+        writes them)."""
+        if not root or (self.out is None and self.checkpoint is None):
+            return exc
+        where = ledger.finite_state(exc.last_finite, self.api)
+        return BlowUp(f"{exc}. {where}", exc.step, exc.last_finite, exc.fields, exc.finite_fields)
 
     def _ledger(self, opts: LoopOptions) -> Ledger:
         return Ledger(checkpoint=(opts.start_step, Path(self.resume)) if self.resume is not None else None)

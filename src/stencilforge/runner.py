@@ -56,6 +56,7 @@ def run(
     fuse_steps: bool = True,
     stop: StopRequest | None = None,
     threads: int | None = None,
+    keep_finite: bool = True,
 ) -> Result:
     """Run `steps` steps (default: the problem's), or until the residual is below `tol`.
 
@@ -77,6 +78,8 @@ def run(
     may run on), reported in the summary and given back afterwards.
     `fuse_steps=False` keeps one step per pass where the backend would take several (the fields are the
     same bits either way).
+    A run that blows up raises `errors.BlowUp`, whose `finite_fields` hold the fields its equations write at the
+    last check that found them finite; `keep_finite=False` saves the copy per check that keeps them (docs/outputs.md).
     SIGINT and SIGTERM (from the main thread) finish the current step and write the final snapshot and
     checkpoint; then the run logs where they went and the signal takes its usual course (KeyboardInterrupt,
     or the process ends with status 143). A caller passing its own `stop` request handles signals itself
@@ -90,7 +93,7 @@ def run(
                           resume=resume, overwrite=overwrite, api=True, command_line=f"stencilforge.run({problem.name})")
     return run_with(problem, outputs, steps=steps, tol=tol, backend=backend, params=params, check_every=check_every,
                     progress=progress, generated=generated, comm=comm, procs=procs, fuse_steps=fuse_steps, stop=stop,
-                    threads=threads)
+                    threads=threads, keep_finite=keep_finite)
 
 
 def run_with(
@@ -111,10 +114,13 @@ def run_with(
     stall_checks: int = 20,
     status: Callable[[str | None], None] | None = None,
     halo: str = "auto",
+    keep_finite: bool = False,
 ) -> Result:
     """`run` with its files given as `Outputs`, not yet prepared: the CLI's, which name its options in errors
     and record its command line and problem file. The problem's equations are recorded here. `stall_checks`,
-    `status`: as `LoopOptions` has them; `halo`: how a decomposed run's halos travel (`distributed.choose_transport`)."""
+    `status`: as `LoopOptions` has them; `halo`: how a decomposed run's halos travel (`distributed.choose_transport`);
+    `keep_finite`: a blow-up hands over the last finite state (`LoopOptions.keep_finite`), as sf.run asks; the CLI
+    keeps none, since its process ends with the error."""
     if comm is None and procs is not None:
         from .distributed import world
 
@@ -151,7 +157,7 @@ def run_with(
           outputs if outputs is not None else nullcontext(), closing(shown) if shown is not None else nullcontext()):
         report = shown if progress is True else progress or None  # the output files above are this run's until it ends
         loop = dict(check_every=check_every, progress=report, fuse_steps=fuse_steps, stop=request, stall_checks=stall_checks,
-                    status=status)
+                    status=status, keep_finite=keep_finite)
         result = _run_passes(problem, engine, problem.default_steps if total is None else total, tol, params, loop,
                              outputs, comm, procs, sweeps=not generated, halo=halo)
         engine.settle()  # nothing of the run keeps compiling after it returns

@@ -577,6 +577,7 @@ class PassStepper:
         self.default_tol: float | None = None
         self.has_residual = problem.residual is not None
         self.residual_sees_solution = False  # the NaN test runs at every check
+        self.watched = tuple(problem.analysis.written)
         self.fused_steps = 0  # steps taken several per pass
 
     @property

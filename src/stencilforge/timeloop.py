@@ -129,6 +129,7 @@ class LoopOptions:
     stop: StopRequest | None = None
     status: Callable[[str | None], None] | None = None  # a phase before stepping starts (JIT compile); None when it ends
     stall_checks: int = 20  # with tol: stop when the residual has not reached a new minimum in this many checks (0: never)
+    keep_finite: bool = False  # copy the watched fields at each check that finds them finite, for BlowUp.finite_fields (sf.run's)
 
 
 @dataclass
@@ -203,6 +204,7 @@ class Stepper(Protocol):
     default_tol: float | None
     has_residual: bool
     residual_sees_solution: bool  # a finite residual means a finite solution (`residual_sees`)
+    watched: tuple[str, ...]  # the fields `finite` tests (what a step changes), which BlowUp.finite_fields keeps
 
     @property
     def per_pass(self) -> int:
@@ -285,6 +287,7 @@ class SweepStepper:
         self.default_steps, self.default_tol = setup.default_steps, setup.default_tol
         self.has_residual = setup.residual is not None
         self.residual_sees_solution = residual_sees(setup)
+        self.watched: tuple[str, ...] = (setup.solution,)
         self.domain = opts.domain
         self.decomposed = self.domain is not None
         grid = setup.grid
@@ -516,7 +519,12 @@ class SweepStepper:
 
 class Monitor:
     """What looks at the state between steps: finite and residual checks (with the stall test),
-    observers, stop requests and progress. `after(n)` says why the loop must stop, if it must."""
+    observers, stop requests and progress. `after(n)` says why the loop must stop, if it must.
+
+    With `keep_finite` it keeps a copy of the watched fields as the last check that found them finite saw
+    them (at the start, the initial state where it is finite), where the backend computes: a blow-up then hands
+    the state just before it to the caller, at the cost of one more array per watched field and a copy per check.
+    """
 
     def __init__(self, stepper: Stepper, opts: LoopOptions, steps: int):
         self.stepper, self.opts, self.steps = stepper, opts, steps
@@ -527,6 +535,44 @@ class Monitor:
         self.recent: list[float] = []  # the last stall_checks residuals
         self.best_before = math.inf  # the lowest residual before them
         self.last_report = time.perf_counter()
+        self.kept = self._keeper() if opts.keep_finite else None
+        self.kept_at: int | None = None  # the step whose watched fields `kept` holds
+        if opts.keep_finite and stepper.finite():  # the loop takes the initial state as finite; only a finite one is kept
+            self._finite_at(self.first)
+
+    def _watched(self) -> dict:
+        fields = self.stepper.fields()
+        return {name: fields[name] for name in self.stepper.watched}
+
+    def _keeper(self) -> dict | None:
+        """Arrays for the last finite state, where they take at most half the memory available (on a device, its
+        own): they only help after a failure, so they leave room for what the run allocates later (its output
+        buffers), and a host that runs out of memory may kill the process rather than fail the allocation. Else
+        None, and the log says why."""
+        backend: Any = self.stepper.backend
+        fields = self._watched()
+        need = sum(arr.nbytes for arr in fields.values())
+        try:
+            if backend.device:
+                backend.check_fits(2 * need)
+            else:
+                free = available_bytes()
+                if free is not None and need > free // 2:
+                    raise StencilforgeError(f"{free / 1e9:.2f} GB available")
+            return {name: backend.xp.empty_like(arr) for name, arr in fields.items()}
+        except (StencilforgeError, MemoryError) as exc:  # a device backend checks its pool; a host runs out
+            log.info("%s: the last finite state (%.2f GB) is not kept: it would take more than half the memory available (%s)",
+                     self.stepper.name, need / 1e9, exc)
+            return None
+
+    def _finite_at(self, n: int, keep: bool = True) -> None:
+        """Step n's state was found finite: it is the last finite one (with `keep`, copied where it is kept)."""
+        self.last_ok = n
+        if keep and self.kept is not None:
+            fields = self._watched()
+            for name, arr in self.kept.items():
+                arr[...] = fields[name]
+            self.kept_at = n
 
     def checked(self, m: int) -> bool:
         return (m - self.first) % self.opts.check_every == 0
@@ -535,10 +581,12 @@ class Monitor:
         """Whether anything looks at the fields after step m (a check or an observer)."""
         return self.checked(m) or any(obs.every and m % obs.every == 0 for obs in self.opts.observers)
 
-    def check_finite(self, n: int) -> None:
+    def check_finite(self, n: int, keep: bool = True) -> None:
+        """Raise BlowUp if step n's fields hold NaN or Inf; `keep`: copy them where they are kept (a later
+        step may still blow up)."""
         stepper = self.stepper
         if stepper.finite():
-            self.last_ok = n
+            self._finite_at(n, keep)
             return
         where = {} if stepper.decomposed else stepper.nonfinite()
         walls = sorted(name for name, part in where.items() if "walls" in part)
@@ -549,8 +597,11 @@ class Monitor:
         found = f" in {', '.join(f'{name} ({part})' for name, part in sorted(where.items()))}" if where else ""
         backend: Any = stepper.backend
         fields = {name: backend.to_host(arr) for name, arr in stepper.fields().items()}
+        kept = ({name: backend.to_host(arr) for name, arr in self.kept.items()}
+                if self.kept is not None and self.kept_at == self.last_ok else None)
+        held = ", whose state the exception's finite_fields hold" if kept is not None else ""
         raise BlowUp(f"{stepper.name} blew up: NaN or Inf found at step {n}{found} (finite at step {self.last_ok}, "
-                     f"the last check); {hint}", n, self.last_ok, fields)
+                     f"the last check{held}); {hint}", n, self.last_ok, fields, kept)
 
     def _stop_requested(self, m: int) -> bool:
         """A signal arrived: alone, at once; decomposed, at the next check, on every process together."""
@@ -565,7 +616,7 @@ class Monitor:
         if self.checked(n):
             residual = stepper.residual(n) if opts.tol is not None else None
             if residual is not None and stepper.residual_sees_solution and math.isfinite(residual):
-                self.last_ok = n  # the residual's pass was the NaN test
+                self._finite_at(n)  # the residual's pass was the NaN test
             else:
                 self.check_finite(n)
             if residual is not None:
@@ -596,7 +647,7 @@ class Monitor:
         """The last checks and the final state to every observer that did not just see it; whether the run converged."""
         opts, stepper = self.opts, self.stepper
         if n != self.last_ok:
-            self.check_finite(n)
+            self.check_finite(n, keep=False)  # no step follows
         converged = None
         if stepper.has_residual:
             if self.residual_at != n:

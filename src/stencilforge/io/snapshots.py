@@ -10,6 +10,7 @@ at the next observer call, and the ledger says what was last written completely.
 from __future__ import annotations
 
 import queue
+import shlex
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,6 +52,15 @@ class Ledger:
             snap = f"last complete snapshot: step {step} ({count} in {path})"
         ckpt = "no checkpoint" if self.checkpoint is None else f"last complete checkpoint: step {self.checkpoint[0]} ({self.checkpoint[1]})"
         return f"{snap}; {ckpt}"
+
+    def finite_state(self, step: int, api: bool) -> str:
+        """What is on disk after a blow-up whose last finite step is `step`: the files hold only finite states, and a
+        run resumed from a checkpoint before `step` reaches it bit for bit (`api`: said as sf.run's keywords)."""
+        if self.checkpoint is None or self.checkpoint[0] >= step:
+            return self.describe()
+        start, path = self.checkpoint
+        how = f"resume={str(path)!r}, steps={step - start}" if api else f"--resume {shlex.quote(str(path))} --steps {step - start}"
+        return f"{self.describe()}; {how} reproduces step {step} bit for bit"
 
 
 def _reason(exc: Exception) -> str:
