@@ -108,6 +108,11 @@ class Simulation:
             kept = {1: (0,), 2: (0, 1), 3: (-1, 0, 1)}[f.levels]
             self.levels[f.name] = [self._initial(f.name, level) for level in kept]
         self._pitch = row_pitch(next(iter(self.levels.values()))[0])  # every array's: walls and gathers index by it
+        # per step, without recomputing them: each slot's (name, field, index in its levels list), the level lists rotated
+        self._slot_index = [(slot_name((name, lv)), name, lv + 1 if len(levels) == 3 else lv)
+                            for name, levels in self.levels.items()
+                            for lv in ((-1, 0, 1) if len(levels) == 3 else (0, 1) if len(levels) == 2 else (0,))]
+        self._rotating = [self.levels[name] for name in an.written if len(self.levels[name]) > 1]
         self._gathers: dict[tuple, tuple] = {}  # walls per axis -> (ghost cells, their interior images)
         self._gathered: dict[str, tuple] = {}  # field -> its walls, for fields filled by a gather
         self._fillers = {name: self._bind(name, conds) for name, conds in problem.boundary.items()}
@@ -284,11 +289,9 @@ class Simulation:
         return levels[level + 1] if len(levels) == 3 else levels[level] if len(levels) == 2 else levels[0]
 
     def arrays(self) -> dict:
-        return {
-            slot_name((name, lv)): self._slot((name, lv))
-            for name, levels in self.levels.items()
-            for lv in ((-1, 0, 1) if len(levels) == 3 else (0, 1) if len(levels) == 2 else (0,))
-        }
+        """Every time level of every field by slot name (u_prev, u, u_next): what the passes take."""
+        levels = self.levels
+        return {slot: levels[name][i] for slot, name, i in self._slot_index}
 
     def _fill_all(self, items: list[tuple[str, Any, float]]) -> None:
         """`_fill` of each (field, array, time)."""
@@ -327,10 +330,8 @@ class Simulation:
                 self._receivers.record(self.step_count, lambda name: self._slot((name, 0)))
 
     def _rotate(self, steps: int) -> None:
-        for name in self.problem.analysis.written:
-            levels = self.levels[name]
-            if len(levels) > 1:  # [cur, next] -> [next, cur]; [prev, cur, next] -> [cur, next, prev]
-                levels.append(levels.pop(0))
+        for levels in self._rotating:  # [cur, next] -> [next, cur]; [prev, cur, next] -> [cur, next, prev]
+            levels.append(levels.pop(0))
         self._imaged = self._image_fields
         self.step_count += steps
         self.t = self.step_count * self.dt

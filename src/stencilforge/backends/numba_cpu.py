@@ -878,7 +878,8 @@ class NumbaBackend(HostMemory):
         tiny = (*([dummy] * (len(names) + 1)), coef, g, *none, *(t() for t in threads))
 
         def run(fields, walls=None):
-            return kernel(fields[target], *(fields[n] for n in names), coef, g, *(walls or none), *(t() for t in threads))
+            arrays = [fields[target]] + [fields[n] for n in names]
+            return kernel(*arrays, coef, g, *(walls or none), *[t() for t in threads])
 
         signature = tuple(numba.typeof(a) for a in tiny)
         if background:
