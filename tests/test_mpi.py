@@ -122,7 +122,7 @@ def test_cli_rank_zero_reports_json_with_process_grid():
     assert len(lines) == 1
     summary = json.loads(lines[0])
     assert summary["procs"] == [1, 2] and summary["ranks"] == 2 and summary["shape"] == [20, 12]
-    assert summary["comm_s"] >= 0 and summary["compute_s"] >= 0
+    assert 0 <= summary["comm_s"] < summary["wall_s"] + 0.05 and summary["compute_s"] >= 0  # the stepping's, not the set-up's
 
 
 def error_lines(proc) -> list[str]:

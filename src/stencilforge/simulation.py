@@ -465,6 +465,9 @@ class Simulation:
         """Each field's current level, ghost layers included (what outputs copy their regions from)."""
         return {name: self._slot((name, 0)) for name in self.levels}
 
+    def start_timing(self) -> None:
+        """Where a decomposed run starts counting its communication (`DecomposedSimulation`); one process has none."""
+
     def synchronize(self) -> None:
         """Wait for the backend's queued work, so a timer read next covers it."""
         self.backend.synchronize()
@@ -590,6 +593,7 @@ class PassStepper:
     def compile(self) -> None:
         """The passes were compiled with the Simulation; the fused kernel is built here where the loop would take
         it (on a backend that has one)."""
+        self.sim.start_timing()  # the last thing before the loop's clock starts
         if not self.backend.fuses_steps:
             return
         why = self.single or self.sim.build_fused()
