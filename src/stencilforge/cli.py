@@ -396,7 +396,8 @@ def run(
         "auto", "--halo", envvar="STENCILFORGE_HALO", help="MPI halo transport: auto, mpi (CUDA-aware), nccl, staged (pinned host) or host"
     ),
     overlap: Optional[bool] = typer.Option(
-        None, "--overlap/--no-overlap", help="MPI on cuda: hide halo exchanges behind the interior (default: where the process grid allows)"
+        None, "--overlap/--no-overlap",
+        help="derivatives under MPI on cuda: hide halo exchanges behind the interior (default: where the process grid allows)"
     ),
     overwrite: bool = typer.Option(
         False, "--overwrite", help="replace existing output files (default: refuse; a resumed series is appended to)"
