@@ -31,6 +31,15 @@ def test_a_huge_shape_is_refused_before_allocating(args, monkeypatch):
     assert "not enough memory" in line and "GB available" in line and "8.00 GB available" in line
 
 
+def test_the_estimate_counts_the_arrays_a_run_allocates():
+    """wave3d's run keeps three time levels of u and the speeds: four arrays, where its sweep once held three."""
+    from stencilforge.cli import _arrays_of
+
+    cells = (1000 + 2 * 4) ** 3  # 1000^3 with ghost width 4
+    need = resources.needed_bytes(lambda small: _arrays_of("wave3d", small, "float32", {"radius": 4}), (1000,) * 3, False, False)
+    assert need == 4 * 4 * cells + 16 * cells  # the four float32 arrays, and float64 values while they are filled
+
+
 def test_the_estimate_covers_fields_and_outputs():
     def probe(small):
         return problems.build("heat2d", shape=small, dtype="float64")

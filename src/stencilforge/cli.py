@@ -526,7 +526,7 @@ def _run_named(problem: str | None, shape, dtype: str | None, params: dict, file
         probed = {k: v for k, v in {**(stored.params if stored else {}), **params}.items()
                   if v is not None and k != "velocity" and k in problems.parameters(name)}
         check_host_memory(name, shape or (stored.shape if stored else None),  # before the problem's arrays are made
-                          lambda small: problems.build(name, shape=small, dtype=dtype or (stored.dtype if stored else None), **probed),
+                          lambda small: _arrays_of(name, small, dtype or (stored.dtype if stored else None), probed),
                           snapshots=files["snapshot_every"] is not None,
                           checkpoints=files["checkpoint_every"] is not None or stored is not None, processes=len(peers) if peers else 1)
     made, recorded = named_problem(problem, shape, dtype, params, files["resume"])
@@ -552,6 +552,18 @@ def _run_named(problem: str | None, shape, dtype: str | None, params: dict, file
             bar.close()
     result.summary["params"] = {**recorded, **result.summary.get("params", {})}
     _report(result.summary, as_json, root)
+
+
+def _arrays_of(name: str, shape, dtype: str | None, params: dict):
+    """The arrays a run of the named problem allocates (every time level of every field, `Simulation`) on a small
+    grid of `shape`, with its lattice: what `resources.needed_bytes` scales up."""
+    from types import SimpleNamespace
+
+    from .backends.numpy_ref import NumpyBackend
+    from .simulation import Simulation
+
+    sim = Simulation(problems.problem(name, shape=shape, dtype=dtype, **params)[0], NumpyBackend())
+    return SimpleNamespace(grid=sim.lattice, fields=sim.arrays())
 
 
 def _report(summary: dict, as_json: bool, root: bool) -> None:

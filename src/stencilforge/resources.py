@@ -43,7 +43,8 @@ def available_bytes() -> int | None:
 
 def needed_bytes(probe: Callable[[tuple[int, ...]], Setup], shape, snapshots: bool, checkpoints: bool) -> int | None:
     """Bytes a run of `shape` allocates at its peak, from `probe`, a small build of the same problem on a grid of
-    the shape it is given; None if it cannot tell."""
+    the shape it is given (its `grid` and every array it allocates, `fields`: a Setup, or a Simulation's arrays);
+    None if it cannot tell."""
     try:
         small = probe((PROBE_EXTENT,) * len(shape))
     except (StencilforgeError, TypeError, ValueError):
