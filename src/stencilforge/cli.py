@@ -209,7 +209,6 @@ def run_problem_file(path: str, shape, steps, tol, dtype, backend: str, settings
     With --resume, --steps counts the steps after the checkpoint's, and the shape and dtype default to its."""
     from .convergence import checked_build, load_problem_file
     from .jobs import Outputs
-    from .runner import run_with
 
     comm = world() if procs is not None or launched() else None
     module = load_problem_file(path)
@@ -228,27 +227,26 @@ def run_problem_file(path: str, shape, steps, tol, dtype, backend: str, settings
     outputs = None
     if any(value is not None for key, value in files.items() if key != "overwrite"):
         outputs = Outputs(**files, problem_file=Path(path).read_text(encoding="utf-8", errors="replace"))
-    interactive = not as_json and watching() and world_rank() == 0
-    bar = (LazyProgress(problem.name) if interactive else ProgressLines(problem.name)) if world_rank() == 0 else None
+    _run_and_report(problem, outputs, as_json, comm, path, steps=steps, tol=tol, backend=backend, params=settings,
+                    check_every=check_every, procs=procs, fuse_steps=fuse_steps, threads=threads, stall_checks=stall_checks,
+                    halo=halo)
+
+
+def _run_and_report(problem, outputs, as_json: bool, comm, source: str | None = None, **options) -> None:
+    """`run_with` the problem under the CLI's progress display and signal handling, then `_report` its summary."""
+    from .runner import run_with
+
+    root = world_rank() == 0
+    interactive = not as_json and watching() and root
+    bar = (LazyProgress(problem.name) if interactive else ProgressLines(problem.name)) if root else None
     try:
         with stop_on_signals() as stop:
-            result = run_with(problem, outputs, steps=steps, tol=tol, backend=backend, params=settings, check_every=check_every,
-                              progress=bar, comm=comm, procs=procs, fuse_steps=fuse_steps, stop=stop, threads=threads,
-                              stall_checks=stall_checks, status=StatusLine() if interactive else None, halo=halo)
+            result = run_with(problem, outputs, progress=bar, comm=comm, stop=stop,
+                              status=StatusLine() if interactive else None, **options)
     finally:
         if bar is not None:
             bar.close()
-    s = result.summary
-    status, line = _ending(s)
-    if comm is None or comm.rank == 0:
-        if as_json:
-            print(json.dumps(s))
-        else:
-            _human_summary(s, path)
-        if line is not None:
-            err.print(line, markup=False, highlight=False, soft_wrap=True)
-    if status:
-        raise typer.Exit(status)
+    _report(result.summary, as_json, root, source)
 
 
 def _multigrid_method(problem: str | None, method: str | None, resume: str | None) -> bool:
@@ -509,7 +507,6 @@ def _run_named(problem: str | None, shape, dtype: str | None, params: dict, file
     """A named problem of equations through `run_with`, as a problem file runs: its sf.Problem from the catalogue
     (or from --resume's checkpoint), the parameters that built it recorded in its files."""
     from .jobs import Outputs, named_problem
-    from .runner import run_with
 
     if overlap is not None:
         raise StencilforgeError("--overlap is not available: the named problems run as their passes, whose halo exchange "
@@ -539,19 +536,9 @@ def _run_named(problem: str | None, shape, dtype: str | None, params: dict, file
         raise StencilforgeError(f"--threads applies to the numba backend, not {engine.name}")
     if made.name in problems.POISSON and steps is None and tol is None:
         tol = problems.JACOBI_TOL
-    root = world_rank() == 0
-    interactive = not as_json and sys.stderr.isatty() and root
-    bar = (LazyProgress(made.name) if interactive else ProgressLines(made.name)) if root else None
-    try:
-        with stop_on_signals() as stop:
-            result = run_with(made, Outputs(**files, params=recorded), steps=steps, tol=tol, backend=engine, check_every=check_every,
-                              progress=bar, comm=world() if mpi else None, procs=procs, fuse_steps=fuse_steps, stop=stop,
-                              threads=threads, stall_checks=stall_checks, status=StatusLine() if interactive else None, halo=halo)
-    finally:
-        if bar is not None:
-            bar.close()
-    result.summary["params"] = {**recorded, **result.summary.get("params", {})}
-    _report(result.summary, as_json, root)
+    _run_and_report(made, Outputs(**files, params=recorded), as_json, world() if mpi else None, steps=steps, tol=tol,
+                    backend=engine, check_every=check_every, procs=procs, fuse_steps=fuse_steps, threads=threads,
+                    stall_checks=stall_checks, halo=halo)
 
 
 def _arrays_of(name: str, shape, dtype: str | None, params: dict):
@@ -566,14 +553,14 @@ def _arrays_of(name: str, shape, dtype: str | None, params: dict):
     return SimpleNamespace(grid=sim.lattice, fields=sim.arrays())
 
 
-def _report(summary: dict, as_json: bool, root: bool) -> None:
+def _report(summary: dict, as_json: bool, root: bool, source: str | None = None) -> None:
     """Rank 0 prints the summary (and why the run ended early, if it did); every rank exits with its status."""
     status, line = _ending(summary)
     if root:
         if as_json:
             print(json.dumps(summary))
         else:
-            _human_summary(summary)
+            _human_summary(summary, source)
         if line is not None:
             err.print(line, markup=False, highlight=False, soft_wrap=True)
     if status:

@@ -41,6 +41,22 @@ def available_bytes() -> int | None:
     return avail
 
 
+def wall_carriers(backend, u, ghost: int, count: int) -> list | None:
+    """`count` arrays in `u`'s layout for the walls of a fused pass's middle states, or None where they do not fit.
+    On a host they must leave half the memory available free: they only speed the run, and a host that runs out of
+    memory may kill the process rather than fail the allocation."""
+    try:
+        if backend.device:
+            backend.check_fits(count * u.nbytes)
+        else:
+            free = available_bytes()
+            if free is not None and count * u.nbytes > free // 2:
+                return None
+        return [backend.field(u, ghost) for _ in range(count)]
+    except (StencilforgeError, MemoryError):
+        return None
+
+
 def needed_bytes(probe: Callable[[tuple[int, ...]], Setup], shape, snapshots: bool, checkpoints: bool) -> int | None:
     """Bytes a run of `shape` allocates at its peak, from `probe`, a small build of the same problem on a grid of
     the shape it is given (its `grid` and every array it allocates, `fields`: a Setup, or a Simulation's arrays);

@@ -162,6 +162,8 @@ def run_with(
                              outputs, comm, procs, sweeps=not generated, halo=halo)
         engine.settle()  # nothing of the run keeps compiling after it returns
     result.summary["threads"] = count
+    if outputs is not None and outputs.params:  # what built a named problem, beside its constants, as its files record
+        result.summary["params"] = {**outputs.params, **result.summary.get("params", {})}
     result.coords = {name: problem.grid.values(name) for name in problem.grid.axis_names}
     if stop is None and result.summary.get("stop") == "signal":
         if comm is None or comm.rank == 0:

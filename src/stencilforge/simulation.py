@@ -30,7 +30,7 @@ from .plan import Sweep
 from .points import Injection, Recording, Traces
 from .printers.numpy import coordinates, evaluate, float64_coordinates, source_signal, wall_values, widened
 from .problem import Problem
-from .resources import available_bytes
+from .resources import wall_carriers
 
 log = logging.getLogger(__name__)
 
@@ -288,6 +288,13 @@ class Simulation:
         levels = self.levels[name]
         return levels[level + 1] if len(levels) == 3 else levels[level] if len(levels) == 2 else levels[0]
 
+    def _newest(self, name: str) -> Any:
+        """The level a step has just computed: the next one, or the only one of a field without levels."""
+        return self.levels[name][-1]
+
+    def _current(self, name: str) -> Any:
+        return self._slot((name, 0))
+
     def arrays(self) -> dict:
         """Every time level of every field by slot name (u_prev, u, u_next): what the passes take."""
         levels = self.levels
@@ -324,10 +331,10 @@ class Simulation:
                                 if (name, level) in done and (name, level) not in self._images])
                 run(arrays, self.params, t)
                 done.update(p.writes)
-            self._sources.add(t, lambda name: self._slot((name, 1)) if len(self.levels[name]) > 1 else self._slot((name, 0)))
+            self._sources.add(t, self._newest)
             self._rotate(1)
             if self._receivers:
-                self._receivers.record(self.step_count, lambda name: self._slot((name, 0)))
+                self._receivers.record(self.step_count, self._current)
 
     def _rotate(self, steps: int) -> None:
         for levels in self._rotating:  # [cur, next] -> [next, cur]; [prev, cur, next] -> [cur, next, prev]
@@ -418,29 +425,13 @@ class Simulation:
         if fused is None:
             return f"the {self.backend.name} backend has no fused kernel for it"
         moving = any(not static for static, _ in self._fillers.get(name, ()))
-        carriers = self._carriers_for(name, fused.steps) if moving and fused.steps > 2 else []
+        carriers = wall_carriers(self.backend, self._slot((name, 0)), self.lattice.ghost, fused.steps - 2) if moving else []
         if carriers is None:
             return f"the walls of its {fused.steps - 2} middle steps do not fit in memory"
         self._carriers = carriers
         self.fused = Launch(lambda arrays, times: fused(with_walls(arrays, sweep, fused.steps, self._carriers)),
                             steps=fused.steps, compiling=fused.compiling)
         return None
-
-    def _carriers_for(self, name: str, steps: int) -> list | None:
-        """Arrays for the walls of the middle states past the first, or None where they do not fit. On a host they
-        must leave half the memory available free: they only speed the run, and a host that runs out of memory may
-        kill the process rather than fail the allocation."""
-        u = self._slot((name, 0))
-        try:
-            if not self.backend.device:
-                need, free = (steps - 2) * u.nbytes, available_bytes()
-                if free is not None and need > free // 2:
-                    return None
-            else:
-                self.backend.check_fits((steps - 2) * u.nbytes)
-            return [self.backend.field(u, self.lattice.ghost) for _ in range(steps - 2)]
-        except (StencilforgeError, MemoryError):
-            return None
 
     def step_fused(self) -> int:
         """`fused.steps` steps in one pass (after `build_fused`): the fields single steps give, bit for bit. The

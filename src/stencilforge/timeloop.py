@@ -25,7 +25,7 @@ from .metrics import error_norms, error_summary, throughput, where_nonfinite
 from .optional import require
 from .plan import Setup
 from .points import Traces
-from .resources import available_bytes
+from .resources import available_bytes, wall_carriers
 from .version import __version__
 
 log = logging.getLogger(__name__)
@@ -351,26 +351,21 @@ class SweepStepper:
         return None if walls is None else (u, walls)
 
     def _carriers(self) -> list:
-        """Arrays for the walls of the middle steps past the first, where u's walls change in time; where
-        they do not fit in memory, the run steps one at a time instead (and says so). On a host they must
-        leave half the memory available free: they only speed the run, and a host that runs out of memory
-        may kill the process rather than fail the allocation."""
+        """Arrays for the walls of the middle steps past the first, where u's walls change in time
+        (`resources.wall_carriers`); where they do not fit, the run steps one at a time instead (and says so)."""
         setup = self.setup
         assert setup.sweep is not None and self.fused is not None  # only a sweep fuses
         (u,) = setup.sweep.stencil_inputs
         steps = self.fused.steps
         if steps <= 2 or not any(name == u for name, _ in self.dynamic):
             return []
-        try:  # `field` copies, in the fields' layout
-            if not self.backend.device:
-                need, free = (steps - 2) * self._fields[u].nbytes, available_bytes()
-                if free is not None and need > free // 2:
-                    raise StencilforgeError(f"{need / 1e9:.2f} GB, more than half of the {free / 1e9:.2f} GB available")
-            return [self.backend.field(self._fields[u], setup.grid.ghost) for _ in range(steps - 2)]
-        except (StencilforgeError, MemoryError) as exc:  # a device backend checks its pool; a host runs out
-            log.info("%s: one step per pass: the walls of %d middle steps do not fit (%s)", setup.name, steps - 2, exc)
+        carriers = wall_carriers(self.backend, self._fields[u], setup.grid.ghost, steps - 2)
+        if carriers is None:
+            log.info("%s: one step per pass: the walls of %d middle steps do not fit (on a host, in half the memory "
+                     "available; on a device, in its own)", setup.name, steps - 2)
             self.fused = None
             return []
+        return carriers
 
     def _fused(self):
         """The backend's several-steps-in-one-pass sweep, where it gives the same fields as single steps.

@@ -39,23 +39,32 @@ def jacobi_sweep(laplacian: Stencil, with_rhs: bool) -> Sweep:
 
 def problem(shape=DEFAULT_SHAPE, dtype="float64") -> Problem:
     """Jacobi for A u = f with A the 5-point Laplacian: u.next = D^-1 (f - (A - D) u)."""
+    grid = unit_grid(shape, dtype, NDIM, "poisson2d")
+    x, y = grid.x, grid.y
+    return jacobi_problem(grid, sin(math.pi * y) * sin(math.pi * x), -2.0 * math.pi**2 * sin(math.pi * y) * sin(math.pi * x),
+                          "poisson2d")
+
+
+def unit_grid(shape, dtype, ndim: int, name: str) -> Grid:
+    """The unit box's interior nodes, its walls one spacing outside them."""
     shape = tuple(shape)
-    if len(shape) != NDIM:
-        raise StencilforgeError(f"poisson2d needs a 2D shape, got {shape}")
+    if len(shape) != ndim:
+        raise StencilforgeError(f"{name} needs a {ndim}D shape, got {shape}")
     check_shape(shape, 1)
     h = [1.0 / (n + 1) for n in shape]
-    grid = Grid(shape, spacing=h, origin=h, dtype=dtype)
+    return Grid(shape, spacing=h, origin=h, dtype=dtype)
+
+
+def jacobi_problem(grid: Grid, exact, rhs, name: str) -> Problem:
+    """Jacobi for the star Laplacian's A u = `rhs`, Dirichlet walls and exact solution `exact`: u.next = D^-1 (f - (A - D) u)."""
     u, f = Field("u", grid), Field("f", grid, levels=1)
-    lap = Stencil.laplacian(2, 1, grid.spacing)
-    centre = lap.as_dict()[(0, 0)]
+    lap = Stencil.laplacian(grid.ndim, 1, grid.spacing)
+    centre = lap.as_dict()[(0,) * grid.ndim]
     off_diagonal = Stencil.from_dict({o: c for o, c in lap.entries if any(o)})
-    x, y = grid.x, grid.y
-    exact = sin(math.pi * y) * sin(math.pi * x)
     return Problem(
         [Eq(u.next, stencil(off_diagonal.scaled(-1 / centre), u) + (1 / centre) * f)],
-        initial={f: -2.0 * math.pi**2 * sin(math.pi * y) * sin(math.pi * x)},
-        boundary={u: Dirichlet(exact)}, exact={u: exact},
-        residual=f - stencil(lap, u), residual_scale=f, steps=200_000, name="poisson2d",
+        initial={f: rhs}, boundary={u: Dirichlet(exact)}, exact={u: exact},
+        residual=f - stencil(lap, u), residual_scale=f, steps=200_000, name=name,
     )
 
 

@@ -11,14 +11,13 @@ import numpy as np
 
 from ..boundary import Dirichlet
 from ..errors import StencilforgeError
-from ..grid import Grid, check_shape
-from ..ir.nodes import Eq, Field, Grid as NodeGrid, sin
-from ..ir.operators import apply_stencil as stencil
+from ..grid import Grid
+from ..ir.nodes import sin
 from ..plan import Setup, Sweep, Term
 from ..problem import Problem
 from ..stencil import Stencil
 from .base import padded
-from .poisson2d import jacobi_sweep
+from .poisson2d import jacobi_problem, jacobi_sweep, unit_grid
 
 NDIM = 3
 DEFAULT_SHAPE = (64, 64, 64)
@@ -37,23 +36,10 @@ def rhs(z, y, x):
 def problem(shape=DEFAULT_SHAPE, dtype="float64") -> Problem:
     """Jacobi for A u = f with A the 7-point Laplacian (`poisson2d.problem` one dimension up); the same values as
     `build`'s arrays: u's walls and f from sin(pi z) sin(pi y) sin(pi x), multiplied in that order."""
-    shape = tuple(shape)
-    if len(shape) != NDIM:
-        raise StencilforgeError(f"poisson3d needs a 3D shape, got {shape}")
-    check_shape(shape, 1)
-    h = [1.0 / (n + 1) for n in shape]
-    grid = NodeGrid(shape, spacing=h, origin=h, dtype=dtype)
-    u, f = Field("u", grid), Field("f", grid, levels=1)
-    lap = Stencil.laplacian(3, 1, grid.spacing)
-    centre = lap.as_dict()[(0, 0, 0)]
-    off_diagonal = Stencil.from_dict({o: c for o, c in lap.entries if any(o)})
+    grid = unit_grid(shape, dtype, NDIM, "poisson3d")
     z, y, x = grid.coordinates
     exact = sin(math.pi * z) * sin(math.pi * y) * sin(math.pi * x)
-    return Problem(
-        [Eq(u.next, stencil(off_diagonal.scaled(-1 / centre), u) + (1 / centre) * f)],
-        initial={f: -3.0 * math.pi**2 * exact}, boundary={u: Dirichlet(exact)}, exact={u: exact},
-        residual=f - stencil(lap, u), residual_scale=f, steps=200_000, name="poisson3d",
-    )
+    return jacobi_problem(grid, exact, -3.0 * math.pi**2 * exact, "poisson3d")
 
 
 def build(shape=DEFAULT_SHAPE, dtype="float64") -> Setup:
