@@ -12,10 +12,10 @@ from stencilforge import problems
 from stencilforge.distributed import Decomposition, choose_dims, split
 from stencilforge.distributed.decomposition import factorizations
 from stencilforge.distributed.halo import HaloExchange
-from stencilforge.distributed.reductions import combine, local_part
 from stencilforge.distributed.runner import localize, minimum_extents, operator_halo
 from stencilforge.errors import StencilforgeError
 from stencilforge.grid import pitched
+from stencilforge.reductions import combine, local_part
 
 
 @given(st.integers(1, 500), st.integers(1, 40))

@@ -80,8 +80,7 @@ def test_device_exact_sum_equals_the_host_exact_sum():
         pytest.skip("no CUDA device")
     import cupy
 
-    from stencilforge.distributed.device import device_integer_sum
-    from stencilforge.distributed.reductions import exact_integer_sum
+    from stencilforge.reductions import device_integer_sum, exact_integer_sum
 
     rng = np.random.default_rng(7)
     values = np.concatenate([rng.standard_normal(100_003) * 10.0 ** rng.integers(-30, 30, 100_003), [5e-324, -1e300, 0.0]])

@@ -16,8 +16,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from .errors import StencilforgeError
-from .grid import Grid, row_pitch
-from .ir.nodes import AXIS_NAMES
+from .grid import AXIS_NAMES, Grid, row_pitch
 
 Face = tuple[int, int]  # (axis, side), side 0 = low end, 1 = high end
 Filler = Callable[[object, float], None]

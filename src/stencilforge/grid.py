@@ -9,6 +9,7 @@ import numpy as np
 
 from .errors import StencilforgeError
 
+AXIS_NAMES = {1: ("x",), 2: ("y", "x"), 3: ("z", "y", "x")}  # in array order: the last axis is x
 DTYPES = {"float32": np.dtype(np.float32), "float64": np.dtype(np.float64)}
 
 

@@ -465,7 +465,7 @@ class Simulation:
 
     def _sum(self, values) -> float:
         """Correctly rounded, as a decomposed run's global sum is: the residual has the same bits on any process grid."""
-        from .distributed.reductions import combine, local_part
+        from .reductions import combine, local_part
 
         return combine([local_part(values)])
 

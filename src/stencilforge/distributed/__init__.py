@@ -1,4 +1,4 @@
-"""MPI domain decomposition: process grid, halo exchange, rank-count-independent reductions.
+"""MPI domain decomposition: process grid, halo exchange (its sums are exact: `stencilforge.reductions`).
 
 Importing this package does not import mpi4py; only a decomposed run does.
 """

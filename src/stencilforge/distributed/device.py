@@ -1,4 +1,4 @@
-"""Device side of a decomposed run: GPU per rank, halo transports, streams, exact sums on the device.
+"""Device side of a decomposed run: GPU per rank, halo transports, streams.
 
 One GPU per rank, chosen by the rank's index among the ranks of its node
 (MPI_COMM_TYPE_SHARED) modulo the node's device count. Halos of device arrays
@@ -27,11 +27,9 @@ import time
 import numpy as np
 
 from ..errors import StencilforgeError
-from .reductions import LOW_BITS, MIN_EXPONENT, all_true, fold_bins
+from ..reductions import all_true
 
 HALO_CHOICES = ("auto", "mpi", "nccl", "staged", "host")
-EXPONENT_BINS = 1024 + 1 - MIN_EXPONENT + 1  # frexp exponents run up to 1024
-SUM_LANES = 256  # copies of the bins, so atomics on one exponent are spread out
 
 
 def is_device_array(xp) -> bool:
@@ -342,46 +340,3 @@ def choose_transport(comm, xp, halo: str = "auto"):
     if halo == "nccl":
         return NcclTransport.for_comm(comm, xp)
     return StagedTransport(comm, xp)
-
-
-# ------------------------------------------------------------------ exact sums on the device
-
-_BINS_KERNEL = None
-
-
-def _bins_kernel(cp):
-    """Adds |mantissa| halves of every float64 into per-(lane, sign, half, exponent) unsigned bins."""
-    global _BINS_KERNEL
-    if _BINS_KERNEL is None:
-        _BINS_KERNEL = cp.ElementwiseKernel(
-            "float64 v",
-            "raw uint64 bins",
-            f"""
-            if (v != 0.0) {{
-                int e;
-                double frac = frexp(fabs(v), &e);
-                unsigned long long m = (unsigned long long)ldexp(frac, 53);
-                long long lane = (long long)(i % {SUM_LANES});
-                long long base = ((lane * 2 + (v < 0.0)) * 2) * {EXPONENT_BINS} + (e - ({MIN_EXPONENT}));
-                atomicAdd(&bins[base], m >> {LOW_BITS});
-                atomicAdd(&bins[base + {EXPONENT_BINS}], m & ((1ULL << {LOW_BITS}) - 1ULL));
-            }}
-            """,
-            "stencilforge_exact_sum_bins",
-        )
-    return _BINS_KERNEL
-
-
-def device_integer_sum(values, cp) -> int:
-    """sum(values) * 2**SCALE_BITS as an exact Python integer, binned on the device (values finite).
-
-    Only the bin totals (4 x EXPONENT_BINS integers) come to the host; the
-    result is the same integer reductions.exact_integer_sum gives on the host.
-    """
-    v = cp.ascontiguousarray(values, dtype=cp.float64).ravel()
-    if v.size == 0:
-        return 0
-    bins = cp.zeros(SUM_LANES * 2 * 2 * EXPONENT_BINS, dtype=cp.uint64)
-    _bins_kernel(cp)(v, bins)
-    per = bins.reshape(SUM_LANES, 2, 2, EXPONENT_BINS).sum(axis=0, dtype=cp.uint64).get()
-    return fold_bins(per[0, 0], per[0, 1]) - fold_bins(per[1, 0], per[1, 1])

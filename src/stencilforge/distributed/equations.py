@@ -29,11 +29,11 @@ from ..ir.nodes import Expr
 from ..points import Traces
 from ..printers.numpy import wall_values
 from ..problem import Problem
+from ..reductions import global_max, global_sum
 from ..simulation import Simulation
 from .decomposition import Decomposition
 from .device import HostClock, choose_transport
 from .halo import HaloExchange, exchange_together
-from .reductions import global_max, global_sum
 from .runner import agree, gather
 
 

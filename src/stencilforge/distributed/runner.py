@@ -4,7 +4,7 @@ Every rank builds the same global Setup, keeps its block (fields sliced with
 their ghost layers, so the initial state is bitwise that of one process),
 binds boundary conditions to its physical faces only and runs the one time
 loop on it. The per-cell arithmetic is the same kernel on the same values, and
-global sums are exact (reductions.py), so fields, residuals, iteration counts
+global sums are exact (stencilforge.reductions), so fields, residuals, iteration counts
 and error norms do not depend on the rank count or the process grid.
 
 Device backends (cuda): each rank binds the GPU of its node-local rank, the
@@ -38,12 +38,12 @@ from ..boundary import Periodic
 from ..errors import StencilforgeError
 from ..optional import require
 from ..plan import AxisOperator, Setup
+from ..reductions import all_true, global_max, global_sum
 from ..timeloop import LoopOptions, Result, close_observers, run
 from .decomposition import Decomposition
 from .device import DeviceStreams, HostClock, HostTransport, NoStreams, choose_transport, is_device_array
 from .halo import HaloExchange
 from .outputs import Gathering, GlobalOutput
-from .reductions import all_true, global_max, global_sum
 
 SIZE_VARIABLES = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "MV2_COMM_WORLD_SIZE")
 ABORT_GRACE_S = 0.5  # lets the launcher forward the failing rank's message before MPI_Abort tears down its stdio

@@ -15,8 +15,8 @@ import numpy as np
 
 from ..errors import StencilforgeError
 from ..optional import require
-from .hdf5 import FORMAT as SNAPSHOT_FORMAT, write_image
-from .meta import RunInfo
+from .hdf5 import write_image
+from .meta import SNAPSHOT_FORMAT, RunInfo
 from .paths import atomic_path, reserve
 
 FORMAT = "stencilforge-checkpoint"

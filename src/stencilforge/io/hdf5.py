@@ -18,10 +18,9 @@ import numpy as np
 
 from ..errors import StencilforgeError
 from ..optional import require
-from .meta import RunInfo
+from .meta import SNAPSHOT_FORMAT as FORMAT, RunInfo
 from .paths import atomic_path, reserve
 
-FORMAT = "stencilforge-snapshots"
 CHUNK_BYTES = 4 << 20
 COMPRESSIONS = ("none", "gzip", "lzf")
 

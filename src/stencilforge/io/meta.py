@@ -12,6 +12,8 @@ import numpy as np
 from ..fingerprint import fingerprint
 from ..version import __version__
 
+SNAPSHOT_FORMAT = "stencilforge-snapshots"  # the format attribute of a snapshot series, whichever file kind holds it
+
 
 def jsonable(value):
     """Parameters as plain JSON types (NumPy scalars and tuples included)."""

@@ -17,10 +17,10 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import StencilforgeError
-from ..ir.nodes import AXIS_NAMES
+from ..grid import AXIS_NAMES
 from ..optional import require
-from .hdf5 import FORMAT, chunk_shape, write_image
-from .meta import RunInfo
+from .hdf5 import chunk_shape, write_image
+from .meta import SNAPSHOT_FORMAT as FORMAT, RunInfo
 from .paths import atomic_path, reserve
 
 COMPRESSIONS = ("none", "gzip")  # NetCDF-4 readers know only zlib (gzip) of HDF5's filters

@@ -15,8 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import StencilforgeError
-from .hdf5 import FORMAT
-from .meta import RunInfo
+from .meta import SNAPSHOT_FORMAT as FORMAT, RunInfo
 from .paths import atomic_path
 
 META_KEY = "__meta__"

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import StencilforgeError
+from ..grid import AXIS_NAMES
 from ..optional import require
 from .paths import atomic_path, check_output
 from .series import open_series
@@ -45,9 +46,6 @@ def _extent(view: View, data_shape, axes: tuple[int, int]) -> list[float]:
         h, lo, n = view.spacing[a], view.lower[a], data_shape[a]
         edges += [lo - h / 2, lo + (n - 1) * h + h / 2]
     return edges
-
-
-AXIS_NAMES = {2: ("y", "x"), 3: ("z", "y", "x")}
 
 
 def _planes(data: np.ndarray):

@@ -10,8 +10,8 @@ import numpy as np
 
 from ..errors import StencilforgeError
 from ..optional import require
-from .hdf5 import FORMAT, complete_steps
-from .meta import RunInfo
+from .hdf5 import complete_steps
+from .meta import SNAPSHOT_FORMAT as FORMAT, RunInfo
 from .netcdf import SERIES, complete_count
 from .npz import META_KEY
 

@@ -17,9 +17,8 @@ from typing import Sequence
 import numpy as np
 
 from ..errors import StencilforgeError
-from ..grid import parse_dtype
+from ..grid import AXIS_NAMES, parse_dtype
 
-AXIS_NAMES = {1: ("x",), 2: ("y", "x"), 3: ("z", "y", "x")}
 RESERVED = {"x", "y", "z", "t", "np", "numba", "math"}
 FUNCTIONS = ("sqrt", "exp", "log", "sin", "cos", "tanh", "abs")
 

@@ -18,7 +18,7 @@ the same arithmetic on the same values, and so no correction is sent back.
 
 Every node's value comes from the same kernel on the same values as on one
 process, and sums (residual norms, means, CG's dot products) are exact
-(distributed.reductions), so solutions, residual histories and cycle counts do
+(reductions.py), so solutions, residual histories and cycle counts do
 not depend on the number of ranks or the process grid.
 """
 
@@ -34,8 +34,8 @@ import numpy as np
 from ..distributed.decomposition import Decomposition, split
 from ..distributed.device import HostTransport
 from ..distributed.halo import HaloExchange
-from ..distributed.reductions import global_sum
 from ..errors import StencilforgeError
+from ..reductions import global_sum
 from .geometry import Transfer, position
 from .multigrid import Level, Undivided
 

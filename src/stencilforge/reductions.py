@@ -12,6 +12,7 @@ one process, for any split. Maxima and logical ands are exact by nature.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -62,8 +63,6 @@ def local_part(values) -> int | float:
     if hasattr(values, "__cuda_array_interface__"):
         import cupy
 
-        from .device import device_integer_sum
-
         if bool(cupy.isfinite(values).all()):
             return device_integer_sum(values, cupy)
         return float(cupy.sum(values, dtype=cupy.float64))
@@ -96,3 +95,45 @@ def all_true(comm, flag: bool) -> bool:
     from mpi4py import MPI
 
     return bool(comm.allreduce(bool(flag), op=MPI.LAND))
+
+
+# ------------------------------------------------------------------ exact sums on the device
+
+EXPONENT_BINS = 1024 + 1 - MIN_EXPONENT + 1  # frexp exponents run up to 1024
+SUM_LANES = 256  # copies of the bins, so atomics on one exponent are spread out
+
+
+@functools.lru_cache(maxsize=None)
+def _bins_kernel(cp):
+    """Adds |mantissa| halves of every float64 into per-(lane, sign, half, exponent) unsigned bins."""
+    return cp.ElementwiseKernel(
+        "float64 v",
+        "raw uint64 bins",
+        f"""
+        if (v != 0.0) {{
+            int e;
+            double frac = frexp(fabs(v), &e);
+            unsigned long long m = (unsigned long long)ldexp(frac, 53);
+            long long lane = (long long)(i % {SUM_LANES});
+            long long base = ((lane * 2 + (v < 0.0)) * 2) * {EXPONENT_BINS} + (e - ({MIN_EXPONENT}));
+            atomicAdd(&bins[base], m >> {LOW_BITS});
+            atomicAdd(&bins[base + {EXPONENT_BINS}], m & ((1ULL << {LOW_BITS}) - 1ULL));
+        }}
+        """,
+        "stencilforge_exact_sum_bins",
+    )
+
+
+def device_integer_sum(values, cp) -> int:
+    """sum(values) * 2**SCALE_BITS as an exact Python integer, binned on the device (values finite).
+
+    Only the bin totals (4 x EXPONENT_BINS integers) come to the host; the
+    result is the same integer exact_integer_sum gives on the host.
+    """
+    v = cp.ascontiguousarray(values, dtype=cp.float64).ravel()
+    if v.size == 0:
+        return 0
+    bins = cp.zeros(SUM_LANES * 2 * 2 * EXPONENT_BINS, dtype=cp.uint64)
+    _bins_kernel(cp)(v, bins)
+    per = bins.reshape(SUM_LANES, 2, 2, EXPONENT_BINS).sum(axis=0, dtype=cp.uint64).get()
+    return fold_bins(per[0, 0], per[0, 1]) - fold_bins(per[1, 0], per[1, 1])
