@@ -22,8 +22,10 @@ MPIEXEC = shutil.which("mpiexec") or shutil.which(os.path.join(os.path.dirname(s
 pytestmark = [pytest.mark.mpi, pytest.mark.skipif(MPIEXEC is None, reason="no mpiexec on PATH")]
 
 sys.path.insert(0, str(Path(__file__).parent))
+import stencilforge as sf  # noqa: E402
 from mpi_driver import CASES  # noqa: E402
 from mpi_equation_driver import CASES as EQUATION_CASES, run as run_case  # noqa: E402
+from mpi_solve_driver import CASES as SOLVE_CASES, problem as solve_problem  # noqa: E402
 from stencilforge import problems  # noqa: E402
 from stencilforge.backends import get_backend  # noqa: E402
 from stencilforge.timeloop import LoopOptions, run  # noqa: E402
@@ -378,3 +380,50 @@ def test_equation_blocks_smaller_than_the_ghost_width_are_refused_in_one_line():
     lines = error_lines(proc)
     assert len(lines) == 1 and "cannot split shape 2x2 over 3 ranks" in lines[0], proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+
+SOLVE_DRIVER = Path(__file__).with_name("mpi_solve_driver.py")
+
+
+def _solved(n: int, backend: str, path: Path) -> tuple[dict, dict]:
+    proc = mpiexec(n, str(SOLVE_DRIVER), backend, str(path))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    with np.load(path) as data:
+        return json.loads(str(data["__meta__"])), {k: data[k] for k in data.files if k != "__meta__"}
+
+
+def _without_grid(solves: dict) -> dict:
+    return {name: {k: v for k, v in s.items() if k not in ("procs", "ranks")} for name, s in solves.items()}
+
+
+@pytest.fixture(scope="module")
+def solved_on_one_rank(tmp_path_factory):
+    """The solve cases on one rank (numpy), and in one process without MPI."""
+    meta, fields = _solved(1, "numpy", tmp_path_factory.mktemp("solve") / "one.npz")
+    process = {name: sf.run(solve_problem(name, shape, options), steps=steps, backend="numpy")
+               for name, shape, steps, options in SOLVE_CASES}
+    return meta, fields, process
+
+
+@pytest.mark.parametrize("backend,n", [("numpy", 2), ("numpy", 3), ("numpy", 4), pytest.param("numba", 2, marks=pytest.mark.slow)])
+def test_steps_with_solves_bitwise_equal_on_every_rank_count(backend, n, solved_on_one_rank, tmp_path):
+    """Projection (cavity, channel, Taylor-Green) and implicit diffusion (backward Euler, Crank-Nicolson) split over n
+    ranks: each step's multigrid runs on the ranks' blocks with exact sums, so fields, cycle counts and final
+    residuals are one rank's bits (numba: to rounding); one rank's fields are one process's to rounding (a process's
+    sums are plain sums: a singular solve's mean can differ in its last bit)."""
+    meta, fields = _solved(n, backend, tmp_path / "fields.npz")
+    one_meta, one, process = solved_on_one_rank
+    assert list(meta) == [name for name, *_ in SOLVE_CASES]
+    for name, m in meta.items():
+        assert np.prod(m["procs"]) == n and max(m["procs"]) > 1 and m["solves"], name
+        assert all(s["ranks"] == n and s["procs"] == m["procs"] for s in m["solves"].values()), name
+        assert all(s["cycles"] > 0 for s in m["solves"].values()), f"{name}: no solve had work to do"
+        if backend == "numpy":
+            assert _without_grid(m["solves"]) == _without_grid(one_meta[name]["solves"]), name
+        for field, arr in process[name].fields.items():
+            key = f"{name}/{field}"
+            if backend == "numpy":
+                assert np.array_equal(fields[key], one[key]), f"{key} differs from one rank's"
+            np.testing.assert_allclose(fields[key], arr, rtol=0, atol=1e-12, err_msg=key)
+            np.testing.assert_allclose(one[key], arr, rtol=0, atol=1e-13, err_msg=key)

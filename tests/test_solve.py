@@ -1,5 +1,6 @@
 """sf.Solve: a multigrid solve inside the step, against SciPy's sparse direct solve of the same 5-point system."""
 
+import copy
 from pathlib import Path
 
 import numpy as np
@@ -204,7 +205,10 @@ def test_a_solve_that_does_not_converge_stops_the_run_in_one_line():
     _one_line(lambda: sf.run(problem, backend="numpy"), r"problem: solve for p: the relative residual .* after 2 cycles did not reach it")
 
 
-def test_a_decomposed_run_is_refused_in_one_line():
+def test_a_run_split_over_gpu_ranks_is_refused_in_one_line():
+    """CPU ranks split a solve's multigrid (tests/test_mpi.py); GPU ranks do not yet."""
     problem, _ = poisson_problem(("dirichlet", "dirichlet"))
     split = type("Split", (Simulation,), {"decomposed": True})
-    _one_line(lambda: split(problem, get_backend("numpy")), r"a step with sf.Solve \(p\) runs in one process, not split over ranks")
+    device = copy.copy(get_backend("numpy"))
+    device.device = True
+    _one_line(lambda: split(problem, device), r"a step with sf.Solve \(p\) runs split over CPU ranks .* or on one GPU")

@@ -91,14 +91,15 @@ class Simulation:
         if an.half and self.decomposed:
             raise StencilforgeError(f"{problem.name}: fields stored in float16 ({', '.join(an.half)}) run in one process, "
                                     "not split over ranks")
-        if an.solves and self.decomposed:
-            raise StencilforgeError(f"{problem.name}: a step with sf.Solve ({', '.join(s.solve.label for s in an.solves)}) runs in one "
-                                    "process, not split over ranks")
+        if an.solves and self.decomposed and backend.device:
+            raise StencilforgeError(f"{problem.name}: a step with sf.Solve ({', '.join(s.solve.label for s in an.solves)}) runs "
+                                    "split over CPU ranks (numpy, numba) or on one GPU; multigrid over GPU ranks is not built yet")
         dt = problem.dt
         self.dt = self.params[dt.name] if isinstance(dt, Constant) else dt.value
         if not self.dt > 0:
             raise StencilforgeError(f"dt must be positive, got {self.dt}")
-        self.lattice = self._lattice(Lattice(grid.shape, grid.spacing, grid.dtype, an.ghost, grid.origin))
+        self.whole = Lattice(grid.shape, grid.spacing, grid.dtype, an.ghost, grid.origin)
+        self.lattice = self._lattice(self.whole)
         self.xp = backend.xp
         self.sweeps = self._linear_passes() if sweeps else {}
         self.launches: dict[str, Any] = {}  # a sweep's output slot -> its Launch (what strategy ran)
@@ -216,14 +217,15 @@ class Simulation:
             return float(evaluate(e, dtype=np.float64, coordinate=lambda axis, shift: None, params=self.params))
 
         k = None
-        if s.k is not None:
+        if s.k is not None:  # the whole grid's, as the hierarchy is built from it on every rank
             def field_value(node):
-                return np.asarray(self.backend.to_host(self._slot((node.field.name, 0))[lat.interior]), dtype=np.float64)
+                return np.asarray(self._whole_interior(self._slot((node.field.name, 0))), dtype=np.float64)
 
-            k = evaluate(s.k, dtype=np.float64, coordinate=float64_coordinates(lat), access=field_value, params=self.params)
+            k = evaluate(s.k, dtype=np.float64, coordinate=float64_coordinates(self.whole), access=field_value, params=self.params)
         tol = s.tol if s.tol is not None else SOLVE_TOL[lat.dtype.name]
-        solver = self.solvers[name] = StepSolver(self.backend, shape, lat.spacing, walls, k, scalar(s.a), scalar(s.b), lat.dtype,
-                                                 tol, s.max_cycles, f"{self.problem.name}: solve for {s.label}")
+        layout, faces = self._solve_layout(walls)
+        solver = self.solvers[name] = StepSolver(self.backend, self.whole.shape, lat.spacing, walls, k, scalar(s.a), scalar(s.b),
+                                                 lat.dtype, tol, s.max_cycles, f"{self.problem.name}: solve for {s.label}", layout, faces)
         coordinate = coordinates(lat, xp)
 
         def run(arrays, params, t):
@@ -240,6 +242,14 @@ class Simulation:
             out[lat.interior] = solver.solve(start, rhs, out[near] if "dirichlet" in walls else None)
 
         return run
+
+    def _solve_layout(self, walls) -> tuple[Any, Any]:
+        """(the solve's multigrid layout, the grid faces this block touches): None for both, the whole grid here."""
+        return None, None
+
+    def _whole_interior(self, arr) -> np.ndarray:
+        """The interior of one of this simulation's arrays over the whole grid, on the host."""
+        return self.backend.to_host(arr[self.lattice.interior])
 
     def _gather_fill(self, conds) -> Callable:
         lat, xp = self.lattice, self.xp

@@ -23,6 +23,8 @@ from __future__ import annotations
 import time
 from typing import Any, Callable, Sequence
 
+import numpy as np
+
 from ..boundary import Dirichlet, Periodic, bind, faces_of
 from ..ir.analysis import accesses
 from ..ir.nodes import Expr
@@ -125,6 +127,23 @@ class DecomposedSimulation(Simulation):
             token = self._clock.start()
             exchange_together(self._transport, [(self._phases[name][axis][1], arr) for name, arr, _ in items])
             self._clock.stop(token)
+
+    def _solve_layout(self, walls):
+        """This rank's blocks of the solve's fine levels, on this simulation's process grid (the coarse levels
+        are gathered whole onto every rank: `solvers.decomposed`), and the grid faces its block touches."""
+        from ..solvers.decomposed import BlockLayout
+
+        layout = BlockLayout(self.cart, self.whole.shape, walls, self.decomp.dims)
+        assert layout.decomp.extent(self.coords) == self.decomp.extent(self.coords), "the solve's blocks are the fields'"
+        return layout, self.decomp.physical_faces(self.coords)
+
+    def _whole_interior(self, arr):
+        """The whole grid's interior on every rank, from every rank's block."""
+        local = self.backend.to_host(arr[self.lattice.interior])
+        whole = np.empty(self.whole.shape, dtype=local.dtype)
+        for rank, part in enumerate(self.cart.allgather(np.ascontiguousarray(local))):
+            whole[tuple(slice(s, s + n) for s, n in self.decomp.extent(self.decomp.coords_of(rank)))] = part
+        return whole
 
     @property
     def transport(self) -> str:

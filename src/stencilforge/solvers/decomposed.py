@@ -222,6 +222,10 @@ class BlockLayout:
     def dot(self, xp, a, b) -> float:
         return global_sum(self.cart, a * b)
 
+    def norm2(self, xp, a) -> float:
+        """sum(a**2) over every rank's block, exactly (the same bits for any process grid)."""
+        return global_sum(self.cart, xp.square(a, dtype=np.float64))
+
     def mean(self, arr):
         return np.float64(global_sum(self.cart, arr) / math.prod(self.shape))
 

@@ -143,6 +143,10 @@ class Undivided:
     def dot(self, xp, a, b) -> float:
         return float(xp.vdot(a, b))
 
+    def norm2(self, xp, a) -> float:
+        """sum(a**2) in float64."""
+        return float(xp.sum(xp.square(a, dtype=np.float64)))
+
     def mean(self, arr):
         return arr.mean(dtype=np.float64)
 
@@ -195,6 +199,8 @@ class HostCalls:
 
 class ArrayKernels(HostCalls):
     """Stencil passes and transfers as array-module statements (NumPy, or CuPy on a GPU)."""
+
+    screened = True  # they take the screened operator's shift (`Level.shift`)
 
     def __init__(self, xp, traffic: Traffic):
         self.xp = xp
@@ -260,15 +266,14 @@ class Multigrid:
         self.pre, self.post = pre, post
         self.symmetric = symmetric  # post-smoothing mirrors pre-smoothing (black before red): a symmetric preconditioner
         self.singular = shift == 0 and all(w != "dirichlet" for w in walls)
-        if shift and not isinstance(kernels, ArrayKernels):
+        if shift and not getattr(kernels, "screened", False):
             raise StencilforgeError("a screened operator (shift > 0) runs on the array kernels (NumPy or CuPy) only")
         levels = build_levels(shape, walls, spacing, k)
-        for level in levels:
-            level.shift = float(shift)
         self.shapes = [level.shape for level in levels]  # global shapes
         xp = self.xp
         self.levels = self.layout.localize(levels, self.dtype, xp)
         for level in self.levels:
+            level.shift = float(shift)
             level.faces = [xp.asarray(f, dtype=self.dtype) for f in level.host_faces]
             padded = tuple(n + 2 for n in level.shape)
             level.u = xp.zeros(padded, dtype=self.dtype)

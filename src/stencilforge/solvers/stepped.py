@@ -21,14 +21,18 @@ import numpy as np
 
 from ..errors import StencilforgeError
 from . import operator as op
-from .multigrid import ArrayKernels, Multigrid, Traffic
+from .multigrid import ArrayKernels, Multigrid, Traffic, Undivided
 from .poisson import _kernels, stalled
 
 
 class StepSolver:
     """The hierarchy of one sf.Solve on one backend; `solve` runs once per step."""
 
-    def __init__(self, engine, shape, spacing, walls, k, a: float, b: float, dtype, tol: float, max_cycles: int, what: str):
+    def __init__(self, engine, shape, spacing, walls, k, a: float, b: float, dtype, tol: float, max_cycles: int, what: str,
+                 layout=None, faces=None):
+        """`shape`, `spacing`, `k`: the whole grid's. `layout`: where the levels live (`multigrid.Undivided`, or a
+        rank's blocks, `decomposed.BlockLayout`); `faces`: the (axis, side) faces of the grid's boundary that the
+        fine block touches (default: all of them), the only ones whose Dirichlet walls enter the right-hand side."""
         if b == 0:
             raise StencilforgeError(f"{what}: b = 0 leaves no derivative to solve for")
         shift = a / b if a else 0.0
@@ -43,11 +47,16 @@ class StepSolver:
         self.dtype = np.dtype(dtype)
         self.scale = None if b == -1 else -1.0 / b
         traffic = Traffic()
-        self.kernels = ArrayKernels(engine.xp, traffic) if shift else _kernels(engine, traffic)
-        self.xp = self.kernels.xp
-        self.mg = Multigrid(shape, walls, spacing, k, self.dtype, self.kernels, shift=shift)
+        self.layout = Undivided() if layout is None else layout
+        inner = ArrayKernels(engine.xp, traffic) if shift else _kernels(engine, traffic)
+        self.kernels = self.layout.kernels(inner)
+        self.xp = inner.xp
+        self.mg = Multigrid(shape, walls, spacing, k, self.dtype, self.kernels, layout=self.layout, shift=shift)
         self.cycle = self.kernels.recorded(self.mg.cycle)
-        self.ghosted = self.xp.zeros(tuple(n + 2 for n in shape), dtype=self.dtype)  # the Dirichlet walls, zero inside
+        fine = self.mg.finest.shape  # this rank's block
+        self.ghosted = self.xp.zeros(tuple(n + 2 for n in fine), dtype=self.dtype)  # the Dirichlet walls, zero inside
+        every = tuple((axis, side) for axis in range(len(shape)) for side in (0, 1))
+        self.faces = tuple((axis, side) for axis, side in (every if faces is None else faces) if self.walls[axis] == "dirichlet")
         self.solves = self.cycles = 0
         self.largest = 0.0  # the largest final relative residual
 
@@ -59,16 +68,14 @@ class StepSolver:
         f = rhs if self.scale is None else rhs * self.dtype.type(self.scale)
         if walls is not None:
             g = self.ghosted
-            for a, wall in enumerate(self.walls):
-                if wall == "dirichlet":
-                    for side in (0, -1):
-                        face = tuple(slice(side, side + 1 or None) if b == a else slice(1, -1) for b in range(g.ndim))
-                        g[face] = walls[face]
+            for a, side in self.faces:
+                face = tuple(slice(-side, (1 - side) or None) if b == a else slice(1, -1) for b in range(g.ndim))
+                g[face] = walls[face]
             f = f - op.apply(xp, g, fine.faces)
         fine.f[...] = f
         if mg.singular:
             fine.f -= mg.layout.mean(fine.f).astype(self.dtype)
-        norm = math.sqrt(float(xp.sum(xp.square(fine.f, dtype=np.float64))))
+        norm = math.sqrt(self.layout.norm2(xp, fine.f))
         fine.u[fine.interior] = start
         self.solves += 1
         if norm == 0.0:
@@ -96,4 +103,4 @@ class StepSolver:
 
     def summary(self) -> dict:
         return {"solves": self.solves, "cycles": self.cycles, "cycles_per_solve": self.cycles / self.solves if self.solves else None,
-                "largest_residual": self.largest, "tol": self.tol, "walls": list(self.walls)}
+                "largest_residual": self.largest, "tol": self.tol, "walls": list(self.walls), **self.layout.summary()}
