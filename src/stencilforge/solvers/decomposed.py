@@ -162,7 +162,7 @@ class BlockLayout:
         if len(levels) < 2:
             raise StencilforgeError(
                 f"shape {'x'.join(map(str, self.shape))} is solved directly on one level, so there is nothing to split "
-                f"over {self.comm.size} rank{'s' if self.comm.size > 1 else ''}: solve it without comm"
+                f"over {self.comm.size} rank{'s' if self.comm.size > 1 else ''}: run it in one process"
             )
         self.dtype, self.xp = np.dtype(dtype), xp
         plans, ranges = [], [[split(n, p) for n, p in zip(self.shape, self.decomp.dims)]]
