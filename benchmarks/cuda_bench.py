@@ -3,7 +3,7 @@
 Each case: random device inputs (several times the L2 size), 3 warm-up
 launches, then 7 repeats of 10 launches between CUDA events; the median
 repeat gives seconds per sweep. T_eff = interior cells x Sweep/AxisOperator
-bytes_per_cell / seconds. The plan comes from problems.build at a small shape
+bytes_per_cell / seconds. The plan comes from problems.linear_step at a small shape
 (the stencil structure is what matters; coefficient values are literals and
 do not change the instruction count), the grid is the large one.
 
@@ -110,9 +110,9 @@ def _copy_rates(nbytes: int) -> dict:
 
 
 def sweep_case(name, small, shape, dtype, strategy, tile=None, **params) -> dict:
-    setup = problems.build(name, shape=small, dtype=dtype, **params)
-    sweep = setup.sweep
-    grid = Grid.unit_box(shape, dtype, ghost=setup.grid.ghost)
+    step = problems.linear_step(name, shape=small, dtype=dtype, **params)
+    sweep = step.sweep
+    grid = Grid.unit_box(shape, dtype, ghost=step.lattice.ghost)
     be = CudaBackend(strategy=strategy, tile=tile)
     run = be.sweep(sweep, grid)
     fields = {}

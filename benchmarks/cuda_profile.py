@@ -47,8 +47,8 @@ def parse(spec: str):
 
 def runner(name, strategy, tile, shape):
     """(setup, grid, step(fields)) for one variant on `shape`."""
-    setup = problems.build(name, shape=shape, dtype=DTYPE["name"], **PARAMS.get(name, {}))
-    sweep, grid = setup.sweep, setup.grid
+    setup = problems.linear_step(name, shape=shape, dtype=DTYPE["name"], **PARAMS.get(name, {}))
+    sweep, grid = setup.sweep, setup.lattice
     if strategy == "peer":
         kernel = cp.RawKernel(naive_sweep_source(sweep, grid), "peer_naive")
         blocks = (grid.cells + 255) // 256
@@ -60,7 +60,7 @@ def check(name, strategy, tile) -> float:
     """Largest |gpu - oracle| / max|oracle| on the small shape; NaN-poisoned output."""
     small = SMALL[name] if strategy not in ("streaming_vec", "rows_vec") else SMALL[name][:-1] + (SMALL[name][-1] // 4 * 4,)
     setup, step = runner(name, strategy, tile, small)
-    sweep, grid = setup.sweep, setup.grid
+    sweep, grid = setup.sweep, setup.lattice
     rng = np.random.default_rng(1)
     host = {n: rng.uniform(-1, 1, grid.padded_shape) for n in set(sweep.inputs) | {sweep.out}}
     dt = np.dtype(DTYPE["name"])
@@ -85,13 +85,13 @@ def place(strategy):
 
 
 def large_fields(name, setup, strategy):
-    key = (name, setup.grid.padded_shape, strategy == "peer")
+    key = (name, setup.lattice.padded_shape, strategy == "peer")
     if key not in FIELDS:
         FIELDS.clear()
         cp.get_default_memory_pool().free_all_blocks()
         sweep = setup.sweep
         put = place(strategy)
-        f = {n: put(cp.random.uniform(-1, 1, setup.grid.padded_shape, dtype=DTYPE["name"]), setup.grid.ghost)
+        f = {n: put(cp.random.uniform(-1, 1, setup.lattice.padded_shape, dtype=DTYPE["name"]), setup.lattice.ghost)
              for n in set(sweep.inputs) | {sweep.out}}
         if "vel" in f:
             f["vel"] *= 1e-4
@@ -128,7 +128,7 @@ def main() -> None:
             print(f"{spec:34s} failed: {type(exc).__name__}: {str(exc).splitlines()[0]}", flush=True)
             continue
         bpc = setup.sweep.bytes_per_cell(np.dtype(args.dtype).itemsize)
-        gbps = setup.grid.cells * bpc / sec / 1e9
+        gbps = setup.lattice.cells * bpc / sec / 1e9
         rows.append({"variant": spec, "ms": sec * 1e3, "teff_gbps": gbps, "pct_copy": 100 * gbps / ceiling, "max_rel_err": err})
         print(f"{spec:34s} {sec * 1e3:8.3f} ms {gbps:7.0f} GB/s {100 * gbps / ceiling:5.1f}%  err {err:.1e}", flush=True)
     print(f"\nmemcpy {ceiling:.0f} GB/s; sorted:")

@@ -28,6 +28,7 @@ from stencilforge.grid import Grid
 from stencilforge.problems import heat, wave3d
 from stencilforge.problems.base import stable_dt
 from stencilforge.problems.wave3d import dt_limit, standing_wave_frequency
+from stencilforge.simulation import initial_array
 from stencilforge.stencil import Stencil
 
 
@@ -58,10 +59,11 @@ WORKLOADS = {  # name: (builder(shape, storage), timed shape, error shape, error
 
 def seed_kernel_ms(name: str, shape, params) -> tuple[float, str]:
     """The seed's lowered sweep alone (auto's hand-scheduled kernel) on the time loop's layout."""
-    setup = problems.build(name, shape=shape, dtype="float32", **params)
-    backend = CudaBackend()
-    launch = backend.sweep(setup.sweep, setup.grid)
-    fields = {n: backend.field(cp.asarray(a), setup.grid.ghost) for n, a in setup.fields.items()}
+    setup = problems.linear_step(name, shape=shape, dtype="float32", **params)
+    backend, lattice = CudaBackend(), setup.lattice
+    launch = backend.sweep(setup.sweep, lattice)
+    fields = {n: backend.field(cp.asarray(initial_array(setup.problem, lattice, n.split("_")[0], 0, setup.values, 1.0)), lattice.ghost)
+              for n in (*setup.sweep.inputs, setup.sweep.out)}
     return timed(lambda: launch(fields)) * 1e3, launch.strategy
 
 

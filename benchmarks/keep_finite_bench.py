@@ -19,7 +19,8 @@ from pathlib import Path
 
 from stencilforge import problems
 from stencilforge.backends import get_backend
-from stencilforge.timeloop import LoopOptions, SweepStepper, run
+from stencilforge.runner import run
+from stencilforge.simulation import PassStepper, Simulation
 
 SHAPE, STEPS = (2048, 2048), 1000
 
@@ -42,7 +43,7 @@ def loop(engine, rounds: int) -> dict:
     out: dict[str, list[float]] = {"keep": [], "off": []}
     for r in range(rounds + 1):
         for keep in (True, False) if r % 2 else (False, True):
-            s = run(problems.build("heat2d", shape=SHAPE), engine, LoopOptions(steps=STEPS, keep_finite=keep)).summary
+            s = run(problems.problem("heat2d", shape=SHAPE)[0], steps=STEPS, backend=engine, keep_finite=keep).summary
             if r:
                 out["keep" if keep else "off"].append(s["wall_s"])
     return {k: summary(v) for k, v in out.items()}
@@ -50,12 +51,11 @@ def loop(engine, rounds: int) -> dict:
 
 def parts(engine, repeats: int) -> dict:
     """Milliseconds of a fused pass per step, a single step, the finite check and the copy, interleaved."""
-    st = SweepStepper(problems.build("heat2d", shape=SHAPE), engine, LoopOptions(steps=STEPS))
+    st = PassStepper(Simulation(problems.problem("heat2d", shape=SHAPE)[0], engine))
     st.warm()
     st.compile()
-    for launch in (st.step, st.fused):
-        if launch is not None:
-            launch.wait()
+    if st.sim.fused is not None:
+        st.sim.fused.wait()
     kept = engine.xp.empty_like(st.fields()["u"])
     times: dict[str, list[float]] = {"fused_step": [], "single_step": [], "finite_check": [], "copy": []}
     n = 0

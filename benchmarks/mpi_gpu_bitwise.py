@@ -43,30 +43,30 @@ def load(path: Path):
 def main(out_json: str, max_ranks: int) -> None:
     configs = []
     for strategy in ("naive", "auto"):
-        for n, grid, halo, overlap in ((2, "auto", "auto", "off"), (2, "slabs", "auto", "on"), (4, "auto", "auto", "off"),
-                                       (4, "alt", "auto", "off"), (4, "slabs", "auto", "on"), (4, "auto", "staged", "off")):
+        for n, grid, halo in ((2, "auto", "auto"), (2, "slabs", "auto"), (4, "auto", "auto"), (4, "alt", "auto"),
+                              (4, "slabs", "auto"), (4, "auto", "staged")):
             if n <= max_ranks and (strategy == "naive" or grid != "alt"):
-                configs.append((strategy, n, grid, halo, overlap))
+                configs.append((strategy, n, grid, halo))
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         refs = {}
         for strategy in ("naive", "auto"):
             path = Path(tmp) / f"ref-{strategy}.npz"
             backend = "cuda" if strategy == "auto" else f"cuda:{strategy}"
-            rc, err, _ = launch(1, path, backend, "auto", "auto", "off")
+            rc, err, _ = launch(1, path, backend, "auto", "auto")
             if rc != 0:
                 raise SystemExit(f"one-GPU reference ({strategy}) failed: {err}")
             refs[strategy] = load(path)
         path = Path(tmp) / "ref-plain.npz"  # one process, no decomposition: the loop fuses steps where it can
-        rc, err, _ = launch(1, path, "cuda", "single", "auto", "off")
+        rc, err, _ = launch(1, path, "cuda", "single", "auto")
         if rc != 0:
             raise SystemExit(f"one-GPU plain reference failed: {err}")
         plain_meta, plain = load(path)
-        for strategy, n, grid, halo, overlap in configs:
-            path = Path(tmp) / f"{strategy}-{n}-{grid}-{halo}-{overlap}.npz"
+        for strategy, n, grid, halo in configs:
+            path = Path(tmp) / f"{strategy}-{n}-{grid}-{halo}.npz"
             backend = "cuda" if strategy == "auto" else f"cuda:{strategy}"
-            rc, err, seconds = launch(n, path, backend, grid, halo, overlap)
-            row = {"strategy": strategy, "ranks": n, "grid": grid, "halo": halo, "overlap": overlap, "rc": rc, "seconds": seconds}
+            rc, err, seconds = launch(n, path, backend, grid, halo)
+            row = {"strategy": strategy, "ranks": n, "grid": grid, "halo": halo, "rc": rc, "seconds": seconds}
             if rc != 0:
                 row["error"] = err
                 rows.append(row)
@@ -79,8 +79,8 @@ def main(out_json: str, max_ranks: int) -> None:
                 keys = [k for k in got if k.startswith(label + "/")]
                 equal = all(np.array_equal(got[k], ref[k], equal_nan=True) for k in keys)
                 cases[label] = {
-                    "procs": m["procs"], "halo": m["halo"], "overlap": m["overlap"], "strategy": m["strategy"],
-                    "ref_strategy": ref_meta[label]["strategy"], "bitwise_equal": bool(equal),
+                    "procs": m["procs"], "halo": m["halo"], "sweeps": m["sweeps"],
+                    "ref_sweeps": ref_meta[label]["sweeps"], "bitwise_equal": bool(equal),
                 }
                 if strategy == "auto":
                     cases[label]["plain_fused_steps"] = plain_meta[label].get("fused_steps")

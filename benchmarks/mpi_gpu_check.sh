@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Multi-GPU check of decomposed cuda runs: bitwise comparison on 1/2/4 GPUs, the CLI under mpiexec,
-# weak scaling (heat3d and wave3d r8, 512^3 per GPU), strong scaling (heat3d 1024^3), overlap on/off.
+# weak scaling (heat3d and wave3d r8, 512^3 per GPU), strong scaling (heat3d 1024^3).
 # usage: OUT=dir benchmarks/mpi_gpu_check.sh [bitwise] [cli] [scaling]     (no argument: all three)
 # Writes JSON under $OUT and prints a compact table last.
 set -uo pipefail
@@ -34,7 +34,7 @@ for stage in $stages; do
           | tee "$OUT/mpi_gpu_cli_$n.json"
       done ;;
     scaling)
-      echo "== scaling: weak heat3d / wave3d r8 (512^3 per GPU), strong heat3d 1024^3, overlap on/off"
+      echo "== scaling: weak heat3d / wave3d r8 (512^3 per GPU), strong heat3d 1024^3"
       mpiexec -n "$NGPU" python3 benchmarks/mpi_gpu_bench.py "$OUT/mpi_gpu_bench.json" ;;
     *)
       echo "unknown stage $stage: choose bitwise, cli or scaling" >&2; exit 2 ;;
@@ -52,16 +52,16 @@ for r in rows:
     fused = [k for k, c in r.get("cases", {}).items() if c.get("plain_fused_steps")]
     status += f" (also equal to one plain process, fused in {','.join(fused)})" if fused and r.get("all_equal") else ""
     halos = sorted({c["halo"] for c in r.get("cases", {}).values()})
-    print(f"  {r['strategy']:6s} n={r['ranks']} grid={r['grid']:5s} halo={r['halo']}->{','.join(halos):12s} overlap={r['overlap']:3s}  {status}")
+    print(f"  {r['strategy']:6s} n={r['ranks']} grid={r['grid']:5s} halo={r['halo']}->{','.join(halos):12s}  {status}")
 path = os.path.join(out, "mpi_gpu_bench.json")
 if os.path.exists(path):
     recs = json.load(open(path))["records"]
     base = {(r["group"], r["problem"], r["config"]): r["ms_per_step"] for r in recs if r["gpus"] == 1}
-    print("\n%-6s %-7s %-4s %-14s %-8s %-6s %-5s %9s %9s %9s %7s" % ("group", "problem", "gpus", "config", "procs", "halo", "ovl", "ms/step", "comm ms", "kern ms", "eff/su"))
+    print("\n%-6s %-7s %-4s %-14s %-8s %-6s %9s %9s %9s %7s" % ("group", "problem", "gpus", "config", "procs", "halo", "ms/step", "comm ms", "kern ms", "eff/su"))
     for r in recs:
         one = base.get((r["group"], r["problem"], "auto"))
         ratio = one / r["ms_per_step"] if one else float("nan")
-        print("%-6s %-7s %-4d %-14s %-8s %-6s %-5s %9.3f %9.3f %9.3f %7.3f" % (
+        print("%-6s %-7s %-4d %-14s %-8s %-6s %9.3f %9.3f %9.3f %7.3f" % (
             r["group"], r["problem"], r["gpus"], r["config"], "x".join(map(str, r["procs"])), r["halo"],
-            "on" if r["overlap"] else "off", r["ms_per_step"], r["comm_ms_per_step"], r["compute_ms_per_step"], ratio))
+            r["ms_per_step"], r["comm_ms_per_step"], r["compute_ms_per_step"], ratio))
 EOF

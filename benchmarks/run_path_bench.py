@@ -1,6 +1,7 @@
-"""sf.run in one process on a GPU, per workload: GCell/s from the run's own summary (median of repeats after a
-warm-up run that compiles and caches the kernels), the strategy or sweeps that ran, and a digest of the final
-fields, with the device's copy bandwidth measured in the same process (CUDA events).
+"""sf.run (and sf.solve for named problems) in one process on a GPU, per workload: GCell/s from the run's own
+summary (median of repeats after a warm-up run that compiles and caches the kernels), the strategy or sweeps
+that ran, and a digest of the final fields, with the device's copy bandwidth measured in the same process
+(CUDA events).
 
 Run it once per source tree to compare two commits side by side on one machine:
 
@@ -33,6 +34,11 @@ WORKLOADS = {  # name -> (problem builder, steps)
     "heat9 8192^2 f64": (example("heat9", (8192, 8192)), 500),
     "wave2d_sponge 8192^2 f64": (example("wave2d_sponge", (8192, 8192)), 500),
     "gray_scott 4096^2 f64": (example("gray_scott", (4096, 4096)), 1000),
+}
+SOLVED = {  # name -> (sf.solve's arguments, steps): the named problems as sf.solve runs them, in any tree
+    "derivatives x 10000^2 f64": (dict(problem="derivatives", shape=(10000, 10000), axis=1), 50),
+    "derivatives y 10000^2 f64 acc4": (dict(problem="derivatives", shape=(10000, 10000), axis=0, accuracy=4), 50),
+    "poisson3d 256^3 multigrid": (dict(problem="poisson3d", shape=(256, 256, 256), tol=1e-10), None),
 }
 
 
@@ -82,6 +88,18 @@ def main() -> None:
             "bytes_per_cell": s["bytes_per_cell"],
             "ran": s.get("sweeps", s.get("strategy")),
             "steps_per_pass": s.get("steps_per_pass"),
+            "digest": digest(runs[-1].fields),
+        }
+    for name, (kwargs, steps) in SOLVED.items():
+        if args.only and not any(o in name for o in args.only):
+            continue
+        runs = [sf.solve(**kwargs, steps=steps, backend="cuda") for _ in range(args.repeats + 1)]
+        s = runs[-1].summary
+        rows[name] = {
+            "steps": s["steps"],
+            "gcells_per_s": statistics.median(r.summary["gcells_per_s"] for r in runs[1:]),
+            "wall_s": statistics.median(r.summary["wall_s"] for r in runs[1:]),
+            "ran": s.get("sweeps", s.get("strategy")),
             "digest": digest(runs[-1].fields),
         }
     print(json.dumps({"label": args.label, "copy_gbps": copy_gbps(), "workloads": rows}))

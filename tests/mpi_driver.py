@@ -1,10 +1,11 @@
-"""Run under mpiexec by test_mpi.py: every case decomposed, fields gathered to rank 0 and saved.
+"""Run under mpiexec by test_mpi.py: every case decomposed through `sf.run(comm=...)`, fields gathered on rank 0 and saved.
 
-usage: mpi_driver.py BACKEND GRID OUT.npz [HALO [OVERLAP]]
+usage: mpi_driver.py BACKEND GRID OUT.npz [HALO]
            BACKEND: numpy, numba, cuda or cuda:STRATEGY
-           GRID: auto (least cut area), alt (the next best process grid) or slabs (split along axis 0 only)
-           HALO: auto, host, staged, nccl, mpi     OVERLAP: auto, on or off
-       mpi_driver.py BACKEND fail-rank|nan-rank|kept-blocks
+           GRID: auto (least cut area), alt (the next best process grid), slabs (split along axis 0 only)
+                 or single (one process, not decomposed: the run fuses steps where it can)
+           HALO: auto, host, staged, nccl, mpi
+       mpi_driver.py BACKEND fail-rank|fail-write|nan-rank|kept-blocks
 """
 
 from __future__ import annotations
@@ -16,12 +17,14 @@ import numpy as np
 
 from stencilforge import problems
 from stencilforge.backends import Launch, get_backend
-from stencilforge.distributed import Decomposition, bind_device, fail_together, gather, run_decomposed, world
+from stencilforge.distributed import Decomposition, bind_device, fail_together, gather, world
 from stencilforge.distributed.decomposition import _cut_area, _fits, factorizations
-from stencilforge.distributed.outputs import GlobalOutput
-from stencilforge.distributed.runner import minimum_extents
+from stencilforge.distributed.equations import DecomposedSimulation
+from stencilforge.distributed.outputs import Gathering, GlobalOutput
 from stencilforge.errors import BlowUp, OutputError, StencilforgeError
-from stencilforge.timeloop import LoopOptions, run
+from stencilforge.runner import run_with
+from stencilforge.simulation import PassStepper, axis_operator
+from stencilforge.timeloop import LoopOptions, run_stepper
 
 # (label, problem, build parameters, loop options): small, uneven blocks, every problem and closure kind.
 CASES = (
@@ -35,9 +38,18 @@ CASES = (
 )
 
 
-def alternative_dims(nprocs: int, setup) -> tuple[int, ...] | None:
+def minimum_extents(problem) -> tuple[int, ...]:
+    """Fewest points a block holds per axis, as `DecomposedSimulation` asks of the process grid: the ghost width,
+    and along a one-sided derivative's axis its closure rows (`AxisOperator.min_length`)."""
+    need = [problem.analysis.ghost] * problem.grid.ndim
+    for stage in problem.analysis.operators:
+        need[stage.axis] = max(need[stage.axis], axis_operator(stage).min_length)
+    return tuple(need)
+
+
+def alternative_dims(nprocs: int, problem) -> tuple[int, ...] | None:
     """The fitting process grid that ranks next after the automatic choice, or None if there is none."""
-    shape, need = setup.grid.shape, minimum_extents(setup)
+    shape, need = problem.grid.shape, minimum_extents(problem)
     fitting = [d for d in factorizations(nprocs, len(shape)) if _fits(shape, d, need)]
     fitting.sort(key=lambda d: (_cut_area(shape, d), d))
     auto = Decomposition.create(nprocs, shape, need).dims
@@ -45,9 +57,9 @@ def alternative_dims(nprocs: int, setup) -> tuple[int, ...] | None:
     return others[0] if others else None
 
 
-def slab_dims(nprocs: int, setup) -> tuple[int, ...] | None:
+def slab_dims(nprocs: int, problem) -> tuple[int, ...] | None:
     """Every rank a slab along axis 0, if the blocks are then large enough."""
-    shape, need = setup.grid.shape, minimum_extents(setup)
+    shape, need = problem.grid.shape, minimum_extents(problem)
     dims = (nprocs,) + (1,) * (len(shape) - 1)
     return dims if _fits(shape, dims, need) else None
 
@@ -58,35 +70,27 @@ def make_backend(spec: str):
     return get_backend(name, **({"strategy": strategy} if strategy else {}))
 
 
-def run_cases(backend_name: str, grid: str, out: str, halo: str = "auto", overlap: str = "auto") -> None:
+def run_cases(backend_name: str, grid: str, out: str, halo: str = "auto") -> None:
     comm = world()
     if backend_name.startswith("cuda"):
         bind_device(comm)
     backend = make_backend(backend_name)
     saved, meta = {}, {}
     for label, name, params, loop in CASES:
-        setup = problems.build(name, **params)
-        if grid == "single":  # one process through the plain time loop, which fuses steps where it can
-            if comm.size != 1:
-                raise SystemExit("grid 'single' runs on one rank")
-            result = run(setup, backend, LoopOptions(**loop))
-            saved.update({f"{label}/{field}": backend.to_host(a) for field, a in result.fields.items()})
-            meta[label] = {k: result.summary.get(k) for k in ("steps", "residual", "error", "strategy", "fused_steps")}
-            continue
-        procs = {"auto": lambda n, s: None, "alt": alternative_dims, "slabs": slab_dims}[grid](comm.size, setup)
-        if grid != "auto" and procs is None:
-            continue
-        result = run_decomposed(
-            setup, backend, LoopOptions(**loop), procs=procs, comm=comm, halo=halo,
-            overlap={"auto": None, "on": True, "off": False}[overlap],
-        )
+        problem = problems.problem(name, **params)[0]
+        if grid == "single":
+            result = run_with(problem, None, backend=backend, **loop)
+        else:
+            procs = {"auto": lambda n, p: None, "alt": alternative_dims, "slabs": slab_dims}[grid](comm.size, problem)
+            if grid != "auto" and procs is None:
+                continue
+            result = run_with(problem, None, backend=backend, comm=comm, procs=procs, halo=halo, **loop)
+        if comm.rank == 0:  # the fields come back whole on rank 0
+            saved.update({f"{label}/{field}": np.asarray(arr) for field, arr in result.fields.items()})
+        else:
+            assert all(arr is None for arr in result.fields.values())
         s = result.summary
-        decomp = Decomposition(tuple(s["shape"]), tuple(s["procs"]))
-        for field, local in result.fields.items():
-            full = gather(comm, decomp, backend.to_host(local))
-            if comm.rank == 0:
-                saved[f"{label}/{field}"] = full
-        meta[label] = {k: s.get(k) for k in ("procs", "steps", "residual", "error", "halo", "overlap", "strategy")}
+        meta[label] = {k: s.get(k) for k in ("procs", "steps", "residual", "error", "errors", "halo", "sweeps", "fused_steps")}
     if comm.rank == 0:
         np.savez(out, __meta__=np.array(json.dumps(meta)), **saved)
 
@@ -115,7 +119,7 @@ def fail_rank(backend_name: str) -> None:
             return Launch(run)
 
     with fail_together(comm):
-        run_decomposed(problems.build("heat2d", shape=(16, 16)), Failing(), LoopOptions(steps=50), comm=comm)
+        run_with(problems.problem("heat2d", shape=(16, 16))[0], None, backend=Failing(), steps=50, comm=comm)
 
 
 def say_error(line: str) -> None:
@@ -125,15 +129,21 @@ def say_error(line: str) -> None:
     sys.stderr.flush()
 
 
+def split_heat(backend):
+    """heat2d (16 x 16) as each rank of a decomposed run holds it: this rank's block, stepped by hand."""
+    return DecomposedSimulation(problems.problem("heat2d", shape=(16, 16))[0], backend, None, world())
+
+
 def nan_rank(backend_name: str) -> None:
     """A NaN in the last rank's block: the collective finite check stops every rank with one message."""
-    comm = world()
-    setup = problems.build("heat2d", shape=(16, 16))
-    setup.fields["u"][-3, -3] = np.nan
+    backend = get_backend(backend_name)
+    sim = split_heat(backend)
+    if sim.cart.rank == sim.cart.size - 1:
+        sim.state()["u"][-3, -3] = np.nan  # an interior cell of the block (ghost width 1)
     try:
-        run_decomposed(setup, get_backend(backend_name), LoopOptions(steps=50, check_every=5), comm=comm)
+        run_stepper(lambda: PassStepper(sim), backend, LoopOptions(steps=50, check_every=5))
     except StencilforgeError as exc:
-        if comm.rank == 0:
+        if sim.cart.rank == 0:
             say_error(f"error: {exc}")
         sys.exit(2)
 
@@ -150,26 +160,23 @@ def growing():
 
 
 def kept_blocks(backend_name: str) -> None:
-    """A blow-up split over two ranks, as a lowered sweep and as generated passes: each rank's finite_fields is its
-    block of the last finite state, which gathered is what one process ends with after that many steps."""
+    """A blow-up split over two ranks, its linear pass as the backend's sweep and as its generated kernel: each rank's
+    finite_fields is its block of the last finite state, which gathered is what one process ends with after that
+    many steps."""
     import stencilforge as sf
-    from stencilforge.problems.base import lowered
 
     comm, engine = world(), get_backend(backend_name)
     decomp = Decomposition.create(comm.size, (12, 10), (1, 1), (comm.size, 1))
-    runs = {  # (split over the ranks, in one process)
-        "sweep": (lambda **o: run_decomposed(lowered(growing()), engine, LoopOptions(keep_finite=True, **o), (comm.size, 1), comm),
-                  lambda steps: run(lowered(growing()), engine, LoopOptions(steps=steps))),
-        "passes": (lambda **o: sf.run(growing(), backend=engine, generated=True, comm=comm, procs=(comm.size, 1), **o),
-                   lambda steps: sf.run(growing(), backend=engine, generated=True, steps=steps)),
-    }
-    for path, (split, alone) in runs.items():
+    for path in ("sweep", "generated"):
+        generated = path == "generated"
         try:
-            split(steps=100000, check_every=20)
+            sf.run(growing(), backend=engine, generated=generated, comm=comm, procs=(comm.size, 1), steps=100000, check_every=20)
         except BlowUp as exc:
             whole = gather(comm, decomp, exc.finite_fields["u"])
             if comm.rank == 0:
-                same = np.array_equal(whole, alone(exc.last_finite).fields["u"])
+                alone = sf.run(growing(), backend=engine, generated=generated, steps=exc.last_finite)
+                assert bool(alone.summary["sweeps"]) != generated, alone.summary["sweeps"]
+                same = np.array_equal(whole, alone.fields["u"])
                 print(f"{path}: last finite step {exc.last_finite}, kept blocks equal one process's: {same}")
 
 
@@ -189,10 +196,13 @@ def fail_write(backend_name: str) -> None:
         def close(self):
             pass
 
+    backend = get_backend(backend_name)
+    sim = split_heat(backend)
     output = GlobalOutput(FailingWriter() if comm.rank == 0 else None, 2, ("u",), False)
+    state = sim.state()  # rank 0 assembles the whole grid's arrays
+    gathering = Gathering(output, sim.cart, sim.decomp, sim.lattice.ghost, {"u": sim.whole.padded_shape}, {"u": state["u"].dtype})
     try:
-        setup = problems.build("heat2d", shape=(16, 16))
-        run_decomposed(setup, get_backend(backend_name), LoopOptions(steps=50), comm=comm, outputs=[output])
+        run_stepper(lambda: PassStepper(sim), backend, LoopOptions(steps=50, observers=(gathering,)))
     except StencilforgeError as exc:
         say_error(f"error: rank {comm.rank}: {exc}")
         sys.exit(2)

@@ -6,7 +6,10 @@ import pytest
 from conftest import TOLERANCES
 from stencilforge import problems
 from stencilforge.backends import get_backend
+from stencilforge.ir.lowering import sweep_terms
+from stencilforge.plan import Sweep
 from stencilforge.problems import derivatives
+from stencilforge.runner import run
 
 SHAPES = {
     "poisson2d": [(7, 13), (31, 17)],
@@ -16,38 +19,50 @@ SHAPES = {
 }
 
 
-def random_fields(setup, rng):
-    return {name: rng.standard_normal(arr.shape).astype(arr.dtype) for name, arr in setup.fields.items()}
+def random_fields(step, rng):
+    """Every array the step's sweep and residual take, ghosted, random."""
+    names = {*step.sweep.inputs, step.sweep.out, *(residual_sweep(step).inputs if step.problem.residual is not None else ())}
+    lattice = step.lattice
+    return {name: rng.standard_normal(lattice.padded_shape).astype(lattice.dtype) for name in sorted(names)}
+
+
+def residual_sweep(step) -> Sweep:
+    """The problem's residual as a sweep, as the backends' sum_squares take it."""
+    terms = sweep_terms(step.problem.residual, step.values)
+    assert terms is not None, "the residual is a sum of stencils of fields"
+    return Sweep("r", terms)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("name,shape", [(n, s) for n, shapes in SHAPES.items() for s in shapes])
 def test_sweep_matches_oracle(name, shape, dtype, rng):
-    setup = problems.build(name, shape=shape, dtype=dtype)
-    inputs = random_fields(setup, rng)
+    step = problems.linear_step(name, shape=shape, dtype=dtype)
+    sweep, lattice = step.sweep, step.lattice
+    inputs = random_fields(step, rng)
     results = {}
     for backend_name in ("numpy", "numba"):
         backend = get_backend(backend_name)
         fields = {k: v.copy() for k, v in inputs.items()}
-        if setup.sweep.out not in setup.sweep.inputs:
-            fields[setup.sweep.out][...] = np.nan
-        backend.sweep(setup.sweep, setup.grid)(fields)
-        results[backend_name] = fields[setup.sweep.out]
-    interior = setup.grid.interior
+        if sweep.out not in sweep.inputs:
+            fields[sweep.out][...] = np.nan
+        backend.sweep(sweep, lattice)(fields)
+        results[backend_name] = fields[sweep.out]
+    interior = lattice.interior
     assert np.all(np.isfinite(results["numba"][interior])), "an interior cell was not written"
     np.testing.assert_allclose(results["numba"][interior], results["numpy"][interior], **TOLERANCES[dtype])
-    if setup.sweep.out not in setup.sweep.inputs:
-        ghost = np.ones(setup.grid.padded_shape, bool)
+    if sweep.out not in sweep.inputs:
+        ghost = np.ones(lattice.padded_shape, bool)
         ghost[interior] = False
         assert np.all(np.isnan(results["numba"][ghost])), "a ghost cell was written"
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_residual_matches_oracle(dtype, rng):
-    setup = problems.build("poisson2d", shape=(29, 23), dtype=dtype)
-    fields = random_fields(setup, rng)
-    ref = get_backend("numpy").sum_squares(setup.residual, setup.grid)(fields)
-    got = get_backend("numba").sum_squares(setup.residual, setup.grid)(fields)
+    step = problems.linear_step("poisson2d", shape=(29, 23), dtype=dtype)
+    fields = random_fields(step, rng)
+    residual = residual_sweep(step)
+    ref = get_backend("numpy").sum_squares(residual, step.lattice)(fields)
+    got = get_backend("numba").sum_squares(residual, step.lattice)(fields)
     assert got == pytest.approx(ref, rel=1e-5 if dtype == "float32" else 1e-12)
 
 
@@ -85,11 +100,10 @@ def test_seed_closures_are_the_seeds_formulas(rng):
 def test_whole_runs_agree(name):
     shape = {"poisson2d": (19, 23), "poisson3d": (9, 11, 7), "heat2d": (19, 23), "heat3d": (9, 11, 7), "wave3d": (17, 18, 19),
              "derivatives": (31, 37)}[name]
-    runs = [problems.build(name, shape=shape) for _ in range(2)]
-    from stencilforge.timeloop import LoopOptions, run
-
-    a = run(runs[0], get_backend("numpy"), LoopOptions(steps=20))
-    b = run(runs[1], get_backend("numba"), LoopOptions(steps=20))
+    runs = [problems.problem(name, shape=shape)[0] for _ in range(2)]
+    a = run(runs[0], steps=20, backend="numpy")
+    b = run(runs[1], steps=20, backend="numba")
+    assert a.summary["steps"] == b.summary["steps"] == 20 and a.fields
     tol = TOLERANCES[runs[0].grid.dtype.name]
     for field in a.fields:
         np.testing.assert_allclose(b.fields[field], a.fields[field], rtol=tol["rtol"] * 50, atol=tol["atol"] * 50)

@@ -6,9 +6,8 @@ import h5py
 from typer.testing import CliRunner
 
 from stencilforge import problems
-from stencilforge.backends import get_backend
 from stencilforge.cli import NOT_CONVERGED, app
-from stencilforge.timeloop import LoopOptions, run
+from stencilforge.runner import run_with
 
 POISSON = ["run", "poisson2d", "--shape", "16,16", "--backend", "numpy", "--method", "jacobi"]
 
@@ -42,10 +41,10 @@ def test_converged_runs_exit_0():
 
 
 def test_the_stall_check_can_be_turned_off():
-    setup = problems.build("poisson2d", shape=(16, 16), dtype="float32")
-    opts = LoopOptions(steps=6000, tol=1e-12, check_every=50, stall_checks=0)
-    assert run(setup, get_backend("numpy"), opts).summary["iterations"] == 6000
-    stalled = run(setup, get_backend("numpy"), LoopOptions(steps=6000, tol=1e-12, check_every=50, stall_checks=10))
+    problem = problems.problem("poisson2d", shape=(16, 16), dtype="float32")[0]
+    loop = dict(steps=6000, tol=1e-12, check_every=50, backend="numpy")
+    assert run_with(problem, None, stall_checks=0, **loop).summary["iterations"] == 6000
+    stalled = run_with(problem, None, stall_checks=10, **loop)
     assert stalled.summary["stop"] == "stalled" and stalled.summary["iterations"] < 6000
 
 

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from stencilforge import problems
-from stencilforge.backends.cuda import choose, codegen, kernel_source
+from stencilforge.backends.cuda import choose, codegen
 from stencilforge.backends.cuda.compile import cache_key, cached_cubin, compile_cubin
 from stencilforge.backends.cuda.kernel import ARCH_LIMITS, FLAT_CELLS, HOPPER, Limits, literal, module_source
 from stencilforge.backends.cuda.schedules.fused import PAIR_TILE, fused_applicable, fused_sweep
@@ -22,8 +22,10 @@ from stencilforge.backends.cuda.schedules.pipelined import MAX_AHEAD, pipelined_
 from stencilforge.backends.cuda.schedules.streaming_vec import vector_width
 from stencilforge.backends.cuda.tune import fused_choice
 from stencilforge.errors import StencilforgeError
+from stencilforge.ir.lowering import sweep_terms
 from stencilforge.plan import AxisOperator, Sweep, Term
 from stencilforge.problems import derivatives as deriv, poisson2d
+from stencilforge.sources import problem_source
 from stencilforge.stencil import Stencil
 
 ARCH = "sm_90"
@@ -31,10 +33,19 @@ DTYPES = ("float32", "float64")
 
 
 def _variants():
-    """(id, plan setup) for every problem configuration the CLI can build."""
-    out = [(name, problems.build(name)) for name in ("poisson2d", "heat2d", "heat3d")]
-    out += [(f"wave3d-r{r}", problems.build("wave3d", shape=(17, 17, 17), radius=r)) for r in range(1, 9)]
+    """(id, linear step) for every configuration the CLI can build of the problems whose step is one sweep."""
+    out = [(name, problems.linear_step(name)) for name in ("poisson2d", "heat2d", "heat3d")]
+    out += [(f"wave3d-r{r}", problems.linear_step("wave3d", shape=(17, 17, 17), radius=r)) for r in range(1, 9)]
     return out
+
+
+def _residual(step) -> Sweep | None:
+    """The problem's residual as a sweep (what the cuda backend's sum_squares reduces), or None without one."""
+    if step.problem.residual is None:
+        return None
+    terms = sweep_terms(step.problem.residual, step.values)
+    assert terms is not None, "the residual is a sum of stencils of fields"
+    return Sweep("r", terms)
 
 
 def _operators():
@@ -54,22 +65,23 @@ def heat3d_r2() -> Sweep:
 def _modules():
     """One translation unit per (plan, dtype) holding every strategy's kernel: fewer NVRTC calls."""
     mods = []
-    for vid, setup in _variants():
+    for vid, step in _variants():
+        residual = _residual(step)
         for dt in DTYPES:
-            ks = [codegen.sweep_kernel(setup.sweep, s, dt) for s in codegen.applicable_strategies(setup.sweep, dt)]
-            if setup.residual is not None:
-                ks.append(codegen.residual_kernel(setup.residual, dt))
+            ks = [codegen.sweep_kernel(step.sweep, s, dt) for s in codegen.applicable_strategies(step.sweep, dt)]
+            if residual is not None:
+                ks.append(codegen.residual_kernel(residual, dt))
             mods.append((f"{vid}-{dt}", module_source(ks, dt, vid)))
     for dt in DTYPES:
         pairs = []
         for r in range(1, 9):
             sweep = poisson2d.jacobi_sweep(Stencil.laplacian(2, r, (0.01, 0.02)), with_rhs=True)
             pairs.append(fused_sweep(sweep, dt, PAIR_TILE[2], f"sf_pair_r{r}"))
-        pairs.append(fused_sweep(problems.build("heat2d").sweep, dt, (3, 64), "sf_pair_heat2d"))
+        pairs.append(fused_sweep(problems.linear_step("heat2d").sweep, dt, (3, 64), "sf_pair_heat2d"))
         for name, steps, tile in (("heat2d", 5, (16, 128)), ("poisson2d", 3, (5, 96))):  # auto's five steps; an odd tile
-            blocks = fused_choice(problems.build(name).sweep, dt)[2] if steps == 5 else None
-            pairs.append(fused_sweep(problems.build(name).sweep, dt, tile, f"sf_fused{steps}_{name}", steps, min_blocks=blocks))
-        pairs.append(fused_sweep(problems.build("heat3d").sweep, dt, PAIR_TILE[3], "sf_pair_heat3d"))
+            blocks = fused_choice(problems.linear_step(name).sweep, dt)[2] if steps == 5 else None
+            pairs.append(fused_sweep(problems.linear_step(name).sweep, dt, tile, f"sf_fused{steps}_{name}", steps, min_blocks=blocks))
+        pairs.append(fused_sweep(problems.linear_step("heat3d").sweep, dt, PAIR_TILE[3], "sf_pair_heat3d"))
         pairs.append(fused_sweep(heat3d_r2(), dt, (5, 3, 64), "sf_pair_3d_r2"))
         mods.append((f"fused-r1..8-{dt}", module_source(pairs, dt, "fused steps")))
     for vid, op in _operators():
@@ -122,28 +134,30 @@ def test_cache_key_covers_source_arch_and_compiler():
 @pytest.mark.parametrize("name", problems.NAMES)
 @pytest.mark.parametrize("strategy", ["auto", "naive", "rows", "tiled", "streaming", "pipelined", "pencil"])
 def test_kernel_source_without_gpu(name, strategy):
-    setup = problems.build(name)
-    applies = (strategy in ("auto", "naive", "rows", "pencil")) if setup.operator else strategy != "pencil"
+    problem = problems.problem(name)[0]
+    derivatives = name == "derivatives"  # one-sided derivatives: the axis operator's kernels
+    applies = (strategy in ("auto", "naive", "rows", "pencil")) if derivatives else strategy != "pencil"
     if not applies:
         with pytest.raises(StencilforgeError, match="does not apply"):
-            kernel_source(setup, strategy)
+            problem_source(problem, "cuda", strategy)
         return
-    src = kernel_source(setup, strategy)
+    src = problem_source(problem, "cuda", strategy)
     assert "__global__" in src and "typedef" in src
-    if setup.residual is not None:
-        assert "partial" in src
+    assert ("one-sided derivatives of u" if derivatives else ": u_next, a sweep, strategy") in src
+    if strategy != "auto":
+        assert f"strategy {strategy}," in src
 
 
 def test_unknown_strategy_is_refused():
-    with pytest.raises(StencilforgeError, match="unknown CUDA strategy 'warp'"):
-        kernel_source(problems.build("heat2d"), "warp")
+    with pytest.raises(StencilforgeError, match=r"--strategy chooses among the CUDA schedules \(naive, .*\) of a linear pass"):
+        problem_source(problems.problem("heat2d")[0], "cuda", "warp")
 
 
 def _auto_choices():
     """(id, dtype, plan, strategy, tile) that auto picks for every plan the CLI builds, a stencil without its
     centre cell, a 3D radius-2 star and a 27-point box, on a small and a large interior in each dtype."""
     box = Stencil.from_dict({(i, j, k): 1.0 for i in (-1, 0, 1) for j in (-1, 0, 1) for k in (-1, 0, 1)})
-    plans = [(vid, setup.sweep) for vid, setup in _variants()] + _operators()
+    plans = [(vid, step.sweep) for vid, step in _variants()] + _operators()
     plans += [
         ("laplace-no-centre", poisson2d.jacobi_sweep(Stencil.laplacian(2, 1, (0.1, 0.1)), with_rhs=False)),
         ("heat3d-r2", heat3d_r2()),
@@ -216,7 +230,7 @@ def test_flat_row_index_needs_one_correction_step_below_its_cell_limit():
 
 
 def test_rows_vec_applies_to_sweeps_whose_x_neighbours_lie_in_the_cells_row():
-    heat3d, heat2d = problems.build("heat3d", shape=(9, 9, 9)).sweep, problems.build("heat2d", shape=(9, 9)).sweep
+    heat3d, heat2d = problems.linear_step("heat3d", shape=(9, 9, 9)).sweep, problems.linear_step("heat2d", shape=(9, 9)).sweep
     assert "rows_vec" in codegen.applicable_strategies(heat3d, np.float32)
     assert "rows_vec" in codegen.applicable_strategies(heat2d, np.float32)
     for box in ({(0, 1, 1): 1.0, (0, 0, 0): 1.0}, {(1, -1): 1.0, (0, 0): 1.0}):
@@ -230,7 +244,7 @@ def test_rows_vec_applies_to_sweeps_whose_x_neighbours_lie_in_the_cells_row():
 
 def test_auto_takes_rows_vec_only_where_it_was_measured():
     """float32 one-field 3D sweeps of radius 1 (heat3d); float64, two fields and wider stencils keep rows."""
-    picks = {(name, dt, r): choose(problems.build(name, shape=(20, 20, 20), dtype=dt, **({"radius": r} if r else {})).sweep,
+    picks = {(name, dt, r): choose(problems.linear_step(name, shape=(20, 20, 20), dtype=dt, **({"radius": r} if r else {})).sweep,
                                    (512, 512, 512), dt)[0]
              for name, r in (("heat3d", 0), ("poisson3d", 0), ("wave3d", 2)) for dt in ("float32", "float64")}
     assert picks == {("heat3d", "float32", 0): "rows_vec", ("heat3d", "float64", 0): "rows", ("poisson3d", "float32", 0): "rows",
@@ -242,11 +256,11 @@ def test_auto_takes_rows_vec_for_float32_2d_stars_in_a_tile_for_the_devices_band
 
     h100, h200 = DeviceFacts("NVIDIA H100 80GB HBM3", 132, 3013.0), DeviceFacts("NVIDIA H200", 132, 4254.0)
     for name in ("heat2d", "poisson2d"):
-        sweep = problems.build(name, shape=(64, 64), dtype="float32").sweep
+        sweep = problems.linear_step(name, shape=(64, 64), dtype="float32").sweep
         assert choose(sweep, (16384, 16384), "float32", facts=h100) == ("rows_vec", (1, 128))
         assert choose(sweep, (16384, 16384), "float32", facts=h200) == ("rows_vec", (4, 128))
         assert choose(sweep, (16384, 16384), "float32") == ("rows_vec", (1, 128))  # no device: the default tile
-        assert choose(problems.build(name, shape=(64, 64), dtype="float64").sweep, (16384, 16384), "float64")[0] == "rows"
+        assert choose(problems.linear_step(name, shape=(64, 64), dtype="float64").sweep, (16384, 16384), "float64")[0] == "rows"
     laplace = poisson2d.jacobi_sweep(Stencil.laplacian(2, 1, (0.01, 0.01)), with_rhs=False)  # one field, no centre
     assert choose(laplace, (16384, 16384), "float32", facts=h100) == ("rows", (4, 512))
     assert choose(laplace, (16384, 16384), "float32", facts=h200) == ("rows_vec", (4, 128))
@@ -272,7 +286,7 @@ def test_streaming_refuses_off_column_offsets():
     ],
 )
 def test_tile_validation(strategy, tile, match):
-    sweep = problems.build("heat3d").sweep
+    sweep = problems.linear_step("heat3d").sweep
     with pytest.raises(StencilforgeError, match=match):
         codegen.sweep_kernel(sweep, strategy, np.float32, tile)
 
@@ -282,7 +296,7 @@ def test_tile_validation(strategy, tile, match):
 )
 def test_vector_width_divides_the_x_radius(radius, dtype, width):
     """4 floats or 2 doubles (16 bytes) where the x radius allows, so halo chunks never straddle a vector."""
-    wave = problems.build("wave3d", shape=(17, 17, 17), radius=radius).sweep
+    wave = problems.linear_step("wave3d", shape=(17, 17, 17), radius=radius).sweep
     assert vector_width(wave, dtype) == width
     if not width:
         with pytest.raises(StencilforgeError, match="streaming_vec needs a 3D sweep with an even x radius"):
@@ -295,10 +309,10 @@ def test_vector_width_divides_the_x_radius(radius, dtype, width):
 
 
 def test_applicable_strategies_drop_the_vector_ones_where_no_vector_fits():
-    wave8, wave3 = (problems.build("wave3d", shape=(17, 17, 17), radius=r).sweep for r in (8, 3))
+    wave8, wave3 = (problems.linear_step("wave3d", shape=(17, 17, 17), radius=r).sweep for r in (8, 3))
     assert "streaming_vec" in codegen.applicable_strategies(wave8, "float64")
     assert "streaming_vec" not in codegen.applicable_strategies(wave3, "float32")
-    assert "streaming_vec" not in codegen.applicable_strategies(problems.build("heat2d").sweep, "float32")
+    assert "streaming_vec" not in codegen.applicable_strategies(problems.linear_step("heat2d").sweep, "float32")
     assert "rows_vec" in codegen.applicable_strategies(deriv.operator(1, 0.01, 4, (1,)), "float64")
     assert codegen.applicable_strategies(deriv.operator(0, 0.01, 4, (1,)), "float64") == ("naive", "flat", "rows", "pencil")
     for plan in (wave8, wave3, deriv.operator(0, 0.01, 2, (1, 2))):  # every one offered generates
@@ -307,16 +321,16 @@ def test_applicable_strategies_drop_the_vector_ones_where_no_vector_fits():
 
 
 def test_streaming_vec_refuses_what_it_cannot_vectorise():
-    wave = problems.build("wave3d", shape=(17, 17, 17), radius=8).sweep
+    wave = problems.linear_step("wave3d", shape=(17, 17, 17), radius=8).sweep
     with pytest.raises(StencilforgeError, match="x extent is a multiple of 4"):
         codegen.sweep_kernel(wave, "streaming_vec", np.float32, (64, 4, 66))
-    for plan in (problems.build("heat3d").sweep, problems.build("heat2d").sweep):
+    for plan in (problems.linear_step("heat3d").sweep, problems.linear_step("heat2d").sweep):
         with pytest.raises(StencilforgeError, match="streaming_vec needs a 3D sweep with an even x radius"):
             codegen.sweep_kernel(plan, "streaming_vec", np.float32)
 
 
 def test_shared_memory_limit_is_checked():
-    wave = problems.build("wave3d", shape=(17, 17, 17), radius=8).sweep
+    wave = problems.linear_step("wave3d", shape=(17, 17, 17), radius=8).sweep
     with pytest.raises(StencilforgeError, match="shared memory"):
         codegen.sweep_kernel(wave, "tiled", np.float64, (1, 1, 1024))
     with pytest.raises(StencilforgeError, match="strategy pipelined with tile .* shared memory"):
@@ -327,7 +341,7 @@ def test_shared_memory_limit_is_checked():
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_pipelined_ring_fits_and_waits_for_its_depth(name, params, dtype):
     """Default depth: at least 1 plane in flight, the ring within the opt-in limit, one wait per plane."""
-    sweep = problems.build(name, **params).sweep
+    sweep = problems.linear_step(name, **params).sweep
     kernel = codegen.sweep_kernel(sweep, "pipelined", dtype)
     ahead = int(re.search(r"(\d+) planes in flight", kernel.source).group(1))
     assert 1 <= ahead <= MAX_AHEAD
@@ -341,7 +355,7 @@ def test_pipelined_ring_fits_and_waits_for_its_depth(name, params, dtype):
 def test_shared_memory_plans_within_the_architectures_limits(nvrtc, name, params, dtype):
     """A ring or tile sized for a Hopper must not ask an Ampere (163 KB per block) for more than it has:
     `pipelined` takes a shallower ring there, and each kernel compiles for its architecture."""
-    sweep = problems.build(name, **params).sweep
+    sweep = problems.linear_step(name, **params).sweep
     for arch, limits in ARCH_LIMITS.items():
         kernel = codegen.sweep_kernel(sweep, "pipelined", dtype, limits=limits)
         assert 0 < kernel.dynamic_smem <= limits.smem_per_block
@@ -353,7 +367,7 @@ def test_shared_memory_plans_within_the_architectures_limits(nvrtc, name, params
 def test_a_ring_deeper_than_a_smaller_device_allows_is_cut_to_fit():
     """wave3d r8 on tiles whose Hopper ring an A100 cannot hold: float32 on 16 x 32 gets a shallower
     ring there; float64 on 8 x 64 fits no depth and is refused, as is a `tiled` box over the limit."""
-    wave = problems.build("wave3d", shape=(17, 17, 17), radius=8).sweep
+    wave = problems.linear_step("wave3d", shape=(17, 17, 17), radius=8).sweep
     ampere = ARCH_LIMITS["sm_80"]
     deep = pipelined_sweep(wave, np.float32, (64, 16, 32), "k", HOPPER)
     cut = pipelined_sweep(wave, np.float32, (64, 16, 32), "k", ampere)
@@ -392,7 +406,7 @@ def test_limits_are_read_from_the_device():
 
 
 def test_pipelined_depth_is_explicit_or_refused():
-    wave = problems.build("wave3d", shape=(17, 17, 17), radius=8).sweep
+    wave = problems.linear_step("wave3d", shape=(17, 17, 17), radius=8).sweep
     one = pipelined_sweep(wave, np.float32, (64, 16, 32), "k", HOPPER, ahead=1)
     four = pipelined_sweep(wave, np.float32, (64, 16, 32), "k", HOPPER, ahead=4)
     box, tile = 32 * 48, 16 * 32  # radius-8 in-plane halo around 16 x 32; u_prev and vel are pointwise
@@ -410,7 +424,7 @@ def test_literals_round_trip_to_the_oracle_value(value, dtype):
 
 
 def test_grid_covers_awkward_shapes():
-    sweep = problems.build("heat3d").sweep
+    sweep = problems.linear_step("heat3d").sweep
     k = codegen.sweep_kernel(sweep, "streaming", np.float32, (64, 16, 32))
     assert k.grid((129, 67, 255)) == (8, 5, 3)
     k = codegen.sweep_kernel(sweep, "naive", np.float32, (2, 4, 32))
@@ -430,11 +444,11 @@ def test_fused_derivatives_are_one_kernel_writing_both_outputs(strategy, axis):
 
 
 def test_fusion_refuses_what_it_cannot_fuse():
-    assert fused_applicable(problems.build("poisson2d").sweep) is None
-    assert fused_applicable(problems.build("poisson2d").sweep, 9) is None
-    assert "reaches 9 lanes" in fused_applicable(problems.build("poisson2d").sweep, 10)
-    assert fused_applicable(problems.build("heat3d").sweep) is None
-    assert "two steps per pass, not 3" in fused_applicable(problems.build("heat3d").sweep, 3)
+    assert fused_applicable(problems.linear_step("poisson2d").sweep) is None
+    assert fused_applicable(problems.linear_step("poisson2d").sweep, 9) is None
+    assert "reaches 9 lanes" in fused_applicable(problems.linear_step("poisson2d").sweep, 10)
+    assert fused_applicable(problems.linear_step("heat3d").sweep) is None
+    assert "two steps per pass, not 3" in fused_applicable(problems.linear_step("heat3d").sweep, 3)
     wide3d = Sweep("o", (Term("u", Stencil.laplacian(3, 3)),))
     assert "radius up to 2" in fused_applicable(wide3d)
     box = Stencil.from_dict({(1, 1): 1.0, (0, 0): 1.0})
@@ -442,17 +456,17 @@ def test_fusion_refuses_what_it_cannot_fuse():
     two = Sweep("o", (Term("u", Stencil.laplacian(2)), Term("v", Stencil.laplacian(2))))
     assert "exactly one field" in fused_applicable(two)
     with pytest.raises(StencilforgeError, match="whole warps"):
-        fused_sweep(problems.build("poisson2d").sweep, np.float32, (4, 100), "k")
+        fused_sweep(problems.linear_step("poisson2d").sweep, np.float32, (4, 100), "k")
     with pytest.raises(StencilforgeError, match="needs 3 positive sizes"):
-        fused_sweep(problems.build("heat3d").sweep, np.float32, (8, 256), "k")
+        fused_sweep(problems.linear_step("heat3d").sweep, np.float32, (8, 256), "k")
 
 
 def test_fused_grid_counts_the_useful_lanes():
-    k = fused_sweep(problems.build("poisson2d").sweep, np.float32, (8, 256), "k")
+    k = fused_sweep(problems.linear_step("poisson2d").sweep, np.float32, (8, 256), "k")
     assert k.cover == (8, 8 * 30) and k.grid((1000, 1537)) == (7, 125, 1)
-    k4 = fused_sweep(problems.build("poisson2d").sweep, np.float32, (8, 256), "k", 4)
+    k4 = fused_sweep(problems.linear_step("poisson2d").sweep, np.float32, (8, 256), "k", 4)
     assert k4.cover == (8, 8 * 26) and k4.args[-2:] == ("_walls2", "_walls3") and k4.strategy == "rows, 4 steps"
-    k3 = fused_sweep(problems.build("heat3d").sweep, np.float32, (64, 8, 128), "k")  # 4 warps along y
+    k3 = fused_sweep(problems.linear_step("heat3d").sweep, np.float32, (64, 8, 128), "k")  # 4 warps along y
     assert k3.block == (32, 4, 1) and k3.cover == (64, 32, 30) and k3.grid((129, 67, 255)) == (9, 3, 3)
 
 
@@ -460,14 +474,14 @@ def test_fused_steps_follow_the_measured_rule():
     from stencilforge.backends.cuda.tune import FUSED_2D_R1, FUSED_2D_R1_BLOCKS, fused_choice
 
     for name in ("heat2d", "poisson2d"):
-        sweep = problems.build(name).sweep
+        sweep = problems.linear_step(name).sweep
         for dtype in (np.float32, np.float64):
             steps, tile, blocks = fused_choice(sweep, dtype)
             assert (steps, tile) == FUSED_2D_R1 and blocks == FUSED_2D_R1_BLOCKS[np.dtype(dtype).itemsize]
             kernel = fused_sweep(sweep, dtype, tile, "k", steps, min_blocks=blocks)
             assert kernel.strategy == f"rows, {steps} steps" and f"__launch_bounds__({tile[1]}, {blocks})" in kernel.source
     assert fused_choice(Sweep("o", (Term("u", Stencil.laplacian(2, 2)),))) == (2, PAIR_TILE[2], None)
-    assert fused_choice(problems.build("heat3d").sweep) == (2, PAIR_TILE[3], None)
+    assert fused_choice(problems.linear_step("heat3d").sweep) == (2, PAIR_TILE[3], None)
 
 
 @pytest.mark.parametrize("ndim", [2, 3])

@@ -28,10 +28,12 @@ from stencilforge.backends.cuda.tune import fused_choice
 from stencilforge.backends.numpy_ref import NumpyBackend, evaluate_axis_operator, evaluate_sweep
 from stencilforge.errors import StencilforgeError
 from stencilforge.grid import Grid, row_pitch
+from stencilforge.ir.lowering import sweep_terms
 from stencilforge.plan import AxisOperator, Derivative1D, Sweep, Term
 from stencilforge.problems import derivatives as deriv, poisson2d
+from stencilforge.runner import run
+from stencilforge.simulation import initial_array
 from stencilforge.stencil import Stencil
-from stencilforge.timeloop import LoopOptions, run
 
 pytestmark = pytest.mark.gpu
 if not CudaBackend.available():
@@ -74,9 +76,14 @@ def nan_gaps(field):
     return field
 
 
+def named(name: str, shape=None, dtype=None, **params):
+    """A named problem as `sf.run` steps it."""
+    return problems.problem(name, shape=shape, dtype=dtype, **params)[0]
+
+
 def sweep_case(name: str, shape, dtype: str, be: CudaBackend, **params):
-    setup = problems.build(name, shape=shape, dtype=dtype, **params)
-    sweep, grid = setup.sweep, setup.grid
+    linear = problems.linear_step(name, shape=shape, dtype=dtype, **params)
+    sweep, grid = linear.sweep, linear.lattice
     rng, seed = rng_with_seed()
     host = {n: rng.uniform(-1.0, 1.0, grid.padded_shape).astype(grid.dtype) for n in sweep.inputs}
     if sweep.out not in host:
@@ -162,14 +169,15 @@ def test_streaming_vec_matches_oracle_and_scalar_streaming_bits(shape, radius, d
         shape = (2 * radius + 1, 2 * radius + 1, 4 * (radius // 2 + 1))
     vec = backend("streaming_vec")
     assert sweep_case("wave3d", shape, dtype, vec, radius=radius).strategy == "streaming_vec"
-    setup = problems.build("wave3d", shape=shape, dtype=dtype, radius=radius)
+    linear = problems.linear_step("wave3d", shape=shape, dtype=dtype, radius=radius)
+    sweep, grid = linear.sweep, linear.lattice
     rng, seed = rng_with_seed()
-    host = {n: rng.uniform(-1.0, 1.0, setup.grid.padded_shape).astype(setup.grid.dtype) for n in setup.sweep.inputs}
+    host = {n: rng.uniform(-1.0, 1.0, grid.padded_shape).astype(grid.dtype) for n in sweep.inputs}
     out = {}
     for strategy in ("streaming_vec", "streaming"):
         dev = {n: cp.asarray(a) for n, a in host.items()}
-        backend(strategy).sweep(setup.sweep, setup.grid)(dev)
-        out[strategy] = cp.asnumpy(dev[setup.sweep.out])
+        backend(strategy).sweep(sweep, grid)(dev)
+        out[strategy] = cp.asnumpy(dev[sweep.out])
     assert np.array_equal(out["streaming_vec"], out["streaming"]), f"wave3d r{radius} {shape} {dtype} seed={seed}"
 
 
@@ -185,17 +193,18 @@ def test_rows_vec_matches_oracle_and_rows_bits(shape, name, params, dtype):
     shape = tuple(max(n, 2 * r + 1) for n in shape[:2]) + (max(shape[2], 4 * (r // 2 + 1)),)
     shape = shape[1:] if name.endswith("2d") else shape
     assert sweep_case(name, shape, dtype, backend("rows_vec"), **params).strategy == "rows_vec"
-    setup = problems.build(name, shape=shape, dtype=dtype, **params)
+    linear = problems.linear_step(name, shape=shape, dtype=dtype, **params)
+    sweep, grid = linear.sweep, linear.lattice
     rng, seed = rng_with_seed()
-    host = {n: rng.uniform(-1.0, 1.0, setup.grid.padded_shape).astype(setup.grid.dtype) for n in setup.sweep.inputs}
-    host.setdefault(setup.sweep.out, np.full(setup.grid.padded_shape, np.nan, setup.grid.dtype))
+    host = {n: rng.uniform(-1.0, 1.0, grid.padded_shape).astype(grid.dtype) for n in sweep.inputs}
+    host.setdefault(sweep.out, np.full(grid.padded_shape, np.nan, grid.dtype))
     out = {}
     for strategy in ("rows_vec", "rows"):
-        dev = {n: backend(strategy).field(a, setup.grid.ghost) for n, a in host.items()}
-        step = backend(strategy).sweep(setup.sweep, setup.grid)
+        dev = {n: backend(strategy).field(a, grid.ghost) for n, a in host.items()}
+        step = backend(strategy).sweep(sweep, grid)
         step(dev)
         assert step.strategy == strategy
-        out[strategy] = cp.asnumpy(dev[setup.sweep.out])
+        out[strategy] = cp.asnumpy(dev[sweep.out])
     assert np.array_equal(out["rows_vec"], out["rows"], equal_nan=True), f"{name} {params} {shape} {dtype} seed={seed}"
 
 
@@ -217,8 +226,8 @@ def test_streaming_vec_falls_back_where_rows_do_not_start_on_a_vector():
     """An x extent or a pointer off the vector: scalar streaming runs, with the right answer."""
     be = CudaBackend(strategy="streaming_vec")
     assert sweep_case("wave3d", (21, 35, 133), "float32", be, radius=8).strategy == "streaming"
-    setup = problems.build("wave3d", shape=(21, 35, 132), dtype="float32", radius=8)
-    sweep, grid = setup.sweep, setup.grid
+    linear = problems.linear_step("wave3d", shape=(21, 35, 132), dtype="float32", radius=8)
+    sweep, grid = linear.sweep, linear.lattice
     rng = np.random.default_rng(5)
     host = {n: rng.uniform(-1.0, 1.0, grid.padded_shape).astype(np.float32) for n in sweep.inputs}
     aligned = {n: cp.asarray(a) for n, a in host.items()}
@@ -344,10 +353,10 @@ def test_fusion_is_offered_only_where_it_applies():
     assert backend("auto").sweep_fused(jacobi_grid_sweep((64, 64), "float32", 2)[1], Grid((64, 64), (0.01, 0.01), np.dtype(np.float32), 2,
                                                                                               (0.0, 0.0))).steps == 2
     assert backend("rows").sweep_fused(sweep, grid) is None  # an explicit strategy is honoured
-    heat3d = problems.build("heat3d", shape=(8, 8, 8))
-    assert backend("auto").sweep_fused(heat3d.sweep, heat3d.grid).steps == 2
-    wave3d = problems.build("wave3d", shape=(8, 8, 8), radius=2)
-    assert backend("auto").sweep_fused(wave3d.sweep, wave3d.grid) is None  # a leapfrog
+    heat3d = problems.linear_step("heat3d", shape=(8, 8, 8))
+    assert backend("auto").sweep_fused(heat3d.sweep, heat3d.lattice).steps == 2
+    wave3d = problems.linear_step("wave3d", shape=(8, 8, 8), radius=2)
+    assert backend("auto").sweep_fused(wave3d.sweep, wave3d.lattice) is None  # a leapfrog
     thin = Grid((64, 64), (0.01, 0.01), np.dtype(np.float32), 1, (0.0, 0.0))
     assert backend("auto").sweep_fused(jacobi_grid_sweep((64, 64), "float32", 2)[1], thin) is None  # ghost < radius
 
@@ -357,19 +366,19 @@ def test_fused_runs_equal_single_step_runs_bit_for_bit(name, shape):
     """Through the time loop, time-dependent walls (heat) included: the fused run's fields and error are the
     single-step run's, with most steps taken in fused passes."""
     opts = dict(steps=203, check_every=50)
-    single = run(problems.build(name, shape=shape), backend("auto"), LoopOptions(fuse_steps=False, **opts))
-    fused = run(problems.build(name, shape=shape), backend("auto"), LoopOptions(**opts))
+    single = run(named(name, shape), backend=backend("auto"), fuse_steps=False, **opts)
+    fused = run(named(name, shape), backend=backend("auto"), **opts)
     assert fused.summary["fused_steps"] > 150 and "fused_steps" not in single.summary
-    assert all(cp.array_equal(fused.fields[k], single.fields[k]) for k in single.fields)
-    assert fused.summary.get("error") == single.summary.get("error")
+    assert single.fields and all(cp.array_equal(fused.fields[k], single.fields[k]) for k in single.fields)
+    assert fused.summary["errors"] == single.summary["errors"]
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape", [(1000, 1537), (5, 9)])
 def test_sum_squares_matches_oracle(shape, dtype):
-    setup = problems.build("poisson2d", shape=shape, dtype=dtype)
+    linear = problems.linear_step("poisson2d", shape=shape, dtype=dtype)
     rng, seed = rng_with_seed()
-    grid, res = setup.grid, setup.residual
+    grid, res = linear.lattice, Sweep("r", sweep_terms(linear.problem.residual, linear.values))  # the residual as a sweep
     host = {n: rng.uniform(-1, 1, grid.padded_shape).astype(grid.dtype) for n in res.inputs}
     want = NumpyBackend().sum_squares(res, grid)(host)
     be = backend("auto")
@@ -523,21 +532,23 @@ def test_asarray_copies_noncontiguous_inputs_faithfully():
 
 
 def test_sweep_refuses_strided_or_mis_shaped_fields():
-    setup = problems.build("heat2d", shape=(30, 40), dtype="float32")
+    linear = problems.linear_step("heat2d", shape=(30, 40), dtype="float32")
+    grid = linear.lattice
+    u = initial_array(linear.problem, grid, "u", 0, linear.values, linear.values["dt"])  # on the host
     be = backend("auto")
-    step = be.sweep(setup.sweep, setup.grid)
-    good = be.asarray(setup.fields["u"])
-    strided = cp.zeros((setup.grid.padded_shape[0], 2 * setup.grid.padded_shape[1]), np.float32)[:, ::2]
-    for bad in (strided, cp.zeros((5, 5), np.float32), cp.zeros(setup.grid.padded_shape, np.float64), setup.fields["u"]):
+    step = be.sweep(linear.sweep, grid)
+    good = be.asarray(u)
+    strided = cp.zeros((grid.padded_shape[0], 2 * grid.padded_shape[1]), np.float32)[:, ::2]
+    for bad in (strided, cp.zeros((5, 5), np.float32), cp.zeros(grid.padded_shape, np.float64), u):
         with pytest.raises(StencilforgeError, match="must be a CuPy float32 array of shape .* with contiguous rows"):
             step({"u": good, "u_new": bad})
     with pytest.raises(StencilforgeError, match="must share one row layout"):
-        step({"u": good, "u_new": be.field(setup.fields["u"], setup.grid.ghost)})
-    setup3 = problems.build("heat3d", shape=(6, 7, 8), dtype="float32")
-    padded = setup3.grid.padded_shape
+        step({"u": good, "u_new": be.field(u, grid.ghost)})
+    heat3d = problems.linear_step("heat3d", shape=(6, 7, 8), dtype="float32")
+    padded = heat3d.lattice.padded_shape
     gapped = cp.zeros((padded[0], padded[1] + 1, padded[2]), np.float32)[:, :-1]  # a gap between planes
     with pytest.raises(StencilforgeError, match="with contiguous rows and planes"):
-        be.sweep(setup3.sweep, setup3.grid)({"u": gapped, "u_new": gapped})
+        be.sweep(heat3d.sweep, heat3d.lattice)({"u": gapped, "u_new": gapped})
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -573,9 +584,9 @@ def test_out_of_memory_is_refused_before_allocation():
 def test_unknown_strategy_and_wrong_kind():
     with pytest.raises(StencilforgeError, match="unknown CUDA strategy"):
         get_backend("cuda", strategy="fastest")
-    setup = problems.build("heat2d", shape=(30, 40))
+    linear = problems.linear_step("heat2d", shape=(30, 40))
     with pytest.raises(StencilforgeError, match="does not apply"):
-        CudaBackend(strategy="pencil").sweep(setup.sweep, setup.grid)
+        CudaBackend(strategy="pencil").sweep(linear.sweep, linear.lattice)
     with pytest.raises(StencilforgeError, match="does not apply"):
         CudaBackend(strategy="streaming").axis_operator(deriv.operator(0, 0.1), np.float64)
 
@@ -592,28 +603,27 @@ def test_unknown_strategy_and_wrong_kind():
     ],
 )
 def test_time_loop_matches_numpy(name, shape, params, strategy):
-    setup = problems.build(name, shape=shape, dtype="float64", **params)
-    want = run(setup, NumpyBackend(), LoopOptions(steps=20))
+    want = run(named(name, shape, "float64", **params), steps=20, backend=NumpyBackend())
     be = CudaBackend()
-    got = run(problems.build(name, shape=shape, dtype="float64", **params), be, LoopOptions(steps=20))
-    assert got.summary["strategy"] == strategy and got.summary["kernel_s"] > 0
+    got = run(named(name, shape, "float64", **params), steps=20, backend=be)
+    assert got.summary["sweeps"] == {"u_next": strategy} and got.summary["kernel_s"] > 0
     np.testing.assert_allclose(be.to_host(got.fields["u"]), want.fields["u"], rtol=1e-9, atol=1e-11)
 
 
 def test_time_loop_of_an_axis_operator_matches_numpy():
     """An operator-stepped problem keeps dense arrays (sweeps' fields take the row-pitched layout)."""
-    want = run(problems.build("derivatives", shape=(40, 70)), NumpyBackend(), LoopOptions(steps=1))
+    want = run(named("derivatives", (40, 70)), steps=1, backend=NumpyBackend())
     be = CudaBackend()
-    got = run(problems.build("derivatives", shape=(40, 70)), be, LoopOptions(steps=1))
-    assert want.fields.keys() == got.fields.keys() and got.summary["kernel_s"] > 0
+    got = run(named("derivatives", (40, 70)), steps=1, backend=be)
+    assert want.fields.keys() == got.fields.keys() == {"u", "d1", "d2"} and got.summary["kernel_s"] > 0
     for name, arr in want.fields.items():
         np.testing.assert_allclose(be.to_host(got.fields[name]), arr, rtol=1e-12, atol=1e-12)
 
 
 def test_poisson_residual_on_device_converges_like_numpy():
-    opts = LoopOptions(steps=400, tol=1e-3, check_every=50)
-    want = run(problems.build("poisson2d", shape=(40, 50)), NumpyBackend(), opts).summary
-    got = run(problems.build("poisson2d", shape=(40, 50)), CudaBackend(), opts).summary
+    opts = dict(steps=400, tol=1e-3, check_every=50)
+    want = run(named("poisson2d", (40, 50)), backend=NumpyBackend(), **opts).summary
+    got = run(named("poisson2d", (40, 50)), backend=CudaBackend(), **opts).summary
     assert got["fused_steps"] > 0
     assert got["iterations"] == want["iterations"]
     assert got["residual"] == pytest.approx(want["residual"], rel=1e-9)
@@ -623,12 +633,13 @@ def test_poisson_residual_on_device_converges_like_numpy():
 def test_fused_steps_give_the_single_steps_bits(name, shape):
     """Through the loop, walls time-dependent for heat: fused and single-stepped runs end bit for bit equal."""
     opts = dict(steps=41, check_every=10)
-    single = run(problems.build(name, shape=shape), CudaBackend(), LoopOptions(fuse_steps=False, **opts))
-    fused = run(problems.build(name, shape=shape), CudaBackend(), LoopOptions(**opts))
+    single = run(named(name, shape), backend=CudaBackend(), fuse_steps=False, **opts)
+    fused = run(named(name, shape), backend=CudaBackend(), **opts)
     assert fused.summary["fused_steps"] > 0 and "fused_steps" not in single.summary
+    assert single.fields
     for k in single.fields:
         assert cp.array_equal(fused.fields[k], single.fields[k]), f"{name}: field {k} differs"
-    assert fused.summary["error"] == single.summary["error"]
+    assert fused.summary["errors"] == single.summary["errors"]
 
 
 def test_the_backend_plans_shared_memory_with_the_devices_own_limits():
@@ -640,6 +651,6 @@ def test_the_backend_plans_shared_memory_with_the_devices_own_limits():
     assert 0 < b.limits.reserved_per_block < b.limits.smem_per_block < b.limits.smem_per_sm
     if b.arch in ARCH_LIMITS:
         assert b.limits == ARCH_LIMITS[b.arch]
-    setup = problems.build("wave3d", shape=(21, 35, 133), radius=8)
-    kernel = codegen.sweep_kernel(setup.sweep, "pipelined", "float32", limits=b.limits)
+    wave = problems.linear_step("wave3d", shape=(21, 35, 133), radius=8)
+    kernel = codegen.sweep_kernel(wave.sweep, "pipelined", "float32", limits=b.limits)
     assert kernel.dynamic_smem <= b.limits.smem_per_block

@@ -1,4 +1,4 @@
-"""Decomposition and exact reductions without MPI: process grids, block extents, local setups."""
+"""Decomposition and exact reductions without MPI: process grids, block extents, what each block holds."""
 
 from __future__ import annotations
 
@@ -12,10 +12,13 @@ from stencilforge import problems
 from stencilforge.distributed import Decomposition, choose_dims, split
 from stencilforge.distributed.decomposition import factorizations
 from stencilforge.distributed.halo import HaloExchange
-from stencilforge.distributed.runner import localize, minimum_extents, operator_halo
 from stencilforge.errors import StencilforgeError
 from stencilforge.grid import pitched
+from stencilforge.ir.nodes import Constant, Expr
+from stencilforge.points import Injection
+from stencilforge.printers.numpy import source_signal
 from stencilforge.reductions import combine, local_part
+from stencilforge.simulation import axis_operator, initial_array
 
 
 @given(st.integers(1, 500), st.integers(1, 40))
@@ -83,42 +86,67 @@ def test_physical_faces_are_only_on_the_global_boundary():
 
 
 def test_block_coordinates_are_bitwise_the_global_ones():
-    setup = problems.build("heat2d", shape=(37, 23))
+    lattice = problems.linear_step("heat2d", shape=(37, 23)).lattice
     decomp = Decomposition((37, 23), (3, 2))
     for rank in range(6):
         coords = decomp.coords_of(rank)
-        block = decomp.block_grid(setup.grid, coords)
+        block = decomp.block_grid(lattice, coords)
         for axis in range(2):
             start, size = decomp.extent(coords)[axis]
-            expected = setup.grid.coords(axis)[start : start + size + 2]
+            expected = lattice.coords(axis)[start : start + size + 2]
             assert np.array_equal(block.coords(axis), expected)
 
 
-def test_local_setups_hold_their_slice_and_sources_only_on_the_owner():
-    setup = problems.build("wave3d", shape=(12, 11, 9), radius=2, source=True)
-    decomp = Decomposition.create(4, setup.grid.shape, minimum_extents(setup))
-    g = setup.grid.ghost
-    owners = 0
+def test_blocks_hold_their_slice_of_the_initial_values_and_the_source_cells_they_cover():
+    """What each rank of a decomposed run builds (`DecomposedSimulation`): its block of the lattice, every time
+    level's initial values there (bitwise its slice of one process's: ghost layers included where the value is an
+    expression; an array's ghost cells come from the neighbours' exchange), and the cells of the sources it holds
+    (each cell on exactly one block, at its global place, with its weight)."""
+    step = problems.linear_step("wave3d", shape=(12, 11, 9), radius=2, source=True, velocity="layered")
+    problem, whole, values = step.problem, step.lattice, step.values
+    dt = values[problem.dt.name] if isinstance(problem.dt, Constant) else problem.dt.value
+    signals = [source_signal(src.signal, values) for src in problem.sources]
+    g = whole.ghost
+
+    def source_cells(lattice, start):
+        """(field, global cell, weight) of each source cell the lattice holds."""
+        rounds = Injection(problem, lattice, signals, np).rounds
+        return sorted((name, *(int(i) - g + s for i, s in zip(cell, start)), float(w))  # padded index -> global cell
+                      for name, index, _, weights in rounds for cell, w in zip(zip(*index), weights))
+
+    levels = {f.name: (-1, 0) if f.levels == 3 else (0,) for f in problem.analysis.fields}
+    decomp = Decomposition.create(4, whole.shape, (g,) * whole.ndim)
+    found = []
     for rank in range(4):
         coords = decomp.coords_of(rank)
-        local = localize(setup, decomp, coords)
         ext = decomp.extent(coords)
+        block = decomp.block_grid(whole, coords)
         sl = tuple(slice(s, s + n + 2 * g) for s, n in ext)
-        for name, arr in local.fields.items():
-            assert np.array_equal(arr, setup.fields[name][sl])
-        for src in local.sources:
-            owners += 1
-            assert tuple(i + s for i, (s, _) in zip(src.index, ext)) == setup.sources[0].index
-    assert owners == 1
+        for name, kept in levels.items():
+            for level in kept:
+                mine = initial_array(problem, block, name, level, values, dt)
+                ref = initial_array(problem, whole, name, level, values, dt)[sl]
+                if not isinstance(problem.initial.get((name, level), problem.initial.get((name, 0))), Expr):
+                    mine, ref = mine[block.interior], ref[block.interior]
+                assert np.array_equal(mine, ref), (rank, name, level)
+        found += source_cells(block, [s for s, _ in ext])
+    expected = source_cells(whole, [0] * whole.ndim)
+    assert expected and sorted(found) == expected
 
 
 def test_derivative_blocks_need_the_closure_width_along_the_operator_axis():
-    setup = problems.build("derivatives", shape=(14, 26), axis=1, accuracy=4)
-    need = minimum_extents(setup)
-    assert need[0] == 1 and need[1] == setup.operator.min_length
-    assert operator_halo(setup.operator) == 2
+    """The one-sided derivatives' operator (`AxisOperator`): a neighbour sends `halo` layers along its axis, and
+    a block holds at least `min_length` points there (the closure rows), which DecomposedSimulation asks of the
+    process grid."""
+    problem = problems.problem("derivatives", shape=(14, 26), axis=1, accuracy=4)[0]
+    (stage,) = problem.analysis.operators
+    op = axis_operator(stage)
+    assert op == problems.derivatives.operator(1, problem.grid.spacing[1], 4)  # the kernel-level operator, as the bench applies it
+    assert op.axis == 1 and op.halo == 2 and op.min_length > problem.analysis.ghost
+    need = tuple(max(problem.analysis.ghost, op.min_length if a == op.axis else 1) for a in range(2))
     with pytest.raises(StencilforgeError, match="axis 1"):
-        Decomposition.create(8, setup.grid.shape, need, (1, 8))
+        Decomposition.create(8, problem.grid.shape, need, (1, 8))
+    assert Decomposition.create(4, problem.grid.shape, need, (1, 4)).dims == (1, 4)
 
 
 @given(st.lists(st.floats(allow_nan=False, allow_infinity=False, width=64), max_size=60), st.integers(1, 6))

@@ -1,5 +1,5 @@
 """Every example on the GPU against the numpy oracle: generated passes with NaN-poisoned new levels,
-and sf.run's own path (a lowered sweep where the step is one linear equation)."""
+and sf.run's own path (a pass of one linear equation as the backend's sweep)."""
 
 from __future__ import annotations
 

@@ -18,7 +18,37 @@ from stencilforge.backends.base import Launch, fused_walls
 from stencilforge.backends.numpy_ref import NumpyBackend
 from stencilforge.boundary import Neumann, Periodic
 from stencilforge.errors import StencilforgeError
-from stencilforge.timeloop import LoopOptions, run
+from stencilforge.problem import Problem
+from stencilforge.runner import run
+from stencilforge.simulation import PassStepper, Simulation
+from stencilforge.timeloop import LoopOptions, Result, never_fuses, run_stepper
+
+
+def named(name, shape, **params) -> Problem:
+    return problems.problem(name, shape=shape, **params)[0]
+
+
+def run_loop(problem: Problem, backend, wait: bool = False, **opts) -> Result:
+    """`problem` through the loop `sf.run` takes (`Simulation`, `PassStepper`, `run_stepper`), with any of the loop's
+    options (observers among them); `wait`: a fused kernel compiling in the background is waited for before the
+    first step, so every pass the loop may fuse is fused."""
+    options = LoopOptions(**opts)
+    sim = Simulation(problem, backend, background=True)
+
+    def build():
+        stepper = PassStepper(sim, never_fuses(options, problem.default_steps))
+        if wait:
+            compile_fused = stepper.compile
+
+            def compile_and_wait():
+                compile_fused()
+                if sim.fused is not None:
+                    sim.fused.wait()
+
+            stepper.compile = compile_and_wait  # type: ignore[method-assign]
+        return stepper
+
+    return run_stepper(build, backend, options)
 
 
 class FusedNumpy(NumpyBackend):
@@ -79,15 +109,15 @@ def same_record(a: Recorder, b: Recorder) -> bool:
 def test_fused_run_equals_the_single_step_run_at_every_observed_step(name, shape, steps):
     opts = dict(steps=37, check_every=10)
     plain_obs, fused_obs = Recorder(7), Recorder(7)
-    plain = run(problems.build(name, shape=shape), NumpyBackend(), LoopOptions(observers=(plain_obs,), **opts))
+    plain = run_loop(named(name, shape), NumpyBackend(), observers=(plain_obs,), **opts)
     be = FusedNumpy(steps)
-    fused = run(problems.build(name, shape=shape), be, LoopOptions(observers=(fused_obs,), **opts))
+    fused = run_loop(named(name, shape), be, observers=(fused_obs,), **opts)
     assert plain_obs.seen and same_record(fused_obs, plain_obs)  # every buffer, its ghost cells too
-    assert all(np.array_equal(fused.fields[k], plain.fields[k]) for k in plain.fields)
+    assert plain.fields and all(np.array_equal(fused.fields[k], plain.fields[k]) for k in plain.fields)
     assert fused.summary.get("residual") == plain.summary.get("residual")
-    assert fused.summary.get("error") == plain.summary.get("error")
+    assert fused.summary["errors"] == plain.summary["errors"]
     # steps 1..37, events at multiples of 7 and 10: a pass n -> n+k only where none of n+1..n+k is an event
-    # and n+k is not the last step, so every observed state (and u_new in it) is a single step's
+    # and n+k is not the last step, so every observed state (and u_next in it) is a single step's
     events = {m for m in range(1, 38) if m % 7 == 0 or m % 10 == 0}
     expected, n = 0, 0
     while n < 37:
@@ -117,19 +147,19 @@ def test_a_run_whose_middle_walls_do_not_fit_steps_singly_with_the_same_fields(c
                 raise full
             return super().field(a, ghost)
 
-    plain = run(problems.build("heat2d", shape=(30, 41)), NumpyBackend(), LoopOptions(steps=20))
+    plain = run(named("heat2d", (30, 41)), steps=20, backend=NumpyBackend())
     be = Full(4)
-    with caplog.at_level("INFO", logger="stencilforge.timeloop"):
-        result = run(problems.build("heat2d", shape=(30, 41)), be, LoopOptions(steps=20))
+    with caplog.at_level("INFO", logger="stencilforge.simulation"):
+        result = run(named("heat2d", (30, 41)), steps=20, backend=be)
     assert be.built and be.passes == 0 and "fused_steps" not in result.summary
-    assert "the walls of 2 middle steps do not fit" in caplog.text
-    assert all(np.array_equal(result.fields[k], plain.fields[k]) for k in plain.fields)
+    assert "one step per pass: the walls of its 2 middle steps do not fit" in caplog.text
+    assert plain.fields and all(np.array_equal(result.fields[k], plain.fields[k]) for k in plain.fields)
 
 
 def test_fused_run_converges_in_the_same_iterations():
-    opts = LoopOptions(tol=1e-3, check_every=50)
-    plain = run(problems.build("poisson2d", shape=(40, 50)), NumpyBackend(), opts).summary
-    fused = run(problems.build("poisson2d", shape=(40, 50)), FusedNumpy(), opts).summary
+    opts = dict(tol=1e-3, check_every=50)
+    plain = run(named("poisson2d", (40, 50)), backend=NumpyBackend(), **opts).summary
+    fused = run(named("poisson2d", (40, 50)), backend=FusedNumpy(), **opts).summary
     assert fused["fused_steps"] > 0
     assert (fused["iterations"], fused["residual"], fused["converged"]) == (plain["iterations"], plain["residual"], True)
 
@@ -137,16 +167,17 @@ def test_fused_run_converges_in_the_same_iterations():
 @pytest.mark.parametrize(
     "name,opts",
     [
-        ("wave3d", LoopOptions(steps=10)),  # a leapfrog: the output is not swapped with the stencil field
-        ("poisson2d", LoopOptions(steps=10, fuse_steps=False)),
-        ("poisson2d", LoopOptions(steps=10, check_every=1)),
+        ("wave3d", dict(steps=10)),  # a leapfrog: the output is not swapped with the stencil field
+        ("poisson2d", dict(steps=10, fuse_steps=False)),
+        ("poisson2d", dict(steps=10, check_every=1)),
     ],
 )
 def test_no_pairs_where_a_step_must_be_seen(name, opts):
     be = FusedNumpy()
     params = {"radius": 2} if name == "wave3d" else {}
     shape = (12, 13, 14) if name == "wave3d" else (20, 21)
-    result = run(problems.build(name, shape=shape, **params), be, opts)
+    result = run(named(name, shape, **params), backend=be, **opts)
+    assert result.summary["steps"] == 10
     assert be.passes == 0
     assert result.summary.get("fused_steps", 0) == 0
 
@@ -154,22 +185,25 @@ def test_no_pairs_where_a_step_must_be_seen(name, opts):
 @pytest.mark.parametrize("bc", [Neumann(), Periodic()])
 def test_no_pairs_where_the_walls_read_the_field(bc):
     be = FusedNumpy()
-    setup = dataclasses.replace(problems.build("poisson2d", shape=(20, 21)), boundaries={"u": bc})
-    result = run(setup, be, LoopOptions(steps=10))
-    assert be.passes == 0 and "fused_steps" not in result.summary
+    poisson = named("poisson2d", (20, 21))
+    (f,) = (field for field in poisson.analysis.fields if field.name == "f")
+    (u,) = (field for field in poisson.analysis.fields if field.name == "u")
+    walled = Problem(poisson.equations, initial={f: poisson.initial[("f", 0)]}, boundary={u: bc}, residual=poisson.residual,
+                     residual_scale=poisson.residual_scale, name="poisson2d")
+    result = run(walled, steps=10, backend=be)
+    assert be.passes == 0 and "fused_steps" not in result.summary and result.summary["steps"] == 10
 
 
 def test_which_sweeps_compose_with_their_swap():
-    poisson = problems.build("poisson2d", shape=(20, 21))
-    wave = problems.build("wave3d", shape=(12, 13, 14), radius=2)
+    poisson = problems.linear_step("poisson2d", shape=(20, 21))
+    wave = problems.linear_step("wave3d", shape=(12, 13, 14), radius=2)
     assert poisson.sweep.composes_with(poisson.swap)
     assert not poisson.sweep.composes_with(None)
     assert not poisson.sweep.composes_with(("u", "f"))
     assert not wave.sweep.composes_with(wave.swap)  # a leapfrog reads the level it overwrites
 
 
-@pytest.mark.parametrize("opts", [LoopOptions(steps=2), LoopOptions(steps=50, check_every=2),
-                                  LoopOptions(steps=50, observers=(Recorder(1),))])
+@pytest.mark.parametrize("opts", [dict(steps=2), dict(steps=50, check_every=2), dict(steps=50, observers=(Recorder(1),))])
 def test_no_pair_kernel_is_built_for_a_run_that_would_never_take_one(opts):
     built = []
 
@@ -178,9 +212,9 @@ def test_no_pair_kernel_is_built_for_a_run_that_would_never_take_one(opts):
             built.append(sweep)
             return super().sweep_fused(sweep, grid)
 
-    run(problems.build("heat2d", shape=(12, 13)), Counting(), opts)
+    run_loop(named("heat2d", (12, 13)), Counting(), **opts)
     assert built == []
-    run(problems.build("heat2d", shape=(12, 13)), Counting(), LoopOptions(steps=3))
+    run_loop(named("heat2d", (12, 13)), Counting(), steps=3)
     assert len(built) == 1
 
 
@@ -221,9 +255,9 @@ def test_single_steps_until_the_fused_kernel_is_compiled_then_pairs_with_the_sam
     be = CompilingNumpy(until=10)
     observer = dataclasses.make_dataclass("Every", [("every", int)], namespace={"__call__": lambda s, *a: be.observe(*a),
                                                                                "close": lambda s: None})(10)
-    fused = run(problems.build(name, shape=(12, 17)), be, LoopOptions(steps=41, check_every=1000, observers=(observer,)))
-    single = run(problems.build(name, shape=(12, 17)), NumpyBackend(), LoopOptions(steps=41, check_every=1000))
-    assert all(np.array_equal(fused.fields[k], single.fields[k]) for k in single.fields)
+    fused = run_loop(named(name, (12, 17)), be, steps=41, check_every=1000, observers=(observer,))
+    single = run_loop(named(name, (12, 17)), NumpyBackend(), steps=41, check_every=1000)
+    assert single.fields and all(np.array_equal(fused.fields[k], single.fields[k]) for k in single.fields)
     # steps 1..10 single (ready after the observer at 10); then 4 pairs to 18, 19 and 20 single (20 is observed),
     # the same from 20 and 30, and 41 single (the last): 12 pairs, 17 single steps (a pair runs two sweeps)
     assert be.passes == 12 and fused.summary["fused_steps"] == 24 and be.singles - 2 * be.passes == 17
@@ -231,10 +265,10 @@ def test_single_steps_until_the_fused_kernel_is_compiled_then_pairs_with_the_sam
 
 def test_a_fused_kernel_that_failed_to_compile_leaves_single_steps_or_is_raised_when_waited_for():
     be = CompilingNumpy(until=None, failure=StencilforgeError("compile failed"))
-    result = run(problems.build("heat2d", shape=(12, 17)), be, LoopOptions(steps=20))
+    result = run(named("heat2d", (12, 17)), steps=20, backend=be)
     assert be.passes == 0 and be.singles == 20 and not result.summary.get("fused_steps")
     with pytest.raises(StencilforgeError, match="compile failed"):
-        run(problems.build("heat2d", shape=(12, 17)), be, LoopOptions(steps=20, fuse_when_compiled=False))
+        run_loop(named("heat2d", (12, 17)), be, wait=True, steps=20)
 
 
 @pytest.mark.parametrize("walls", ["moving", "per side", "periodic"])

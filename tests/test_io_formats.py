@@ -7,11 +7,13 @@ import h5py
 import numpy as np
 import pytest
 
-from stencilforge import __version__
+from stencilforge import __version__, problems
 from stencilforge.backends import get_backend
+from stencilforge.fingerprint import canonical
 from stencilforge.io.hdf5 import chunk_shape
 from stencilforge.io.series import open_series
 from stencilforge.jobs import Outputs
+from stencilforge.simulation import Simulation
 from stencilforge.timeloop import LoopOptions
 
 
@@ -29,17 +31,21 @@ class Recorder:
         pass
 
 
-def _run(tmp_path, problem, shape, steps, every, out_name, **kw):
-    with Outputs(snapshot_every=every, out=tmp_path / out_name, command_line="stencilforge run test", **kw).prepare(problem) as outputs:
-        setup, start = outputs.setup(problem, shape, None, {})
-        recorder = Recorder(every, setup.solution, setup.grid.interior)
-        result = outputs.run(setup, get_backend("numpy"), LoopOptions(steps=steps, observers=(recorder,)))
-    return setup, recorder, result
+def _run(tmp_path, problem, shape, steps, every, out_name, params=None, **kw):
+    """The named problem run as the CLI runs it, its files written by `Outputs`; returns (simulation, recorder, result)."""
+    made, built = problems.problem(problem, shape, **(params or {}))
+    asked = Outputs(snapshot_every=every, out=tmp_path / out_name, command_line="stencilforge run test", params=built,
+                    equations=canonical(made), **kw)
+    with asked.prepare(problem) as outputs:
+        sim = Simulation(made, get_backend("numpy"))
+        recorder = Recorder(every, made.analysis.written[0], sim.lattice.interior)
+        result = outputs.run_passes(sim, LoopOptions(steps=steps, observers=(recorder,)))
+    return sim, recorder, result
 
 
 @pytest.mark.parametrize("out_name", ["run.h5", "run.npz"])
 def test_round_trip(tmp_path, out_name):
-    setup, recorder, result = _run(tmp_path, "heat2d", (12, 10), 30, 5, out_name)
+    sim, recorder, result = _run(tmp_path, "heat2d", (12, 10), 30, 5, out_name)
     with open_series(tmp_path / out_name) as series:
         assert len(series) == 6
         assert list(series.steps) == sorted(recorder.frames)
@@ -52,8 +58,8 @@ def test_round_trip(tmp_path, out_name):
             assert got.tobytes() == frame.tobytes()
         info = series.info
         assert info.problem == "heat2d" and info.shape == (12, 10) and info.dtype == "float32"
-        assert info.spacing == setup.grid.spacing and info.lower == setup.grid.lower
-        assert info.params == {"alpha": 1.0, "dt": setup.dt}
+        assert info.spacing == sim.lattice.spacing and info.lower == sim.lattice.lower
+        assert info.params == {"alpha": 1.0, "dt": sim.dt}
         assert info.backend == "numpy" and info.version == __version__
         assert info.command_line == "stencilforge run test"
     assert result.summary["outputs"]["snapshots"]["count"] == 6
@@ -87,10 +93,7 @@ def test_only_complete_snapshots_are_visible(tmp_path):
 
 @pytest.mark.parametrize("problem,shape,topology", [("heat2d", (12, 10), "2DCoRectMesh"), ("wave3d", (9, 10, 11), "3DCoRectMesh")])
 def test_xdmf_references_the_datasets(tmp_path, problem, shape, topology):
-    kw = {"radius": 2} if problem == "wave3d" else {}
-    with Outputs(snapshot_every=4, out=tmp_path / "run.h5").prepare(problem) as outputs:
-        setup, _ = outputs.setup(problem, shape, None, kw)
-        outputs.run(setup, get_backend("numpy"), LoopOptions(steps=12))
+    sim, _, _ = _run(tmp_path, problem, shape, 12, 4, "run.h5", {"radius": 2} if problem == "wave3d" else None)
     root = ET.parse(tmp_path / "run.xmf").getroot()
     collection = root.find("Domain/Grid")
     assert collection.get("CollectionType") == "Temporal"
@@ -103,8 +106,8 @@ def test_xdmf_references_the_datasets(tmp_path, problem, shape, topology):
             assert topo.get("TopologyType") == topology
             assert tuple(map(int, topo.get("Dimensions").split())) == shape
             origin, spacing = grid.findall("Geometry/DataItem")
-            assert tuple(map(float, origin.text.split())) == setup.grid.lower
-            assert tuple(map(float, spacing.text.split())) == setup.grid.spacing
+            assert tuple(map(float, origin.text.split())) == sim.lattice.lower
+            assert tuple(map(float, spacing.text.split())) == sim.lattice.spacing
             slab = grid.find("Attribute/DataItem")
             select, data = slab.findall("DataItem")
             start, stride, count = np.array(select.text.split(), dtype=int).reshape(3, -1)

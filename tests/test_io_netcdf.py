@@ -44,7 +44,7 @@ def straight(tmp_path_factory):
 def test_the_series_is_the_h5_series_on_the_grids_coordinates(straight):
     ds = dataset(straight / "run.nc")
     assert ds["u"].dims == ("time", "y", "x") and ds.sizes == {"time": 4, "y": 16, "x": 12}
-    grid = problems.build("heat2d", shape=(16, 12)).grid
+    grid = problems.linear_step("heat2d", shape=(16, 12)).lattice
     for axis, name in enumerate(("y", "x")):
         assert ds[name].values.tobytes() == grid.coords(axis, ghosts=False).tobytes()
     assert ds["step"].dtype == np.int64 and list(ds["step"].values) == [5, 10, 15, 20]

@@ -7,10 +7,9 @@ import h5py
 import numpy as np
 import pytest
 
-from stencilforge.backends import get_backend
 from stencilforge.io import checkpoint
-from stencilforge.jobs import Outputs
-from stencilforge.timeloop import LoopOptions
+from stencilforge.jobs import Outputs, named_problem
+from stencilforge.runner import run_with
 
 CASES = {
     "heat2d": ((20, 17), {}),
@@ -20,10 +19,9 @@ CASES = {
 
 
 def _run(problem, shape, params, backend, steps, ckpt: Path, resume: Path | None = None):
-    fresh = resume is None
-    with Outputs(checkpoint_every=50, checkpoint=ckpt, resume=resume).prepare(problem) as outputs:
-        setup, start = outputs.setup(problem if fresh else None, shape if fresh else None, None, params if fresh else {})
-        return outputs.run(setup, get_backend(backend), LoopOptions(steps=steps, start_step=start))
+    """As `stencilforge run` runs a named problem: fresh, or rebuilt from the checkpoint `resume` for `steps` more."""
+    made, built = named_problem(problem, shape, None, params, resume)
+    return run_with(made, Outputs(checkpoint_every=50, checkpoint=ckpt, resume=resume, params=built), steps=steps, backend=backend)
 
 
 def _fields(path: Path) -> dict[str, bytes]:
@@ -52,7 +50,7 @@ def test_checkpoint_holds_the_full_state(tmp_path):
     _run("wave3d", (11, 10, 9), {"radius": 2}, "numpy", 50, tmp_path / "c.h5")
     ckpt = checkpoint.read(tmp_path / "c.h5")
     assert ckpt.step == 50 and ckpt.info.problem == "wave3d" and ckpt.info.shape == (11, 10, 9)
-    assert set(ckpt.fields) == {"u", "u_prev", "vel"}
+    assert set(ckpt.fields) == {"u_prev", "u", "u_next", "vel"}  # every time level, by the passes' slot names
     assert ckpt.fields["u"].shape == (15, 14, 13)  # padded: ghost layers included
     assert ckpt.info.params["radius"] == 2 and ckpt.info.backend == "numpy"
     assert not list(tmp_path.glob(".*"))  # no temporary file left beside it

@@ -10,12 +10,9 @@ from typer.testing import CliRunner
 
 import stencilforge as sf
 from stencilforge import problems
-from stencilforge.backends import get_backend
 from stencilforge.backends.cuda.tune import choose
 from stencilforge.backends.numba_cpu import FUSED_STEPS_2D
 from stencilforge.cli import app, join_multi_values
-from stencilforge.problems.base import lowered
-from stencilforge.timeloop import LoopOptions, run
 
 
 def invoke(*args):
@@ -47,22 +44,21 @@ def test_the_library_adds_no_handlers():
     ("wave3d", 8, "streaming_vec", "a 3D stencil of radius 8, vectors of cells fit"),
 ])
 def test_auto_logs_the_strategy_it_picks_and_why(info, problem, radius, strategy, reason):
-    setup = problems.build(problem, shape=(24, 24, 24), dtype="float64", **({"radius": radius} if radius else {}))
-    picked, tile = choose(setup.sweep, setup.grid.shape, setup.grid.dtype)
+    step = problems.linear_step(problem, shape=(24, 24, 24), dtype="float64", **({"radius": radius} if radius else {}))
+    picked, tile = choose(step.sweep, step.lattice.shape, step.lattice.dtype)
     assert picked == strategy
     assert messages(info, "stencilforge.backends.cuda.tune") == [
-        f"strategy auto: {strategy} {tile} for the 3D sweep of {setup.sweep.out} ({reason}; no tuned winner)"]
+        f"strategy auto: {strategy} {tile} for the 3D sweep of {step.sweep.out} ({reason}; no tuned winner)"]
 
 
 def test_steps_per_pass_used_or_not_and_why(info):
-    setup = problems.build("heat2d", shape=(16, 16), dtype="float64")
-    numba = get_backend("numba")
-    fused = run(setup, numba, LoopOptions(steps=6))
-    assert messages(info, "stencilforge.timeloop") == [f"heat2d: {FUSED_STEPS_2D} steps per pass"]
+    problem = problems.problem("heat2d", shape=(16, 16), dtype="float64")[0]
+    fused = sf.run(problem, steps=6, backend="numba")
+    assert messages(info, "stencilforge.simulation") == [f"heat2d: {FUSED_STEPS_2D} steps per pass"]
     info.clear()
-    single = run(setup, numba, LoopOptions(steps=6, fuse_steps=False))
-    assert messages(info, "stencilforge.timeloop") == ["heat2d: one step per pass: single steps were asked for"]
-    np.testing.assert_array_equal(fused.fields[setup.solution], single.fields[setup.solution])
+    single = sf.run(problem, steps=6, backend="numba", fuse_steps=False)
+    assert messages(info, "stencilforge.simulation") == ["heat2d: one step per pass: single steps were asked for"]
+    np.testing.assert_array_equal(fused.fields["u"], single.fields["u"])
 
 
 def test_a_fused_run_falling_back_to_single_steps_is_logged(info):
@@ -71,11 +67,11 @@ def test_a_fused_run_falling_back_to_single_steps_is_logged(info):
     x, y, z = grid.coordinates
     wide = sf.Problem([sf.Eq(u.next, u + 1e-4 * sf.laplacian(u, order=6))], initial={u: sf.sin(x + y + z)},
                       boundary={u: sf.Dirichlet(0.0)}, dt=1e-4, steps=4, name="heat3d-r3")
-    setup = lowered(wide)  # 19 row views: beyond the one vectorised loop a numba pair runs
-    result = run(setup, get_backend("numba"), LoopOptions(steps=4))
-    assert not result.summary.get("fused_steps")
-    (line,) = messages(info, "stencilforge.backends.numba_cpu")[-1:]
-    assert line.startswith(f"{setup.sweep.out}: single steps: numba has fused kernels for 2D and 3D sweeps")
+    result = sf.run(wide, steps=4, backend="numba")  # its sweep has 19 row views: beyond the one vectorised loop a numba pair runs
+    assert list(result.summary["sweeps"]) == ["u_next"] and not result.summary.get("fused_steps")
+    assert [line for line in messages(info, "stencilforge.backends.numba_cpu")
+            if line.startswith("u_next: single steps: numba has fused kernels for 2D and 3D sweeps")]
+    assert messages(info, "stencilforge.simulation") == ["heat3d-r3: one step per pass: the numba backend has no fused kernel for it"]
 
 
 def test_kernel_compiled_then_taken_from_the_cache(info, tmp_path, monkeypatch):

@@ -21,6 +21,7 @@ from stencilforge.boundary import Dirichlet, _ghost_cells, all_faces, bind
 from stencilforge.cli import app
 from stencilforge.grid import Grid
 from stencilforge.ir.nodes import AXIS_NAMES
+from stencilforge.printers.numpy import wall_values
 
 LOOP_KEYS = {"problem", "label", "shape", "dtype", "backend", "status", "steps", "fused_steps", "loop_ms", "kernel_ms",
              "overhead", "overhead_min", "loop_samples_ms", "kernel_samples_ms", "repeats", "load_average"}
@@ -58,25 +59,29 @@ def test_loop_row_takes_medians_of_its_own_samples():
     assert row["overhead_min"] == pytest.approx(0.0)
 
 
-def test_the_kernel_baseline_takes_the_loops_mix_of_pairs_and_single_steps_on_fresh_fields():
-    subject = loop._Seed(LoopWorkload("heat2d", (20, 24)), "numba")
-    calls, built, real = [], [], subject.fresh
+def test_the_kernel_baseline_takes_the_loops_mix_of_pairs_and_single_steps_on_fresh_fields(monkeypatch):
+    import stencilforge.simulation
 
-    def fresh():
-        st = real()
+    calls, built = [], []
 
-        def compile():
-            st.fused, st.step = Launch(lambda f: calls.append(2), steps=2), Launch(lambda f: calls.append(1))
+    class Counted(stencilforge.simulation.Simulation):
+        """The subject's simulation with its kernels replaced by counters: 2 for a fused pass, 1 for a single step."""
 
-        st.compile = compile
-        built.append(st)
-        return st
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.passes = [(p, lambda arrays, params, t: calls.append(1)) for p, _ in self.passes]
+            built.append(self)
 
-    subject.fresh = fresh
+        def build_fused(self):
+            self.fused = Launch(lambda arrays, times: calls.append(2), steps=2)
+            return None
+
+    monkeypatch.setattr(stencilforge.simulation, "Simulation", Counted)
+    subject = loop._Subject(LoopWorkload("heat2d", (20, 24)), "numba")
     subject.kernels(100, 98)
     subject.kernels(100, 98)
     assert sorted(calls) == [1] * 4 + [2] * 98
-    assert len(built) == 2 and not np.shares_memory(built[0].state()["u"], built[1].state()["u"])
+    assert len(built) == 2 and not np.shares_memory(built[0].arrays()["u"], built[1].arrays()["u"])
 
 
 def test_loop_matrix_follows_names_and_sizes():
@@ -118,13 +123,14 @@ def gathered(grid, wall, faces, arr, t):
                                               ("wave3d", (17, 18, 19), "float32")])
 def test_scaled_walls_fill_host_boxes_with_the_gathers_bits(name, shape, dtype):
     """NumPy's multiply into each box, and Numba's parallel writer (every core, the boxes' rows in one range)."""
-    setup = problems.build(name, shape=shape, dtype=dtype, **({"radius": 3} if name == "wave3d" else {}))
-    wall = setup.boundaries["u"]
+    step = problems.linear_step(name, shape=shape, dtype=dtype, **({"radius": 3} if name == "wave3d" else {}))
+    (cond,) = set(step.problem.boundary["u"])  # one Dirichlet wall of x and t on every face
+    wall = wall_values(cond.value, step.values)  # as a run binds it
     assert wall.time_factor is not None  # value(x) * f(t): scaled, not re-evaluated
-    grid = setup.grid
+    grid = step.lattice
     for faces in (all_faces(grid.ndim), ((0, 1), (grid.ndim - 1, 0))):  # every face, and a decomposed block's few
         for backend in (NumpyBackend(), NumbaBackend()):
-            boxes, gather = (np.full_like(setup.fields["u"], np.nan) for _ in range(2))
+            boxes, gather = (np.full(grid.padded_shape, np.nan, grid.dtype) for _ in range(2))
             for t in (0.0, 0.37, 1.5):
                 bind(wall, grid, backend, faces)(boxes, t)
                 gathered(grid, wall, faces, gather, t)

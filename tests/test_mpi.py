@@ -27,8 +27,6 @@ from mpi_driver import CASES  # noqa: E402
 from mpi_equation_driver import CASES as EQUATION_CASES, run as run_case  # noqa: E402
 from mpi_solve_driver import CASES as SOLVE_CASES, problem as solve_problem  # noqa: E402
 from stencilforge import problems  # noqa: E402
-from stencilforge.backends import get_backend  # noqa: E402
-from stencilforge.timeloop import LoopOptions, run  # noqa: E402
 from test_mpi_device import gpu_count  # noqa: E402
 
 DRIVER = Path(__file__).with_name("mpi_driver.py")
@@ -44,14 +42,13 @@ def mpiexec(n: int, *args: str) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def reference():
-    """Single-process (no MPI) results of every case, per backend, computed lazily."""
+    """Single-process (no MPI: `sf.run` without comm) results of every case, per backend, computed lazily."""
     cache = {}
 
     def get(backend: str):
         if backend not in cache:
-            engine = get_backend(backend)
             cache[backend] = {
-                label: run(problems.build(name, **params), engine, LoopOptions(**loop)) for label, name, params, loop in CASES
+                label: sf.run(problems.problem(name, **params)[0], backend=backend, **loop) for label, name, params, loop in CASES
             }
         return cache[backend]
 
@@ -86,6 +83,7 @@ def test_fields_bitwise_equal_to_one_process(backend, n, grid, reference, tmp_pa
             assert np.prod(meta[label]["procs"]) == n
             expected = ref[label]
             assert meta[label]["steps"] == expected.summary["steps"], label
+            assert meta[label]["errors"] == expected.summary["errors"], label
             for field, arr in expected.fields.items():
                 got = data[f"{label}/{field}"]
                 assert got.dtype == arr.dtype and got.shape == arr.shape, (label, field)

@@ -1,5 +1,5 @@
-"""Device halo paths: transport choice, pinned staging and overlap logic (on NumPy under mpiexec),
-and the cuda backend decomposed over GPUs, bitwise equal to one GPU (marked gpu, skipped without one).
+"""Device halo paths: transport choice and pinned staging (on NumPy under mpiexec), and the cuda backend
+decomposed over GPUs, bitwise equal to one GPU (marked gpu, skipped without one).
 """
 
 from __future__ import annotations
@@ -50,16 +50,16 @@ def test_host_backends_refuse_device_transports(halo):
 
 
 @pytest.mark.mpi
-@pytest.mark.parametrize("n,grid,overlap", [(2, "slabs", "on"), (4, "slabs", "on"), (4, "alt", "off")])
-def test_staged_transport_and_overlap_on_numpy_are_bitwise_one_process(n, grid, overlap, tmp_path):
-    """Pinned-staging logic (host mirrors) and the interior-then-slabs split, checked on the CPU."""
+@pytest.mark.parametrize("n,grid", [(2, "slabs"), (4, "slabs"), (4, "alt")])
+def test_staged_transport_on_numpy_is_bitwise_one_process(n, grid, tmp_path):
+    """Pinned-staging logic (host mirrors), checked on the CPU."""
     if MPIEXEC is None:
         pytest.skip("no mpiexec on PATH")
     pytest.importorskip("mpi4py")
     one, many = tmp_path / "one.npz", tmp_path / "many.npz"
     proc = mpiexec(1, str(DRIVER), "numpy", "auto", str(one))
     assert proc.returncode == 0, proc.stderr[-3000:]
-    proc = mpiexec(n, str(DRIVER), "numpy", grid, str(many), "staged", overlap)
+    proc = mpiexec(n, str(DRIVER), "numpy", grid, str(many), "staged")
     assert proc.returncode == 0, proc.stderr[-3000:]
     _, ref = load(one)
     meta, got = load(many)
@@ -67,8 +67,6 @@ def test_staged_transport_and_overlap_on_numpy_are_bitwise_one_process(n, grid, 
     for key, arr in got.items():
         assert np.array_equal(arr, ref[key], equal_nan=True), f"{key} differs on {meta[key.split('/')[0]]['procs']}"
     assert all(m["halo"] == "staged" for m in meta.values())
-    if overlap == "on":
-        assert meta["heat2d"]["overlap"]
 
 
 # ------------------------------------------------------------------ GPU
@@ -90,24 +88,24 @@ def test_device_exact_sum_equals_the_host_exact_sum():
 @pytest.mark.gpu
 @pytest.mark.mpi
 @pytest.mark.parametrize(
-    "strategy,n,grid,halo,overlap",
+    "strategy,n,grid,halo",
     [
-        ("naive", 2, "auto", "auto", "off"),
-        ("naive", 2, "slabs", "auto", "on"),
-        ("naive", 4, "auto", "auto", "auto"),
-        ("naive", 4, "alt", "staged", "off"),
-        ("naive", 4, "slabs", "auto", "on"),
+        ("naive", 2, "auto", "auto"),
+        ("naive", 2, "slabs", "auto"),
+        ("naive", 4, "auto", "auto"),
+        ("naive", 4, "alt", "staged"),
+        ("naive", 4, "slabs", "auto"),
     ],
 )
-def test_cuda_fields_bitwise_equal_to_one_gpu(strategy, n, grid, halo, overlap, tmp_path):
+def test_cuda_fields_bitwise_equal_to_one_gpu(strategy, n, grid, halo, tmp_path):
     if gpu_count() < 1:
         pytest.skip("no CUDA device")
     if MPIEXEC is None:
         pytest.skip("no mpiexec on PATH")
     one, many = tmp_path / "one.npz", tmp_path / "many.npz"
-    proc = mpiexec(1, str(DRIVER), f"cuda:{strategy}", "auto", str(one), "auto", "off")
+    proc = mpiexec(1, str(DRIVER), f"cuda:{strategy}", "auto", str(one), "auto")
     assert proc.returncode == 0, proc.stderr[-3000:]
-    proc = mpiexec(n, str(DRIVER), f"cuda:{strategy}", grid, str(many), halo, overlap)
+    proc = mpiexec(n, str(DRIVER), f"cuda:{strategy}", grid, str(many), halo)
     assert proc.returncode == 0, proc.stderr[-3000:]
     _, ref = load(one)
     meta, got = load(many)

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from stencilforge import StencilforgeError, poisson, problems
 from stencilforge.backends import get_backend
 from stencilforge.cli import app, join_multi_values
-from stencilforge.solvers import solve_setup
+from stencilforge.simulation import initial_array
 from stencilforge.verification import multigrid_checks
 
 
@@ -129,9 +129,8 @@ def test_v22_red_black_reduces_the_residual_tenfold_per_cycle(shape, rng):
 
 @pytest.mark.parametrize("name,shape", [("poisson2d", (127, 127)), ("poisson2d", (200, 150)), ("poisson3d", (31, 31, 31))])
 def test_one_fmg_cycle_reaches_the_discretisation_error(name, shape):
-    setup = problems.build(name, shape=shape)
-    once = solve_setup(setup, backend="numba", tol=1e-30, max_cycles=1).summary
-    converged = solve_setup(setup, backend="numba", tol=1e-12).summary
+    once = problems.multigrid(name, shape, None, backend="numba", tol=1e-30, max_cycles=1).summary
+    converged = problems.multigrid(name, shape, None, backend="numba", tol=1e-12).summary
     assert once["cycles"] == 1 and converged["converged"]
     assert once["error"]["max_abs"] <= 1.5 * converged["error"]["max_abs"]
 
@@ -144,8 +143,8 @@ def test_second_order_under_refinement_for_every_wall_and_variable_k():
 
 
 def test_mixed_precision_reaches_float64_accuracy():
-    setup = problems.build("poisson3d", shape=(31, 31, 31))
-    f = setup.fields["f"][setup.grid.interior]
+    step = problems.linear_step("poisson3d", shape=(31, 31, 31))
+    f = initial_array(step.problem, step.lattice, "f", 0, step.values, 1.0)[step.lattice.interior]
     single = poisson(f, tol=1e-11, backend="numba", dtype="float32").summary
     mixed = poisson(f, tol=1e-11, backend="numba", mixed=True).summary
     double = poisson(f, tol=1e-11, backend="numba").summary

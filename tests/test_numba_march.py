@@ -26,11 +26,9 @@ from stencilforge.backends.numba_cpu import (
 from stencilforge.backends.numpy_ref import NumpyBackend, evaluate_sweep
 from stencilforge.grid import Grid
 from stencilforge.plan import Sweep, Term
-from stencilforge.problems.base import lowered
 from stencilforge.problems.poisson2d import jacobi_sweep
 from stencilforge.stencil import Stencil
-from stencilforge.timeloop import LoopOptions, run
-from test_fused_steps import Recorder, same_record
+from test_fused_steps import Recorder, named, run_loop, same_record
 
 
 def jacobi(shape, radius, dtype, ghost=None):
@@ -167,8 +165,8 @@ def test_fused_pass_declines_sweeps_it_cannot_vectorise_or_whose_reach_passes_th
     assert be.sweep_fused(wide, grid) is None  # 17 row views
     grid, sweep = jacobi((8, 9, 10), 2, "float32", ghost=1)
     assert be.sweep_fused(sweep, grid) is None
-    wave = problems.build("wave3d", shape=(8, 9, 10), radius=1)
-    assert be.sweep_fused(wave.sweep, wave.grid) is None  # a leapfrog reads the level it overwrites
+    wave = problems.linear_step("wave3d", shape=(8, 9, 10), radius=1)
+    assert be.sweep_fused(wave.sweep, wave.lattice) is None  # a leapfrog reads the level it overwrites
 
 
 @pytest.mark.parametrize("name,shape", [("heat3d", (13, 17, 19)), ("poisson3d", (11, 9, 14)), ("heat2d", (23, 19)),
@@ -178,11 +176,9 @@ def test_fused_run_lands_on_every_observed_step_with_the_single_steps_bits(name,
     opts = dict(steps=37, check_every=10)
     records = {key: Recorder(7) for key in ("numpy", "single", "fused")}
     results = {
-        "numpy": run(problems.build(name, shape=shape), NumpyBackend(), LoopOptions(observers=(records["numpy"],), **opts)),
-        "single": run(problems.build(name, shape=shape), NumbaBackend(),
-                      LoopOptions(observers=(records["single"],), fuse_steps=False, **opts)),
-        "fused": run(problems.build(name, shape=shape), NumbaBackend(),
-                     LoopOptions(observers=(records["fused"],), fuse_when_compiled=False, **opts)),
+        "numpy": run_loop(named(name, shape), NumpyBackend(), observers=(records["numpy"],), **opts),
+        "single": run_loop(named(name, shape), NumbaBackend(), observers=(records["single"],), fuse_steps=False, **opts),
+        "fused": run_loop(named(name, shape), NumbaBackend(), wait=True, observers=(records["fused"],), **opts),
     }
     assert records["fused"].seen and same_record(records["fused"], records["single"])
     assert same_record(records["fused"], records["numpy"])
@@ -209,7 +205,7 @@ def test_a_users_radius_two_problem_runs_several_steps_per_pass_with_the_oracles
     dt = 0.2 * min(grid.spacing) ** 2
     problem = sf.Problem([sf.Eq(u.next, u + dt * sf.laplacian(u, order=4))], initial={u: exact},
                          boundary={u: sf.Dirichlet(exact)}, dt=dt, steps=20, name="heat3d-r2")
-    fused = run(lowered(problem), NumbaBackend(), LoopOptions(steps=20, fuse_when_compiled=False))
+    fused = run_loop(problem, NumbaBackend(), wait=True, steps=20)
     oracle = sf.run(problem, backend="numpy")
     k = FUSED_STEPS_3D
     assert fused.summary["fused_steps"] == k * ((20 - 1) // k)  # the last step is a single one
@@ -223,19 +219,19 @@ def test_a_host_without_memory_for_the_middle_steps_walls_takes_single_steps(mon
 
     import stencilforge.resources as resources
 
-    setup = problems.build("heat2d", shape=(40, 30))
-    need = (FUSED_STEPS_2D - 2) * setup.fields["u"].nbytes
-    fused = run(problems.build("heat2d", shape=(40, 30)), NumbaBackend(), LoopOptions(steps=30, fuse_when_compiled=False))
+    step = problems.linear_step("heat2d", shape=(40, 30))
+    need = (FUSED_STEPS_2D - 2) * np.zeros(step.lattice.padded_shape, step.lattice.dtype).nbytes  # u's, as the run holds it
+    fused = run_loop(named("heat2d", (40, 30)), NumbaBackend(), wait=True, steps=30)
     assert fused.summary["fused_steps"] > 0
     monkeypatch.setattr(resources, "available_bytes", lambda: 2 * need - 1)
-    with caplog.at_level(logging.INFO, logger="stencilforge.timeloop"):
-        short = run(setup, NumbaBackend(), LoopOptions(steps=30, fuse_when_compiled=False))
+    with caplog.at_level(logging.INFO, logger="stencilforge.simulation"):
+        short = run_loop(named("heat2d", (40, 30)), NumbaBackend(), wait=True, steps=30)
     assert "fused_steps" not in short.summary
-    assert any("do not fit" in r.getMessage() and "half the memory" in r.getMessage() for r in caplog.records)
-    assert all(np.array_equal(short.fields[k], fused.fields[k]) for k in fused.fields)
+    assert any("one step per pass" in r.getMessage() and "middle steps do not fit in memory" in r.getMessage()
+               for r in caplog.records)
+    assert fused.fields and all(np.array_equal(short.fields[k], fused.fields[k]) for k in fused.fields)
     monkeypatch.setattr(resources, "available_bytes", lambda: 2 * need)
-    assert run(problems.build("heat2d", shape=(40, 30)), NumbaBackend(),
-               LoopOptions(steps=30, fuse_when_compiled=False)).summary["fused_steps"] > 0
+    assert run_loop(named("heat2d", (40, 30)), NumbaBackend(), wait=True, steps=30).summary["fused_steps"] > 0
 
 
 @pytest.mark.parametrize("box", [False, True])

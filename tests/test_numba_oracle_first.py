@@ -15,9 +15,11 @@ from stencilforge.backends import numba_cpu
 from stencilforge.backends.numba_cpu import NumbaBackend
 from stencilforge.backends.numpy_ref import NumpyBackend, evaluate_sweep
 from stencilforge.boundary import scale_with_numpy
+from stencilforge.ir.lowering import sweep_terms
+from stencilforge.plan import Sweep
 from stencilforge.printers.numba import rounds_as_oracle
+from stencilforge.runner import run
 from stencilforge.simulation import Simulation
-from stencilforge.timeloop import LoopOptions, run
 
 pytest.importorskip("numba")
 
@@ -36,19 +38,29 @@ def held(monkeypatch, tmp_path):
     return futures
 
 
-def _fields(setup, seed=3):
+def _fields(step, seed=3):
+    """Random ghosted arrays for every field the step's sweep reads or writes (and its residual reads)."""
     rng = np.random.default_rng(seed)
-    return {n: rng.uniform(-1, 1, setup.grid.padded_shape).astype(setup.grid.dtype) for n in setup.fields}
+    names = [*step.sweep.inputs, step.sweep.out, *(_residual(step).inputs if step.problem.residual is not None else ())]
+    lattice = step.lattice
+    return {n: rng.uniform(-1, 1, lattice.padded_shape).astype(lattice.dtype) for n in dict.fromkeys(names)}
+
+
+def _residual(step) -> Sweep:
+    """The problem's residual as the sweep the backends' sum_squares take."""
+    terms = sweep_terms(step.problem.residual, step.values)
+    assert terms is not None, "the residual is a sum of stencils of fields"
+    return Sweep("r", terms)
 
 
 @pytest.mark.parametrize("name, shape, params", [("wave3d", (9, 21, 19), {"radius": 4}), ("heat2d", (23, 37), {}),
                                                  ("poisson2d", (17, 31), {})])
 def test_numpy_steps_until_the_kernel_is_compiled_with_the_same_bits(held, name, shape, params):
-    setup = problems.build(name, shape=shape, dtype="float32", **params)
-    sweep, grid = setup.sweep, setup.grid
+    step = problems.linear_step(name, shape=shape, dtype="float32", **params)
+    sweep, grid = step.sweep, step.lattice
     launch = NumbaBackend().sweep(sweep, grid, background=True)
     assert launch.fallback is not None and not launch.ready()
-    before, after = _fields(setup), _fields(setup)
+    before, after = _fields(step), _fields(step)
     ref = evaluate_sweep(sweep, grid, before)
     oracle, calls = launch.fallback, []
     launch.fallback = lambda f: (calls.append(1), oracle(f))
@@ -62,33 +74,33 @@ def test_numpy_steps_until_the_kernel_is_compiled_with_the_same_bits(held, name,
 
 
 def test_a_kernel_that_fails_to_compile_leaves_numpy_stepping(held):
-    setup = problems.build("heat2d", shape=(11, 13), dtype="float64")
-    launch = NumbaBackend().sweep(setup.sweep, setup.grid, background=True)
+    step = problems.linear_step("heat2d", shape=(11, 13), dtype="float64")
+    launch = NumbaBackend().sweep(step.sweep, step.lattice, background=True)
     held[0].set_exception(RuntimeError("no"))
     oracle, calls = launch.fallback, []
     launch.fallback = lambda f: (calls.append(1), oracle(f))
-    f = _fields(setup)
+    f = _fields(step)
     launch(f)
     launch(f)
     assert calls == [1, 1] and not launch.ready()
-    f = _fields(setup)
+    f = _fields(step)
     launch(f)
-    assert np.array_equal(f[setup.sweep.out][setup.grid.interior], evaluate_sweep(setup.sweep, setup.grid, _fields(setup)))
+    assert np.array_equal(f[step.sweep.out][step.lattice.interior], evaluate_sweep(step.sweep, step.lattice, _fields(step)))
 
 
 def test_cached_kernels_and_large_grids_compile_before_stepping(held, monkeypatch):
-    setup = problems.build("heat2d", shape=(11, 13), dtype="float64")
-    NumbaBackend().sweep(setup.sweep, setup.grid)  # compiles now, and leaves the kernel in the cache
-    cached = NumbaBackend().sweep(setup.sweep, setup.grid, background=True)
+    step = problems.linear_step("heat2d", shape=(11, 13), dtype="float64")
+    NumbaBackend().sweep(step.sweep, step.lattice)  # compiles now, and leaves the kernel in the cache
+    cached = NumbaBackend().sweep(step.sweep, step.lattice, background=True)
     assert cached.fallback is None and cached.ready()
-    other = problems.build("heat2d", shape=(11, 13), dtype="float32")
-    monkeypatch.setattr(numba_cpu, "ORACLE_STEP_BUDGET", other.grid.cells * 5 - 1)  # one cell over: 5 entries
-    assert NumbaBackend().sweep(other.sweep, other.grid, background=True).fallback is None
+    other = problems.linear_step("heat2d", shape=(11, 13), dtype="float32")
+    monkeypatch.setattr(numba_cpu, "ORACLE_STEP_BUDGET", other.lattice.cells * 5 - 1)  # one cell over: 5 entries
+    assert NumbaBackend().sweep(other.sweep, other.lattice, background=True).fallback is None
     assert not held, "nothing compiled in the background"
-    fresh = problems.build("poisson2d", shape=(11, 13), dtype="float32")  # another kernel: not in the cache
+    fresh = problems.linear_step("poisson2d", shape=(11, 13), dtype="float32")  # another kernel: not in the cache
     entries = sum(len(term.stencil.entries) for term in fresh.sweep.terms)
-    monkeypatch.setattr(numba_cpu, "ORACLE_STEP_BUDGET", fresh.grid.cells * entries)  # at the budget: NumPy first
-    assert NumbaBackend().sweep(fresh.sweep, fresh.grid, background=True).fallback is not None and len(held) == 1
+    monkeypatch.setattr(numba_cpu, "ORACLE_STEP_BUDGET", fresh.lattice.cells * entries)  # at the budget: NumPy first
+    assert NumbaBackend().sweep(fresh.sweep, fresh.lattice, background=True).fallback is not None and len(held) == 1
 
 
 def test_walls_written_by_numpy_until_the_writer_is_compiled(held, monkeypatch):
@@ -116,19 +128,19 @@ def test_walls_written_by_numpy_until_the_writer_is_compiled(held, monkeypatch):
 def test_a_cold_run_gives_the_oracles_fields(monkeypatch, tmp_path):
     """Real background compiles on an empty cache (a run short enough to end while they may still run)."""
     monkeypatch.setenv("STENCILFORGE_CACHE_DIR", str(tmp_path))
-    setup = problems.build("heat3d", shape=(12, 14, 16), dtype="float32")
-    ours = run(setup, NumbaBackend(), LoopOptions(steps=7)).fields
-    oracle = run(setup, NumpyBackend(), LoopOptions(steps=7)).fields
-    assert all(np.array_equal(ours[k], oracle[k]) for k in oracle)
+    problem = problems.problem("heat3d", shape=(12, 14, 16), dtype="float32")[0]
+    ours = run(problem, steps=7, backend=NumbaBackend()).fields
+    oracle = run(problem, steps=7, backend=NumpyBackend()).fields
+    assert oracle and all(np.array_equal(ours[k], oracle[k]) for k in oracle)
 
 
 def test_the_residuals_kernel_compiles_in_the_background_and_a_check_before_then_compiles_it(held):
-    setup = problems.build("poisson2d", shape=(17, 31), dtype="float32")
-    fields = _fields(setup)
-    early = NumbaBackend().sum_squares(setup.residual, setup.grid, background=True)
+    step = problems.linear_step("poisson2d", shape=(17, 31), dtype="float32")
+    fields, residual = _fields(step), _residual(step)
+    early = NumbaBackend().sum_squares(residual, step.lattice, background=True)
     assert len(held) == 1 and not held[0].done()
-    expected = NumbaBackend().sum_squares(setup.residual, setup.grid)(fields)
-    assert early(fields) == expected == pytest.approx(float(np.sum(evaluate_sweep(setup.residual, setup.grid, fields)
+    expected = NumbaBackend().sum_squares(residual, step.lattice)(fields)
+    assert early(fields) == expected == pytest.approx(float(np.sum(evaluate_sweep(residual, step.lattice, fields)
                                                                   .astype(np.float64) ** 2)), rel=1e-6)
 
 

@@ -1,6 +1,6 @@
 """Numba's 2D and 3D kernels write their input's walls along the last axes as they reach each row (`Launch.walls`):
 bit for bit what NumPy's fill writes, before the rows that read them, on every split of rows and planes among
-threads; and the time loop that hands them the walls gives the NumPy oracle's run."""
+threads."""
 
 from __future__ import annotations
 
@@ -26,7 +26,6 @@ from stencilforge.boundary import Dirichlet, ScaledWalls, bind, write_row_walls
 from stencilforge.grid import Grid
 from stencilforge.plan import Sweep, Term
 from stencilforge.stencil import Stencil
-from stencilforge.timeloop import LoopOptions, SweepStepper, run
 from test_numba_march import jacobi
 
 
@@ -103,8 +102,8 @@ def test_single_step_kernel_writes_the_walls_it_reads(make, shape, ghost, dtype)
 
 def test_wave3d_kernel_through_the_launch_with_and_without_walls():
     """wave3d's own sweep (u.next written over u.prev, read at the cell); without walls the launch writes no ghost."""
-    setup = problems.build("wave3d", shape=(17, 18, 19), radius=8)
-    grid, sweep = setup.grid, setup.sweep
+    setup = problems.linear_step("wave3d", shape=(17, 18, 19), radius=8)
+    grid, sweep = setup.lattice, setup.sweep
     launch = NumbaBackend().sweep(sweep, grid)
     assert launch.walls
     walls = rows_of(moving_wall(grid), grid).at(1.3)
@@ -194,28 +193,3 @@ def test_only_stars_of_one_field_and_scaled_walls_on_every_face_take_the_rows():
     line = dataclasses.replace(grid, shape=(6,), spacing=(0.1,), lower=(0.0,))
     assert rows_of(Dirichlet(lambda x, t: x, time_factor=lambda t: t), line) is None
     assert rows_of(moving_wall(grid), grid) is not None
-
-
-@pytest.mark.parametrize("name,shape,kw", [("heat3d", (13, 17, 19), {}), ("wave3d", (17, 21, 18), {"radius": 8}),
-                                           ("heat3d", (5, 3, 4), {}), ("heat2d", (29, 31), {}), ("heat2d", (3, 7), {})])
-@pytest.mark.parametrize("opts", [dict(steps=37, check_every=5), dict(steps=40, check_every=100, fuse_when_compiled=False)])
-def test_loop_hands_the_kernels_the_walls_and_gives_the_oracles_run(name, shape, kw, opts):
-    setup = problems.build(name, shape=shape, **kw)
-    stepper = SweepStepper(setup, NumbaBackend(), LoopOptions(**opts))
-    stepper.compile()
-    assert stepper.row_walls is not None and stepper.row_walls[0] == setup.sweep.stencil_inputs[0]
-    numba = run(problems.build(name, shape=shape, **kw), NumbaBackend(), LoopOptions(**opts))
-    oracle = run(problems.build(name, shape=shape, **kw), NumpyBackend(), LoopOptions(**opts))
-    for field, values in oracle.fields.items():
-        assert np.array_equal(numba.fields[field], values), field
-    if opts["check_every"] == 100 and name != "wave3d":
-        assert numba.summary["fused_steps"] > 0
-
-
-@pytest.mark.parametrize("backend,name", [(NumpyBackend, "heat3d"), (NumpyBackend, "heat2d"), (NumbaBackend, "poisson3d"),
-                                          (NumbaBackend, "poisson2d")])
-def test_other_backends_and_walls_fill_every_face_in_the_loop(backend, name):
-    """NumPy's kernels write no walls; poisson's do not move."""
-    stepper = SweepStepper(problems.build(name, shape=(6, 7, 8)[: 2 if name.endswith("2d") else 3]), backend(), LoopOptions(steps=4))
-    stepper.compile()
-    assert stepper.row_walls is None

@@ -14,8 +14,8 @@ from stencilforge.backends.numpy_ref import evaluate_sweep
 
 def wave(shape, dtype="float32", radius=8):
     """wave3d's sweep (the one the problem runs, so its kernel is compiled once for every test)."""
-    setup = problems.build("wave3d", shape=shape, dtype=dtype, radius=radius)
-    return setup.grid, setup.sweep
+    step = problems.linear_step("wave3d", shape=shape, dtype=dtype, radius=radius)
+    return step.lattice, step.sweep
 
 
 def random_fields(grid, seed=3):

@@ -21,8 +21,8 @@ from stencilforge.stencil import Stencil
 def wave_sweep(shape, dtype, ghost):
     """wave3d's radius 8 sweep (the problem's own, so its kernel compiles once per dtype) on a grid with
     `ghost` layers."""
-    setup = problems.build("wave3d", shape=shape, dtype=dtype, radius=8)
-    return dataclasses.replace(setup.grid, ghost=ghost), setup.sweep
+    step = problems.linear_step("wave3d", shape=shape, dtype=dtype, radius=8)
+    return dataclasses.replace(step.lattice, ghost=ghost), step.sweep
 
 
 def random_fields(grid, names, seed=7):
@@ -62,8 +62,8 @@ def test_wave3d_into_its_own_array_is_the_oracle_bit_for_bit():
 def two_wide_terms(dtype):
     """Two radius-4 stars (25 views each), one scaled by a field, then a centre term: the row buffer
     is reused across terms and the running total must be stored between them (in loops of 14 views)."""
-    setup = problems.build("wave3d", shape=(23, 17, 19), dtype=dtype, radius=4)
-    grid = dataclasses.replace(setup.grid, ghost=5)
+    step = problems.linear_step("wave3d", shape=(23, 17, 19), dtype=dtype, radius=4)
+    grid = dataclasses.replace(step.lattice, ghost=5)
     lap = Stencil.laplacian(3, 4, grid.spacing)
     return grid, Sweep("out", (Term("u", lap, factor="f"), Term("f", lap), Term("u", Stencil.identity(3))))
 

@@ -1,18 +1,32 @@
 """Exact solutions, boundary conditions, stability limits and blow-up detection."""
 
-import dataclasses
+import math
 
 import numpy as np
 import pytest
 
+import stencilforge as sf
 from stencilforge import StencilforgeError, problems, solve, timeloop
 from stencilforge.backends import get_backend
 from stencilforge.boundary import Dirichlet, Neumann, Periodic, all_faces, ghost_region
 from stencilforge.grid import Grid, pitched, row_pitch
+from stencilforge.ir.nodes import Constant
 from stencilforge.plan import Sweep, Term
+from stencilforge.printers.numpy import wall_values
 from stencilforge.problems.wave3d import ricker
+from stencilforge.simulation import initial_array
 from stencilforge.stencil import Stencil
-from stencilforge.timeloop import LoopOptions, run
+
+
+def time_step(problem) -> float:
+    """The problem's dt: its constant's value, or the number it was given."""
+    return problem.values()[problem.dt.name] if isinstance(problem.dt, Constant) else problem.dt.value
+
+
+def wall_of(step):
+    """The one Dirichlet wall of x and t on every face of a named problem's u, as a run binds it."""
+    (cond,) = set(step.problem.boundary["u"])
+    return wall_values(cond.value, step.values)
 
 
 @pytest.mark.parametrize(
@@ -46,57 +60,53 @@ def test_poisson_fixed_iterations_reports_residual():
 
 
 def test_heat_refuses_unstable_dt():
-    setup = problems.build("heat2d", shape=(32, 32))
-    limit = setup.dt / 0.9
+    limit = time_step(problems.problem("heat2d", shape=(32, 32))[0]) / 0.9
     with pytest.raises(StencilforgeError, match=f"largest stable dt is {limit:.6g}"):
-        problems.build("heat2d", shape=(32, 32), dt=limit * 1.01)
-    problems.build("heat2d", shape=(32, 32), dt=limit * 0.99)
+        problems.problem("heat2d", shape=(32, 32), dt=limit * 1.01)
+    assert time_step(problems.problem("heat2d", shape=(32, 32), dt=limit * 0.99)[0]) == limit * 0.99
 
 
 def test_wave_refuses_unstable_dt():
     with pytest.raises(StencilforgeError, match="largest stable dt"):
-        problems.build("wave3d", shape=(20, 20, 20), dt=1.0)
+        problems.problem("wave3d", shape=(20, 20, 20), dt=1.0)
 
 
 def test_blow_up_is_reported_with_its_step():
-    setup = problems.build("heat2d", shape=(16, 16))
-    unstable = Sweep("u_new", (Term("u", Stencil.identity(2) + Stencil.five_point(setup.grid.spacing[0]).scaled(setup.dt * 20)),))
-    setup = dataclasses.replace(setup, sweep=unstable)
+    heat = problems.problem("heat2d", shape=(16, 16))[0]  # alpha 20 times over: alpha dt 18 times the stable limit
     with pytest.raises(StencilforgeError, match=r"blew up: NaN or Inf found at step \d+"):
-        run(setup, get_backend("numpy"), LoopOptions(steps=5000, check_every=50))
+        sf.run(heat, steps=5000, check_every=50, backend="numpy", params={"alpha": 20.0})
 
 
 def unstable_poisson(shape=(16, 16)):
-    """poisson2d's Jacobi sweep with its weights tripled: it grows without bound; its residual is the problem's."""
-    setup = problems.build("poisson2d", shape=shape)
-    terms = tuple(dataclasses.replace(t, stencil=t.stencil.scaled(3)) for t in setup.sweep.terms)
-    return dataclasses.replace(setup, sweep=Sweep(setup.sweep.out, terms))
+    """poisson2d's Jacobi step with its weights tripled: it grows without bound; its residual is the problem's."""
+    from stencilforge.problems.poisson2d import unit_grid
+
+    grid = unit_grid(shape, "float64", 2, "poisson2d")
+    u, f = sf.Field("u", grid), sf.Field("f", grid, levels=1)
+    lap = Stencil.laplacian(2, 1, grid.spacing)
+    centre = lap.as_dict()[(0, 0)]
+    off_diagonal = Stencil.from_dict({o: c for o, c in lap.entries if any(o)})
+    exact = sf.sin(math.pi * grid.y) * sf.sin(math.pi * grid.x)
+    return sf.Problem([sf.Eq(u.next, sf.stencil(off_diagonal.scaled(-3 / centre), u) + (3 / centre) * f)],
+                      initial={f: -2.0 * math.pi**2 * exact}, boundary={u: sf.Dirichlet(exact)}, exact={u: exact},
+                      residual=f - sf.stencil(lap, u), residual_scale=f, steps=200_000, name="poisson2d")
 
 
 @pytest.mark.parametrize("backend", ["numpy", "numba"])
-def test_blow_up_of_a_problem_with_a_residual_is_reported_at_the_same_check(backend, monkeypatch):
-    """Where the residual reads the solution at every cell its finite value is the NaN test; once it is not
-    finite, the NaN test runs and stops the run at the first check whose solution holds a NaN or an infinity. Both
-    keep the same last finite state."""
-    opts = LoopOptions(steps=5000, check_every=25, tol=1e-30, stall_checks=0, keep_finite=True)
-    with pytest.raises(StencilforgeError, match=r"blew up: NaN or Inf found at step \d+") as skipped:
-        run(unstable_poisson(), get_backend(backend), opts)
-    monkeypatch.setattr(timeloop, "residual_sees", lambda setup: False)
-    with pytest.raises(StencilforgeError, match=r"blew up: NaN or Inf found at step \d+") as every:
-        run(unstable_poisson(), get_backend(backend), opts)
-    assert str(skipped.value) == str(every.value)
-    kept = skipped.value.finite_fields["u"]
-    assert np.isfinite(kept).all() and np.array_equal(kept, every.value.finite_fields["u"])
+def test_blow_up_of_a_problem_with_a_residual_is_reported_at_the_same_check(backend):
+    """A run to a tolerance measures the residual at each check, where the NaN test also runs: it stops at the
+    first check whose solution holds a NaN or an infinity, as a run of steps alone does, and both keep the same last
+    finite state."""
+    from stencilforge.runner import run_with
 
-
-def test_a_finite_residual_stands_for_the_nan_test(monkeypatch):
-    calls = []
-    finite = timeloop.SweepStepper.finite
-    monkeypatch.setattr(timeloop.SweepStepper, "finite", lambda self: calls.append(1) or finite(self))
-    result = run(problems.build("poisson2d", shape=(16, 16)), get_backend("numba"), LoopOptions(steps=300, check_every=50, tol=1e-30))
-    assert result.summary["steps"] == 300 and calls == []
-    assert timeloop.residual_sees(problems.build("poisson2d", shape=(16, 16)))
-    assert not timeloop.residual_sees(problems.build("heat2d", shape=(16, 16)))  # no residual
+    loop = dict(steps=5000, check_every=25, backend=backend, keep_finite=True, stall_checks=0)
+    with pytest.raises(StencilforgeError, match=r"blew up: NaN or Inf found at step \d+") as measured:
+        run_with(unstable_poisson(), None, tol=1e-30, **loop)
+    with pytest.raises(StencilforgeError, match=r"blew up: NaN or Inf found at step \d+") as stepped:
+        run_with(unstable_poisson(), None, **loop)
+    assert measured.value.step == stepped.value.step and measured.value.last_finite == stepped.value.last_finite > 0
+    kept = measured.value.finite_fields["u"]
+    assert np.isfinite(kept).all() and np.array_equal(kept, stepped.value.finite_fields["u"])
 
 
 def test_neumann_conserves_heat(rng):
@@ -125,11 +135,11 @@ def test_periodic_ghosts_wrap(rng):
 
 
 def test_time_dependent_dirichlet_follows_exact_solution():
-    setup = problems.build("heat2d", shape=(10, 12), dtype="float64")
-    fill = setup.boundaries["u"].bind(setup.grid)
-    u = setup.grid.zeros()
+    step = problems.linear_step("heat2d", shape=(10, 12), dtype="float64")
+    fill = wall_of(step).bind(step.lattice)
+    u = step.lattice.zeros()
     fill(u, 0.01)
-    x, y = setup.grid.mesh()
+    x, y = step.lattice.mesh()
     expected = np.exp(-2 * np.pi**2 * 0.01) * np.sin(np.pi * (x + 0.25)) * np.sin(np.pi * (y + 0.25))
     np.testing.assert_allclose(u[0, :], np.broadcast_to(expected, u.shape)[0, :])
     np.testing.assert_allclose(u[:, -1], np.broadcast_to(expected, u.shape)[:, -1])
@@ -156,15 +166,15 @@ def test_dirichlet_writes_every_ghost_slab_cell_and_nothing_else(shape, ghost, s
 
 
 def test_separable_dirichlet_matches_the_function(rng):
-    setup = problems.build("wave3d", shape=(9, 8, 10), radius=2, dtype="float64")
-    bc = setup.boundaries["u"]
+    step = problems.linear_step("wave3d", shape=(9, 8, 10), radius=2, dtype="float64")
+    bc = wall_of(step)
     assert bc.time_factor is not None and not bc.static
     general = Dirichlet(bc.value, time_dependent=True)
     for t in (0.0, 0.37, 1.9):
-        a = rng.random(setup.grid.padded_shape)
+        a = rng.random(step.lattice.padded_shape)
         b = a.copy()
-        bc.bind(setup.grid)(a, t)
-        general.bind(setup.grid)(b, t)
+        bc.bind(step.lattice)(a, t)
+        general.bind(step.lattice)(b, t)
         np.testing.assert_allclose(a, b, rtol=1e-14, atol=1e-15)
 
 
@@ -211,21 +221,22 @@ def test_row_pitch_reads_the_layouts_sweeps_accept_and_refuses_others():
 
 
 def test_wave_velocity_models(tmp_path):
-    layered = problems.build("wave3d", shape=(18, 17, 17), velocity="layered", radius=2)
-    vel = layered.fields["vel"][layered.grid.interior]
+    layered = problems.linear_step("wave3d", shape=(18, 17, 17), velocity="layered", radius=2)
+    dt = time_step(layered.problem)
+    vel = initial_array(layered.problem, layered.lattice, "vel", 0, layered.values, dt)[layered.lattice.interior]
     assert vel[0].max() < vel[-1].min()
-    assert layered.exact is None
+    assert layered.problem.exact == {}
     good = tmp_path / "v.npy"
     np.save(good, np.full((17, 17, 17), 1.5))
-    assert problems.build("wave3d", shape=(17, 17, 17), velocity=str(good)).exact is None
+    assert problems.problem("wave3d", shape=(17, 17, 17), velocity=str(good))[0].exact == {}
     np.save(tmp_path / "shape.npy", np.ones((4, 4, 4)))
     with pytest.raises(StencilforgeError, match="has shape"):
-        problems.build("wave3d", shape=(17, 17, 17), velocity=str(tmp_path / "shape.npy"))
+        problems.problem("wave3d", shape=(17, 17, 17), velocity=str(tmp_path / "shape.npy"))
     bad = np.ones((17, 17, 17))
     bad[3, 3, 3] = np.nan
     np.save(tmp_path / "nan.npy", bad)
     with pytest.raises(StencilforgeError, match="NaN"):
-        problems.build("wave3d", shape=(17, 17, 17), velocity=str(tmp_path / "nan.npy"))
+        problems.problem("wave3d", shape=(17, 17, 17), velocity=str(tmp_path / "nan.npy"))
 
 
 def test_ricker_wavelet_is_the_second_derivative_of_a_gaussian_delayed_one_period():
@@ -245,15 +256,16 @@ def test_ricker_source_is_a_point_delta_of_the_wavelet_at_the_centre(backend):
     """From rest, one leapfrog step leaves (c dt)^2 w(t0) / h^3 in the centre cell and nothing elsewhere:
     the discrete u_tt = c^2 (laplacian u + w(t) delta(x - centre))."""
     c, f = 1.5, 20.0
-    setup = problems.build("wave3d", shape=(20, 20, 20), radius=2, source=True, frequency=f, c=c, dtype="float64")
-    interior = setup.grid.interior
-    assert not setup.fields["u"][interior].any() and not setup.fields["u_prev"][interior].any()
-    result = run(setup, get_backend(backend), LoopOptions(steps=1))
+    step = problems.linear_step("wave3d", shape=(20, 20, 20), radius=2, source=True, frequency=f, c=c, dtype="float64")
+    dt, lattice = time_step(step.problem), step.lattice
+    for level in (0, -1):  # at rest: u and u.prev
+        assert not initial_array(step.problem, lattice, "u", level, step.values, dt)[lattice.interior].any()
+    result = sf.run(step.problem, steps=1, backend=backend)
     u = np.asarray(result.fields["u"])
-    centre = tuple(n // 2 for n in setup.grid.shape)
+    centre = tuple(n // 2 for n in lattice.shape)
     assert [tuple(int(i) for i in cell) for cell in np.argwhere(u)] == [centre]
-    cell_volume = float(np.prod(setup.grid.spacing))
-    np.testing.assert_allclose(u[centre] * cell_volume, (c * setup.dt) ** 2 * ricker(f)(setup.t0), rtol=1e-12)
+    cell_volume = float(np.prod(lattice.spacing))
+    np.testing.assert_allclose(u[centre] * cell_volume, (c * dt) ** 2 * ricker(f)(0.0), rtol=1e-12)
     assert "error" not in result.summary
 
 
@@ -274,7 +286,7 @@ def test_ricker_source_is_a_point_delta_of_the_wavelet_at_the_centre(backend):
 def test_bad_problem_input(kwargs, match):
     name = kwargs.pop("name")
     with pytest.raises(StencilforgeError, match=match):
-        problems.build(name, **kwargs)
+        problems.problem(name, **kwargs)
 
 
 @pytest.mark.parametrize(
@@ -352,8 +364,8 @@ def test_a_blow_up_is_caught_before_a_snapshot_would_hold_it(backend, generated,
 
 
 def _blow_up(path, backend, **opts):
-    """The BlowUp of `_growing` run through `path`: "sweep" (the time loop on its lowered Setup), "passes" (sf.run)
-    or "generated" (sf.run, every pass its generated kernel); each keeps the last finite state unless told not to."""
+    """The BlowUp of `_growing` run through `path`: "passes" (sf.run, its linear pass as the backend's sweep) or
+    "generated" (sf.run, every pass its generated kernel); each keeps the last finite state unless told not to."""
     from stencilforge.errors import BlowUp
 
     with pytest.raises(BlowUp) as info:
@@ -362,16 +374,11 @@ def _blow_up(path, backend, **opts):
 
 
 def _run_growing(path, backend, **opts):
-    import stencilforge as sf
-    from stencilforge.problems.base import lowered
-
-    if path == "sweep":
-        return run(lowered(_growing()), get_backend(backend), LoopOptions(**{"keep_finite": True, **opts}))
     return sf.run(_growing(), backend=backend, generated=path == "generated", **opts)
 
 
 @pytest.mark.parametrize("backend", ["numpy", "numba"])
-@pytest.mark.parametrize("path", ["sweep", "passes", "generated"])
+@pytest.mark.parametrize("path", ["passes", "generated"])
 def test_a_blow_up_keeps_the_last_finite_state(path, backend):
     """The exception holds the watched field as the last check found it finite: bit for bit what a run of exactly
     that many steps ends with (numba fuses steps differently in the two runs), and the message says so."""
@@ -381,9 +388,10 @@ def test_a_blow_up_keeps_the_last_finite_state(path, backend):
     assert f"(finite at step {err.last_finite}, the last check, whose state the exception's finite_fields hold)" in str(err)
     last = _run_growing(path, backend, steps=err.last_finite, check_every=20)
     assert np.array_equal(err.finite_fields["u"], last.fields["u"])
+    assert list(last.summary["sweeps"]) == (["u_next"] if path == "passes" else [])  # the lowered sweep, or generated
 
 
-@pytest.mark.parametrize("path", ["sweep", "passes"])
+@pytest.mark.parametrize("path", ["passes", "generated"])
 def test_a_blow_up_at_the_first_check_keeps_the_initial_state(path):
     err = _blow_up(path, "numpy", check_every=1000)
     assert err.last_finite == 0
@@ -392,16 +400,17 @@ def test_a_blow_up_at_the_first_check_keeps_the_initial_state(path):
 
 def test_an_initial_state_holding_nan_is_not_kept():
     from stencilforge.errors import BlowUp
-    from stencilforge.problems.base import lowered
+    from stencilforge.simulation import PassStepper, Simulation
 
-    setup = lowered(_growing())
-    setup.fields["u"][3, 3] = np.nan
+    backend = get_backend("numpy")
+    sim = Simulation(_growing(), backend)
+    sim.state()["u"][3, 3] = np.nan
     with pytest.raises(BlowUp) as info:
-        run(setup, get_backend("numpy"), LoopOptions(steps=10, check_every=5))
+        timeloop.run_stepper(lambda: PassStepper(sim), backend, timeloop.LoopOptions(steps=10, check_every=5, keep_finite=True))
     assert info.value.last_finite == 0 and info.value.finite_fields is None
 
 
-@pytest.mark.parametrize("path", ["sweep", "passes"])
+@pytest.mark.parametrize("path", ["passes", "generated"])
 def test_keeping_off_leaves_no_last_finite_state(path):
     err = _blow_up(path, "numpy", check_every=20, keep_finite=False)
     assert err.finite_fields is None and "finite_fields" not in str(err) and err.last_finite > 0
@@ -413,7 +422,7 @@ def test_a_copy_that_would_take_half_the_memory_is_not_made(monkeypatch, caplog)
 
     monkeypatch.setattr(timeloop, "available_bytes", lambda: 1000)
     with caplog.at_level(logging.INFO, logger="stencilforge"):
-        err = _blow_up("sweep", "numpy", check_every=20)
+        err = _blow_up("passes", "numpy", check_every=20)
     assert err.finite_fields is None
     assert any("is not kept: it would take more than half the memory available" in r.getMessage() for r in caplog.records)
 

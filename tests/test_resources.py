@@ -5,7 +5,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from stencilforge import problems, resources
+from stencilforge import resources
 from stencilforge.cli import app
 from stencilforge.errors import StencilforgeError
 
@@ -41,8 +41,10 @@ def test_the_estimate_counts_the_arrays_a_run_allocates():
 
 
 def test_the_estimate_covers_fields_and_outputs():
+    from stencilforge.cli import _arrays_of
+
     def probe(small):
-        return problems.build("heat2d", shape=small, dtype="float64")
+        return _arrays_of("heat2d", small, "float64", {})
 
     base = resources.needed_bytes(probe, (1000, 1000), False, False)
     assert 2 * 1000 * 1000 * 8 < base < 6 * 1000 * 1000 * 8
@@ -53,8 +55,10 @@ def test_the_estimate_covers_fields_and_outputs():
 def test_ranks_on_a_node_count_against_its_memory(monkeypatch):
     monkeypatch.setattr(resources, "available_bytes", lambda: 10**9)
 
+    from stencilforge.cli import _arrays_of
+
     def probe(small):
-        return problems.build("heat2d", shape=small, dtype="float32")
+        return _arrays_of("heat2d", small, "float32", {})
 
     resources.check_host_memory("heat2d", (2000, 2000), probe)  # about 0.1 GB: fits once
     with pytest.raises(StencilforgeError, match="16 processes on this node"):

@@ -63,9 +63,9 @@ def _fresh_loader(loaded: dict):
 def test_every_function_of_a_sweep_kernel_that_loops_over_cells_asks_for_512_bit_vectors(monkeypatch, name, shape, kw, fused):
     loaded: dict = {}
     monkeypatch.setattr(numba_cpu, "load_kernel", _fresh_loader(loaded))
-    setup = problems.build(name, shape=shape, dtype="float32", **kw)
+    step = problems.linear_step(name, shape=shape, dtype="float32", **kw)
     backend = numba_cpu.NumbaBackend()
-    launch = backend.sweep_fused(setup.sweep, setup.grid) if fused else backend.sweep(setup.sweep, setup.grid)
+    launch = backend.sweep_fused(step.sweep, step.lattice) if fused else backend.sweep(step.sweep, step.lattice)
     assert launch is not None
     if launch.compiling is not None:  # the fused kernel compiles in the background
         launch.compiling.result()

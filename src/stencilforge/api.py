@@ -12,10 +12,9 @@ from .backends import get_backend
 from .errors import StencilforgeError
 from .grid import Grid, parse_dtype
 from .interop import backend_for, like, native, to_module
-from .ir.nodes import AXIS_NAMES
 from .plan import Sweep, Term
 from .stencil import Stencil
-from .timeloop import LoopOptions, Result, run
+from .timeloop import Result
 
 
 def solve(
@@ -39,24 +38,18 @@ def solve(
         raise StencilforgeError(f"method must be multigrid or jacobi, got {method!r}")
     if method is not None and problem not in problems.POISSON:
         raise StencilforgeError(f"method applies to {', '.join(problems.POISSON)}, not {problem}")
-    if problem not in problems.OPERATORS and not (problem in problems.POISSON and method != "jacobi"):
+    if not (problem in problems.POISSON and method != "jacobi"):
         from .runner import run as run_problem
 
         if problem in problems.POISSON and steps is None and tol is None:
             tol = problems.JACOBI_TOL
         return run_problem(problems.problem(problem, shape, dtype, **params)[0], steps, tol, backend, check_every=check_every,
                            progress=progress, keep_finite=keep_finite)
-    setup = problems.build(problem, shape=shape, dtype=dtype, **params)
-    coords = {name: setup.grid.coords(axis, ghosts=False) for axis, name in enumerate(AXIS_NAMES[setup.grid.ndim])}
-    if problem in problems.POISSON:
-        from .solvers import solve_setup
-
-        solved = solve_setup(setup, backend=backend, tol=tol, max_cycles=steps)
-        return Result({"u": solved.u}, solved.summary, coords)
-    engine = get_backend(backend)
-    result = run(setup, engine, LoopOptions(steps=steps, tol=tol, check_every=check_every, progress=progress))
-    result.coords = coords
-    return result
+    if params:
+        raise StencilforgeError(f"{problem} takes no parameters, got {', '.join(sorted(params))}")
+    solved = problems.multigrid(problem, shape, dtype, backend=backend, tol=tol, max_cycles=steps)
+    grid = problems.problem(problem, shape, dtype)[0].grid
+    return Result({"u": solved.u}, solved.summary, {name: grid.values(name) for name in grid.axis_names})
 
 
 def _host_or_device(u):

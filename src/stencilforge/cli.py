@@ -25,12 +25,11 @@ from . import problems
 from .backends import available, get_backend
 from .backends.cuda.codegen import STRATEGIES
 from .distributed import bind_device, fail_together, launched, world, world_rank
-from .distributed.runner import agree
 from .errors import StencilforgeError
 from .optional import require
 from .progress import LazyProgress, ProgressLines, watching
 from .resources import check_host_memory, node_peers, thread_count, use_numba_threads
-from .timeloop import LoopOptions, stop_on_signals, stopped_line, where_saved
+from .timeloop import stop_on_signals, stopped_line, where_saved
 from .version import __version__
 
 NOT_CONVERGED = 3
@@ -263,13 +262,11 @@ def _multigrid_method(problem: str | None, method: str | None, resume: str | Non
 def _run_multigrid(problem: str, shape: str | None, dtype: str | None, backend: str, tol: float | None, steps: int | None, as_json: bool,
                    procs: str | None) -> None:
     """Under mpiexec (or with --procs) the fine levels are split over the ranks and rank 0 reports."""
-    from .solvers import solve_setup
-
     comm = world() if procs is not None or launched() else None
     if comm is not None and backend in ("auto", "numba"):
         use_numba_threads(thread_count(None, node_peers(comm)))
-    setup = problems.build(problem, shape=parse_ints(shape, "--shape"), dtype=dtype)
-    s = solve_setup(setup, backend=backend, tol=tol, max_cycles=steps, comm=comm, procs=parse_ints(procs, "--procs")).summary
+    s = problems.multigrid(problem, parse_ints(shape, "--shape"), dtype, backend=backend, tol=tol, max_cycles=steps, comm=comm,
+                           procs=parse_ints(procs, "--procs")).summary
     root = comm is None or comm.rank == 0
     if root and as_json:
         print(json.dumps(s))
@@ -393,10 +390,6 @@ def run(
     halo: str = typer.Option(
         "auto", "--halo", envvar="STENCILFORGE_HALO", help="MPI halo transport: auto, mpi (CUDA-aware), nccl, staged (pinned host) or host"
     ),
-    overlap: Optional[bool] = typer.Option(
-        None, "--overlap/--no-overlap",
-        help="derivatives under MPI on cuda: hide halo exchanges behind the interior (default: where the process grid allows)"
-    ),
     overwrite: bool = typer.Option(
         False, "--overwrite", help="replace existing output files (default: refuse; a resumed series is appended to)"
     ),
@@ -412,10 +405,8 @@ def run(
 
     Exits 3 when a --tol run does not converge, 130/143 after SIGINT/SIGTERM (final outputs written).
     """
-    from .jobs import Outputs
-
     if problem is not None and problem.endswith(".py"):
-        others = dict(png=png, strategy=strategy, overlap=overlap)
+        others = dict(png=png, strategy=strategy)
         given = [k for k, v in others.items() if v is not None]
         if given:
             raise StencilforgeError(f"--{given[0].replace('_', '-')} is not available for problem files yet: run them without it")
@@ -428,7 +419,6 @@ def run(
         raise StencilforgeError("--set applies to problem files (NAME.py); the named problems take their own options")
 
     mpi = procs is not None or launched()
-    root = world_rank() == 0
     if problem is not None and _multigrid_method(problem, method, resume):
         refused = [name for name, given in (("--snapshot-every", snapshot_every), ("--checkpoint-every", checkpoint_every),
                    ("--png", png), ("--strategy", strategy)) if given]
@@ -438,79 +428,19 @@ def run(
         return
     params = dict(alpha=alpha, dt=dt, radius=radius, velocity=velocity, c=c, source=source, frequency=frequency,
                   axis=axis, accuracy=accuracy)
-    if not _operator(problem, resume):
-        files = dict(snapshot_every=snapshot_every, out=out_file, compression=compression, checkpoint_every=checkpoint_every,
-                     checkpoint=checkpoint, resume=resume, png=png, overwrite=overwrite)
-        _run_named(problem, parse_ints(shape, "--shape"), dtype, params, files, backend, strategy, steps, tol, check_every,
-                   fuse_steps, threads, stall_checks, halo, overlap, parse_ints(procs, "--procs") if mpi else None, mpi, as_json)
-        return
-
-    asked = Outputs(
-        snapshot_every=snapshot_every, out=out_file, compression=compression, checkpoint_every=checkpoint_every,
-        checkpoint=checkpoint, resume=resume, png=png, overwrite=overwrite, writer=root,
-    )
-    # under MPI rank 0 alone holds the files, and a refusal on any rank stops every rank
-    with (agree(world(), lambda: asked.prepare(problem)) if mpi else asked.prepare(problem)) as outputs:
-        peers = node_peers(world()) if mpi else None
-        resumed = outputs.resumed
-        name = problem or (resumed.problem if resumed else None)
-        assert name is not None, "prepare asks for a problem or --resume"
-        probed: dict = {k: v for k, v in {**(resumed.params if resumed else {}), **params}.items()
-                        if v is not None and k != "velocity"}
-        probe_dtype = dtype or (resumed.dtype if resumed else None)
-        check_host_memory(
-            name, parse_ints(shape, "--shape") or (resumed.shape if resumed else None),
-            lambda small: problems.build(name, shape=small, dtype=probe_dtype, **probed),
-            snapshots=snapshot_every is not None, checkpoints=outputs.checkpoint is not None, processes=len(peers) if peers else 1,
-        )
-        if mpi and backend in ("auto", "cuda"):
-            bind_device(world())
-        engine = get_backend(backend, **({"strategy": strategy} if strategy else {}))
-        setup, start_step = outputs.setup(problem, parse_ints(shape, "--shape"), dtype, params, xp=None if mpi else engine.xp)
-        if strategy and engine.name != "cuda":
-            raise StencilforgeError(f"--strategy applies to the cuda backend, not {engine.name}")
-        if threads is not None and engine.name != "numba":
-            raise StencilforgeError(f"--threads applies to the numba backend, not {engine.name}")
-        thread_total = use_numba_threads(thread_count(threads, peers)) if engine.name == "numba" else None
-        interactive = not as_json and sys.stderr.isatty() and root
-        bar = LazyProgress(setup.name) if interactive else ProgressLines(setup.name) if root else None
-        try:
-            with stop_on_signals() as stop:
-                opts = LoopOptions(steps=steps, tol=tol, check_every=check_every, progress=bar, start_step=start_step,
-                                   fuse_steps=fuse_steps, stop=stop, stall_checks=stall_checks,
-                                   status=StatusLine() if interactive else None)
-                if mpi:
-                    result = outputs.run_decomposed(setup, engine, opts, world(), parse_ints(procs, "--procs"), halo, overlap)
-                else:
-                    result = outputs.run(setup, engine, opts)
-                engine.settle()  # the process ends with its summary, not after a compile it did not wait for
-        finally:
-            if bar is not None:
-                bar.close()
-    if thread_total is not None:
-        result.summary["threads"] = thread_total
-    _report(result.summary, as_json, root)
-
-
-def _operator(problem: str | None, resume: str | None) -> bool:
-    """Whether `run` applies a named operator (derivatives), which runs as its own kernel family, not as passes."""
-    if problem is None and resume is not None:
-        from .io.checkpoint import peek
-
-        problem = peek(resume)[0].problem
-    return problem in problems.OPERATORS
+    files = dict(snapshot_every=snapshot_every, out=out_file, compression=compression, checkpoint_every=checkpoint_every,
+                 checkpoint=checkpoint, resume=resume, png=png, overwrite=overwrite)
+    _run_named(problem, parse_ints(shape, "--shape"), dtype, params, files, backend, strategy, steps, tol, check_every,
+               fuse_steps, threads, stall_checks, halo, parse_ints(procs, "--procs") if mpi else None, mpi, as_json)
 
 
 def _run_named(problem: str | None, shape, dtype: str | None, params: dict, files: dict, backend: str, strategy: str | None,
                steps: int | None, tol: float | None, check_every: int, fuse_steps: bool, threads: int | None, stall_checks: int,
-               halo: str, overlap: bool | None, procs, mpi: bool, as_json: bool) -> None:
+               halo: str, procs, mpi: bool, as_json: bool) -> None:
     """A named problem of equations through `run_with`, as a problem file runs: its sf.Problem from the catalogue
     (or from --resume's checkpoint), the parameters that built it recorded in its files."""
     from .jobs import Outputs, named_problem
 
-    if overlap is not None:
-        raise StencilforgeError("--overlap is not available: the named problems run as their passes, whose halo exchange "
-                                "is not overlapped (on 2 H200s it was no faster: docs/mpi.md)")
     stored = None
     if files["resume"] is not None:
         from .io.checkpoint import peek
@@ -664,24 +594,20 @@ def show_kernel(
     shape: Optional[str] = typer.Option(None, "--shape", help="interior points per axis"),
     dtype: Optional[str] = typer.Option(None),
     radius: Optional[int] = typer.Option(None, help="wave3d: stencil radius"),
-    backend: str = typer.Option("cuda", help="problem files: cuda or numba"),
+    backend: str = typer.Option("cuda", help="cuda or numba"),
 ) -> None:
-    """Print the generated source a run compiles (no GPU needed): CUDA C, or for a problem file also numba's."""
+    """Print the source a run compiles (no GPU needed): CUDA C, or numba's Python; the named problems' and your files'."""
+    from .sources import problem_source
+
     if problem.endswith(".py"):
         from .convergence import load_problem_file
-        from .sources import problem_source
 
         if radius is not None:
             raise StencilforgeError("--radius applies to wave3d; a problem file sets its own stencils")
         built = load_problem_file(problem).build(shape=parse_ints(shape, "--shape"), dtype=dtype or "float64")
         print(problem_source(built, backend, strategy))
         return
-    from .backends.cuda import kernel_source
-
-    if backend != "cuda":
-        raise StencilforgeError("--backend applies to problem files; the named problems show their CUDA source")
-    setup = problems.build(problem, shape=parse_ints(shape, "--shape"), dtype=dtype, radius=radius)
-    print(kernel_source(setup, strategy))
+    print(problem_source(problems.problem(problem, parse_ints(shape, "--shape"), dtype, radius=radius)[0], backend, strategy))
 
 
 @app.command()

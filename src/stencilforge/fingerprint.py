@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 
 from .boundary import Dirichlet, Sides
-from .ir.nodes import AXIS_NAMES, Access, Coordinate, Eq, Expr
+from .ir.nodes import AXIS_NAMES, Access, Coordinate, Eq, Expr, OneSided
 from .points import point_cells
 from .printers.source import InfixPrinter
 
@@ -43,6 +43,12 @@ class _Text(InfixPrinter):
 
     def select(self, cond: str, a: str, b: str) -> str:
         return f"where({cond}, {a}, {b})"
+
+    def __call__(self, node: Expr) -> str:
+        if isinstance(node, OneSided):  # its weights, closures and scale, exactly
+            d = node.derivative
+            return f"one_sided({self(node.operand)}, {self.axes[node.axis]}, {d.interior!r}, {d.left!r}, {d.right!r}, {d.scale!r})"
+        return super().__call__(node)
 
 
 def _value(value, text: _Text) -> str:

@@ -28,13 +28,26 @@ from .io.hdf5 import series_run_id
 from .io.meta import RunInfo, jsonable
 from .io.paths import HDF5_SUFFIXES, SNAPSHOT_SUFFIXES, check_output, remove_stale_temps, sole_writer
 from .io.plots import IMAGE_SUFFIXES, View, plot_array
-from .io.snapshots import Ledger, OutputError, Sink, StreamingObserver, evolving_fields
+from .io.snapshots import Ledger, OutputError, Sink, StreamingObserver
 from .optional import require
-from .plan import Setup
-from .timeloop import LoopOptions, Result, close_observers, never_fuses, run as run_loop, run_stepper
+from .timeloop import LoopOptions, Result, close_observers, never_fuses, run_stepper
 
 CHECKPOINT_SUFFIXES = (".h5", ".hdf5")
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class _View:
+    """What the output files record of a run: its problem's name, grid (the whole grid's, for a decomposed run),
+    every array with its ghost layers, dt, parameters and the fields its equations write."""
+
+    name: str
+    grid: Grid
+    fields: dict
+    dt: float
+    params: dict
+    written: tuple[str, ...]
+    t0: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -163,32 +176,23 @@ class Outputs:
             return Path(self.resume)
         return Path(f"{problem}.ckpt.h5")
 
-    def setup(self, problem: str | None, shape, dtype: str | None, params: dict, xp=None):
-        """(setup, start_step): a fresh problem (its fields built with `xp` where it can), or the one
-        stored in --resume with its state loaded."""
-        if self.resume is None:
-            assert problem is not None, "prepare asks for a problem or --resume"
-            return problems.build(problem, shape=shape, dtype=dtype, xp=xp, **params), 0
-        setup, ckpt = resume_setup(self.resume, problem, shape, dtype, params)
-        return setup, ckpt.step
-
-    def _reads(self, setup, evolving: tuple[str, ...] | None = None) -> list[tuple[str, int | None, tuple[str, ...]]]:
-        """(kind, every, fields) of each output: snapshots hold the evolving fields' interiors (`evolving`,
-        else the sweep's), checkpoints every field with its ghost layers. A resumed run without
-        --checkpoint-every still checkpoints its final state (every None: the last step only)."""
+    def _reads(self, view: "_View") -> list[tuple[str, int | None, tuple[str, ...]]]:
+        """(kind, every, fields) of each output: snapshots hold the interiors of the fields the equations write,
+        checkpoints every field with its ghost layers. A resumed run without --checkpoint-every still checkpoints
+        its final state (every None: the last step only)."""
         reads: list[tuple[str, int | None, tuple[str, ...]]] = []
         if self.snapshot_every is not None:
-            reads.append(("snapshot", self.snapshot_every, evolving or evolving_fields(setup)))
+            reads.append(("snapshot", self.snapshot_every, view.written))
         if self.checkpoint is not None:
-            reads.append(("checkpoint", self.checkpoint_every, tuple(setup.fields)))
+            reads.append(("checkpoint", self.checkpoint_every, tuple(view.fields)))
         return reads
 
-    def _observers(self, setup, backend_name: str, ledger: Ledger, evolving: tuple[str, ...] | None = None) -> list:
+    def _observers(self, setup: "_View", backend_name: str, ledger: Ledger) -> list:
         """One observer per entry of `_reads`, in its order."""
         info = RunInfo.of(setup, backend_name, self.command_line, self.run_id, self.equations, self.problem_file)
         observers: list[StreamingObserver] = []
         try:
-            for kind, every, names in self._reads(setup, evolving):
+            for kind, every, names in self._reads(setup):
                 if kind == "checkpoint":
                     observers.append(self._checkpoints(setup, info, names, every, ledger, observers[0] if observers else None))
                 else:
@@ -212,9 +216,8 @@ class Outputs:
                 raise StencilforgeError("--png is not available for decomposed (MPI) runs yet; use --snapshot-every and plot")
             observers = self._gathered_observers(sim, ledger)
         else:
-            view = Setup(name=problem.name, grid=sim.lattice, fields=sim.state(), dt=sim.dt, default_steps=problem.default_steps,
-                         solution=problem.analysis.written[0], params={**self.params, **sim.params})
-            observers = self._observers(view, sim.backend.name, ledger, problem.analysis.written)
+            view = _View(problem.name, sim.lattice, sim.state(), sim.dt, {**self.params, **sim.params}, problem.analysis.written)
+            observers = self._observers(view, sim.backend.name, ledger)
         try:
             opts = replace(opts, observers=(*opts.observers, *observers))
             single = never_fuses(opts, problem.default_steps)
@@ -239,19 +242,17 @@ class Outputs:
     def _gathered_observers(self, sim, ledger: Ledger) -> list:
         """A decomposed run's outputs: every rank sends its part of the fields at each output step, and rank 0
         writes them, assembled, as the one-process files (so a run resumes on any rank count)."""
+        from .distributed.comm import agree
         from .distributed.outputs import Gathering, GlobalOutput
-        from .distributed.runner import agree
 
         problem, lat = sim.problem, sim.lattice
         grid = Grid(problem.grid.shape, lat.spacing, lat.dtype, lat.ghost, lat.lower)
         # the global fields' shapes and dtypes, which no rank holds: views of one element, no memory
         layout = {name: np.broadcast_to(np.zeros((), arr.dtype), grid.padded_shape) for name, arr in sim.state().items()}
-        view = Setup(name=problem.name, grid=grid, fields=layout, dt=sim.dt, default_steps=problem.default_steps,
-                     solution=problem.analysis.written[0], params={**self.params, **sim.params})
+        view = _View(problem.name, grid, layout, sim.dt, {**self.params, **sim.params}, problem.analysis.written)
         root = sim.cart.rank == 0
-        observers = agree(sim.cart, lambda: self._observers(view, sim.backend.name, ledger, problem.analysis.written)
-                          if root else [])
-        reads = self._reads(view, problem.analysis.written)
+        observers = agree(sim.cart, lambda: self._observers(view, sim.backend.name, ledger) if root else [])
+        reads = self._reads(view)
         shapes = {n: f.shape for n, f in layout.items()}
         dtypes = {n: f.dtype for n, f in layout.items()}
         return [Gathering(GlobalOutput(observers[i] if root else None, every, names, walls=kind == "checkpoint"),
@@ -301,42 +302,6 @@ class Outputs:
         assert self.checkpoint is not None, "only a run with --checkpoint reads checkpoints"
         sink = CheckpointSink(Path(self.checkpoint), info)
         return StreamingObserver(sink, layout, regions, every, ledger, "checkpoint", depth=1, after=snapshots)
-
-    def run(self, setup, backend, opts: LoopOptions) -> Result:
-        """Run the loop with snapshot and checkpoint observers; draw --png from the final state."""
-        ledger = self._ledger(opts)
-        observers = self._observers(setup, backend.name, ledger)
-        try:
-            result = run_loop(setup, backend, replace(opts, observers=(*opts.observers, *observers)))
-        except BlowUp as exc:
-            raise self._blown(exc, ledger, True) from None
-        except OutputError:
-            raise StencilforgeError(f"{ledger.failures[0]}; run stopped. {ledger.describe()}") from None
-        if self.png is not None:
-            self._draw(setup.solution, setup.grid, setup.name, backend.to_host(result.fields[setup.solution]), result.summary, ledger)
-        return self._report(result, ledger)
-
-    def run_decomposed(self, setup, backend, opts: LoopOptions, comm, procs=None, halo: str = "auto", overlap=None) -> Result:
-        """The run over the ranks of `comm`; rank 0 writes the snapshots and checkpoints as global files."""
-        from .distributed.outputs import GlobalOutput
-        from .distributed.runner import agree, run_decomposed
-
-        if self.png is not None:
-            raise StencilforgeError("--png is not available for decomposed (MPI) runs yet; use --snapshot-every and plot")
-        root = comm.rank == 0
-        ledger = self._ledger(opts)
-        observers = agree(comm, lambda: self._observers(setup, backend.name, ledger) if root else [])
-        outputs = [
-            GlobalOutput(observers[i] if root else None, every, names, walls=kind == "checkpoint")
-            for i, (kind, every, names) in enumerate(self._reads(setup))
-        ]
-        try:
-            result = run_decomposed(setup, backend, opts, procs, comm, halo, overlap, outputs)
-        except BlowUp as exc:
-            raise self._blown(exc, ledger, root) from None
-        except OutputError:  # raised on rank 0; the other ranks raise the broadcast message
-            raise StencilforgeError(f"{ledger.failures[0]}; run stopped. {ledger.describe()}") from None
-        return self._report(result, ledger) if root else result
 
     def _blown(self, exc: BlowUp, ledger: Ledger, root: bool) -> BlowUp:
         """`exc` saying, where files were asked for, which hold the last finite state or lead to it (on rank 0, which
@@ -421,44 +386,6 @@ def _agrees(info: RunInfo, path, problem: str | None, shape, dtype: str | None, 
     for key, value in given.items():
         if key in info.params and jsonable(value) != info.params[key]:
             raise StencilforgeError(f"cannot resume with --{key} {value} from {path}: it was written with {key}={info.params[key]}")
-
-
-def resume_setup(path: str | Path, problem: str | None = None, shape=None, dtype: str | None = None, params: dict | None = None):
-    """Rebuild the checkpoint's Setup and load its state; return (setup, checkpoint).
-
-    Anything the user states that disagrees with the checkpoint (problem, shape,
-    dtype, a parameter) is refused rather than silently overridden.
-    """
-    from .io.checkpoint import read
-
-    ckpt = read(path)
-    info = ckpt.info
-    given = {k: v for k, v in (params or {}).items() if v is not None}
-    _agrees(info, path, problem, shape, dtype, given)
-    if info.problem not in problems.NAMES:
-        raise StencilforgeError(f"cannot resume from {path}: {info.problem!r} is not a named problem; "
-                                f"if a problem file wrote it, give the file: stencilforge run FILE.py --resume {path}")
-    allowed = problems.parameters(info.problem)
-    rebuilt = {k: v for k, v in info.params.items() if k in allowed}
-    velocity = rebuilt.get("velocity")
-    with tempfile.TemporaryDirectory() as tmp:
-        if _from_file(velocity) and "velocity" not in given and "vel" in ckpt.fields:
-            rebuilt["velocity"] = _stored_velocity(ckpt, Path(tmp) / "velocity.npy")
-        setup = problems.build(info.problem, shape=info.shape, dtype=info.dtype, **{**rebuilt, **given})
-    if _from_file(velocity):
-        setup = replace(setup, params={**setup.params, "velocity": velocity})
-    return _with_state(setup, ckpt, path), ckpt
-
-
-def _with_state(setup, ckpt, path):
-    """`setup` with the checkpoint's fields, refused where they or its time do not match."""
-    expected = {name: (arr.shape, arr.dtype) for name, arr in setup.fields.items()}
-    found = {name: (arr.shape, arr.dtype) for name, arr in ckpt.fields.items()}
-    if expected != found:
-        raise StencilforgeError(f"cannot resume from {path}: its fields {sorted(found)} do not match {setup.name}'s {sorted(expected)}")
-    if setup.t0 + ckpt.step * setup.dt != ckpt.t:
-        raise StencilforgeError(f"cannot resume from {path}: step {ckpt.step} and t={ckpt.t!r} disagree with dt={setup.dt!r}")
-    return replace(setup, fields=ckpt.fields)
 
 
 def checked_checkpoint(path, name: str, shape, dtype: str, params: dict, equations: str = ""):

@@ -4,22 +4,17 @@ A `Sweep` writes the interior of one ghosted field as a sum of terms
 (coefficient-carrying stencil applied to a field, optionally multiplied
 pointwise by another field). An `AxisOperator` applies one-axis derivative
 stencils with one-sided closures near both ends to an unpadded array, for
-several outputs in a single pass over the input. A `Setup` is one problem
-instantiated on one grid: its fields, its sweep or operator, walls, sources and
-exact solution, all the time loop needs.
+several outputs in a single pass over the input. Both are derived from a
+problem's analysed equations (`ir.lowering`, `nodes.OneSided`) and handed to
+the backends' hand-scheduled kernels.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from fractions import Fraction
-from typing import Callable
 
-import numpy as np
-
-from .boundary import Boundary
 from .errors import StencilforgeError
-from .grid import Grid
 from .stencil import Stencil
 
 
@@ -142,56 +137,14 @@ class AxisOperator:
             need = max(need, len(d.left) + len(d.right) + 1, width + 1)
         return need
 
+    @property
+    def halo(self) -> int:
+        """Layers of neighbours' values a block needs at a cut along the axis: the reach, and room for the closure
+        rows, which there fall on cells that are then discarded."""
+        return max(max(d.radius, len(d.left), len(d.right)) for d in self.outputs)
+
     def bytes_per_cell(self, itemsize: int) -> int:
         return itemsize * (1 + len(self.outputs))
 
     def flops_per_cell(self) -> int:
         return sum(2 * len(d.interior) + 1 for d in self.outputs)
-
-
-@dataclass(frozen=True)
-class PointSource:
-    """Adds scale * wavelet(t) to one cell of a field after each sweep."""
-
-    field: str
-    index: tuple[int, ...]
-    wavelet: Callable[[float], float]
-    scale: float
-
-
-@dataclass
-class Setup:
-    """One problem instantiated on one grid: everything a backend-agnostic time loop needs."""
-
-    name: str
-    grid: Grid
-    fields: dict[str, np.ndarray]
-    dt: float
-    default_steps: int
-    solution: str
-    sweep: Sweep | None = None
-    operator: AxisOperator | None = None
-    swap: tuple[str, str] | None = None
-    boundaries: dict[str, Boundary] = field(default_factory=dict)
-    exact: Callable[[float], dict[str, np.ndarray]] | None = None
-    residual: Sweep | None = None
-    rhs_norm: float = 1.0
-    default_tol: float | None = None
-    sources: tuple[PointSource, ...] = ()
-    params: dict = field(default_factory=dict)
-    t0: float = 0.0
-
-    @property
-    def plan(self) -> Sweep | AxisOperator:
-        """What a step applies: the sweep, else the axis operator (a setup has one of them)."""
-        plan = self.sweep or self.operator
-        assert plan is not None, "a setup has a sweep or an axis operator"
-        return plan
-
-    @property
-    def bytes_per_cell(self) -> int:
-        return self.plan.bytes_per_cell(self.grid.dtype.itemsize)
-
-    @property
-    def flops_per_cell(self) -> int:
-        return self.plan.flops_per_cell()

@@ -10,10 +10,9 @@ from __future__ import annotations
 import math
 import os
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from .errors import StencilforgeError
-from .plan import Setup
 
 PROBE_EXTENT = 24  # points per axis of the small build that tells the fields' count, dtypes and ghost width
 SNAPSHOT_BUFFERS = 3
@@ -57,10 +56,10 @@ def wall_carriers(backend, u, ghost: int, count: int) -> list | None:
         return None
 
 
-def needed_bytes(probe: Callable[[tuple[int, ...]], Setup], shape, snapshots: bool, checkpoints: bool) -> int | None:
+def needed_bytes(probe: Callable[[tuple[int, ...]], Any], shape, snapshots: bool, checkpoints: bool) -> int | None:
     """Bytes a run of `shape` allocates at its peak, from `probe`, a small build of the same problem on a grid of
-    the shape it is given (its `grid` and every array it allocates, `fields`: a Setup, or a Simulation's arrays);
-    None if it cannot tell."""
+    the shape it is given (its `grid` and every array it allocates, `fields`: a Simulation's arrays); None if it
+    cannot tell."""
     try:
         small = probe((PROBE_EXTENT,) * len(shape))
     except (StencilforgeError, TypeError, ValueError):
@@ -73,7 +72,7 @@ def needed_bytes(probe: Callable[[tuple[int, ...]], Setup], shape, snapshots: bo
     return fields + max(building, outputs)
 
 
-def check_host_memory(what: str, shape, probe: Callable[[tuple[int, ...]], Setup], snapshots: bool = False,
+def check_host_memory(what: str, shape, probe: Callable[[tuple[int, ...]], Any], snapshots: bool = False,
                       checkpoints: bool = False, processes: int = 1) -> None:
     """Refuse, in one line, a run of `what` whose arrays cannot fit in the memory available (`processes` on this node)."""
     if shape is None:

@@ -142,7 +142,7 @@ def run_with(
         if comm is None:
             outputs = asked.prepare(problem.name)
         else:
-            from .distributed.runner import agree
+            from .distributed.comm import agree
 
             outputs = agree(comm, lambda: asked.prepare(problem.name))
     lines, certain = unstable(problem, problem.values(params),

@@ -11,6 +11,7 @@ kernel each (`tabulated`), without float64 temporaries of the grid's size.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 from typing import Any, Callable, Mapping
@@ -22,11 +23,11 @@ from .boundary import Dirichlet, Neumann, Periodic, Sides, all_faces, bind, cond
 from .errors import StencilforgeError
 from .grid import Grid as Lattice, row_pitch
 from .interop import to_module
-from .ir.analysis import Pass, SolveStage, accesses, slot_name
+from .ir.analysis import OperatorStage, Pass, SolveStage, accesses, slot_name
 from .ir.lowering import sweep_of
 from .ir.nodes import Constant, Expr
 from .metrics import error_summary, throughput, where_nonfinite
-from .plan import Sweep
+from .plan import AxisOperator, Sweep
 from .points import Injection, Recording, Traces
 from .printers.numpy import coordinates, evaluate, float64_coordinates, source_signal, wall_values, widened
 from .problem import Problem
@@ -70,6 +71,12 @@ def initial_array(problem: Problem, lattice: Lattice, name: str, level: int, par
     return arr if storage == lattice.dtype else arr.astype(storage)
 
 
+def axis_operator(stage: OperatorStage) -> AxisOperator:
+    """The kernel-level form of an operator stage: its operand's slot, each derivative writing its equation's slot."""
+    derivatives = tuple(dataclasses.replace(d.derivative, out=slot_name(w)) for d, w in zip(stage.derivatives, stage.writes))
+    return AxisOperator(slot_name((stage.operand.field.name, stage.operand.level)), stage.axis, 2, derivatives)
+
+
 class Simulation:
     """The problem's state on a backend, advanced with `step`; `fields` gives each field's current level."""
 
@@ -98,7 +105,10 @@ class Simulation:
         self.dt = self.params[dt.name] if isinstance(dt, Constant) else dt.value
         if not self.dt > 0:
             raise StencilforgeError(f"dt must be positive, got {self.dt}")
-        self.whole = Lattice(grid.shape, grid.spacing, grid.dtype, an.ghost, grid.origin)
+        # no ghost layers where no field is read at a neighbouring cell and none has walls: the arrays are dense,
+        # as the axis-operator kernels of one-sided derivatives take them
+        ghost = an.ghost if problem.boundary or any(any(r) for r in an.reach.values()) else 0
+        self.whole = Lattice(grid.shape, grid.spacing, grid.dtype, ghost, grid.origin)
         self.lattice = self._lattice(self.whole)
         self.xp = backend.xp
         self.sweeps = self._linear_passes() if sweeps else {}
@@ -126,10 +136,12 @@ class Simulation:
         self._image_fields = frozenset(name for name, _ in self._images)
         self._imaged: frozenset[str] = frozenset()  # fields whose current level's ghost cells the last step's pass wrote
         self.solvers: dict[str, Any] = {}  # solved field -> its `solvers.stepped.StepSolver`
-        self.stages = [(s, self._pass(i, s) if isinstance(s, Pass) else self._solve(s)) for i, s in enumerate(an.stages)]
+        self.stages = [(s, self._pass(i, s) if isinstance(s, Pass) else self._solve(s) if isinstance(s, SolveStage)
+                        else self._operator(s)) for i, s in enumerate(an.stages)]
         self.passes = [(p, run) for p, run in self.stages if isinstance(p, Pass)]
         self.fused: Launch | None = None  # several steps in one pass, where `build_fused` found a kernel
         self._carriers: list = []  # the fused sweep's walls of its middle states past the first
+        self._after_fused = False  # the last step was a fused pass (`step` then restores what single steps leave)
         self._halo_now = sorted({s for p in an.stages for s in p.halo if s[1] <= 0 and s[0] in self._fillers})
         signals = [source_signal(s.signal, self.params) for s in problem.sources]
         self._sources = Injection(problem, self.lattice, signals, self.xp)  # the cells this lattice holds
@@ -199,6 +211,25 @@ class Simulation:
         if images:
             return self.backend.equation_pass(p, self.lattice, self.problem.constants, images=images, background=self.background)
         return self.backend.equation_pass(p, self.lattice, self.problem.constants, background=self.background)
+
+    def _operator(self, stage: OperatorStage) -> Callable:
+        """run(arrays, params, t) for one-sided derivatives: the backend's axis-operator kernel over the interior, on the
+        arrays themselves where they have no ghost layers, else through dense copies."""
+        op, lat = axis_operator(stage), self.lattice
+        apply = self.backend.axis_operator(op, lat.dtype, lat.shape, background=self.background)
+        self.launches[op.outputs[0].out] = apply
+        outs = [d.out for d in op.outputs]
+        if lat.ghost == 0:
+            return lambda arrays, params, t: apply(arrays[op.inp], *(arrays[o] for o in outs))
+        inside = lat.interior
+        dense = [self.xp.empty(lat.shape, dtype=lat.dtype) for _ in outs]
+
+        def run(arrays, params, t):
+            apply(self.xp.ascontiguousarray(arrays[op.inp][inside]), *dense)
+            for o, d in zip(outs, dense):
+                arrays[o][inside] = d
+
+        return run
 
     def _solve(self, stage: SolveStage) -> Callable:
         """run(arrays, params, t) for a solve: its right-hand side from the step's arrays, then multigrid from the
@@ -333,6 +364,8 @@ class Simulation:
     def step(self, count: int = 1) -> None:
         for _ in range(count):
             t, dt = self.t, self.dt
+            if self._after_fused:
+                self._refill_written(t - dt)
             self._fill_before(t)
             arrays = self.arrays()
             done: set[tuple[str, int]] = set()
@@ -345,6 +378,13 @@ class Simulation:
             self._rotate(1)
             if self._receivers:
                 self._receivers.record(self.step_count, self._current)
+
+    def _refill_written(self, t: float) -> None:
+        """After a fused pass, the walls single steps leave in the level a step writes: those of the step before
+        (when it was the current level), so that every level, ghost cells included, holds single steps' bits."""
+        self._after_fused = False
+        self._fill_all([(name, self._slot((name, 1)), t) for name, level in self._halo_now
+                        if level == 0 and name not in self._gathered and len(self.levels[name]) == 2])
 
     def _rotate(self, steps: int) -> None:
         for levels in self._rotating:  # [cur, next] -> [next, cur]; [prev, cur, next] -> [cur, next, prev]
@@ -458,6 +498,7 @@ class Simulation:
                     self._fill(name, carrier, t)
         self.fused(self.arrays(), times)
         self._rotate(steps)
+        self._after_fused = True
         return steps
 
     # ------------------------------------------------------------ results
@@ -549,6 +590,7 @@ class Simulation:
             arr = self._slot((node.field.name, node.level))
             return widened(arr[tuple(slice(g + o, g + o + n) for o, n in zip(node.offset, shape))], lat.dtype)
 
+        @np.errstate(over="ignore", invalid="ignore")  # a blow-up is reported once, by the loop's finite test
         def norm(e):
             value = evaluate(e, dtype=lat.dtype, xp=xp, coordinate=coordinates(lat, xp), access=access, params=self.params, t=self.t)
             value = xp.broadcast_to(xp.asarray(value, dtype=np.float64), lat.shape)

@@ -4,9 +4,10 @@ The problem's `Simulation` is built on NumPy with a stand-in backend that keeps
 the source each stage would be compiled from, so what is shown is what a run
 takes: a pass of one linear equation as its sweep (the CUDA strategy `auto` or
 `strategy` picks, and on CUDA the kernel of several steps a pass where the run
-fuses them; numba's row kernel), any other pass as its generated kernel with the
-schedule and ghost-image stores a run uses, and on CUDA the two-steps-per-pass
-kernel where the run would take one.
+fuses them; numba's row kernel), one-sided derivatives as the axis-operator
+kernel, any other pass as its generated kernel with the schedule and ghost-image
+stores a run uses, and on CUDA the two-steps-per-pass kernel where the run
+would take one.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from .backends.cuda.backend import pair_kernel, pass_kernel, resolve
 from .backends.cuda.kernel import module_source
 from .backends.cuda.schedules.fused import fused_applicable, fused_sweep
 from .backends.cuda.tune import fused_choice
-from .backends.numba_cpu import constant_shape, sweep_source
+from .backends.numba_cpu import axis_operator_source, constant_shape, sweep_source
 from .backends.numpy_ref import NumpyBackend
 from .errors import StencilforgeError
 from .ir.analysis import slot_name
@@ -59,6 +60,16 @@ class _Recorder:
             self.sources.append(module_source([k], grid.dtype, f"{steps} steps per pass (where the run fuses them), tile {k.tile}"))
         return None
 
+    def axis_operator(self, op, dtype, shape=None, background: bool = False):
+        self.swept = True
+        head = f"pass {len(self.sources) + 1}: {', '.join(d.out for d in op.outputs)}, one-sided derivatives of {op.inp}"
+        if self.target == "cuda":
+            k = resolve(op, self.strategy, None, shape, dtype)
+            self.sources.append(module_source([k], dtype, f"{head}, strategy {k.strategy}, tile {k.tile}, block {k.block}"))
+        else:
+            self.sources.append(f"# {head}\n{axis_operator_source(op)[0]}")
+        return self._numpy.axis_operator(op, dtype, shape)
+
     def equation_pass(self, p, lattice, constants, images=None, background: bool = False):
         writes = ", ".join(slot_name(s) for s in p.writes)
         if self.target == "cuda":
@@ -81,11 +92,12 @@ def problem_source(problem: Problem, backend: str = "cuda", strategy: str = "aut
     if backend not in TARGETS:
         raise StencilforgeError(f"show-kernel shows the {' and '.join(TARGETS)} backends' code, not {backend!r}")
     if strategy != "auto" and (backend != "cuda" or strategy not in codegen.STRATEGIES):
-        raise StencilforgeError(f"--strategy chooses among the CUDA schedules ({', '.join(codegen.STRATEGIES)}) of a linear pass")
+        raise StencilforgeError(f"--strategy chooses among the CUDA schedules ({', '.join(codegen.STRATEGIES)}) of a linear pass "
+                                "or of one-sided derivatives")
     recorder = _Recorder(backend, strategy)
     sim = Simulation(problem, recorder)
     if strategy != "auto" and not recorder.swept:
-        raise StencilforgeError(f"--strategy chooses among the schedules of a linear pass; {problem.name} has none: its passes "
-                                "run as generated kernels")
+        raise StencilforgeError(f"--strategy chooses among the schedules of a linear pass or of one-sided derivatives; "
+                                f"{problem.name} has neither: its passes run as generated kernels")
     sim.build_fused()
     return "\n".join(recorder.sources)

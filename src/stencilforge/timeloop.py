@@ -1,4 +1,4 @@
-"""The one time loop every backend uses: boundaries, sweep, sources, swap, checks, observers.
+"""The one time loop every problem and backend uses: stepping, checks, progress, observers, stop requests.
 
 Time is always t0 + n * dt with n the global step number, so a run resumed at
 step n reproduces the uninterrupted run bit for bit.
@@ -17,15 +17,10 @@ from typing import Any, Callable, Iterator, Mapping, Protocol
 
 import numpy as np
 
-from .backends.base import Launch, with_walls
-from .boundary import Dirichlet, RowWalls, ScaledWalls, bind
 from .errors import BlowUp, StencilforgeError
-from .grid import row_pitch
-from .metrics import error_norms, error_summary, throughput, where_nonfinite
 from .optional import require
-from .plan import Setup
 from .points import Traces
-from .resources import available_bytes, wall_carriers
+from .resources import available_bytes
 from .version import __version__
 
 log = logging.getLogger(__name__)
@@ -42,23 +37,6 @@ class Observer(Protocol):
     def __call__(self, step: int, t: float, fields: dict, backend) -> None: ...
 
     def close(self) -> None: ...
-
-
-class Domain(Protocol):
-    """This process's block of a decomposed run (stencilforge.distributed.MPIDomain).
-
-    Halo exchanges live in the backend the domain wraps; the loop only needs
-    the faces where boundary conditions apply and global forms of its checks.
-    """
-
-    faces: tuple
-    global_shape: tuple[int, ...]
-
-    def all(self, flag: bool) -> bool: ...
-
-    def error_norms(self, numeric, exact) -> dict: ...
-
-    def summary(self, wall: float) -> dict: ...
 
 
 class StopRequest:
@@ -123,9 +101,7 @@ class LoopOptions:
     progress_interval_s: float = 0.1
     observers: tuple = ()
     start_step: int = 0
-    domain: Domain | None = None
     fuse_steps: bool = True  # several steps per pass where the backend offers it (cuda with auto, numba) and nothing looks between
-    fuse_when_compiled: bool = True  # numba: single steps while the fused kernel compiles in the background (False: wait)
     stop: StopRequest | None = None
     status: Callable[[str | None], None] | None = None  # a phase before stepping starts (JIT compile); None when it ends
     stall_checks: int = 20  # with tol: stop when the residual has not reached a new minimum in this many checks (0: never)
@@ -193,8 +169,8 @@ def never_fuses(opts: LoopOptions, default_steps: int) -> str | None:
 
 
 class Stepper(Protocol):
-    """What the loop advances: a Setup's sweep (`SweepStepper`) or a problem's generated passes
-    (`simulation.PassStepper`). Steps are numbered globally from `first`."""
+    """What the loop advances (`simulation.PassStepper`: a problem's passes, solves and one-sided derivatives).
+    Steps are numbered globally from `first`."""
 
     name: str
     backend: object  # what observers are handed
@@ -259,257 +235,6 @@ def _validate(stepper: Stepper, opts: LoopOptions) -> int:
     if opts.stall_checks < 0:
         raise StencilforgeError(f"stall_checks must be 0 (off) or more, got {opts.stall_checks}")
     return int(opts.steps) if opts.steps is not None else stepper.default_steps
-
-
-def residual_sees(setup: Setup) -> bool:
-    """Whether the residual reads the solution at every interior cell: a term of its sweep reads it at the cell
-    (a stencil keeps no zero weights). A NaN or an infinity there makes that cell's residual NaN or infinite
-    whatever else the sum holds or its factor is, and the sum of squares with it, so a finite residual shows
-    a finite interior without a pass of its own (ghost cells the residual does not read go untested at such
-    checks). A check of poisson2d took half the time (cpu-check-cost-2026-11-27.json)."""
-    centre = (0,) * setup.grid.ndim
-    return setup.residual is not None and any(t.field == setup.solution and centre in t.stencil.as_dict()
-                                              for t in setup.residual.terms)
-
-
-class SweepStepper:
-    """A Setup on one backend: walls, the sweep (or axis operator), sources, swap.
-
-    The loop steps its own arrays (a Setup run twice starts from the same state),
-    in the backend's layout: ghosted fields for sweeps, dense arrays for operators.
-    """
-
-    step: Launch  # built by compile()
-
-    def __init__(self, setup: Setup, backend, opts: LoopOptions):
-        self.setup, self.backend, self.opts = setup, backend, opts
-        self.name, self.first = setup.name, opts.start_step
-        self.default_steps, self.default_tol = setup.default_steps, setup.default_tol
-        self.has_residual = setup.residual is not None
-        self.residual_sees_solution = residual_sees(setup)
-        self.watched: tuple[str, ...] = (setup.solution,)
-        self.domain = opts.domain
-        self.decomposed = self.domain is not None
-        grid = setup.grid
-        backend.check_fits(sum(arr.nbytes for arr in setup.fields.values()))
-        if setup.sweep is not None:
-            fields = {name: backend.field(arr, grid.ghost) for name, arr in setup.fields.items()}
-        else:
-            fields = {name: backend.asarray(arr) for name, arr in setup.fields.items()}
-        self._fields = {name: arr.copy() if arr is setup.fields[name] else arr for name, arr in fields.items()}
-        self.dynamic = []
-        for name, bc in setup.boundaries.items():
-            fill = bind(bc, grid, backend, self.domain.faces if self.domain is not None else None, row_pitch(self._fields[name]))
-            if bc.static:
-                for target in {name, *(setup.swap or ())} & set(self._fields):
-                    fill(self._fields[target], self.time_at(self.first))
-            else:
-                self.dynamic.append((name, fill))
-        self.readers = [(name, fill) for name, fill in self.dynamic if setup.boundaries[name].reads_interior]
-        self.partner = dict(zip(setup.swap, reversed(setup.swap))) if setup.swap is not None else {}
-        self.after_fused = False
-        self.fused_steps = 0
-        self.fused: Launch | None = None
-        self.carriers: list = []  # the middle states' wall arrays past the first (time-dependent walls only)
-        self.residual_fn: Callable | None = None
-        self.row_walls: tuple[str, RowWalls] | None = None  # a field's x and y walls, which the kernels write
-
-    def time_at(self, n: int) -> float:
-        return self.setup.t0 + n * self.setup.dt
-
-    def compile(self) -> None:
-        setup, backend = self.setup, self.backend
-        # in the order they are needed: kernels may compile in the background (Numba's, one after another)
-        # while the loop steps
-        if setup.sweep is not None:
-            self.step = backend.sweep(setup.sweep, setup.grid, background=True)
-        else:
-            op = setup.operator
-            assert op is not None, "a setup has a sweep or an axis operator"
-            apply = backend.axis_operator(op, setup.grid.dtype, setup.grid.shape, background=True)
-            names = [op.inp] + [d.out for d in op.outputs]
-            self.step = Launch(lambda f: apply(*(f[n] for n in names)), apply.strategy, apply.tile)
-        if setup.residual is not None:
-            self.residual_fn = backend.sum_squares(setup.residual, setup.grid, background=True)
-        self.fused = self._fused()
-        if self.fused is not None and not self.opts.fuse_when_compiled:
-            self.fused.wait()
-        if self.fused is not None:
-            self.carriers = self._carriers()
-        self.row_walls = self._row_walls()
-
-    def _row_walls(self) -> tuple[str, RowWalls] | None:
-        """(u, its walls) where the step's kernels write the x and y walls of u, the field the sweep reads around
-        the cell (`Launch.walls`), and u's walls scale in time on every face (`ScaledWalls.rows`); the loop then
-        fills only the z planes. Else None."""
-        sweep = self.setup.sweep
-        if sweep is None or not self.step.walls or (self.fused is not None and not self.fused.walls):
-            return None
-        (u,) = sweep.stencil_inputs
-        fill = dict(self.dynamic).get(u)
-        walls = fill.rows() if isinstance(fill, ScaledWalls) else None
-        return None if walls is None else (u, walls)
-
-    def _carriers(self) -> list:
-        """Arrays for the walls of the middle steps past the first, where u's walls change in time
-        (`resources.wall_carriers`); where they do not fit, the run steps one at a time instead (and says so)."""
-        setup = self.setup
-        assert setup.sweep is not None and self.fused is not None  # only a sweep fuses
-        (u,) = setup.sweep.stencil_inputs
-        steps = self.fused.steps
-        if steps <= 2 or not any(name == u for name, _ in self.dynamic):
-            return []
-        carriers = wall_carriers(self.backend, self._fields[u], setup.grid.ghost, steps - 2)
-        if carriers is None:
-            log.info("%s: one step per pass: the walls of %d middle steps do not fit (on a host, in half the memory "
-                     "available; on a device, in its own)", setup.name, steps - 2)
-            self.fused = None
-            return []
-        return carriers
-
-    def _fused(self):
-        """The backend's several-steps-in-one-pass sweep, where it gives the same fields as single steps.
-
-        The fused pass takes each middle state's ghost cells from an array of
-        its own (the first from the output buffer's), so the walls must be known
-        ahead: static, or Dirichlet values that do not read the field (`advance`
-        fills those arrays with the walls of the steps in between first). It also
-        needs no sources, one process, and a sweep that composes with its swap
-        (Sweep.composes_with). After a fused pass the swapped-out buffer holds a
-        state several steps back, not one; so the loop lands on every checked or
-        observed step, and on the last, with a single step, and whatever a
-        check, an observer, a checkpoint or the result sees is what single steps give.
-        """
-        setup, backend = self.setup, self.backend
-        sweep = setup.sweep
-        short = self._never_fuses()
-        if short:  # its compile (seconds on a cold cache) would buy nothing
-            log.info("%s: one step per pass: %s", setup.name, short)
-            return None
-        if not self.opts.fuse_steps or self.domain is not None or setup.sources or not backend.fuses_steps:
-            log.info("%s: one step per pass: %s", setup.name, "single steps were asked for" if not self.opts.fuse_steps else
-                     "the run is decomposed" if self.domain is not None else "it has sources" if setup.sources else
-                     f"the {backend.name} backend has no fused kernels")
-            return None
-        if sweep is None or not sweep.composes_with(setup.swap):
-            log.info("%s: one step per pass: its step is not one sweep between the two levels of one field", setup.name)
-            return None
-        if any(name not in setup.swap or setup.boundaries[name].reads_interior for name, _ in self.dynamic):
-            log.info("%s: one step per pass: a wall that changes in time reads the field", setup.name)
-            return None
-        fused = backend.sweep_fused(sweep, setup.grid)
-        if fused is not None:  # a backend that has no fused kernel for this sweep says why
-            log.info("%s: %d steps per pass", setup.name, fused.steps)
-        return fused
-
-    def _never_fuses(self) -> str | None:
-        return never_fuses(self.opts, self.setup.default_steps)
-
-    def warm(self) -> None:
-        # The first step's walls and the NaN test run once before the clock starts: both leave the fields
-        # as they are, and on a GPU their first call loads the array library's kernels (a fresh process on
-        # an H100 lost about 0.4 s of wall time to first calls), which is set-up, not stepping.
-        for name, fill in self.dynamic:
-            fill(self._fields[name], self.time_at(self.first))
-        self._locally_finite()
-
-    def advance(self, n: int, fuse: bool) -> int:
-        fields, setup = self._fields, self.setup
-        fused = self.fused if fuse else None
-        t = self.time_at(n)
-        rows = self.row_walls
-        for name, fill in self.dynamic:
-            ahead = rows[1].rest if rows is not None and name == rows[0] else fill  # the kernel writes the rest
-            ahead(fields[name], t)
-            if fused is not None:  # the middle states' walls: the output buffer's ghost cells, then the carriers'
-                ahead(fields[self.partner[name]], self.time_at(n + 1))
-                for s, carrier in enumerate(self.carriers, start=2):
-                    ahead(carrier, self.time_at(n + s))
-            elif self.after_fused:  # the buffer this step writes: single steps would have left step n - 1's walls in it
-                fill(fields[self.partner[name]], self.time_at(n - 1))
-        self.after_fused = fused is not None
-        if fused is not None:
-            walls = [rows[1].at(*(self.time_at(n + s) for s in range(fused.steps)))] if rows is not None else []
-            fused(self.with_walls(fields), *walls)
-            self.fused_steps += fused.steps
-        else:
-            self.step(fields, *([rows[1].at(t)] if rows is not None else []))
-            for src in setup.sources:
-                fields[src.field][src.index] += src.scale * src.wavelet(t)
-        if setup.swap is not None:
-            a, b = setup.swap
-            fields[a], fields[b] = fields[b], fields[a]
-        return fused.steps if fused is not None else 1
-
-    @property
-    def per_pass(self) -> int:
-        return self.fused.steps if self.fused is not None and self.fused.ready() else 1
-
-    def with_walls(self, fields: dict) -> Mapping:
-        """The fields a fused pass reads: the carriers for walls that change in time, else u's own ghost cells."""
-        assert self.setup.sweep is not None  # only a sweep fuses
-        assert self.fused is not None  # only a fused pass reads walls of middle steps
-        return with_walls(fields, self.setup.sweep, self.fused.steps, self.carriers)
-
-    def state(self) -> dict:
-        return self._fields
-
-    def _locally_finite(self) -> bool:
-        return bool(self.backend.xp.isfinite(self._fields[self.setup.solution]).all())
-
-    def nonfinite(self) -> dict[str, str]:
-        name = self.setup.solution
-        return where_nonfinite({name: self._fields[name]}, self.setup.grid.interior, self.backend.xp,
-                               {name} if isinstance(self.setup.boundaries.get(name), Dirichlet) else set())
-
-    def agree(self, flag: bool) -> bool:
-        return flag if self.domain is None else self.domain.all(flag)
-
-    def finite(self) -> bool:
-        return self.agree(self._locally_finite())
-
-    def residual(self, n: int) -> float:
-        """At step n, with walls that copy the interior (Neumann, periodic) refilled first: the
-        ghosts hold the previous iterate's images until the next step fills them."""
-        for name, fill in self.readers:
-            fill(self._fields[name], self.time_at(n))
-        assert self.residual_fn is not None, "only a setup with a residual is asked for it"
-        return math.sqrt(self.residual_fn(self._fields)) / self.setup.rhs_norm
-
-    def fields(self) -> dict:
-        return {name: arr[self.setup.grid.interior] for name, arr in self._fields.items()}
-
-    def report(self, n: int, wall: float) -> dict:
-        setup, domain = self.setup, self.domain
-        shape = setup.grid.shape if domain is None else domain.global_shape
-        out = {
-            "shape": list(shape),
-            "dtype": setup.grid.dtype.name,
-            "bytes_per_cell": setup.bytes_per_cell,
-            **throughput(math.prod(shape), n - self.first, wall, setup.bytes_per_cell, setup.flops_per_cell),
-            "params": setup.params,
-        }
-        if domain is not None:
-            out.update(domain.summary(wall))
-        if self.step.strategy is not None:
-            out["strategy"] = self.step.strategy
-        if self.fused is not None:
-            out["fused_steps"] = self.fused_steps
-            out["steps_per_pass"] = self.per_pass
-        out.update(error_summary(self._errors(n, setup.exact) if setup.exact is not None else {}))
-        return out
-
-    def _errors(self, n: int, exact_at: Callable[[float], dict]) -> dict:
-        """Each field's error norms against the exact solution at step n."""
-        backend, domain = self.backend, self.domain
-        final = self.fields()
-        exact = exact_at(self.time_at(n))
-        if domain is not None:
-            per_field = {name: domain.error_norms(backend.to_host(final[name]), ref) for name, ref in exact.items()}
-        else:  # reduced where the exact solution was evaluated: on the device for problems built there
-            per_field = {name: error_norms(backend.to_host(final[name]), ref) if isinstance(ref, np.ndarray)
-                         else error_norms(final[name], ref, backend.xp) for name, ref in exact.items()}
-        return per_field
 
 
 class Monitor:
@@ -678,11 +403,6 @@ def summarize(stepper: Stepper, backend, opts: LoopOptions, monitor: Monitor, n:
     if stepper.has_residual:
         summary.update(residual=monitor.residual, converged=converged, iterations=done, tol=opts.tol)
     return summary
-
-
-def run(setup: Setup, backend, opts: LoopOptions = LoopOptions()) -> Result:
-    """Run the loop on a Setup; the observers are closed however it ends (their queued writes finish first)."""
-    return run_stepper(lambda: SweepStepper(setup, backend, opts), backend, opts)
 
 
 def run_stepper(build: Callable[[], Stepper], backend, opts: LoopOptions) -> Result:

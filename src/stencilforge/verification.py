@@ -17,10 +17,10 @@ import numpy as np
 from . import problems
 from .errors import StencilforgeError
 from .grid import Grid
+from .ir.nodes import Constant
 from .plan import Sweep, Term
 from .problems import derivatives as deriv
 from .stencil import Stencil
-from .timeloop import LoopOptions, run
 
 TOLERANCE = 0.15
 
@@ -102,17 +102,21 @@ def derivative_checks(backend, quick: bool):
 
 
 def _solve_error(backend, name: str, n: int, ndim: int, final_t: float | None, **params) -> tuple[float, float]:
+    """(spacing, max error of u) of the named problem run to `final_t` (its stable dt shortened to land on it), or
+    by Jacobi to a residual of 1e-11."""
+    from .runner import run as run_problem
+
     shape = (n,) * ndim
+    steps: int | None = None
+    tol: float | None = 1e-11
     if final_t is not None:
-        probe = problems.build(name, shape=shape, dtype="float64", **params)
-        steps = math.ceil(final_t / probe.dt)
+        probe = problems.problem(name, shape, "float64", **params)[0]
+        dt = probe.values()[probe.dt.name] if isinstance(probe.dt, Constant) else probe.dt.value
+        steps, tol = math.ceil(final_t / dt), None
         params = {**params, "dt": final_t / steps}
-        opts = LoopOptions(steps=steps)
-    else:
-        opts = LoopOptions(tol=1e-11)
-    setup = problems.build(name, shape=shape, dtype="float64", **params)
-    result = run(setup, backend, opts)
-    return setup.grid.spacing[0], result.summary["error"]["max_abs"]
+    problem = problems.problem(name, shape, "float64", **params)[0]
+    result = run_problem(problem, steps=steps, tol=tol, backend=backend)
+    return problem.grid.spacing[0], result.summary["errors"]["u"]
 
 
 def solver_checks(backend, quick: bool):

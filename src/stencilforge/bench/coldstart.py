@@ -56,42 +56,26 @@ def _user_problem(name: str, shape, dtype: str):
 
 
 def first_step(name: str, shape: list[int] | None, dtype: str, backend: str, import_s: float) -> dict:
-    """In the child: build, compile and take the first step of the problem's own run, timing each.
-
-    Equations take sf.run's path in one process: the sweep kernels where the step lowers to one,
-    else the generated passes (compiled when the Simulation is built)."""
+    """In the child: build, compile and take the first step of the problem's own run, timing each: sf.run's path in
+    one process (a linear pass as its sweep, any other as its generated pass, compiled as the Simulation is built)."""
     from ..backends import get_backend
-    from ..timeloop import LoopOptions, StopRequest, run, run_stepper
+    from ..simulation import PassStepper, Simulation
+    from ..timeloop import LoopOptions, StopRequest, run_stepper
 
     start = time.perf_counter()
     engine = get_backend(backend)
     stop = StopRequest()
-
-    def options(steps: int) -> LoopOptions:
-        return LoopOptions(steps=steps, stop=stop, progress=lambda *a: stop.set(0))  # progress(0): stepping starts
-
-    compile_s = 0.0
     if name == "gray_scott" or name.endswith(".py"):
-        from ..problems.base import lowered, lowers
-
         problem = _user_problem(name, shape, dtype)
-        if lowers(problem):
-            setup = lowered(problem, xp=engine.xp)
-            built = time.perf_counter()
-            s = run(setup, engine, options(problem.default_steps)).summary
-        else:
-            from ..simulation import PassStepper, Simulation
-
-            built = time.perf_counter()
-            sim = Simulation(problem, engine, background=True)  # fills its arrays; its passes compile as sf.run's do
-            compile_s = time.perf_counter() - built
-            s = run_stepper(lambda: PassStepper(sim), engine, options(problem.default_steps)).summary
     else:
         from .. import problems
 
-        setup = problems.build(name, shape=tuple(shape or ()), dtype=dtype)
-        built = time.perf_counter()
-        s = run(setup, engine, options(setup.default_steps)).summary
+        problem = problems.problem(name, tuple(shape) if shape else None, dtype)[0]
+    built = time.perf_counter()
+    sim = Simulation(problem, engine, background=True)  # fills its arrays; its passes compile as sf.run's do
+    compile_s = time.perf_counter() - built
+    options = LoopOptions(steps=problem.default_steps, stop=stop, progress=lambda *a: stop.set(0))  # progress(0): stepping starts
+    s = run_stepper(lambda: PassStepper(sim), engine, options).summary
     return {"import_s": import_s, "setup_s": built - start, "compile_s": compile_s + s["compile_s"],
             "first_step_s": s["wall_s"], "first_steps": s["steps"], "shape": list(s["shape"])}
 

@@ -26,7 +26,6 @@ from typing import Callable
 import numpy as np
 
 from .. import problems
-from ..api import solve
 from ..boundary import Periodic
 from ..errors import StencilforgeError
 from ..grid import parse_dtype
@@ -95,65 +94,30 @@ def overhead(loop_ms: float, kernel_ms: float) -> float:
     return loop_ms / kernel_ms - 1.0
 
 
-class _Seed:
-    """A seed problem through `sf.solve`, and its kernels (from the time loop's own stepper) in a bare loop."""
-
-    def __init__(self, w: LoopWorkload, backend: str):
-        from ..backends import get_backend
-        from ..timeloop import LoopOptions, SweepStepper
-
-        self.w, self.backend = w, backend
-        self.engine = get_backend(backend)
-        self.tol = 1e-30 if w.name == "poisson2d" else None  # Jacobi as `--tol` runs it: residual checks count, never met
-        self.fresh = lambda: SweepStepper(problems.build(w.name, shape=w.shape, dtype=w.dtype), self.engine, LoopOptions())
-
-    def loop(self, steps: int) -> dict:
-        method = "jacobi" if self.w.name in problems.POISSON else None  # the loop's bench times Jacobi sweeps
-        return solve(self.w.name, shape=self.w.shape, steps=steps, tol=self.tol, dtype=self.w.dtype, backend=self.backend,
-                        method=method, keep_finite=False).summary
-
-    def kernels(self, steps: int, fused: int) -> float:
-        st = self.fresh()  # fresh fields, as each run has; its kernels load from the cache (the first run compiled them)
-        st.compile()
-        for launch in (st.step, st.fused):
-            if launch is not None:
-                launch.wait()
-        assert st.setup.swap is not None and st.step is not None  # a seed sweep
-        f, (a, b) = st.state(), st.setup.swap
-        self.engine.synchronize()
-        start = time.perf_counter()
-        if fused:
-            assert st.fused is not None  # the loop took fused passes, so the stepper has their kernel
-            for _ in range(fused // st.per_pass):
-                st.fused(st.with_walls(f))
-                f[a], f[b] = f[b], f[a]
-        for _ in range(steps - fused):
-            st.step(f)
-            f[a], f[b] = f[b], f[a]
-        self.engine.synchronize()
-        return time.perf_counter() - start
-
-
-class _Equation:
-    """An equation problem through `sf.run`, and its generated passes in a bare loop."""
+class _Subject:
+    """A problem through `sf.run` (a seed problem from the catalogue, or Gray-Scott as a user writes it), and the
+    kernels of its passes in a bare loop."""
 
     def __init__(self, w: LoopWorkload, backend: str):
         from ..backends import get_backend
 
-        self.problem, self.backend = gray_scott(w.shape, w.dtype), backend
+        self.problem = gray_scott(w.shape, w.dtype) if w.name == "gray_scott" else problems.problem(w.name, w.shape, w.dtype)[0]
+        self.tol = 1e-30 if w.name in problems.POISSON else None  # Jacobi as `--tol` runs it: residual checks count, never met
+        self.backend = backend
         self.engine = get_backend(backend)
 
     def loop(self, steps: int) -> dict:
-        return run_problem(self.problem, steps=steps, backend=self.backend, keep_finite=False).summary
+        return run_problem(self.problem, steps=steps, tol=self.tol, backend=self.backend, keep_finite=False).summary
 
     def kernels(self, steps: int, fused: int) -> float:
-        """The passes of `steps` steps, `fused` of them two per pass as the loop took them, on fresh fields."""
+        """The passes of `steps` steps, `fused` of them several per pass as the loop took them, on fresh fields."""
         from ..simulation import Simulation
 
         sim = Simulation(self.problem, self.engine)
         if fused:
             why = sim.build_fused()
             assert why is None and sim.fused is not None, why  # the loop fused steps, so the pass fuses
+            sim.fused.wait()
         arrays, params = sim.arrays(), sim.params
         self.engine.synchronize()
         start = time.perf_counter()
@@ -171,7 +135,7 @@ def measure_loop(w: LoopWorkload, backend: str, repeats: int, target_s: float) -
     """One row: interleaved repeats of the API's run and of its kernels alone, medians and the overhead."""
     parse_dtype(w.dtype)
     load_before = os.getloadavg()
-    subject = _Seed(w, backend) if w.name != "gray_scott" else _Equation(w, backend)
+    subject = _Subject(w, backend)
     first = subject.loop(CHECK_EVERY)  # warms every kernel the run uses; sizes the run
     per_step = first["wall_s"] / max(first["steps"], 1)
     steps = CHECK_EVERY * max(1, math.ceil(target_s / max(per_step * CHECK_EVERY, 1e-9)))

@@ -17,6 +17,7 @@ from ..errors import StencilforgeError
 from ..grid import Grid, parse_dtype
 from ..plan import AxisOperator, Sweep
 from ..problems import derivatives, poisson2d
+from ..simulation import initial_array
 from ..stencil import Stencil
 
 
@@ -86,49 +87,49 @@ def _random(rng: np.random.Generator, shape, dtype, low: float = 0.5, high: floa
     return x
 
 
-def _sweep_case(w: Workload, setup, sweep: Sweep, names: tuple[str, ...], rng, scale: dict | None = None) -> Case:
+def _sweep_case(w: Workload, name: str, lattice: Grid, sweep: Sweep, swap, params: dict, names: tuple[str, ...], rng,
+                scale: dict | None = None) -> Case:
     scale = scale or {}
     fields = {}
-    for name in names:
-        low, high = scale.get(name, (0.5, 1.5))
-        fields[name] = _random(rng, setup.grid.padded_shape, setup.grid.dtype, low, high)
-    if setup.swap is not None:  # both buffers of a swap carry the same walls, as the time loop fills them
-        a, b = setup.swap
-        walls = np.ones(setup.grid.padded_shape, bool)
-        walls[setup.grid.interior] = False
-        fields[b][walls] = fields[a][walls]
-    return Case(w, setup.name, setup.grid, sweep, fields, setup.swap, dict(setup.params))
+    for field_name in names:
+        low, high = scale.get(field_name, (0.5, 1.5))
+        fields[field_name] = _random(rng, lattice.padded_shape, lattice.dtype, low, high)
+    a, b = swap  # both buffers of a swap carry the same walls, as the time loop fills them
+    walls = np.ones(lattice.padded_shape, bool)
+    walls[lattice.interior] = False
+    fields[b][walls] = fields[a][walls]
+    return Case(w, name, lattice, sweep, fields, swap, params)
 
 
 def _build_jacobi(w: Workload, rng, with_rhs: bool) -> Case:
-    setup = problems.build("poisson2d", shape=w.shape, dtype=w.dtype)
-    lap = Stencil.laplacian(2, 1, setup.grid.spacing)
-    sweep = poisson2d.jacobi_sweep(lap, with_rhs=with_rhs)
+    step = problems.linear_step("poisson2d", w.shape, w.dtype)
+    sweep = poisson2d.jacobi_sweep(Stencil.laplacian(2, 1, step.lattice.spacing), with_rhs=with_rhs)
     names = ("u", "u_new", "f") if with_rhs else ("u", "u_new")
-    return _sweep_case(w, setup, sweep, names, rng)
+    return _sweep_case(w, "poisson2d", step.lattice, sweep, step.swap, step.params, names, rng)
 
 
 def _build_heat(w: Workload, rng, ndim: int) -> Case:
-    setup = problems.build(f"heat{ndim}d", shape=w.shape, dtype=w.dtype)
-    assert setup.sweep is not None, "heat lowers to a sweep"
-    return _sweep_case(w, setup, setup.sweep, ("u", "u_new"), rng)
+    step = problems.linear_step(f"heat{ndim}d", w.shape, w.dtype)
+    return _sweep_case(w, f"heat{ndim}d", step.lattice, step.sweep, step.swap, step.params, ("u", "u_new"), rng)
 
 
 def _build_wave(w: Workload, rng, radius: int) -> Case:
-    setup = problems.build("wave3d", shape=w.shape, dtype=w.dtype, radius=radius)
-    assert setup.sweep is not None, "wave3d lowers to a sweep"
-    vmax = float(setup.fields["vel"].max())
+    step = problems.linear_step("wave3d", w.shape, w.dtype, radius=radius)
+    vmax = float(np.max(initial_array(step.problem, step.lattice, "vel", 0, step.values, 1.0)))
     # random speeds below the stable maximum keep the leapfrog bounded over many timed steps
-    return _sweep_case(w, setup, setup.sweep, ("u", "u_prev", "vel"), rng, {"vel": (0.5 * vmax, vmax)})
+    return _sweep_case(w, "wave3d", step.lattice, step.sweep, step.swap, step.params, ("u", "u_prev", "vel"), rng,
+                       {"vel": (0.5 * vmax, vmax)})
 
 
 def _build_derivatives(w: Workload, rng, orders: tuple[int, ...], axis: int) -> Case:
-    setup = problems.build("derivatives", shape=w.shape, dtype=w.dtype, axis=axis)
-    op = derivatives.operator(axis, setup.grid.spacing[axis], setup.params["accuracy"], orders=orders)
+    problem, built = problems.problem("derivatives", w.shape, w.dtype, axis=axis)
+    grid = problem.grid
+    op = derivatives.operator(axis, grid.spacing[axis], built["accuracy"], orders=orders)
     fields = {"u": _random(rng, w.shape, w.dtype)}
     for d in op.outputs:
         fields[d.out] = np.full(w.shape, np.nan, dtype=w.dtype)
-    return Case(w, "derivatives", setup.grid, op, fields, None, {"axis": axis, "orders": list(orders)})
+    lattice = Grid(grid.shape, grid.spacing, grid.dtype, 0, grid.origin)
+    return Case(w, "derivatives", lattice, op, fields, None, {"axis": axis, "orders": list(orders)})
 
 
 # name -> (builder, default ndim, default dtype, description)

@@ -3,9 +3,9 @@
 Importing this package does not import mpi4py; only a decomposed run does.
 """
 
+from .comm import fail_together, gather, launched, world, world_rank
 from .decomposition import BlockGrid, Decomposition, choose_dims, split
 from .device import bind_device
-from .runner import fail_together, gather, launched, run_decomposed, world, world_rank
 
 __all__ = [
     "BlockGrid",
@@ -15,7 +15,6 @@ __all__ = [
     "fail_together",
     "gather",
     "launched",
-    "run_decomposed",
     "split",
     "world",
     "world_rank",

@@ -32,10 +32,6 @@ from ..reductions import all_true
 HALO_CHOICES = ("auto", "mpi", "nccl", "staged", "host")
 
 
-def is_device_array(xp) -> bool:
-    return xp is not np
-
-
 def node_local_rank(comm) -> tuple[int, int]:
     """(this rank's index among the ranks of its node, number of ranks on the node)."""
     from mpi4py import MPI
@@ -131,49 +127,6 @@ class HostClock:
 
 
 # ------------------------------------------------------------------ streams
-
-
-class NoStreams:
-    """Host arrays: everything runs in order on the calling thread."""
-
-    def ready(self) -> None:
-        pass
-
-    def comm(self):
-        from contextlib import nullcontext
-
-        return nullcontext()
-
-    def join(self) -> None:
-        pass
-
-
-class DeviceStreams:
-    """The run's compute stream (current when created) and a second stream for halo exchanges.
-
-    ready(): the comm stream waits for what the compute stream has queued so far;
-    join(): the compute stream waits for what the comm stream has queued so far.
-    """
-
-    def __init__(self, cp):
-        self._main = cp.cuda.get_current_stream()
-        self._comm = cp.cuda.Stream(non_blocking=True)
-        self._ready = cp.cuda.Event(disable_timing=True)
-        self._done = cp.cuda.Event(disable_timing=True)
-
-    def ready(self) -> None:
-        self._ready.record(self._main)
-        self._comm.wait_event(self._ready)
-
-    def comm(self):
-        return self._comm
-
-    def join(self) -> None:
-        self._done.record(self._comm)
-        self._main.wait_event(self._done)
-
-
-# ------------------------------------------------------------------ transports
 
 
 class HostTransport:
@@ -274,7 +227,7 @@ class StagedTransport:
     def __init__(self, comm, xp):
         self.comm = comm
         self._xp = xp
-        self._device = is_device_array(xp)
+        self._device = xp is not np
         self._mirrors: dict = {}
 
     def _mirror(self, key, arr):
@@ -316,7 +269,7 @@ def choose_transport(comm, xp, halo: str = "auto"):
     """The transport for arrays of module `xp`, the same on every rank; a one-line error if `halo` cannot work."""
     if halo not in HALO_CHOICES:
         raise StencilforgeError(f"unknown halo transport {halo!r}: choose one of {', '.join(HALO_CHOICES)}")
-    if not is_device_array(xp):
+    if xp is np:
         if halo in ("auto", "host"):
             return HostTransport(comm)
         if halo == "staged":

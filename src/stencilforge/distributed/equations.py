@@ -32,11 +32,11 @@ from ..points import Traces
 from ..printers.numpy import wall_values
 from ..problem import Problem
 from ..reductions import global_max, global_sum
-from ..simulation import Simulation
+from ..simulation import Simulation, axis_operator
+from .comm import agree, gather
 from .decomposition import Decomposition
 from .device import HostClock, choose_transport
 from .halo import HaloExchange, exchange_together
-from .runner import agree, gather
 
 
 def halo_widths(problem: Problem) -> dict[str, tuple[int, ...]]:
@@ -62,8 +62,10 @@ class DecomposedSimulation(Simulation):
     def __init__(self, problem: Problem, backend, params, comm, procs: Sequence[int] | None = None, halo: str = "auto",
                  sweeps: bool = True):
         grid = problem.grid
-        ghost = problem.analysis.ghost
-        self.decomp = agree(comm, lambda: Decomposition.create(comm.size, grid.shape, (ghost,) * grid.ndim, procs))
+        minimum = [problem.analysis.ghost] * grid.ndim  # a block holds the layers its neighbours read, and closure rows
+        for stage in problem.analysis.operators:
+            minimum[stage.axis] = max(minimum[stage.axis], axis_operator(stage).min_length)
+        self.decomp = agree(comm, lambda: Decomposition.create(comm.size, grid.shape, minimum, procs))
         wraps = [self.decomp.dims[a] > 1 and any(isinstance(c[a], Periodic) for c in problem.boundary.values())
                  for a in range(grid.ndim)]
         self.cart = comm.Create_cart(self.decomp.dims, periods=wraps, reorder=False)
@@ -127,6 +129,46 @@ class DecomposedSimulation(Simulation):
             token = self._clock.start()
             exchange_together(self._transport, [(self._phases[name][axis][1], arr) for name, arr, _ in items])
             self._clock.stop(token)
+
+    def _operator(self, stage):
+        """The operator on the block extended along its axis by `AxisOperator.halo` layers of each neighbour's values
+        (exchanged each time): closure rows then fall only on the grid's ends, and each cell gets one process's
+        arithmetic on one process's values."""
+        op, lat, xp = axis_operator(stage), self.lattice, self.xp
+        physical = self.decomp.physical_faces(self.coords)
+        h, axis, nd = op.halo, op.axis, lat.ndim
+        low, high = (0 if (axis, 0) in physical else h), (0 if (axis, 1) in physical else h)
+        if low == high == 0:
+            return super()._operator(stage)
+        from mpi4py import MPI
+
+        shape = list(lat.shape)
+        n = shape[axis]
+        shape[axis] += low + high
+        apply = self.backend.axis_operator(op, lat.dtype, tuple(shape))
+        self.launches[op.outputs[0].out] = apply
+
+        def along(value):
+            return tuple(value if a == axis else 0 for a in range(nd))
+
+        down, up = self.cart.Shift(axis, 1)
+        neighbours = [(MPI.PROC_NULL, MPI.PROC_NULL)] * nd
+        neighbours[axis] = (down if low else MPI.PROC_NULL, up if high else MPI.PROC_NULL)
+        exchange = HaloExchange(self._transport, tuple(shape), lat.dtype, along(low), along(high), along(h), neighbours, xp,
+                                self._clock)
+        extended = xp.zeros(tuple(shape), dtype=lat.dtype)
+        outs = [xp.zeros(tuple(shape), dtype=lat.dtype) for _ in op.outputs]
+        own = tuple(slice(low, low + n) if a == axis else slice(None) for a in range(nd))
+        inside = lat.interior
+
+        def run(arrays, params, t):
+            extended[own] = arrays[op.inp][inside]
+            exchange(extended)
+            apply(extended, *outs)
+            for d, out in zip(op.outputs, outs):
+                arrays[d.out][inside] = out[own]
+
+        return run
 
     def _solve_layout(self, walls):
         """This rank's blocks of the solve's fine levels, on this simulation's process grid (the coarse levels

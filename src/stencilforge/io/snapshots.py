@@ -69,15 +69,6 @@ def _reason(exc: Exception) -> str:
     return text[0] if text else type(exc).__name__
 
 
-def evolving_fields(setup) -> tuple[str, ...]:
-    """The fields a step produces: the newest time level of a swapped pair, or the operator's outputs."""
-    if setup.operator is not None:
-        return tuple(d.out for d in setup.operator.outputs)
-    if setup.swap is not None:
-        return (setup.swap[0],)
-    return (setup.sweep.out,)
-
-
 @dataclass
 class _Slot:
     host: dict[str, np.ndarray]

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from ..errors import StencilforgeError
-from .nodes import Access, Binary, Call, Compare, Constant, Coordinate, Eq, Field, Grid, Negate, Power, Solve, Time, Where, walk
+from .nodes import Access, Binary, Call, Compare, Constant, Coordinate, Eq, Field, Grid, Negate, OneSided, Power, Solve, Time, Where, walk
 
 Slot = tuple[str, int]  # (field name, time level)
 
@@ -53,7 +53,28 @@ class SolveStage:
     halo: tuple[Slot, ...]
 
 
-Stage = Pass | SolveStage
+@dataclass(frozen=True)
+class OperatorStage:
+    """One-sided derivatives (`nodes.OneSided`) of one field along one axis, each an equation of its own, computed
+    between passes in one sweep of the backends' axis-operator kernels. They read no ghost cell (`halo` is empty);
+    split over ranks, a block's operand is extended along the axis by its neighbours' values."""
+
+    equations: tuple[Eq, ...]
+    derivatives: tuple[OneSided, ...]  # each equation's right-hand side
+    reads: tuple[Slot, ...]
+    writes: tuple[Slot, ...]
+    halo: tuple[Slot, ...] = ()
+
+    @property
+    def operand(self) -> Access:
+        return self.derivatives[0].operand
+
+    @property
+    def axis(self) -> int:
+        return self.derivatives[0].axis
+
+
+Stage = Pass | SolveStage | OperatorStage
 
 
 @dataclass(frozen=True)
@@ -70,6 +91,10 @@ class Analysis:
         return tuple(s for s in self.stages if isinstance(s, SolveStage))
 
     @property
+    def operators(self) -> tuple[OperatorStage, ...]:
+        return tuple(s for s in self.stages if isinstance(s, OperatorStage))
+
+    @property
     def ghost(self) -> int:
         return max([1] + [r for reach in self.reach.values() for r in reach])
 
@@ -78,10 +103,11 @@ class Analysis:
         return tuple(dict.fromkeys(s[0] for p in self.stages for s in p.writes))
 
     def bytes_per_cell(self) -> int:
-        """Compulsory traffic of a step's passes: each array read from outside the step once, each written once,
-        in the dtype its field is stored in (a solve's cycles are not counted)."""
-        written = {s for p in self.passes for s in p.writes}
-        read = {s for p in self.passes for s in p.reads} - written
+        """Compulsory traffic of a step's passes and one-sided derivatives: each array read from outside the step
+        once, each written once, in the dtype its field is stored in (a solve's cycles are not counted)."""
+        stages = self.passes + self.operators
+        written = {s for p in stages for s in p.writes}
+        read = {s for p in stages for s in p.reads} - written
         storage = {f.name: f.storage.itemsize for f in self.fields}
         return sum(storage[name] for name, _ in read | written)
 
@@ -94,7 +120,9 @@ class Analysis:
         return tuple(f.name for f in self.fields if f.half)
 
     def flops_per_cell(self) -> int:
-        return sum(flops(eq.expr) for p in self.passes for eq in p.equations)
+        """A multiply and an add per weight of each interior row, and the derivative's scale, for one-sided derivatives."""
+        derivatives = sum(2 * len(d.derivative.interior) + 1 for s in self.operators for d in s.derivatives)
+        return sum(flops(eq.expr) for p in self.passes for eq in p.equations) + derivatives
 
 
 def accesses(expr) -> list[Access]:
@@ -139,6 +167,7 @@ def analyse(equations: Sequence[Eq]) -> Analysis:
     targets = _targets_of(equations, fields)
     _check_in_place_reads(equations, {name for name, eq in targets.items() if eq.target.level == 0 and isinstance(eq, Eq)})
     _check_solves(equations, grid, set(targets))
+    _check_one_sided(equations)
     stages = _split_passes(equations)
     reach = _reach(equations, fields, grid)
     consts = constants_of([e for eq in equations for e in expressions(eq)])
@@ -169,6 +198,16 @@ def _check_solves(equations: Sequence[Eq | Solve], grid: Grid, written: set[str]
                 if isinstance(n, Time) or (isinstance(n, Access) and (n.field.name in written or any(n.offset) or n.level)):
                     raise StencilforgeError(f"{what}: k is fixed for the run: use coordinates, constants or a field no "
                                             "equation writes, read at the cell")
+
+
+def _check_one_sided(equations: Sequence[Eq | Solve]) -> None:
+    """A one-sided derivative is the whole right-hand side of an equation (it runs as a kernel of its own)."""
+    for eq in equations:
+        for e in expressions(eq):
+            for node in walk(e):
+                if isinstance(node, OneSided) and not (isinstance(eq, Eq) and node is eq.expr):
+                    raise StencilforgeError(f"{'equation' if isinstance(eq, Eq) else 'solve'} for {eq.label}: a one-sided "
+                                            "derivative is an equation of its own: sf.Eq(ux, sf.d(u, 'x', closure='one-sided'))")
 
 
 def _fields_of(equations: Sequence[Eq | Solve], grid: Grid) -> dict[str, Field]:
@@ -232,6 +271,17 @@ def _split_passes(equations: Sequence[Eq | Solve]) -> tuple[Stage, ...]:
             passes.append(_make_solve(eq))
             written_so_far.add((eq.target.field.name, eq.target.level))
             continue
+        if isinstance(eq.expr, OneSided):
+            if current:
+                passes.append(_make_pass(current))
+                current = []
+            last = passes[-1] if passes else None
+            if isinstance(last, OperatorStage) and _same_operand(last.derivatives[0], eq.expr):
+                passes[-1] = _make_operator(last.equations + (eq,))
+            else:
+                passes.append(_make_operator((eq,)))
+            written_so_far.add((eq.target.field.name, eq.target.level))
+            continue
         pass_writes = {(e.target.field.name, e.target.level) for e in current}
         if any((a.field.name, a.level) in pass_writes and any(a.offset) for a in reads):
             passes.append(_make_pass(current))
@@ -274,6 +324,17 @@ def _make_pass(equations: list[Eq]) -> Pass:
                 reach = max(reach, max(abs(o) for o in a.offset))
         writes.setdefault((eq.target.field.name, eq.target.level), None)
     return Pass(tuple(equations), tuple(reads), tuple(writes), tuple(halo), reach)
+
+
+def _same_operand(a: OneSided, b: OneSided) -> bool:
+    return (a.operand.field.name, a.operand.level, a.axis) == (b.operand.field.name, b.operand.level, b.axis)
+
+
+def _make_operator(equations: tuple[Eq, ...]) -> OperatorStage:
+    derivatives = tuple(eq.expr for eq in equations if isinstance(eq.expr, OneSided))
+    operand = derivatives[0].operand
+    writes = tuple(dict.fromkeys((eq.target.field.name, eq.target.level) for eq in equations))
+    return OperatorStage(equations, derivatives, ((operand.field.name, operand.level),), writes)
 
 
 def _make_solve(s: Solve) -> SolveStage:

@@ -18,6 +18,7 @@ import numpy as np
 
 from ..errors import StencilforgeError
 from ..grid import AXIS_NAMES, parse_dtype
+from ..plan import Derivative1D
 
 RESERVED = {"x", "y", "z", "t", "np", "numba", "math"}
 FUNCTIONS = ("sqrt", "exp", "log", "sin", "cos", "tanh", "abs")
@@ -241,6 +242,23 @@ class Where(Expr):
 
     def rebuild(self, c):
         return Where(*c)
+
+
+@dataclass(frozen=True, eq=False)
+class OneSided(Expr):
+    """A derivative of a field along one axis whose rows next to the grid's ends reach only inwards (closures),
+    so it reads no ghost cell: `sf.d(u, "x", closure="one-sided")`. It is an equation of its own and runs as
+    the backends' axis-operator kernels (`plan.AxisOperator`); `derivative.out` is left empty here."""
+
+    operand: Access
+    axis: int
+    derivative: Derivative1D
+
+    def children(self):
+        return (self.operand,)
+
+    def rebuild(self, c):
+        return OneSided(c[0], self.axis, self.derivative)
 
 
 def _call(fn: str, *args) -> Call:

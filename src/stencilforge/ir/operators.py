@@ -11,8 +11,9 @@ from __future__ import annotations
 from fractions import Fraction
 
 from ..errors import StencilforgeError
-from ..stencil import Stencil, fornberg_weights
-from .nodes import Access, Expr, Grid, Literal, as_expr, shift, walk, where
+from ..plan import Derivative1D
+from ..stencil import Stencil, central_weights, fornberg_weights
+from .nodes import Access, Expr, Grid, Literal, OneSided, as_expr, shift, walk, where
 
 
 def grid_of(expr: Expr, grid: Grid | None = None) -> Grid:
@@ -81,15 +82,65 @@ def laplacian9(u, grid: Grid | None = None) -> Expr:
     return apply_stencil(Stencil.from_dict(w).scaled(1.0 / h2), u)
 
 
-def d(u, axis, order: int = 1, accuracy: int = 2, grid: Grid | None = None) -> Expr:
-    """Centred derivative of order 1 or 2 along an axis ("x", "y", "z" or an array axis)."""
+def d(u, axis, order: int = 1, accuracy: int = 2, grid: Grid | None = None, closure: str | None = None) -> Expr:
+    """Centred derivative of order 1 or 2 along an axis ("x", "y", "z" or an array axis).
+
+    closure="one-sided": next to the grid's ends along the axis, rows that reach only inwards instead of
+    ghost cells (`closed`), for a field `u` (not an expression), accuracy 2 or 4; written as an equation
+    of its own, sf.Eq(ux, sf.d(u, "x", closure="one-sided")), on a 2D grid."""
     u = as_expr(u)
     g = grid_of(u, grid)
     a = _axis(g, axis)
     if order not in (1, 2):
         raise StencilforgeError(f"derivative order must be 1 or 2, got {order!r}")
+    if closure is not None:
+        if closure != "one-sided":
+            raise StencilforgeError(f"closure must be 'one-sided' (or None: ghost cells), got {closure!r}")
+        if not isinstance(u, Access) or any(u.offset):
+            raise StencilforgeError(f"a one-sided derivative applies to a field (u, u.next), not to {u!r}")
+        if g.ndim != 2:
+            raise StencilforgeError(f"one-sided derivatives run on 2D grids, not {g.ndim}D")
+        return OneSided(u, a, closed(order, accuracy, g.spacing[a]))
     radius = _even_accuracy(accuracy, "derivative") // 2
     return apply_stencil(Stencil.derivative(order, a, g.ndim, radius, g.spacing[a]), u)
+
+
+CLOSED_ACCURACIES = (2, 4)
+FIRST_ORDER_ROWS = {  # accuracy 2: one first-order row at each end, (left row 0, right row n-1) for each order
+    1: (((0, Fraction(-1)), (1, Fraction(1))), ((-1, Fraction(-1)), (0, Fraction(1)))),
+    2: (((0, Fraction(1)), (1, Fraction(-2)), (2, Fraction(1))), ((-2, Fraction(1)), (-1, Fraction(-2)), (0, Fraction(1)))),
+}
+
+
+def one_sided_rows(order: int, accuracy: int, rows: int, side: str) -> tuple:
+    """Closure rows k = 0..rows-1 on `order + accuracy` nodes at the end of the axis (Fornberg's weights)."""
+    width = order + accuracy
+    out = []
+    for k in range(rows):
+        offsets = [j - k for j in range(width)]
+        if side == "right":
+            offsets = [-o for o in offsets]
+        weights = fornberg_weights(order, 0, offsets)
+        out.append(tuple(sorted((o, w) for o, w in zip(offsets, weights) if w != 0)))
+    return tuple(out)
+
+
+def closed(order: int, accuracy: int, h: float, name: str = "") -> Derivative1D:
+    """A derivative with closures: accuracy 2 is the classic operator (central inside, one first-order row at
+    each end); accuracy 4 takes radius-2 central weights and Fornberg closures wide enough to keep 4th order
+    at the ends."""
+    if accuracy not in CLOSED_ACCURACIES:
+        raise StencilforgeError(f"accuracy must be one of {CLOSED_ACCURACIES}, got {accuracy}")
+    radius = accuracy // 2
+    interior = tuple(sorted(central_weights(order, radius).items()))
+    left: tuple
+    right: tuple
+    if accuracy == 2:
+        left, right = ((row,) for row in FIRST_ORDER_ROWS[order])
+    else:
+        left = one_sided_rows(order, accuracy, radius, "left")
+        right = one_sided_rows(order, accuracy, radius, "right")
+    return Derivative1D(name, interior, left, right, 1.0 / h**order)
 
 
 UPWIND_NODES = {1: (-1, 0), 2: (-2, -1, 0), 3: (-2, -1, 0, 1)}

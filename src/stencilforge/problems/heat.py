@@ -13,17 +13,14 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
 from ..boundary import Dirichlet
 from ..errors import StencilforgeError
 from ..grid import check_shape
 from ..ir.nodes import Constant, Eq, Field, Grid, exp, sin
 from ..ir.operators import laplacian
-from ..plan import Setup
 from ..problem import Problem
 from ..stencil import Stencil
-from .base import lowered, positive, stable_dt
+from .base import positive, stable_dt
 
 PARAMS = ("alpha", "dt")
 DEFAULT_SHAPES = {2: (512, 512), 3: (128, 128, 128)}
@@ -56,7 +53,3 @@ def problem(ndim: int, shape=None, dtype="float32", alpha: float = 1.0, dt: floa
         initial={u: exact}, boundary={u: Dirichlet(exact)}, exact={u: exact},
         dt=k, steps=1000, name=f"heat{ndim}d",
     )
-
-
-def build(ndim: int, shape=None, dtype="float32", alpha: float = 1.0, dt: float | None = None, xp=np) -> Setup:
-    return lowered(problem(ndim, shape, dtype, alpha, dt), xp=xp)

@@ -10,17 +10,14 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
 from ..boundary import Dirichlet
 from ..errors import StencilforgeError
 from ..grid import check_shape
 from ..ir.nodes import Eq, Field, Grid, sin
 from ..ir.operators import apply_stencil as stencil
-from ..plan import Setup, Sweep, Term
+from ..plan import Sweep, Term
 from ..problem import Problem
 from ..stencil import Stencil
-from .base import lowered
 
 NDIM = 2
 DEFAULT_SHAPE = (128, 128)
@@ -66,7 +63,3 @@ def jacobi_problem(grid: Grid, exact, rhs, name: str) -> Problem:
         initial={f: rhs}, boundary={u: Dirichlet(exact)}, exact={u: exact},
         residual=f - stencil(lap, u), residual_scale=f, steps=200_000, name=name,
     )
-
-
-def build(shape=DEFAULT_SHAPE, dtype="float64", xp=np) -> Setup:
-    return lowered(problem(shape, dtype), params={}, default_tol=1e-6, xp=xp)

@@ -29,10 +29,9 @@ from ..errors import StencilforgeError
 from ..grid import Grid
 from ..ir.nodes import Constant, Eq, Field, Grid as NodeGrid, cos, sin
 from ..ir.operators import laplacian
-from ..plan import Setup
 from ..problem import Problem, Source
 from ..stencil import Stencil
-from .base import lowered, positive, stable_dt
+from .base import positive, stable_dt
 
 DEFAULT_SHAPE = (64, 64, 64)
 PARAMS = ("radius", "velocity", "c", "source", "frequency", "dt")
@@ -150,9 +149,3 @@ def problem(
         sources += [Source(f, at, lambda t: scale * wavelet(t), interpolation="nearest") for f in moved]  # scaled at that node
         params["frequency"] = frequency
     return Problem(updates, initial=initial, boundary={u: Dirichlet(0.0)}, sources=sources, **common), params
-
-
-def build(shape=DEFAULT_SHAPE, dtype="float32", radius: int = 8, velocity: str = "constant", c: float = 1.0,
-          source: bool = False, frequency: float = 10.0, dt: float | None = None, xp=np) -> Setup:
-    wave, params = problem(shape, dtype, radius, velocity, c, source, frequency, dt)
-    return lowered(wave, params=params, xp=xp)

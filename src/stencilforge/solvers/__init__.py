@@ -1,5 +1,5 @@
 """Solvers that run to a tolerance rather than for a number of steps: multigrid for Poisson problems."""
 
-from .poisson import PoissonResult, poisson, solve_setup
+from .poisson import PoissonResult, poisson
 
-__all__ = ["PoissonResult", "poisson", "solve_setup"]
+__all__ = ["PoissonResult", "poisson"]

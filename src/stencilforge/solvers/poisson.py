@@ -19,7 +19,6 @@ from ..backends import get_backend
 from ..boundary import argument_names
 from ..errors import StencilforgeError
 from ..grid import parse_dtype
-from ..metrics import error_norms
 from . import operator as op
 from .geometry import WALLS
 from .multigrid import ArrayKernels, Multigrid, Traffic, Undivided, level_faces
@@ -394,29 +393,3 @@ class Solve:
             "passes_per_cycle": per_cycle / (cells * itemsize) if cells else None,
             "teff_gbps": per_cycle / cycle_s / 1e9 if cycle_s else None,
         }
-
-
-def solve_setup(setup, backend: str = "auto", tol: float | None = None, max_cycles: int | None = None, **options) -> PoissonResult:
-    """A registered Poisson problem (poisson2d, poisson3d) solved by multigrid, with its error against the exact solution."""
-    grid = setup.grid
-    result = poisson(
-        setup.fields["f"][grid.interior], grid.spacing, value=setup.fields["u"], dtype=grid.dtype, backend=backend,
-        tol=tol if tol is not None else setup.default_tol, max_cycles=max_cycles if max_cycles is not None else 50, **options,
-    )
-    s = result.summary
-    cells = grid.cells
-    # the keys every `run --json` summary has: a cycle counts as a step
-    summary = {
-        "problem": setup.name,
-        **s,
-        "steps": s["cycles"],
-        "step": s["cycles"],
-        "iterations": s["cycles"],
-        "params": dict(setup.params),
-        "gcells_per_s": cells / s["cycle_s"] / 1e9 if s["cycle_s"] else None,
-    }
-    summary["errors"] = {}
-    if setup.exact is not None:
-        summary["error"] = error_norms(get_backend(backend).to_host(result.u), setup.exact(0.0)["u"])
-        summary["errors"] = {"u": summary["error"]["max_abs"]}
-    return PoissonResult(result.u, summary)
