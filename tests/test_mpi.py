@@ -425,3 +425,28 @@ def test_steps_with_solves_bitwise_equal_on_every_rank_count(backend, n, solved_
                 assert np.array_equal(fields[key], one[key]), f"{key} differs from one rank's"
             np.testing.assert_allclose(fields[key], arr, rtol=0, atol=1e-12, err_msg=key)
             np.testing.assert_allclose(one[key], arr, rtol=0, atol=1e-13, err_msg=key)
+
+
+STOP_DRIVER = Path(__file__).with_name("mpi_stop_driver.py")
+
+
+@pytest.mark.parametrize("backend", ["numpy", pytest.param("numba", marks=pytest.mark.slow)])
+def test_stop_rules_stop_at_one_process_step_on_every_process_grid(backend, tmp_path):
+    """Exact sums: the CFD course's rules take the same values, bit for bit, and stop at the same step on every
+    process grid of 1 and 2 ranks as in one process; a Python function as the rule is refused in one line."""
+    import stencilforge as sf
+    from mpi_stop_driver import SHAPE
+    from test_stop_rules import COURSE_RULES, laplace
+
+    want = {name: sf.run(laplace(SHAPE, until=rule), backend=backend, check_every=1).summary
+            for name, (rule, _, _) in COURSE_RULES.items()}
+    for n in (1, 2):
+        out = tmp_path / f"{n}.json"
+        proc = mpiexec(n, str(STOP_DRIVER), backend, str(out))
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        found = json.loads(out.read_text())
+        assert "a Python function runs in one process" in found.pop("function")
+        assert len(found) == len(COURSE_RULES) * n, found
+        for key, s in found.items():
+            ref = want[key.split("@")[0]]
+            assert s["stop"] == "until" and s["step"] == ref["step"] and s["until"] == ref["until"], key

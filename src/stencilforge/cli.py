@@ -163,6 +163,11 @@ def _human_summary(s: dict, source: str | None = None) -> None:
     if "residual" in s:
         state = "converged" if s["converged"] else ("not converged" if s["tol"] is not None else "fixed iterations")
         table.add_row("residual", f"{s['residual']:.3e}  {state}" + (f" (tol {s['tol']:g})" if s["tol"] else ""))
+    if "until" in s:
+        rule = s["until"]
+        sides = f"  {rule['value']:.6g} against {rule['bound']:.6g}" if rule["value"] is not None else ""
+        state = ("held" if rule["met"] else "not held") + (f" at step {rule['step']}" if rule["step"] is not None else "")
+        table.add_row("until", f"{rule['rule']}{sides}  ({state})")
     if "error" in s and len(s.get("errors", {})) <= 1:
         table.add_row("error vs exact", f"max {s['error']['max_abs']:.3e}, rel L2 {s['error']['rel_l2']:.3e}")
     else:

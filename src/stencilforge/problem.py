@@ -16,8 +16,9 @@ from .boundary import Dirichlet, Neumann, Periodic, Sides, conditions
 from .errors import StencilforgeError
 from .interop import module_of, native
 from .ir.analysis import Analysis, analyse, constants_of, expressions
-from .ir.nodes import Access, Constant, Expr, Field, Literal, as_expr, walk
+from .ir.nodes import Access, Compare, Constant, Expr, Field, Literal, Reduce, as_expr, walk
 from .points import INTERPOLATIONS, point_cells
+from .rules import StopRule, stop_rule
 
 Boundary = Dirichlet | Neumann | Periodic
 
@@ -110,6 +111,20 @@ def _pure(expr: object, what: str) -> Expr:
     return expr
 
 
+def _until(until, fields: Mapping[str, Field], exprs: list) -> StopRule | None:
+    """The stop rule, checked against the fields; its expressions join `exprs` (its constants are the problem's),
+    which, being per cell (equations, walls, the residual), refuse norms."""
+    if any(isinstance(n, Reduce) for e in exprs for n in walk(e)):
+        raise StencilforgeError("sf.norm and sf.total reduce over the grid: they belong in a stop rule (until=), not in "
+                                "an equation, an initial value, a wall, a source or the residual")
+    if until is None:
+        return None
+    rule = stop_rule(until, fields)
+    if isinstance(rule.rule, Compare):
+        exprs.append(rule.rule)
+    return rule
+
+
 def _conditions(name: str, cond, ndim: int) -> tuple[Boundary | Sides, ...]:
     """One boundary condition for every axis, or one per axis in array order, each a condition or a (low, high)
     pair of the two ends' (in 1D a pair of conditions is the two ends')."""
@@ -165,6 +180,8 @@ class Problem:
     dt:       the time step (number or sf.Constant); t advances by it each step
     residual: an expression a run with `tol` drives below tol, measured as ||residual||_2 / ||residual_scale||_2
               over the interior (without a scale: its RMS)
+    until:    a stop rule the problem carries (a problem file's runs stop on it too): a comparison of norms such as
+              sf.norm(p.next - p, 1) / sf.norm(p, 1) < 1e-4, or a function of the fields (`sf.run`'s until=)
     Expressions for initial values, walls and exact solutions are evaluated in float64 and rounded to
     the grid's dtype once; u.prev's initial expression is evaluated at t = -dt.
     """
@@ -182,6 +199,7 @@ class Problem:
         dt: float | Constant = 1.0,
         residual: Expr | None = None,
         residual_scale: Expr | None = None,
+        until=None,
         name: str = "problem",
         steps: int = 100,
         description: str = "",
@@ -246,6 +264,7 @@ class Problem:
         walls = [c for conds in self.boundary.values() for c in conditions(conds) if isinstance(c, Dirichlet)]
         exprs += [c.value for c in walls if isinstance(c.value, Expr)]
         exprs += [self.dt] + [e for e in (self.residual, self.residual_scale) if e is not None]
+        self.until = _until(until, fields, exprs)
         self.constants: tuple[Constant, ...] = constants_of(exprs)
 
     def values(self, overrides: Mapping[str, float] | None = None) -> dict[str, float]:

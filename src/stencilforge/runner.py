@@ -27,6 +27,7 @@ from .ir.stability import unstable
 from .problem import Problem
 from .progress import reporter
 from .resources import node_peers, thread_count, use_numba_threads
+from .rules import RuleCheck, StopRule, stop_rule
 from .simulation import PassStepper, Simulation
 from .timeloop import LoopOptions, Result, StopRequest, never_fuses, run_stepper, stop_on_signals, stopped_line
 
@@ -57,8 +58,10 @@ def run(
     stop: StopRequest | None = None,
     threads: int | None = None,
     keep_finite: bool = True,
+    until=None,
 ) -> Result:
-    """Run `steps` steps (default: the problem's), or until the residual is below `tol`.
+    """Run `steps` steps (default: the problem's), or until the residual is below `tol`, or until the stop rule
+    `until` holds (default: the problem's own, if it has one).
 
     `backend` is a name ('auto', 'numpy', 'numba', 'cuda') or a backend instance ('auto' is cuda where an
     initial value is in CUDA memory, else cuda when a GPU is usable, else numba, else numpy); `generated`
@@ -78,6 +81,11 @@ def run(
     may run on), reported in the summary and given back afterwards.
     `fuse_steps=False` keeps one step per pass where the backend would take several (the fields are the
     same bits either way).
+    `until` is checked every `check_every` steps, as `tol` is: a comparison of norms of the fields read as the
+    step's equations read them (`p` where the step started, `p.next` what it computed), such as the CFD course's
+    `sf.total(abs(p.next) - abs(p)) / sf.total(abs(p)) <= 1e-4` (`sf.norm`, `sf.total`; the same stopping step on
+    any number of MPI ranks), or a function of the same levels by slot name ({"p": ..., "p_next": ...}, interior
+    views) returning True to stop (one process only). The summary's `until` says what it gave at the last check.
     A run that blows up raises `errors.BlowUp`, whose `finite_fields` hold the fields its equations write at the
     last check that found them finite; `keep_finite=False` saves the copy per check that keeps them (docs/outputs.md).
     SIGINT and SIGTERM (from the main thread) finish the current step and write the final snapshot and
@@ -93,7 +101,7 @@ def run(
                           resume=resume, overwrite=overwrite, api=True, command_line=f"stencilforge.run({problem.name})")
     return run_with(problem, outputs, steps=steps, tol=tol, backend=backend, params=params, check_every=check_every,
                     progress=progress, generated=generated, comm=comm, procs=procs, fuse_steps=fuse_steps, stop=stop,
-                    threads=threads, keep_finite=keep_finite)
+                    threads=threads, keep_finite=keep_finite, until=until)
 
 
 def run_with(
@@ -115,16 +123,21 @@ def run_with(
     status: Callable[[str | None], None] | None = None,
     halo: str = "auto",
     keep_finite: bool = False,
+    until=None,
 ) -> Result:
     """`run` with its files given as `Outputs`, not yet prepared: the CLI's, which name its options in errors
     and record its command line and problem file. The problem's equations are recorded here. `stall_checks`,
     `status`: as `LoopOptions` has them; `halo`: how a decomposed run's halos travel (`distributed.choose_transport`);
     `keep_finite`: a blow-up hands over the last finite state (`LoopOptions.keep_finite`), as sf.run asks; the CLI
-    keeps none, since its process ends with the error."""
+    keeps none, since its process ends with the error. `until`: a stop rule in place of the problem's."""
     if comm is None and procs is not None:
         from .distributed import world
 
         comm = world()
+    rule = problem.until if until is None else stop_rule(until, problem.fields)
+    if rule is not None and rule.function and comm is not None:
+        raise StencilforgeError("until: a Python function runs in one process; under MPI write the rule with sf.norm and "
+                                "sf.total, which reduce over every rank")
     if comm is not None and backend in ("auto", "cuda"):  # each rank takes a GPU of its own, before its backend is made
         from .distributed import bind_device
 
@@ -159,7 +172,7 @@ def run_with(
         loop = dict(check_every=check_every, progress=report, fuse_steps=fuse_steps, stop=request, stall_checks=stall_checks,
                     status=status, keep_finite=keep_finite)
         result = _run_passes(problem, engine, problem.default_steps if total is None else total, tol, params, loop,
-                             outputs, comm, procs, sweeps=not generated, halo=halo)
+                             outputs, comm, procs, sweeps=not generated, halo=halo, rule=rule)
         engine.settle()  # nothing of the run keeps compiling after it returns
     result.summary["threads"] = count
     if outputs is not None and outputs.params:  # what built a named problem, beside its constants, as its files record
@@ -189,8 +202,10 @@ def _numba_threads(engine, threads: int | None, comm) -> Iterator[int | None]:
         numba.set_num_threads(before)
 
 
-def _run_passes(problem, engine, total, tol, params, loop: dict, outputs, comm, procs, sweeps: bool, halo: str) -> Result:
-    """The step's passes in the time loop (`sweeps`: linear ones as sweeps), in one process or this rank's block."""
+def _run_passes(problem, engine, total, tol, params, loop: dict, outputs, comm, procs, sweeps: bool, halo: str,
+                rule: StopRule | None = None) -> Result:
+    """The step's passes in the time loop (`sweeps`: linear ones as sweeps), in one process or this rank's block,
+    checking `rule` with the residual."""
     start = time.perf_counter()
     decomposed = None
     if comm is None:
@@ -200,7 +215,7 @@ def _run_passes(problem, engine, total, tol, params, loop: dict, outputs, comm, 
 
         sim = decomposed = DecomposedSimulation(problem, engine, params, comm, procs, halo, sweeps=sweeps)
     setup_s = time.perf_counter() - start
-    opts = LoopOptions(steps=total, tol=tol, **loop)
+    opts = LoopOptions(steps=total, tol=tol, until=RuleCheck(rule, sim) if rule is not None else None, **loop)
     if outputs is not None:
         result = outputs.run_passes(sim, opts)
     else:

@@ -39,6 +39,15 @@ class Observer(Protocol):
     def close(self) -> None: ...
 
 
+class Until(Protocol):
+    """A stop rule bound to the stepper's state (`rules.RuleCheck`), evaluated at every check; `text` names it."""
+
+    text: str
+
+    def __call__(self) -> tuple[bool, float | None, float | None]:
+        """(whether it holds, its left side's value, its right side's) after the step just taken."""
+
+
 class StopRequest:
     """Set from a signal handler; the loop finishes its current step, writes the final outputs and stops."""
 
@@ -106,6 +115,7 @@ class LoopOptions:
     status: Callable[[str | None], None] | None = None  # a phase before stepping starts (JIT compile); None when it ends
     stall_checks: int = 20  # with tol: stop when the residual has not reached a new minimum in this many checks (0: never)
     keep_finite: bool = False  # copy the watched fields at each check that finds them finite, for BlowUp.finite_fields (sf.run's)
+    until: Until | None = None  # stop at the first check where it holds (sf.run's until=)
 
 
 @dataclass
@@ -115,9 +125,10 @@ class Result:
 
     Every summary has `problem`, `backend`, `shape`, `dtype`, `steps` (taken by this run), `step` and `t`
     (where it ended), `wall_s`, `gcells_per_s`, `teff_gbps`, `params`, `stop` (why it ended: "steps",
-    "converged", "stalled" or "signal", with `signal` its number) and `errors` (field -> largest absolute
+    "converged", "stalled", "until" or "signal", with `signal` its number) and `errors` (field -> largest absolute
     error against the exact solution; empty without one). A run with a residual adds `residual`,
-    `converged`, `iterations` and `tol`; one that wrote files, `outputs`; a decomposed one, `procs` and
+    `converged`, `iterations` and `tol`; one with a stop rule, `until` (the rule, its sides' values and whether it
+    held at the last check, and that check's step); one that wrote files, `outputs`; a decomposed one, `procs` and
     `ranks`. A multigrid solve counts its cycles as steps (`cycles`) and has no `t`. `coords`: each axis's point
     coordinates by name (x the last axis), where the run knows its grid. `traces`: what the problem's receivers
     recorded (`sf.Traces`; under MPI on rank 0), None without receivers.
@@ -254,6 +265,7 @@ class Monitor:
         self.residual_at: int | None = None
         self.recent: list[float] = []  # the last stall_checks residuals
         self.best_before = math.inf  # the lowest residual before them
+        self.until = None if opts.until is None else until_entry(opts.until.text, False, None, None, None)
         self.last_report = time.perf_counter()
         self.kept = self._keeper() if opts.keep_finite else None
         self.kept_at: int | None = None  # the step whose watched fields `kept` holds
@@ -331,7 +343,7 @@ class Monitor:
         return stop.is_set() if not self.stepper.decomposed else (self.checked(m) and not self.stepper.agree(not stop.is_set()))
 
     def after(self, n: int) -> str | None:
-        """Checks and observers after step n; the reason to stop ('converged', 'stalled', 'signal') or None."""
+        """Checks and observers after step n; the reason to stop ('converged', 'until', 'stalled', 'signal') or None."""
         opts, stepper = self.opts, self.stepper
         if self.checked(n):
             residual = stepper.residual(n) if opts.tol is not None else None
@@ -339,6 +351,8 @@ class Monitor:
                 self._finite_at(n)  # the residual's pass was the NaN test
             else:
                 self.check_finite(n)
+            if opts.until is not None:
+                self.until = until_entry(opts.until.text, *opts.until(), n)
             if residual is not None:
                 self.residual, self.residual_at = residual, n
                 if opts.stall_checks:
@@ -352,6 +366,8 @@ class Monitor:
             obs(n, stepper.time_at(n), stepper.state(), stepper.backend)
         if self.residual_at == n and self.residual is not None and opts.tol is not None and self.residual < opts.tol:
             return "converged"
+        if self.until is not None and self.until["step"] == n and self.until["met"]:
+            return "until"
         if self.residual_at == n and self.recent and len(self.recent) == opts.stall_checks and not min(self.recent) < self.best_before:
             return "stalled"
         if self._stop_requested(n):
@@ -381,6 +397,11 @@ class Monitor:
         return converged
 
 
+def until_entry(rule: str, met: bool, value: float | None, bound: float | None, step: int | None) -> dict:
+    """The summary's `until`: the rule, whether it held, its two sides' values and the step of that check."""
+    return {"rule": rule, "met": met, "value": value, "bound": bound, "step": step}
+
+
 def summarize(stepper: Stepper, backend, opts: LoopOptions, monitor: Monitor, n: int, stop: str, wall: float,
               compile_s: float, kernel_s: float | None, converged: bool | None) -> dict:
     """The run's summary: what ran, how far, how fast, and how it ended; the same keys for every stepper."""
@@ -402,6 +423,8 @@ def summarize(stepper: Stepper, backend, opts: LoopOptions, monitor: Monitor, n:
         summary["kernel_s"] = kernel_s
     if stepper.has_residual:
         summary.update(residual=monitor.residual, converged=converged, iterations=done, tol=opts.tol)
+    if monitor.until is not None:
+        summary["until"] = monitor.until
     return summary
 
 

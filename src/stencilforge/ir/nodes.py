@@ -307,6 +307,40 @@ def where(cond, a, b) -> Where:
     return Where(cond, as_expr(a), as_expr(b))
 
 
+@dataclass(frozen=True, eq=False)
+class Reduce(Expr):
+    """One number from every interior cell's value of `arg`: its sum ("sum"), or its L1, L2 or max norm ("l1",
+    "l2", "max"). Stop rules compare them (`rules`); equations, which compute a value per cell, cannot read them."""
+
+    kind: str
+    arg: Expr
+
+    def children(self):
+        return (self.arg,)
+
+    def rebuild(self, c):
+        return Reduce(self.kind, *c)
+
+
+NORMS = {1: "l1", 2: "l2", math.inf: "max"}
+
+
+def norm(a, ord=2) -> Reduce:
+    """The L1 (`ord=1`: the sum of |a|), L2 (2: the square root of the sum of a^2) or max (math.inf: the largest
+    |a|) norm of `a` over the interior cells, for a stop rule (`until=`). `a` is an expression of fields read at
+    the cell (p, p.next - p), evaluated in the grid's dtype; the norm is formed in float64, its sums exact."""
+    kind = None if isinstance(ord, bool) or not isinstance(ord, (int, float, np.integer, np.floating)) else NORMS.get(float(ord))
+    if kind is None:
+        raise StencilforgeError(f"norm: ord is 1, 2 or math.inf, got {ord!r}")
+    return Reduce(kind, as_expr(a))
+
+
+def total(a) -> Reduce:
+    """The sum of `a` (with its signs, as np.sum) over the interior cells, for a stop rule (`until=`): the course's
+    sum(|p| - |pn|) is sf.total(abs(p.next) - abs(p)). Formed in float64, exact and rounded once."""
+    return Reduce("sum", as_expr(a))
+
+
 class Grid:
     """The lattice of unknowns: point i of an axis sits at origin + i * spacing.
 
