@@ -52,6 +52,8 @@ def why_not_lowered(problem: Problem, values: dict | None = None) -> str | None:
     an = problem.analysis
     if an.solves:
         return "a step with sf.Solve runs its passes and solves"
+    if an.loops:
+        return "a step with sf.Iterate runs its passes several times"
     if len(an.passes) != 1 or len(an.passes[0].equations) != 1:
         return "only a step of one equation lowers to a sweep"
     if an.half:
