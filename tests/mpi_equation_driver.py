@@ -82,8 +82,28 @@ def advection_periodic() -> sf.Problem:
                       initial={u: sf.sin(6.3 * grid.x) + grid.y}, boundary={u: sf.Periodic()}, dt=0.02, name="advection")
 
 
+def iterated() -> sf.Problem:
+    """sf.Iterate: 7 Jacobi-like iterations a step of p (its halos exchanged between them), with a one-level field r
+    overwritten in place each iteration, a diagonal read (corners), walls periodic along y and per side along x, one
+    of them a Dirichlet value of x and t; u.next reads the last iterate at neighbours."""
+    grid = sf.Grid((13, 11), extent=(1.3, 1.1))
+    x, y, t = grid.x, grid.y, grid.t
+    u, p = sf.Field("u", grid), sf.Field("p", grid)
+    b, r = sf.Field("b", grid, levels=1), sf.Field("r", grid, levels=1)
+    dt = 0.002
+    return sf.Problem(
+        [sf.Eq(b, sf.sin(3 * x) * u + 0.01 * sf.laplacian(u)),
+         sf.Iterate(7, [sf.Eq(r, b - 0.1 * p),
+                        sf.Eq(p.next, (p[0, 1] + p[0, -1] + p[1, 0] + p[-1, 0] + 0.1 * p[1, 1]) / 4.1 - 0.01 * r)]),
+         sf.Eq(u.next, u + dt * (sf.laplacian(u) - sf.d(p.next, "x") * u))],
+        initial={u: sf.cos(2 * y) + x, p: x * y},
+        boundary={u: sf.Dirichlet(x * y), p: (sf.Periodic(), (sf.Dirichlet(sf.cos(x + t)), sf.Neumann()))},
+        dt=dt, name="iterated",
+    )
+
+
 CASES = (("gray_scott", gray_scott, 12), ("walls", walls, 9), ("heat_lowered", heat_lowered, 8), ("advection", advection_periodic, 7),
-         ("channel", channel, 10))
+         ("channel", channel, 10), ("iterated", iterated, 6))
 
 
 def process_grids(nprocs: int, problem: sf.Problem) -> list[tuple[int, ...]]:

@@ -5,7 +5,26 @@ from typing import TYPE_CHECKING
 from .api import apply, derivatives, solve
 from .boundary import Dirichlet, Neumann, Periodic
 from .errors import StencilforgeError
-from .ir.nodes import Constant, Eq, Field, Grid, Solve, absolute, cos, exp, log, maximum, minimum, norm, sin, sqrt, tanh, total, where
+from .ir.nodes import (
+    Constant,
+    Eq,
+    Field,
+    Grid,
+    Iterate,
+    Solve,
+    absolute,
+    cos,
+    exp,
+    log,
+    maximum,
+    minimum,
+    norm,
+    sin,
+    sqrt,
+    tanh,
+    total,
+    where,
+)
 from .ir.operators import apply_stencil as stencil, d, div_grad, laplacian, laplacian9, upwind
 from .points import Traces
 from .problem import Problem, Receiver, Source
@@ -20,7 +39,7 @@ if TYPE_CHECKING:  # imported on first use, by __getattr__ below
 
 
 __all__ = [
-    "Constant", "Dirichlet", "Eq", "Field", "Grid", "Neumann", "Periodic", "PoissonResult", "Problem", "Receiver", "Result",
+    "Constant", "Dirichlet", "Eq", "Field", "Grid", "Iterate", "Neumann", "Periodic", "PoissonResult", "Problem", "Receiver", "Result",
     "Simulation", "Solve", "Source", "Stencil", "StencilforgeError", "StopRequest", "Traces", "absolute", "apply", "cos", "d",
     "derivatives", "div_grad", "exp", "laplacian", "laplacian9", "log", "maximum", "minimum", "norm", "poisson", "run", "sin",
     "solve", "sqrt", "stencil", "tanh", "total", "upwind", "where", "__version__",

@@ -4,7 +4,8 @@ refuses a checkpoint whose equations were edited since it was written.
 The text covers what decides the steps after a checkpoint: the fields (time levels, storage), the
 equations and solves in their order, the walls, the sources and dt. Initial values and exact solutions are left
 out (a checkpoint replaces the one, the other only measures errors); parameter values, shape and dtype
-are checked apart. Each line is `key: text`, so two texts can be compared key by key.
+are checked apart. Each line is `key: text`, so two texts can be compared key by key. An sf.Iterate group
+is a line of its count before the lines of its equations.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import hashlib
 
 from .boundary import Dirichlet, Sides
-from .ir.nodes import AXIS_NAMES, Access, Coordinate, Eq, Expr, OneSided
+from .ir.nodes import AXIS_NAMES, Access, Coordinate, Eq, Expr, Iterate, OneSided
 from .points import point_cells
 from .printers.source import InfixPrinter
 
@@ -88,7 +89,11 @@ def canonical(problem) -> str:
     """The problem's fields, equations, walls, sources and dt, one `key: text` line each."""
     text = _Text(problem.grid.ndim)
     lines = [f"field {f.name}: levels={f.levels}, storage={f.storage.name}" for f in problem.analysis.fields]
-    lines += [f"equation {eq.label}: {text(eq.expr)}" if isinstance(eq, Eq) else _solve(eq, text) for eq in problem.equations]
+    for step in problem.equations:
+        if isinstance(step, Iterate):
+            lines.append(f"iterate {', '.join(eq.label for eq in step.equations)}: {step.count} times")
+        lines += [f"equation {eq.label}: {text(eq.expr)}" if isinstance(eq, Eq) else _solve(eq, text)
+                  for eq in (step.equations if isinstance(step, Iterate) else (step,))]
     lines += [f"walls of {name}: {', '.join(_wall(c, text) for c in problem.boundary[name])}" for name in sorted(problem.boundary)]
     lines += [f"source {i}: on {s.field.name} at {tuple(float(v) for v in s.at)!r}, {_value(s.signal, text)}"
               + (", linear" if _spread(s, problem.grid) else "") for i, s in enumerate(problem.sources, 1)]

@@ -1,8 +1,10 @@
 """A problem compiled for one backend: its arrays where the backend computes, its passes, its walls.
 
 A step fills the ghost layers a pass reads, runs the passes (and the solves
-between them, `solvers.stepped`) in order, adds point sources, rotates every
-written field's time levels (no copies), then records receivers (`points`).
+between them, `solvers.stepped`) in order, an sf.Iterate group's `count` times
+in a row (swapping its fields' levels and filling their walls between runs),
+adds point sources, rotates every written field's time levels (no copies),
+then records receivers (`points`).
 Initial values, wall values and exact solutions that are expressions are
 evaluated where the fields live: no full-size host array is built for a GPU
 run, and initial values and exact solutions are written there by one generated
@@ -23,7 +25,7 @@ from .boundary import Dirichlet, Neumann, Periodic, Sides, all_faces, bind, cond
 from .errors import StencilforgeError
 from .grid import Grid as Lattice, row_pitch
 from .interop import to_module
-from .ir.analysis import OperatorStage, Pass, SolveStage, accesses, slot_name
+from .ir.analysis import Loop, OperatorStage, Pass, SolveStage, accesses, slot_name
 from .ir.lowering import sweep_of
 from .ir.nodes import Constant, Expr
 from .metrics import error_summary, throughput, where_nonfinite
@@ -138,7 +140,8 @@ class Simulation:
         self.solvers: dict[str, Any] = {}  # solved field -> its `solvers.stepped.StepSolver`
         self.stages = [(s, self._pass(i, s) if isinstance(s, Pass) else self._solve(s) if isinstance(s, SolveStage)
                         else self._operator(s)) for i, s in enumerate(an.stages)]
-        self.passes = [(p, run) for p, run in self.stages if isinstance(p, Pass)]
+        self.passes = [(p, run) for p, run in self.stages if isinstance(p, Pass)]  # each compiled once, however often it runs
+        self._segments = self._segments_of(an.loops)
         self.fused: Launch | None = None  # several steps in one pass, where `build_fused` found a kernel
         self._carriers: list = []  # the fused sweep's walls of its middle states past the first
         self._after_fused = False  # the last step was a fused pass (`step` then restores what single steps leave)
@@ -282,6 +285,15 @@ class Simulation:
         """The interior of one of this simulation's arrays over the whole grid, on the host."""
         return self.backend.to_host(arr[self.lattice.interior])
 
+    def _segments_of(self, loops) -> list[tuple[int, list, Loop | None]]:
+        """The step as (runs, stages, loop) in order: the stages outside loops run once, a loop's `count` times."""
+        segments: list[tuple[int, list, Loop | None]] = []
+        at = 0
+        for loop in loops:
+            segments += [(1, self.stages[at:loop.start], None), (loop.count, self.stages[loop.start:loop.stop], loop)]
+            at = loop.stop
+        return [seg for seg in segments + [(1, self.stages[at:], None)] if seg[1]]
+
     def _gather_fill(self, conds) -> Callable:
         lat, xp = self.lattice, self.xp
         g = lat.ghost
@@ -369,11 +381,17 @@ class Simulation:
             self._fill_before(t)
             arrays = self.arrays()
             done: set[tuple[str, int]] = set()
-            for p, run in self.stages:
-                self._fill_all([(name, arrays[slot_name((name, level))], t + dt) for name, level in p.halo
-                                if (name, level) in done and (name, level) not in self._images])
-                run(arrays, self.params, t)
-                done.update(p.writes)
+            for runs, stages, loop in self._segments:
+                for k in range(runs):
+                    if loop is not None and k:
+                        self._next_iterate(loop, arrays, t + dt)
+                    changed = done if not k else set()  # slots written since their ghost cells were last filled
+                    for p, run in stages:
+                        self._fill_all([(name, arrays[slot_name((name, level))], t + dt) for name, level in p.halo
+                                        if (name, level) in changed and (name, level) not in self._images])
+                        run(arrays, self.params, t)
+                        changed.update(p.writes)
+                        done.update(p.writes)
             self._sources.add(t, self._newest)
             self._rotate(1)
             if self._receivers:
@@ -385,6 +403,22 @@ class Simulation:
         self._after_fused = False
         self._fill_all([(name, self._slot((name, 1)), t) for name, level in self._halo_now
                         if level == 0 and name not in self._gathered and len(self.levels[name]) == 2])
+
+    def _next_iterate(self, loop: Loop, arrays: dict, t: float) -> None:
+        """Between two runs of a loop: each rotated field's new iterate becomes its current level (its two arrays
+        swap, in `levels` and in the step's `arrays`), with walls at `t` where the loop reads it at neighbours
+        (unless its pass wrote them as ghost images)."""
+        for name in loop.rotated:
+            levels = self.levels[name]
+            levels.reverse()
+            arrays[name], arrays[slot_name((name, 1))] = levels
+        read = {s for p, _ in self.stages[loop.start:loop.stop] for s in p.halo}
+        self._fill_all([(name, arrays[name], t) for name in loop.rotated if (name, 0) in read and (name, 1) not in self._images])
+
+    @property
+    def passes_per_step(self) -> int:
+        """Passes a step launches: an iterated pass once per iteration (`passes` holds each once)."""
+        return sum(runs * sum(isinstance(p, Pass) for p, _ in stages) for runs, stages, _ in self._segments)
 
     def _rotate(self, steps: int) -> None:
         for levels in self._rotating:  # [cur, next] -> [next, cur]; [prev, cur, next] -> [cur, next, prev]
@@ -403,6 +437,8 @@ class Simulation:
             return "the run is decomposed"
         if an.solves:
             return "a step solves for " + ", ".join(s.solve.label for s in an.solves)
+        if an.loops:
+            return "a step runs sf.Iterate's passes several times"
         if len(an.passes) != 1:
             return f"a step runs {len(an.passes)} passes"
         if self.problem.sources:
@@ -688,7 +724,7 @@ class PassStepper:
             "bytes_per_cell": an.bytes_per_cell(),
             **throughput(math.prod(shape), n - self.first, wall, an.bytes_per_cell(), an.flops_per_cell()),
             "params": dict(sim.params),
-            "passes_per_step": len(sim.passes),
+            "passes_per_step": sim.passes_per_step,
             **({"solves": {name: solver.summary() for name, solver in sim.solvers.items()}} if sim.solvers else {}),
             "steps_per_pass": self.per_pass,
             **({"fused_steps": self.fused_steps} if self.fused_steps else {}),

@@ -7,7 +7,8 @@ computed earlier in the step at a neighbouring cell starts a new pass, after
 that value's ghost layers are filled. A solve (sf.Solve) runs between passes:
 it ends the pass before it, reads what the step computed so far (at
 neighbouring cells too), and equations after it may read the solved field at
-neighbouring cells.
+neighbouring cells. The equations of an sf.Iterate group are passes of their
+own (none spans the group's edges), run `count` times in a row (`Loop`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,25 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from ..errors import StencilforgeError
-from .nodes import Access, Binary, Call, Compare, Constant, Coordinate, Eq, Field, Grid, Negate, OneSided, Power, Solve, Time, Where, walk
+from .nodes import (
+    Access,
+    Binary,
+    Call,
+    Compare,
+    Constant,
+    Coordinate,
+    Eq,
+    Field,
+    Grid,
+    Iterate,
+    Negate,
+    OneSided,
+    Power,
+    Solve,
+    Time,
+    Where,
+    walk,
+)
 
 Slot = tuple[str, int]  # (field name, time level)
 
@@ -78,6 +97,17 @@ Stage = Pass | SolveStage | OperatorStage
 
 
 @dataclass(frozen=True)
+class Loop:
+    """Stages [start, stop) of a step, run `count` times in a row (an sf.Iterate); between two runs the levels of
+    `rotated` (the two-level fields the group writes) swap, so the new iterate becomes the current level."""
+
+    count: int
+    start: int
+    stop: int
+    rotated: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class Analysis:
     grid: Grid
     fields: tuple[Field, ...]
@@ -85,6 +115,7 @@ class Analysis:
     passes: tuple[Pass, ...]  # the generated kernels' passes
     reach: dict[str, tuple[int, ...]]  # per field, per axis
     stages: tuple[Stage, ...]  # what a step runs, in order: the passes and the solves between them
+    loops: tuple[Loop, ...] = ()  # the stages run several times in a row (sf.Iterate)
 
     @property
     def solves(self) -> tuple[SolveStage, ...]:
@@ -120,9 +151,16 @@ class Analysis:
         return tuple(f.name for f in self.fields if f.half)
 
     def flops_per_cell(self) -> int:
-        """A multiply and an add per weight of each interior row, and the derivative's scale, for one-sided derivatives."""
-        derivatives = sum(2 * len(d.derivative.interior) + 1 for s in self.operators for d in s.derivatives)
-        return sum(flops(eq.expr) for p in self.passes for eq in p.equations) + derivatives
+        """Per step: an iterated stage's flops count once per iteration; a one-sided derivative's a multiply and an add
+        per weight of an interior row, and its scale."""
+        repeats = {i: loop.count for loop in self.loops for i in range(loop.start, loop.stop)}
+        total = 0
+        for i, s in enumerate(self.stages):
+            if isinstance(s, Pass):
+                total += repeats.get(i, 1) * sum(flops(eq.expr) for eq in s.equations)
+            elif isinstance(s, OperatorStage):
+                total += repeats.get(i, 1) * sum(2 * len(d.derivative.interior) + 1 for d in s.derivatives)
+        return total
 
 
 def accesses(expr) -> list[Access]:
@@ -155,29 +193,76 @@ def constants_of(exprs: Sequence) -> tuple[Constant, ...]:
     return tuple(found[k] for k in sorted(found))
 
 
-def analyse(equations: Sequence[Eq]) -> Analysis:
-    """Validate one step's equations (and solves) and split them into passes."""
-    if not equations:
+def analyse(steps: Sequence[Eq | Solve | Iterate]) -> Analysis:
+    """Validate one step's equations (and solves, and iterated groups) and split them into passes."""
+    if not steps:
         raise StencilforgeError("a problem needs at least one equation")
-    for eq in equations:
-        if not isinstance(eq, (Eq, Solve)):
-            raise StencilforgeError(f"expected sf.Eq(target, expression) or sf.Solve(target, rhs), got {eq!r}")
+    for eq in steps:
+        if not isinstance(eq, (Eq, Solve, Iterate)):
+            raise StencilforgeError(f"expected sf.Eq(target, expression), sf.Solve(target, rhs) or sf.Iterate(n, [equations]), "
+                                    f"got {eq!r}")
+    equations = [e for eq in steps for e in (eq.equations if isinstance(eq, Iterate) else (eq,))]
     grid = equations[0].target.field.grid
     fields = _fields_of(equations, grid)
+    _check_iterates(steps)
     targets = _targets_of(equations, fields)
     _check_in_place_reads(equations, {name for name, eq in targets.items() if eq.target.level == 0 and isinstance(eq, Eq)})
     _check_solves(equations, grid, set(targets))
     _check_one_sided(equations)
-    stages = _split_passes(equations)
+    stages, loops = _stages(steps)
     reach = _reach(equations, fields, grid)
     consts = constants_of([e for eq in equations for e in expressions(eq)])
     passes = tuple(s for s in stages if isinstance(s, Pass))
-    return Analysis(grid, tuple(fields.values()), consts, passes, reach, stages)
+    return Analysis(grid, tuple(fields.values()), consts, passes, reach, stages, loops)
 
 
-def expressions(eq: Eq | Solve) -> tuple:
-    """The expressions an equation or a solve evaluates."""
-    return eq.expressions if isinstance(eq, Solve) else (eq.expr,)
+def expressions(eq: Eq | Solve | Iterate) -> tuple:
+    """The expressions an equation, a solve or an iterated group evaluates."""
+    return eq.expressions if isinstance(eq, (Solve, Iterate)) else (eq.expr,)
+
+
+def _check_iterates(steps: Sequence[Eq | Solve | Iterate]) -> None:
+    """What a group can iterate: fields of one or two levels that only the group writes. After it, a two-level field
+    it writes is read as its last iterate (`p.next`): its current level holds an earlier one."""
+    inner = [eq for g in steps if isinstance(g, Iterate) for eq in g.equations]
+    for eq in inner:
+        if eq.target.field.levels == 3:
+            raise StencilforgeError(f"equation for {eq.label} in sf.Iterate: {eq.target.field.name} keeps three time levels; "
+                                    "an iterated field keeps two (levels=2) or one")
+    inside = {eq.target.field.name for eq in inner}
+    for step in steps:
+        if not isinstance(step, Iterate) and step.target.field.name in inside:
+            raise StencilforgeError(f"field {step.target.field.name} is written inside sf.Iterate and outside it")
+    iterated: set[str] = set()
+    for step in steps:
+        for one in step.equations if isinstance(step, Iterate) else (step,):
+            for a in (a for e in expressions(one) for a in accesses(e)):
+                if a.level == 0 and a.field.name in iterated:
+                    name, kind = a.field.name, "solve" if isinstance(one, Solve) else "equation"
+                    raise StencilforgeError(f"{kind} for {one.label} reads {name} after sf.Iterate computed it: read {name}.next, "
+                                            f"its last iterate ({name} holds an earlier one)")
+        if isinstance(step, Iterate):
+            iterated.update(eq.target.field.name for eq in step.equations if eq.target.field.levels == 2)
+
+
+def _stages(steps: Sequence[Eq | Solve | Iterate]) -> tuple[tuple[Stage, ...], tuple[Loop, ...]]:
+    """The step's stages, and its loops: each group's equations split into passes of their own."""
+    stages: list[Stage] = []
+    loops: list[Loop] = []
+    written: set[Slot] = set()
+    plain: list[Eq | Solve] = []
+    for step in steps:
+        if not isinstance(step, Iterate):
+            plain.append(step)
+            continue
+        stages += _split_passes(plain, written)
+        plain = []
+        start = len(stages)
+        stages += _split_passes(step.equations, written)
+        rotated = tuple(dict.fromkeys(eq.target.field.name for eq in step.equations if eq.target.field.levels == 2))
+        loops.append(Loop(step.count, start, len(stages), rotated))
+    stages += _split_passes(plain, written)
+    return tuple(stages), tuple(loops)
 
 
 def _check_solves(equations: Sequence[Eq | Solve], grid: Grid, written: set[str]) -> None:
@@ -253,11 +338,11 @@ def _check_in_place_reads(equations: Sequence[Eq | Solve], in_place: set[str]) -
                 )
 
 
-def _split_passes(equations: Sequence[Eq | Solve]) -> tuple[Stage, ...]:
-    """A new pass starts where an equation reads a neighbour of a value the current pass writes, and after a solve."""
+def _split_passes(equations: Sequence[Eq | Solve], written_so_far: set[Slot]) -> tuple[Stage, ...]:
+    """A new pass starts where an equation reads a neighbour of a value the current pass writes, and after a solve.
+    `written_so_far`: the slots the step's earlier equations compute, to which these equations' are added."""
     passes: list[Stage] = []
     current: list[Eq] = []
-    written_so_far: set[tuple[str, int]] = set()
     for eq in equations:
         reads = [a for e in expressions(eq) for a in accesses(e)]
         for a in reads:

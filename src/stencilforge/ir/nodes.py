@@ -579,6 +579,53 @@ class Solve:
         return (self.rhs, self.a, self.b) + (() if self.k is None else (self.k,))
 
 
+@dataclass(frozen=True, eq=False)
+class Iterate:
+    """`equations` run `count` times in a row inside the step (the Jacobi sweeps of a pressure Poisson
+    equation, say): their passes are compiled once and launched `count` times, not unrolled.
+
+    A field written inside reads as in a step: `p` is the previous iterate (the step's start value in the
+    first iteration), `p.next` the new one. Between iterations p's two levels swap (no copy) and its walls
+    are filled again, at t + dt as the step's new values' are, so its boundary condition holds in every
+    iteration. After the group `p.next` is the last iterate, what later equations read; `p` then holds an
+    earlier iterate, which they may not read. The step's end swaps p's levels once more, as it swaps every
+    written field's, so the next step starts from the last iterate.
+
+    Inside: sf.Eq only (no solve, no nested Iterate), writing fields of one or two levels that no equation
+    outside the group writes; a one-level field is overwritten in place every iteration.
+    """
+
+    count: int
+    equations: tuple[Eq, ...]
+
+    def __post_init__(self):
+        n = self.count
+        if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)) or n < 1:
+            raise StencilforgeError(f"sf.Iterate needs a positive integer count of iterations, got {n!r}")
+        object.__setattr__(self, "count", int(n))
+        if isinstance(self.equations, (Eq, Solve, Iterate)) or not isinstance(self.equations, (list, tuple)):
+            raise StencilforgeError(f"sf.Iterate(n, [equations]) takes a list of equations, got {self.equations!r}")
+        if not self.equations:
+            raise StencilforgeError("sf.Iterate needs at least one equation to iterate")
+        for eq in self.equations:
+            if isinstance(eq, Iterate):
+                raise StencilforgeError("sf.Iterate inside sf.Iterate is not supported: write the inner equations in the outer group")
+            if isinstance(eq, Solve):
+                raise StencilforgeError(f"sf.Iterate repeats sf.Eq equations; the solve for {eq.label} goes outside it")
+            if not isinstance(eq, Eq):
+                raise StencilforgeError(f"sf.Iterate repeats sf.Eq(target, expression) equations, got {eq!r}")
+        object.__setattr__(self, "equations", tuple(self.equations))
+
+    @property
+    def label(self) -> str:
+        return f"{self.count} x ({', '.join(eq.label for eq in self.equations)})"
+
+    @property
+    def expressions(self) -> tuple[Expr, ...]:
+        """Every expression the group evaluates."""
+        return tuple(eq.expr for eq in self.equations)
+
+
 def walk(expr: Expr):
     """Every node of the tree, parents before children."""
     stack = [expr]
