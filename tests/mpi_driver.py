@@ -86,7 +86,7 @@ def run_cases(backend_name: str, grid: str, out: str, halo: str = "auto") -> Non
                 continue
             result = run_with(problem, None, backend=backend, comm=comm, procs=procs, halo=halo, **loop)
         if comm.rank == 0:  # the fields come back whole on rank 0
-            saved.update({f"{label}/{field}": np.asarray(arr) for field, arr in result.fields.items()})
+            saved.update({f"{label}/{field}": backend.to_host(arr) for field, arr in result.fields.items()})
         else:
             assert all(arr is None for arr in result.fields.values())
         s = result.summary
