@@ -21,8 +21,8 @@ from pathlib import Path
 from mpi4py import MPI
 
 from stencilforge.backends import get_backend
+from stencilforge.decomposed_simulation import DecomposedSimulation
 from stencilforge.distributed import bind_device
-from stencilforge.distributed.equations import DecomposedSimulation
 from stencilforge.simulation import Simulation
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"

@@ -17,9 +17,9 @@ import numpy as np
 
 from stencilforge import problems
 from stencilforge.backends import Launch, get_backend
+from stencilforge.decomposed_simulation import DecomposedSimulation
 from stencilforge.distributed import Decomposition, bind_device, fail_together, gather, world
 from stencilforge.distributed.decomposition import _cut_area, _fits, factorizations
-from stencilforge.distributed.equations import DecomposedSimulation
 from stencilforge.distributed.outputs import Gathering, GlobalOutput
 from stencilforge.errors import BlowUp, OutputError, StencilforgeError
 from stencilforge.runner import run_with

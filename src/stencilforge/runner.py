@@ -211,7 +211,7 @@ def _run_passes(problem, engine, total, tol, params, loop: dict, outputs, comm, 
     if comm is None:
         sim = Simulation(problem, engine, params, background=True, sweeps=sweeps)
     else:
-        from .distributed.equations import DecomposedSimulation
+        from .decomposed_simulation import DecomposedSimulation
 
         sim = decomposed = DecomposedSimulation(problem, engine, params, comm, procs, halo, sweeps=sweeps)
     setup_s = time.perf_counter() - start

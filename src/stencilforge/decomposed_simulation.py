@@ -25,18 +25,18 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ..boundary import Dirichlet, Periodic, bind, faces_of
-from ..ir.analysis import accesses
-from ..ir.nodes import Expr
-from ..points import Traces
-from ..printers.numpy import wall_values
-from ..problem import Problem
-from ..reductions import global_max, global_sum
-from ..simulation import Simulation, axis_operator
-from .comm import agree, gather
-from .decomposition import Decomposition
-from .device import HostClock, choose_transport
-from .halo import HaloExchange, exchange_together
+from .boundary import Dirichlet, Periodic, bind, faces_of
+from .distributed.comm import agree, gather
+from .distributed.decomposition import Decomposition
+from .distributed.device import HostClock, choose_transport
+from .distributed.halo import HaloExchange, exchange_together
+from .ir.analysis import accesses
+from .ir.nodes import Expr
+from .points import Traces
+from .printers.numpy import wall_values
+from .problem import Problem
+from .reductions import global_max, global_sum
+from .simulation import Simulation, axis_operator
 
 
 def halo_widths(problem: Problem) -> dict[str, tuple[int, ...]]:
@@ -75,7 +75,7 @@ class DecomposedSimulation(Simulation):
         self._phases: dict[str, list] = {}  # field -> per axis (its walls' fills, its exchange with the neighbours)
         self._clock: Any = HostClock()  # the halo exchanges, packing included: on a device, CUDA events on the stream
         if backend.device:
-            from ..backends.cuda.backend import EventClock
+            from .backends.cuda.backend import EventClock
 
             self._clock = EventClock(backend.xp)
         self._reduce_s = 0.0  # global sums and maxima
@@ -173,7 +173,7 @@ class DecomposedSimulation(Simulation):
     def _solve_layout(self, walls):
         """This rank's blocks of the solve's fine levels, on this simulation's process grid (the coarse levels
         are gathered whole onto every rank: `solvers.decomposed`), and the grid faces its block touches."""
-        from ..solvers.decomposed import BlockLayout
+        from .solvers.decomposed import BlockLayout
 
         layout = BlockLayout(self.cart, self.whole.shape, walls, self.decomp.dims)
         assert layout.decomp.extent(self.coords) == self.decomp.extent(self.coords), "the solve's blocks are the fields'"
