@@ -6,8 +6,6 @@ import pytest
 from conftest import TOLERANCES
 from stencilforge import problems
 from stencilforge.backends import get_backend
-from stencilforge.ir.lowering import sweep_terms
-from stencilforge.plan import Sweep
 from stencilforge.problems import derivatives
 from stencilforge.runner import run
 
@@ -20,17 +18,10 @@ SHAPES = {
 
 
 def random_fields(step, rng):
-    """Every array the step's sweep and residual take, ghosted, random."""
-    names = {*step.sweep.inputs, step.sweep.out, *(residual_sweep(step).inputs if step.problem.residual is not None else ())}
+    """Every array the step's sweep takes, ghosted, random."""
+    names = {*step.sweep.inputs, step.sweep.out}
     lattice = step.lattice
     return {name: rng.standard_normal(lattice.padded_shape).astype(lattice.dtype) for name in sorted(names)}
-
-
-def residual_sweep(step) -> Sweep:
-    """The problem's residual as a sweep, as the backends' sum_squares take it."""
-    terms = sweep_terms(step.problem.residual, step.values)
-    assert terms is not None, "the residual is a sum of stencils of fields"
-    return Sweep("r", terms)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
@@ -54,16 +45,6 @@ def test_sweep_matches_oracle(name, shape, dtype, rng):
         ghost = np.ones(lattice.padded_shape, bool)
         ghost[interior] = False
         assert np.all(np.isnan(results["numba"][ghost])), "a ghost cell was written"
-
-
-@pytest.mark.parametrize("dtype", ["float32", "float64"])
-def test_residual_matches_oracle(dtype, rng):
-    step = problems.linear_step("poisson2d", shape=(29, 23), dtype=dtype)
-    fields = random_fields(step, rng)
-    residual = residual_sweep(step)
-    ref = get_backend("numpy").sum_squares(residual, step.lattice)(fields)
-    got = get_backend("numba").sum_squares(residual, step.lattice)(fields)
-    assert got == pytest.approx(ref, rel=1e-5 if dtype == "float32" else 1e-12)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])

@@ -22,7 +22,6 @@ from stencilforge.backends.cuda.schedules.pipelined import MAX_AHEAD, pipelined_
 from stencilforge.backends.cuda.schedules.streaming_vec import vector_width
 from stencilforge.backends.cuda.tune import fused_choice
 from stencilforge.errors import StencilforgeError
-from stencilforge.ir.lowering import sweep_terms
 from stencilforge.plan import AxisOperator, Sweep, Term
 from stencilforge.problems import derivatives as deriv, poisson2d
 from stencilforge.sources import problem_source
@@ -37,15 +36,6 @@ def _variants():
     out = [(name, problems.linear_step(name)) for name in ("poisson2d", "heat2d", "heat3d")]
     out += [(f"wave3d-r{r}", problems.linear_step("wave3d", shape=(17, 17, 17), radius=r)) for r in range(1, 9)]
     return out
-
-
-def _residual(step) -> Sweep | None:
-    """The problem's residual as a sweep (what the cuda backend's sum_squares reduces), or None without one."""
-    if step.problem.residual is None:
-        return None
-    terms = sweep_terms(step.problem.residual, step.values)
-    assert terms is not None, "the residual is a sum of stencils of fields"
-    return Sweep("r", terms)
 
 
 def _operators():
@@ -66,11 +56,8 @@ def _modules():
     """One translation unit per (plan, dtype) holding every strategy's kernel: fewer NVRTC calls."""
     mods = []
     for vid, step in _variants():
-        residual = _residual(step)
         for dt in DTYPES:
             ks = [codegen.sweep_kernel(step.sweep, s, dt) for s in codegen.applicable_strategies(step.sweep, dt)]
-            if residual is not None:
-                ks.append(codegen.residual_kernel(residual, dt))
             mods.append((f"{vid}-{dt}", module_source(ks, dt, vid)))
     for dt in DTYPES:
         pairs = []

@@ -15,8 +15,6 @@ from stencilforge.backends import numba_cpu
 from stencilforge.backends.numba_cpu import NumbaBackend
 from stencilforge.backends.numpy_ref import NumpyBackend, evaluate_sweep
 from stencilforge.boundary import scale_with_numpy
-from stencilforge.ir.lowering import sweep_terms
-from stencilforge.plan import Sweep
 from stencilforge.printers.numba import rounds_as_oracle
 from stencilforge.runner import run
 from stencilforge.simulation import Simulation
@@ -39,18 +37,11 @@ def held(monkeypatch, tmp_path):
 
 
 def _fields(step, seed=3):
-    """Random ghosted arrays for every field the step's sweep reads or writes (and its residual reads)."""
+    """Random ghosted arrays for every field the step's sweep reads or writes."""
     rng = np.random.default_rng(seed)
-    names = [*step.sweep.inputs, step.sweep.out, *(_residual(step).inputs if step.problem.residual is not None else ())]
+    names = [*step.sweep.inputs, step.sweep.out]
     lattice = step.lattice
     return {n: rng.uniform(-1, 1, lattice.padded_shape).astype(lattice.dtype) for n in dict.fromkeys(names)}
-
-
-def _residual(step) -> Sweep:
-    """The problem's residual as the sweep the backends' sum_squares take."""
-    terms = sweep_terms(step.problem.residual, step.values)
-    assert terms is not None, "the residual is a sum of stencils of fields"
-    return Sweep("r", terms)
 
 
 @pytest.mark.parametrize("name, shape, params", [("wave3d", (9, 21, 19), {"radius": 4}), ("heat2d", (23, 37), {}),
@@ -132,16 +123,6 @@ def test_a_cold_run_gives_the_oracles_fields(monkeypatch, tmp_path):
     ours = run(problem, steps=7, backend=NumbaBackend()).fields
     oracle = run(problem, steps=7, backend=NumpyBackend()).fields
     assert oracle and all(np.array_equal(ours[k], oracle[k]) for k in oracle)
-
-
-def test_the_residuals_kernel_compiles_in_the_background_and_a_check_before_then_compiles_it(held):
-    step = problems.linear_step("poisson2d", shape=(17, 31), dtype="float32")
-    fields, residual = _fields(step), _residual(step)
-    early = NumbaBackend().sum_squares(residual, step.lattice, background=True)
-    assert len(held) == 1 and not held[0].done()
-    expected = NumbaBackend().sum_squares(residual, step.lattice)(fields)
-    assert early(fields) == expected == pytest.approx(float(np.sum(evaluate_sweep(residual, step.lattice, fields)
-                                                                  .astype(np.float64) ** 2)), rel=1e-6)
 
 
 def test_numpy_applies_an_axis_operator_until_its_kernel_is_compiled(held):

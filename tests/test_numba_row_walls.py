@@ -87,9 +87,9 @@ def test_single_step_kernel_writes_the_walls_it_reads(make, shape, ghost, dtype)
     assert writes_walls(sweep)
     rows = rows_of(moving_wall(grid), grid)
     walls = rows.at(0.7)
-    kernel = load_kernel(sweep_source(sweep, reduce=False))
+    kernel = load_kernel(sweep_source(sweep))
     coef = sweep_coefficients(sweep, grid.dtype)
-    threads = [1, 2, 3, 7] if "nt):" in sweep_source(sweep, reduce=False) else [None]
+    threads = [1, 2, 3, 7] if "nt):" in sweep_source(sweep) else [None]
     base = poisoned(grid, ("u", "f"))
     ref, expected = expected_single(sweep, grid, base, walls)
     for nt in threads:

@@ -58,15 +58,6 @@ def test_wide_sweep_gives_the_same_bits_on_any_thread_count():
         numba.set_num_threads(before)
 
 
-@pytest.mark.parametrize("shape", [(13, 45, 7), (7, 70, 9)])  # one tile of rows; two
-def test_wide_residual_sums_the_oracles_squares(shape):
-    grid, sweep = wave(shape, "float64", radius=3)
-    assert len(_views(sweep)) > FUSED_VIEW_LIMIT
-    fields = random_fields(grid)
-    got = NumbaBackend().sum_squares(sweep, grid)(fields)
-    assert got == pytest.approx(float(np.sum(evaluate_sweep(sweep, grid, fields) ** 2)), rel=1e-12)
-
-
 def wide_2d(case):
     from stencilforge.grid import Grid
     from stencilforge.plan import Sweep, Term

@@ -57,7 +57,7 @@ def test_a_box_of_equal_weights_scaled_by_a_field_is_the_oracle_bit_for_bit(dtyp
     monkeypatch.setattr(numba_cpu, "WIDE_LOOP_VIEWS", 14)
     box = Stencil.from_dict({tuple(i - 1 for i in o): 0.25 for o in np.ndindex(3, 3, 3)})
     sweep = Sweep("out", (Term("u", box, factor="f"), Term("f", Stencil.laplacian(3, 1))))
-    assert "part[j] = part[j] + " in numba_cpu.sweep_source(sweep, reduce=False)
+    assert "part[j] = part[j] + " in numba_cpu.sweep_source(sweep)
     check_numba_is_the_oracle(sweep, (9, 11, 13), dtype, seed=1)
 
 

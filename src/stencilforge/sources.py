@@ -50,7 +50,7 @@ class _Recorder:
             k = resolve(sweep, self.strategy, None, grid.shape, grid.dtype)
             self.sources.append(module_source([k], grid.dtype, f"{head}, strategy {k.strategy}, tile {k.tile}, block {k.block}"))
         else:
-            self.sources.append(f"# {head}\n{sweep_source(sweep, reduce=False, padded=constant_shape(grid))}")
+            self.sources.append(f"# {head}\n{sweep_source(sweep, padded=constant_shape(grid))}")
         return self._numpy.sweep(sweep, grid)
 
     def sweep_fused(self, sweep, grid):

@@ -103,10 +103,6 @@ class Backend(Protocol):
 
         The state after step s < steps takes its ghost cells from fields[`fused_walls(s)`] (step 1: the output's)."""
 
-    def sum_squares(self, sweep: Sweep, grid: Grid, background: bool = False) -> Callable[[Mapping], float]:
-        """The sum of the squares of the sweep's values; `background` as for `sweep` (a call before its compile
-        is done waits for it)."""
-
     def axis_operator(self, op: AxisOperator, dtype, shape=None, background: bool = False) -> Launch:
         """run(u, *outs) for 1D derivatives with closures; `shape` (when known) helps choose a kernel;
         `background` as for `sweep`."""

@@ -262,7 +262,7 @@ def _constant_offsets(views: dict, padded: tuple[int, ...], stmts: list[str], va
     return [f"lo_{field} = x_{field}[base + ({lo}):]" for field, lo in low.items()], texts[:-1], texts[-1]
 
 
-def _wide_source(sweep: Sweep, reduce: bool, lines: list[str], cnames: list[str], views: dict, walls: bool,
+def _wide_source(sweep: Sweep, lines: list[str], cnames: list[str], views: dict, walls: bool,
                  padded: tuple[int, ...] | None = None) -> str:
     """3D sweeps too wide for one loop: each task takes a range of planes along axis 0 and, for each tile of
     Y_TILE rows along axis 1, walks its planes, evaluating the tile's rows of a plane as one flat range of the
@@ -303,7 +303,6 @@ def _wide_source(sweep: Sweep, reduce: bool, lines: list[str], cnames: list[str]
         (u,) = sweep.stencil_inputs  # `writes_walls`: one field read around the cell
         lines += _edge_walls(r, [_walls_call(3, f"f_{u}[q]", "q")])
     lines += [
-        *(["    total = 0.0"] if reduce else []),
         "    for t in numba.prange(tasks):",
         f"        {WIDE}",
         *[f"        {line}" for line in TASK_PLANES],
@@ -334,11 +333,7 @@ def _wide_source(sweep: Sweep, reduce: bool, lines: list[str], cnames: list[str]
     lines.append(f"{indent}for j in range(n):")
     lines.append(f"{indent}    acc[j] = {value}")
     lines.append(f"{indent}for k in range(y1 - y0):")
-    if reduce:
-        lines += [f"{indent}    for j in range(k * w, k * w + m):", f"{indent}        s = np.float64(acc[j])",
-                  f"{indent}        total += s * s", "    return total"]
-    else:
-        lines.append(f"{indent}    out[i0, y0 + k, g:g + m] = acc[k * w:k * w + m]")
+    lines.append(f"{indent}    out[i0, y0 + k, g:g + m] = acc[k * w:k * w + m]")
     return HEADER + (PLANE_WALLS if walls else "") + "\n".join(lines) + "\n"
 
 
@@ -361,8 +356,8 @@ def writes_walls(sweep: Sweep) -> bool:
     return all(sum(1 for v in o if v) <= 1 for t in sweep.terms if t.field == u for o, _ in t.stencil.entries)
 
 
-def sweep_source(sweep: Sweep, reduce: bool, padded: tuple[int, ...] | None = None) -> str:
-    """Source of a kernel writing the sweep (or summing its squares) over the interior.
+def sweep_source(sweep: Sweep, padded: tuple[int, ...] | None = None) -> str:
+    """Source of a kernel writing the sweep over the interior.
 
     The innermost loops read 1D row views that all share the index j: with no
     offset arithmetic inside the loop LLVM vectorises it (see docs/performance.md).
@@ -375,16 +370,14 @@ def sweep_source(sweep: Sweep, reduce: bool, padded: tuple[int, ...] | None = No
     (`_constant_offsets`), which then refuses fields of another shape.
     """
     nd = sweep.ndim
-    walls = not reduce and writes_walls(sweep)
+    walls = writes_walls(sweep)
     lines, cnames, views = _prologue(sweep, wall_args(nd) if walls else ())
     fused = len(views) <= FUSED_VIEW_LIMIT
     if nd == 3 and not fused:
-        return _wide_source(sweep, reduce, lines, cnames, views, walls, padded)
+        return _wide_source(sweep, lines, cnames, views, walls, padded)
     lines.append(f"    m = out.shape[{nd - 1}] - 2 * g")
     if walls and nd == 3:
         lines.append("    n1 = out.shape[1] - 2 * g")
-    if reduce:
-        lines.append("    total = 0.0")
     for a in range(nd - 1):
         loop = "numba.prange" if a == 0 else "range"
         lines.append(f"{'    ' * (a + 1)}for i{a} in {loop}(g, out.shape[{a}] - g):")
@@ -414,16 +407,9 @@ def sweep_source(sweep: Sweep, reduce: bool, padded: tuple[int, ...] | None = No
         for stmt in stmts:
             lines.append(f"{indent}for j in {loop}(m):")
             lines.append(f"{indent}    {stmt}")
-    if reduce:
-        lines.append(f"{indent}for j in {loop}(m):")
-        lines.append(f"{indent}    r = np.float64({value})")
-        lines.append(f"{indent}    total += r * r")
-    else:
-        lines.append(f"{indent}o = out[{row((0,) * nd)}]")
-        lines.append(f"{indent}for j in {loop}(m):")
-        lines.append(f"{indent}    o[j] = {value}")
-    if reduce:
-        lines.append("    return total")
+    lines.append(f"{indent}o = out[{row((0,) * nd)}]")
+    lines.append(f"{indent}for j in {loop}(m):")
+    lines.append(f"{indent}    o[j] = {value}")
     return HEADER + (ROW_WALLS if walls and nd == 2 else "") + "\n".join(lines) + "\n"
 
 
@@ -891,7 +877,7 @@ class NumbaBackend(HostMemory):
         """With `background`, a kernel not yet in the cache compiles in a thread while NumPy's oracle takes
         the steps (the same bits: tests/test_numba_oracle_first.py), where one NumPy step is shorter than a
         compile (`ORACLE_STEP_BUDGET`); a cached kernel loads in a fraction of a second, before stepping."""
-        source = sweep_source(sweep, reduce=False, padded=constant_shape(grid))
+        source = sweep_source(sweep, padded=constant_shape(grid))
         walls = wall_args(grid.ndim) if writes_walls(sweep) else ()
         if not _numpy_first(background, source, grid.cells, sum(len(t.stencil.entries) for t in sweep.terms)):
             return Launch(self._bound(source, sweep, grid, sweep.out, walls=walls)[0], walls=bool(walls))
@@ -922,13 +908,6 @@ class NumbaBackend(HostMemory):
         run, compiling = self._bound(fused_source(sweep, steps), sweep, grid, sweep.out,
                                      (f"{sweep.out}: the {steps}-step kernel", "single steps"), walls, carriers)
         return Launch(run, steps=steps, compiling=compiling, walls=bool(walls))
-
-    def sum_squares(self, sweep: Sweep, grid: Grid, background: bool = False) -> Callable[[Mapping[str, np.ndarray]], float]:
-        """With `background`, the kernel compiles after those asked for before it; a call before then compiles
-        it (or waits for the compile under way) and gives the same sum."""
-        why = (f"{sweep.out}: the residual's kernel", "the first check raises the error") if background else None
-        run, _ = self._bound(sweep_source(sweep, reduce=True, padded=constant_shape(grid)), sweep, grid, sweep.inputs[0], why)
-        return lambda fields: float(run(fields))
 
     def axis_operator(self, op: AxisOperator, dtype, shape=None, background: bool = False) -> Launch:
         """`background` with a `shape`: as for `sweep`, NumPy's oracle (the same bits) applies the operator

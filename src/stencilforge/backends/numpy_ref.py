@@ -83,14 +83,6 @@ class NumpyBackend(HostMemory):
         """The oracle steps one at a time."""
         return None
 
-    def sum_squares(self, sweep: Sweep, grid: Grid, background: bool = False) -> Callable[[Mapping[str, np.ndarray]], float]:
-        @np.errstate(over="ignore", invalid="ignore")  # a blow-up is reported once, by the loop's NaN test
-        def run(fields):
-            r = evaluate_sweep(sweep, grid, fields).astype(np.float64)
-            return float(np.sum(r * r))
-
-        return run
-
     def axis_operator(self, op: AxisOperator, dtype, shape=None, background: bool = False) -> Launch:
         def run(u, *outs):
             evaluate_axis_operator(op, u, outs)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import logging
 import math
-from typing import Any, Callable, Mapping, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
@@ -24,7 +24,6 @@ from .compile import cached_cubin, options
 from .facts import DeviceFacts, device_facts
 from .kernel import HOPPER, STATIC_SMEM_LIMIT, Kernel, Limits, module_source
 from .schedules.fused import PAIR_TILE, fused_applicable, fused_sweep
-from .schedules.reduce import REDUCE_BLOCKS
 from .tune import choose, fused_choice, pass_schedule
 
 MAX_GRID_YZ = 65535
@@ -446,24 +445,6 @@ class CudaBackend:
 
         ran.run = run
         return ran
-
-    def sum_squares(self, sweep: Sweep, grid: Grid, background: bool = False) -> Callable[[Mapping], float]:
-        kernel = codegen.residual_kernel(sweep, grid.dtype)
-        launch = self._launcher(kernel, grid.dtype)
-        rows = math.prod(grid.shape[:-1])
-        blocks = (min(REDUCE_BLOCKS, rows), 1, 1)
-        partial = self._cp.empty(blocks[0], dtype=np.float64)
-        scalars = tuple(np.int32(n) for n in grid.shape) + (np.int32(grid.ghost),)
-        shape, dtype = grid.padded_shape, grid.dtype
-        if grid.ghost < sweep.radius:
-            raise StencilforgeError(f"grid ghost width {grid.ghost} is smaller than the stencil radius {sweep.radius}")
-
-        def run(fields) -> float:
-            ptrs, pitch = self._fields(fields, kernel.args, shape, dtype)
-            launch(blocks, ptrs + (partial,) + scalars + (np.int32(pitch),))
-            return float(partial.sum())
-
-        return run
 
     def axis_operator(self, op: AxisOperator, dtype, shape=None, background: bool = False) -> Launch:
         """`shape` (the arrays' shape, when known) lets `auto` use the winner tuned for it."""

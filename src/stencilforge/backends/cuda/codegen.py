@@ -24,7 +24,6 @@ from .schedules.march import MARCHING_STRATEGIES, streaming_applicable
 from .schedules.naive import naive_sweep
 from .schedules.operators import flat_operator, naive_operator, pencil_operator, rows_operator, rows_vector_operator
 from .schedules.pipelined import pipelined_sweep
-from .schedules.reduce import reduce_sweep
 from .schedules.rows import row_vector_width, rows_sweep, rows_vector_sweep
 from .schedules.streaming import streaming_cached_sweep, streaming_sweep
 from .schedules.streaming_vec import streaming_vector_sweep, vector_width
@@ -158,8 +157,3 @@ def operator_kernel(op: AxisOperator, strategy: str, dtype, tile=None) -> Kernel
     if strategy == "rows_vec":
         return rows_vector_operator(op, dtype, _check_tile(tile, 2, strategy, lambda t: t[1]), name)
     return pencil_operator(op, dtype, _check_tile(tile, 2, strategy, lambda t: t[1]), name)
-
-
-def residual_kernel(sweep: Sweep, dtype) -> Kernel:
-    check_names(sweep.inputs)
-    return reduce_sweep(sweep, dtype, f"sf_sumsq_{sweep.out}")

@@ -167,21 +167,13 @@ def cell_expression(sweep: Sweep, dtype, access) -> str:
     return total
 
 
-def sweep_args(sweep: Sweep, reduce: bool) -> tuple[str, ...]:
-    inputs = list(sweep.inputs)
-    if reduce:
-        return tuple(inputs)
-    return (sweep.out,) + tuple(n for n in inputs if n != sweep.out)
+def sweep_args(sweep: Sweep) -> tuple[str, ...]:
+    """The kernel's array arguments: the output, then the inputs (the output once, where the sweep reads it too)."""
+    return (sweep.out,) + tuple(n for n in sweep.inputs if n != sweep.out)
 
 
-def kernel_params(sweep: Sweep, reduce: bool, carriers: tuple[str, ...] = ()) -> str:
-    names = sweep_args(sweep, reduce) + carriers
-    ps = []
-    for n in names:
-        writable = not reduce and n == sweep.out
-        ps.append(f"{'' if writable else 'const '}real* __restrict__ f_{n}")
-    if reduce:
-        ps.append("double* __restrict__ partial")
+def kernel_params(sweep: Sweep, carriers: tuple[str, ...] = ()) -> str:
+    ps = [f"{'' if n == sweep.out else 'const '}real* __restrict__ f_{n}" for n in sweep_args(sweep) + carriers]
     ps += [f"const int n{a}" for a in range(sweep.ndim)] + ["const int g", "const int pitch"]
     return ", ".join(ps)
 

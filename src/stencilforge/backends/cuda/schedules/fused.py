@@ -108,7 +108,7 @@ def _fused_rows(sweep: Sweep, dtype, tile: tuple[int, ...], name: str, steps: in
     carriers = tuple(f"_walls{s}" for s in range(2, k))
     bounds = f"{threads}, {min_blocks}" if min_blocks else f"{threads}"
     lines = [
-        f'extern "C" __global__ void __launch_bounds__({bounds}) {name}({kernel_params(sweep, False, carriers)})',
+        f'extern "C" __global__ void __launch_bounds__({bounds}) {name}({kernel_params(sweep, carriers)})',
         "{",
         "    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;",
         f"    const int i1 = blockIdx.x * {cover} + warp * {useful} + lane - {reach};",
@@ -128,7 +128,7 @@ def _fused_rows(sweep: Sweep, dtype, tile: tuple[int, ...], name: str, steps: in
     ]
     lines.append("}")
     label = "rows, two steps" if k == 2 else f"rows, {k} steps"
-    return Kernel(name, "\n".join(lines) + "\n", label, tile, (threads, 1, 1), (rows, cover), sweep_args(sweep, False) + carriers)
+    return Kernel(name, "\n".join(lines) + "\n", label, tile, (threads, 1, 1), (rows, cover), sweep_args(sweep) + carriers)
 
 
 def _fused_body(sweep: Sweep, dtype, rows: int, k: int, carriers: tuple[str, ...], guarded: bool) -> list[str]:
@@ -194,7 +194,7 @@ def _pair_march(sweep: Sweep, dtype, tile: tuple[int, ...], name: str, ahead: in
     useful = 32 - 2 * r
     warps = threads // 32
     lines = [
-        f'extern "C" __global__ void __launch_bounds__({threads}) {name}({kernel_params(sweep, False)})',
+        f'extern "C" __global__ void __launch_bounds__({threads}) {name}({kernel_params(sweep)})',
         "{",
         "    const int lane = threadIdx.x;",
         f"    const int i2 = blockIdx.x * {useful} + lane - {r};",
@@ -216,7 +216,7 @@ def _pair_march(sweep: Sweep, dtype, tile: tuple[int, ...], name: str, ahead: in
         "}",
     ]
     cover = (planes, rows * warps, useful)
-    return Kernel(name, "\n".join(lines) + "\n", "march, two steps", tile, (32, warps, 1), cover, sweep_args(sweep, False))
+    return Kernel(name, "\n".join(lines) + "\n", "march, two steps", tile, (32, warps, 1), cover, sweep_args(sweep))
 
 
 def _march_body(sweep: Sweep, dtype, rows: int, ahead: int, guarded: bool) -> list[str]:

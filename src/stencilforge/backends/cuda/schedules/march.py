@@ -218,7 +218,7 @@ def march_kernel(name: str, lines: list[str], strategy: str, sweep: Sweep, tile,
     plane_tile = tuple(tile[1:])
     block = (plane_tile[-1], plane_tile[0] if sweep.ndim == 3 else 1, 1)
     source = "\n".join(lines + ["}"]) + "\n"
-    return Kernel(name, source, strategy, tile, block, tuple(tile), sweep_args(sweep, False), smem)
+    return Kernel(name, source, strategy, tile, block, tuple(tile), sweep_args(sweep), smem)
 
 
 def fit_unroll(unroll: int, plane_bytes: int, strategy: str, tile) -> int:

@@ -15,7 +15,7 @@ def naive_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str) -> Kernel
     expr = cell_expression(sweep, dtype, lambda f, o: f"f_{f}[{at_offset('c', o)}]")
     inside = " && ".join(f"i{a} < n{a}" for a in range(nd))
     body = [
-        f'extern "C" __global__ void __launch_bounds__({threads}) {name}({kernel_params(sweep, False)})',
+        f'extern "C" __global__ void __launch_bounds__({threads}) {name}({kernel_params(sweep)})',
         "{",
         *("    " + s for s in index_setup(nd, tile)),
         f"    if (!({inside})) return;",
@@ -24,4 +24,4 @@ def naive_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str) -> Kernel
         f"    {out}[c] = {expr};",
         "}",
     ]
-    return Kernel(name, "\n".join(body) + "\n", "naive", tile, block_shape(tile), tile, sweep_args(sweep, False))
+    return Kernel(name, "\n".join(body) + "\n", "naive", tile, block_shape(tile), tile, sweep_args(sweep))

@@ -104,7 +104,7 @@ def pipelined_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str, limit
     unroll = min(UNROLL if 1 < lag <= 4 else 2, chunk)
     lines = [
         *_CP_ASYNC.splitlines(),
-        f'extern "C" __global__ void __launch_bounds__({threads}) {name}({kernel_params(sweep, False)})',
+        f'extern "C" __global__ void __launch_bounds__({threads}) {name}({kernel_params(sweep)})',
         "{",
         f"    // {ring} plane slots per stencil field, {ahead} planes in flight ahead of the one consumed",
         "    extern __shared__ real sf_smem[];",

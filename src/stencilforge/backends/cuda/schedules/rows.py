@@ -26,7 +26,7 @@ def _column_head(sweep: Sweep, tile: tuple[int, ...], name: str, width: int, val
     x = f"i{nd - 1}"
     first = f"blockIdx.x * {tx} + threadIdx.x" if width == 1 else f"{width} * (blockIdx.x * {tx} + threadIdx.x)"
     lines = [
-        f'extern "C" __global__ void __launch_bounds__({tx}) {name}({kernel_params(sweep, False)})',
+        f'extern "C" __global__ void __launch_bounds__({tx}) {name}({kernel_params(sweep)})',
         "{",
         f"    const int {x} = {first};",
         f"    if ({x} >= n{nd - 1}) return;",
@@ -63,7 +63,7 @@ def rows_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str) -> Kernel:
         lines.append(f"    if (in{k}) v{k} = {expr};")
     lines += [f"    if (in{k}) f_{sweep.out}[c{k}] = v{k};" for k in range(cells)]
     lines.append("}")
-    return Kernel(name, "\n".join(lines) + "\n", "rows", tile, (tile[-1], 1, 1), tile, sweep_args(sweep, False))
+    return Kernel(name, "\n".join(lines) + "\n", "rows", tile, (tile[-1], 1, 1), tile, sweep_args(sweep))
 
 
 def row_vector_width(sweep: Sweep, dtype) -> int:
@@ -116,4 +116,4 @@ def rows_vector_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str) -> 
     lines += [f"    if (in{k}) *({vt}*)(f_{sweep.out} + c{k}) = r{k};" for k in range(cells)]
     lines.append("}")
     return Kernel(name, "\n".join(lines) + "\n", "rows_vec", tile, (tx, 1, 1), tuple(tile[:-1]) + (tx * width,),
-                  sweep_args(sweep, False), vector=width)
+                  sweep_args(sweep), vector=width)

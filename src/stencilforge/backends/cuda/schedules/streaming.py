@@ -39,7 +39,7 @@ def streaming_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str) -> Ke
     unroll = fit_unroll(lay.unroll, sum(math.prod(b) for b in boxes.values()) * np.dtype(dtype).itemsize, "streaming", tile)
     min_blocks = max(1, resident_threads(nd, lay.column_radius) // threads)
     lines = [
-        f'extern "C" __global__ void __launch_bounds__({threads}, {min_blocks}) {name}({kernel_params(sweep, False)})',
+        f'extern "C" __global__ void __launch_bounds__({threads}, {min_blocks}) {name}({kernel_params(sweep)})',
         "{",
     ]
     for f in staged:
@@ -69,7 +69,7 @@ def streaming_cached_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str
     unroll = lay.unroll
     min_blocks = max(1, 1024 // threads)  # at least 1024 resident threads: caps registers at 64
     lines = [
-        f'extern "C" __global__ void __launch_bounds__({threads}, {min_blocks}) {name}({kernel_params(sweep, False)})',
+        f'extern "C" __global__ void __launch_bounds__({threads}, {min_blocks}) {name}({kernel_params(sweep)})',
         "{",
     ]
     if nd == 3:

@@ -54,7 +54,7 @@ def streaming_vector_sweep(sweep: Sweep, dtype, tile: tuple[int, int, int], name
     unroll = fit_unroll(lay.unroll, sum(rows[f] * width[f] for f in staged) * vector * np.dtype(dtype).itemsize, "streaming_vec", tile)
     resident = resident_threads(3, lay.column_radius) // vector
     lines = [
-        f'extern "C" __global__ void __launch_bounds__({threads}, {max(1, resident // threads)}) {name}({kernel_params(sweep, False)})',
+        f'extern "C" __global__ void __launch_bounds__({threads}, {max(1, resident // threads)}) {name}({kernel_params(sweep)})',
         "{",
     ]
     for f in staged:
@@ -69,7 +69,7 @@ def streaming_vector_sweep(sweep: Sweep, dtype, tile: tuple[int, int, int], name
         f"    const long long s0v = s0 / {vector}, s1v = s1 / {vector};",
         f"    const long long col = ((long long)i1 + g) * s1v + (i2 + g) / {vector};",
     ]
-    for n in sweep_args(sweep, False):
+    for n in sweep_args(sweep):
         const = "" if n == sweep.out else "const "
         lines.append(f"    {const}{vt}* __restrict__ v_{n} = reinterpret_cast<{const}{vt}*>(f_{n});")
     slots = {}
@@ -109,5 +109,5 @@ def streaming_vector_sweep(sweep: Sweep, dtype, tile: tuple[int, int, int], name
         lines.append("        }")
     lines += queue_shift(radii, unroll) + ["    }", "}"]
     block = (tx, ty_cells, 1)
-    return Kernel(name, "\n".join(lines) + "\n", "streaming_vec", tile, block, tuple(tile), sweep_args(sweep, False), vector=vector,
+    return Kernel(name, "\n".join(lines) + "\n", "streaming_vec", tile, block, tuple(tile), sweep_args(sweep), vector=vector,
                   ghost_vectors=True)

@@ -40,7 +40,7 @@ def tiled_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str, limits: L
     smem = total * itemsize
     check_smem(smem, "tiled", tile, limits)
     lines = [
-        f'extern "C" __global__ void __launch_bounds__({threads}) {name}({kernel_params(sweep, False)})',
+        f'extern "C" __global__ void __launch_bounds__({threads}) {name}({kernel_params(sweep)})',
         "{",
         "    extern __shared__ real sf_smem[];",
     ]
@@ -94,4 +94,4 @@ def tiled_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str, limits: L
 
     lines.append(f"    f_{sweep.out}[c] = {cell_expression(sweep, dtype, access)};")
     lines.append("}")
-    return Kernel(name, "\n".join(lines) + "\n", "tiled", tile, block_shape(tile), tile, sweep_args(sweep, False), smem)
+    return Kernel(name, "\n".join(lines) + "\n", "tiled", tile, block_shape(tile), tile, sweep_args(sweep), smem)
