@@ -129,8 +129,8 @@ def test_v22_red_black_reduces_the_residual_tenfold_per_cycle(shape, rng):
 
 @pytest.mark.parametrize("name,shape", [("poisson2d", (127, 127)), ("poisson2d", (200, 150)), ("poisson3d", (31, 31, 31))])
 def test_one_fmg_cycle_reaches_the_discretisation_error(name, shape):
-    once = problems.multigrid(name, shape, None, backend="numba", tol=1e-30, max_cycles=1).summary
-    converged = problems.multigrid(name, shape, None, backend="numba", tol=1e-12).summary
+    once = problems.multigrid(*problems.problem(name, shape), backend="numba", tol=1e-30, max_cycles=1).summary
+    converged = problems.multigrid(*problems.problem(name, shape), backend="numba", tol=1e-12).summary
     assert once["cycles"] == 1 and converged["converged"]
     assert once["error"]["max_abs"] <= 1.5 * converged["error"]["max_abs"]
 

@@ -47,8 +47,9 @@ def solve(
                            progress=progress, keep_finite=keep_finite)
     if params:
         raise StencilforgeError(f"{problem} takes no parameters, got {', '.join(sorted(params))}")
-    solved = problems.multigrid(problem, shape, dtype, backend=backend, tol=tol, max_cycles=steps)
-    grid = problems.problem(problem, shape, dtype)[0].grid
+    made, built = problems.problem(problem, shape, dtype)
+    solved = problems.multigrid(made, built, backend=backend, tol=tol, max_cycles=steps)
+    grid = made.grid
     return Result({"u": solved.u}, solved.summary, {name: grid.values(name) for name in grid.axis_names})
 
 

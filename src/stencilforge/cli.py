@@ -270,8 +270,8 @@ def _run_multigrid(problem: str, shape: str | None, dtype: str | None, backend: 
     comm = world() if procs is not None or launched() else None
     if comm is not None and backend in ("auto", "numba"):
         use_numba_threads(thread_count(None, node_peers(comm)))
-    s = problems.multigrid(problem, parse_ints(shape, "--shape"), dtype, backend=backend, tol=tol, max_cycles=steps, comm=comm,
-                           procs=parse_ints(procs, "--procs")).summary
+    s = problems.multigrid(*problems.problem(problem, parse_ints(shape, "--shape"), dtype), backend=backend, tol=tol,
+                           max_cycles=steps, comm=comm, procs=parse_ints(procs, "--procs")).summary
     root = comm is None or comm.rank == 0
     if root and as_json:
         print(json.dumps(s))

@@ -23,10 +23,8 @@ from __future__ import annotations
 import time
 from typing import Any, Callable, Sequence
 
-import numpy as np
-
 from .boundary import Dirichlet, Periodic, bind, faces_of
-from .distributed.comm import agree, gather
+from .distributed.comm import agree, allgather, gather
 from .distributed.decomposition import Decomposition
 from .distributed.device import HostClock, choose_transport
 from .distributed.halo import HaloExchange, exchange_together
@@ -181,11 +179,7 @@ class DecomposedSimulation(Simulation):
 
     def _whole_interior(self, arr):
         """The whole grid's interior on every rank, from every rank's block."""
-        local = self.backend.to_host(arr[self.lattice.interior])
-        whole = np.empty(self.whole.shape, dtype=local.dtype)
-        for rank, part in enumerate(self.cart.allgather(np.ascontiguousarray(local))):
-            whole[tuple(slice(s, s + n) for s, n in self.decomp.extent(self.decomp.coords_of(rank)))] = part
-        return whole
+        return allgather(self.cart, self.decomp, self.backend.to_host(arr[self.lattice.interior]))
 
     @property
     def transport(self) -> str:

@@ -225,10 +225,11 @@ class Simulation:
         if lat.ghost == 0:
             return lambda arrays, params, t: apply(arrays[op.inp], *(arrays[o] for o in outs))
         inside = lat.interior
-        dense = [self.xp.empty(lat.shape, dtype=lat.dtype) for _ in outs]
+        operand, *dense = (self.xp.empty(lat.shape, dtype=lat.dtype) for _ in range(len(outs) + 1))
 
         def run(arrays, params, t):
-            apply(self.xp.ascontiguousarray(arrays[op.inp][inside]), *dense)
+            operand[...] = arrays[op.inp][inside]
+            apply(operand, *dense)
             for o, d in zip(outs, dense):
                 arrays[o][inside] = d
 
@@ -582,9 +583,9 @@ class Simulation:
         return self.arrays()
 
     def load(self, step: int, arrays: Mapping[str, np.ndarray]) -> None:
-        """Continue from `state()` saved at global step `step`: the same bits as the run that saved it. A checkpoint of
-        a step that ran as a lowered sweep (`problems.base.lowered`) names its levels as that path did: u_new for
-        u_next, and a leapfrog keeps u and u_prev only (its next level is written before it is read)."""
+        """Continue from `state()` saved at global step `step`: the same bits as the run that saved it. A checkpoint that
+        the earlier sweep path wrote (before the one path) names its levels as that path did: u_new for u_next, and a
+        leapfrog keeps u and u_prev only (its next level is written before it is read)."""
         arrays = dict(arrays)
         current = self.arrays()
         for name, levels in self.levels.items():
@@ -657,9 +658,7 @@ class PassStepper:
         self.sim, self.backend, self.single = sim, sim.backend, single
         self.name, self.first, self.decomposed = problem.name, sim.step_count, sim.decomposed
         self.default_steps = problem.default_steps
-        self.default_tol: float | None = None
         self.has_residual = problem.residual is not None
-        self.residual_sees_solution = False  # the NaN test runs at every check
         self.watched = tuple(problem.analysis.written)
         self.fused_steps = 0  # steps taken several per pass
 

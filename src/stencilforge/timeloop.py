@@ -12,7 +12,7 @@ import signal
 import threading
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Mapping, Protocol
 
 import numpy as np
@@ -188,9 +188,7 @@ class Stepper(Protocol):
     first: int
     decomposed: bool  # several processes: stop requests are agreed at checks
     default_steps: int
-    default_tol: float | None
     has_residual: bool
-    residual_sees_solution: bool  # a finite residual means a finite solution (`residual_sees`)
     watched: tuple[str, ...]  # the fields `finite` tests (what a step changes), which BlowUp.finite_fields keeps
 
     @property
@@ -347,10 +345,7 @@ class Monitor:
         opts, stepper = self.opts, self.stepper
         if self.checked(n):
             residual = stepper.residual(n) if opts.tol is not None else None
-            if residual is not None and stepper.residual_sees_solution and math.isfinite(residual):
-                self._finite_at(n)  # the residual's pass was the NaN test
-            else:
-                self.check_finite(n)
+            self.check_finite(n)
             if opts.until is not None:
                 self.until = until_entry(opts.until.text, *opts.until(), n)
             if residual is not None:
@@ -438,8 +433,6 @@ def run_stepper(build: Callable[[], Stepper], backend, opts: LoopOptions) -> Res
 
 def _advance(stepper: Stepper, backend, opts: LoopOptions) -> Result:
     """Step `stepper` until its steps are done, it converged or stalled, or a stop was requested."""
-    if opts.steps is None and opts.tol is None and stepper.default_tol is not None:
-        opts = replace(opts, tol=stepper.default_tol)
     steps = _validate(stepper, opts)
     if opts.status is not None:
         opts.status("compiling kernels (first run only)")

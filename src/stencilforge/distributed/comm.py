@@ -89,10 +89,17 @@ def gather(comm, decomp: Decomposition, local: np.ndarray, root: int = 0):
     Ranks are numbered row-major over the process grid (the Cartesian
     communicator is created without reordering), so `decomp` alone places them.
     """
-    parts = comm.gather((decomp.extent(decomp.coords_of(comm.rank)), np.asarray(local)), root=root)
-    if comm.rank != root:
-        return None
-    out = np.empty(decomp.shape, dtype=parts[0][1].dtype)
-    for extent, block in parts:
-        out[tuple(slice(s, s + n) for s, n in extent)] = block
+    parts = comm.gather(np.ascontiguousarray(local), root=root)
+    return _assembled(decomp, parts) if comm.rank == root else None
+
+
+def allgather(comm, decomp: Decomposition, local: np.ndarray) -> np.ndarray:
+    """The global interior array on every rank, from every rank's block (`gather`'s, everywhere)."""
+    return _assembled(decomp, comm.allgather(np.ascontiguousarray(local)))
+
+
+def _assembled(decomp: Decomposition, parts) -> np.ndarray:
+    out = np.empty(decomp.shape, dtype=parts[0].dtype)
+    for rank, block in enumerate(parts):
+        out[tuple(slice(s, s + n) for s, n in decomp.extent(decomp.coords_of(rank)))] = block
     return out

@@ -68,11 +68,12 @@ def _given(name: str, module: ModuleType, shape, dtype, params: dict) -> dict:
     return given
 
 
-def multigrid(name: str, shape=None, dtype=None, backend: str = "auto", tol: float | None = None,
-              max_cycles: int | None = None, **options) -> "PoissonResult":
-    """poisson2d or poisson3d solved by multigrid (`sf.poisson`): f, the Dirichlet walls and the exact solution are the
-    Jacobi problem's (`problem`), to `tol` (default JACOBI_TOL) within `max_cycles` (default 50) V-cycles; the summary
-    has the keys every run's has, a cycle counting as a step, and the error against the exact solution."""
+def multigrid(made: Problem, built: dict, backend: str = "auto", tol: float | None = None, max_cycles: int | None = None,
+              **options) -> "PoissonResult":
+    """poisson2d or poisson3d (`made`, `built`: what `problem` returns) solved by multigrid (`sf.poisson`): f, the
+    Dirichlet walls and the exact solution are the Jacobi problem's, to `tol` (default JACOBI_TOL) within `max_cycles`
+    (default 50) V-cycles; the summary has the keys every run's has, a cycle counting as a step, and the error against
+    the exact solution."""
     from ..backends import get_backend
     from ..boundary import Dirichlet
     from ..ir.nodes import Expr
@@ -80,9 +81,8 @@ def multigrid(name: str, shape=None, dtype=None, backend: str = "auto", tol: flo
     from ..simulation import initial_array, tabulated
     from ..solvers import PoissonResult, poisson
 
-    if name not in POISSON:
-        raise StencilforgeError(f"multigrid solves {', '.join(POISSON)}, not {name}")
-    made, built = problem(name, shape, dtype)
+    if made.name not in POISSON:
+        raise StencilforgeError(f"multigrid solves {', '.join(POISSON)}, not {made.name}")
     grid, values = made.grid, made.values()
     lattice = Lattice(grid.shape, grid.spacing, grid.dtype, 1, grid.origin)
     f = initial_array(made, lattice, "f", 0, values, 1.0)[lattice.interior]
@@ -92,7 +92,7 @@ def multigrid(name: str, shape=None, dtype=None, backend: str = "auto", tol: flo
     result = poisson(f, grid.spacing, value=u, dtype=grid.dtype, backend=backend, tol=JACOBI_TOL if tol is None else tol,
                      max_cycles=50 if max_cycles is None else max_cycles, **options)
     s = result.summary
-    summary = {"problem": name, **s, "steps": s["cycles"], "step": s["cycles"], "iterations": s["cycles"], "params": built,
+    summary = {"problem": made.name, **s, "steps": s["cycles"], "step": s["cycles"], "iterations": s["cycles"], "params": built,
                "gcells_per_s": math.prod(grid.shape) / s["cycle_s"] / 1e9 if s["cycle_s"] else None}
     exact = tabulated(made.exact["u"], lattice, np.float64, values, 0.0)
     summary["error"] = error_norms(get_backend(backend).to_host(result.u), exact)

@@ -31,6 +31,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from ..distributed.comm import allgather
 from ..distributed.decomposition import Decomposition, split
 from ..distributed.device import HostTransport
 from ..distributed.halo import HaloExchange
@@ -213,11 +214,7 @@ class BlockLayout:
 
     def gather(self, arr):
         """The whole interior array on every rank from every rank's block."""
-        host = np.asarray(arr)
-        out = np.empty(self.shape, dtype=host.dtype)
-        for rank, part in enumerate(self.cart.allgather(np.ascontiguousarray(host))):
-            out[tuple(slice(s, s + n) for s, n in self.decomp.extent(self.decomp.coords_of(rank)))] = part
-        return self.xp.asarray(out)
+        return self.xp.asarray(allgather(self.cart, self.decomp, np.asarray(arr)))
 
     def dot(self, xp, a, b) -> float:
         return global_sum(self.cart, a * b)
