@@ -60,13 +60,15 @@ def test_a_winner_is_not_used_once_the_generated_code_changes(plans, own_cache, 
     plan, shape = plans["heat3d"], (512, 512, 512)
     store_choice("dev", plan, shape, "float32", codegen.code_signature(plan, np.dtype("float32")), "tiled", (4, 8, 32))
     assert choose(plan, shape, np.dtype("float32"), "dev") == ("tiled", (4, 8, 32))
-    original = codegen.rows_sweep
+    from stencilforge.backends.cuda.schedules import rows
+
+    original = rows.rows_sweep
 
     def changed(*args):
         kernel = original(*args)
         return dataclasses.replace(kernel, source=kernel.source + "// changed\n")
 
-    monkeypatch.setattr(codegen, "rows_sweep", changed)
+    monkeypatch.setattr(rows, "rows_sweep", changed)
     assert choose(plan, shape, np.dtype("float32"), "dev") != ("tiled", (4, 8, 32))
     assert codegen.code_signature(plans["heat2d"], np.dtype("float32")) == codegen.code_signature(
         build_case(Workload("heat2d", (4000, 4000), "float32")).plan, np.dtype("float32"))  # coefficients do not count

@@ -13,6 +13,7 @@ import re
 import numpy as np
 import pytest
 
+import stencilforge as sf
 from stencilforge import problems
 from stencilforge.backends.cuda import choose, codegen
 from stencilforge.backends.cuda.compile import cache_key, cached_cubin, compile_cubin
@@ -273,7 +274,9 @@ def test_streaming_refuses_off_column_offsets():
     ],
 )
 def test_tile_validation(strategy, tile, match):
-    sweep = problems.linear_step("heat3d").sweep
+    """A tile is checked against a schedule that applies (streaming_vec: to wave3d r2, whose x radius is even)."""
+    sweep = problems.linear_step("wave3d", shape=(17, 17, 17), radius=2).sweep if strategy == "streaming_vec" else \
+        problems.linear_step("heat3d").sweep
     with pytest.raises(StencilforgeError, match=match):
         codegen.sweep_kernel(sweep, strategy, np.float32, tile)
 
@@ -494,3 +497,54 @@ def test_terms_refuse_what_no_backend_can_run(bad):
     args.update(bad)
     with pytest.raises(StencilforgeError):
         Term(**args)
+
+
+def _linear_heat(shape) -> sf.Problem:
+    grid = sf.Grid(shape, extent=1.0)
+    u = sf.Field("u", grid)
+    return sf.Problem([sf.Eq(u.next, u + 0.1 * sf.laplacian(u))], initial={u: sf.sin(3.0 * grid.x)},
+                      boundary={u: sf.Dirichlet(0.0)}, dt=1e-3, steps=4, name=f"heat{len(shape)}d")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_every_registered_schedule_builds_where_it_applies_and_says_why_where_not(dtype):
+    """The registry is what applies: a schedule whose `applies` passes builds a kernel under its own name, one
+    that does not is refused with the reason it gives (a 1D sweep, a box stencil, an odd radius, derivatives along y)."""
+    from stencilforge.backends.cuda.schedules import OPERATORS, SWEEPS
+
+    box = Sweep("u_new", (Term("u", Stencil.from_dict({(1, 1): 0.5, (0, 0): 0.25, (-1, 0): 0.25})),))
+    line = Sweep("u_new", (Term("u", Stencil.from_dict({(-1,): 0.25, (0,): 0.5, (1,): 0.25})),))
+    plans = [(step.sweep, SWEEPS) for _, step in _variants()] + [(box, SWEEPS), (line, SWEEPS)]
+    plans += [(op, OPERATORS) for _, op in _operators()]
+    refused = set()
+    for plan, registry in plans:
+        offered = codegen.applicable_strategies(plan, dtype)
+        for s in registry:
+            why = s.applies(plan, dtype)
+            assert (why is None) == (s.name in offered), s.name
+            if why is None:
+                kernel = (codegen.operator_kernel if registry is OPERATORS else codegen.sweep_kernel)(plan, s.name, dtype)
+                assert f" {kernel.name}(" in kernel.source and kernel.name.startswith(f"sf_{s.name}_")
+                assert tuple(kernel.tile) == codegen.default_tile(plan, s.name, dtype)
+            else:
+                refused.add(s.name)
+                with pytest.raises(StencilforgeError, match=re.escape(why)):
+                    (codegen.operator_kernel if registry is OPERATORS else codegen.sweep_kernel)(plan, s.name, dtype)
+    assert {"rows_vec", "streaming", "streaming_vec", "pipelined", "naive"} <= refused
+    assert codegen.applicable_strategies(line, dtype) == ()
+
+
+def test_a_linear_pass_is_a_sweep_where_a_schedule_applies_unless_generated_is_asked_for():
+    """1D linear passes and strategy `generated` run the generated pass; a 2D linear pass runs its sweep."""
+    sweep2d, heat2d = problems.linear_step("heat2d").sweep, _linear_heat((33, 40))
+    assert codegen.takes_sweep(sweep2d, "float64", "auto") and codegen.takes_sweep(sweep2d, "float64", "rows")
+    assert not codegen.takes_sweep(sweep2d, "float64", "generated")
+    line = Sweep("u_new", (Term("u", Stencil.from_dict({(-1,): 0.25, (0,): 0.5, (1,): 0.25})),))
+    assert not codegen.takes_sweep(line, "float32", "auto")
+    swept, generated = problem_source(heat2d, "cuda", "auto"), problem_source(heat2d, "cuda", "generated")
+    assert "u_next, a sweep, strategy" in swept and "a sweep" not in generated
+    assert "__global__" in generated and "pass 1: u_next; grid" in generated
+    one = problem_source(_linear_heat((50,)), "cuda", "auto")
+    assert "a sweep" not in one and "pass 1: u_next; grid" in one
+    with pytest.raises(StencilforgeError, match="strategy 'generated' does not apply to a derivative operator"):
+        problem_source(problems.problem("derivatives")[0], "cuda", "generated")

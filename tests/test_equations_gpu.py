@@ -277,3 +277,20 @@ def test_walls_per_side_on_cuda_match_numpy():
     p = channel(shape=(37, 101))
     ref = sf.run(p, backend=NumpyBackend(), steps=40).fields
     close(poisoned_run(p, 40), ref, "float64", 40)
+
+
+@pytest.mark.parametrize("shape", [(37, 101), (50,)])
+def test_strategy_generated_runs_a_linear_pass_as_its_generated_kernel(shape):
+    """`--strategy generated` (the registry's generic printer) gives what `generated=True` gives, bit for bit; auto
+    runs the 2D pass as a sweep and the 1D one, which no sweep schedule takes, as a generated pass."""
+    grid = sf.Grid(shape, extent=1.0)
+    u = sf.Field("u", grid)
+    problem = sf.Problem([sf.Eq(u.next, u + 0.1 * sf.laplacian(u))], initial={u: sf.sin(3.0 * grid.x) + grid.x},
+                         boundary={u: sf.Dirichlet(0.0)}, dt=1e-3, steps=7, name="heat")
+    asked = sf.run(problem, backend=CudaBackend(strategy="generated"))
+    flag = sf.run(problem, backend="cuda", generated=True)
+    auto = sf.run(problem, backend="cuda")
+    assert asked.summary["sweeps"] == {} and bool(auto.summary["sweeps"]) == (len(shape) == 2)
+    np.testing.assert_array_equal(cp.asnumpy(cp.asarray(asked.fields["u"])), cp.asnumpy(cp.asarray(flag.fields["u"])))
+    oracle = sf.run(problem, backend="numpy").fields["u"]
+    np.testing.assert_allclose(cp.asnumpy(cp.asarray(asked.fields["u"])), oracle, rtol=0, atol=1e-13)

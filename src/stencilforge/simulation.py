@@ -196,14 +196,14 @@ class Simulation:
     def _linear_passes(self) -> dict[int, Sweep]:
         """Stage index -> the linear form of each pass of one equation that is a sum of stencils of fields, each
         optionally times a field at the cell (`ir.lowering`): the backend's hand-scheduled sweep kernels run it,
-        whatever else the step computes. None where the backend has no sweeps of this dimension or a field is
+        whatever else the step computes, where one of them applies (`Backend.takes_sweep`). None where a field is
         stored in float16 (sweeps keep every field in the grid's dtype)."""
         an = self.problem.analysis
-        if self.lattice.ndim not in self.backend.sweep_ndims or an.half:
+        if an.half:
             return {}
         linear = {i: sweep_of(p.equations[0], self.params) for i, p in enumerate(an.stages)
                   if isinstance(p, Pass) and len(p.equations) == 1}
-        return {i: sweep for i, sweep in linear.items() if sweep is not None}
+        return {i: sweep for i, sweep in linear.items() if sweep is not None and self.backend.takes_sweep(sweep, self.lattice)}
 
     def _pass(self, index: int, p: Pass) -> Callable:
         sweep = self.sweeps.get(index)

@@ -4,7 +4,7 @@ The problem's `Simulation` is built on NumPy with a stand-in backend that keeps
 the source each stage would be compiled from, so what is shown is what a run
 takes: a pass of one linear equation as its sweep (the CUDA strategy `auto` or
 `strategy` picks, and on CUDA the kernel of several steps a pass where the run
-fuses them; numba's row kernel), one-sided derivatives as the axis-operator
+fuses them; numba's row kernel; with `generated`, CUDA's generated pass), one-sided derivatives as the axis-operator
 kernel, any other pass as its generated kernel with the schedule and ghost-image
 stores a run uses, and on CUDA the two-steps-per-pass kernel where the run
 would take one.
@@ -34,7 +34,6 @@ class _Recorder:
     def __init__(self, target: str, strategy: str):
         self.target, self.strategy = target, strategy
         self.writes_ghost_images = target == "cuda"
-        self.sweep_ndims = (2, 3) if target == "cuda" else (1, 2, 3)
         self.fuses_steps = target == "cuda"  # numba's fused sweeps are not shown
         self.sources: list[str] = []
         self.swept = False
@@ -42,6 +41,10 @@ class _Recorder:
 
     def __getattr__(self, name: str):
         return getattr(self._numpy, name)
+
+    def takes_sweep(self, sweep, grid) -> bool:
+        """As the target's backend answers (`CudaBackend.takes_sweep`; numba takes every linear pass)."""
+        return self.target != "cuda" or codegen.takes_sweep(sweep, grid.dtype, self.strategy)
 
     def sweep(self, sweep, grid, background: bool = False):
         self.swept = True
@@ -96,7 +99,7 @@ def problem_source(problem: Problem, backend: str = "cuda", strategy: str = "aut
                                 "or of one-sided derivatives")
     recorder = _Recorder(backend, strategy)
     sim = Simulation(problem, recorder)
-    if strategy != "auto" and not recorder.swept:
+    if strategy not in ("auto", codegen.GENERATED) and not recorder.swept:
         raise StencilforgeError(f"--strategy chooses among the schedules of a linear pass or of one-sided derivatives; "
                                 f"{problem.name} has neither: its passes run as generated kernels")
     sim.build_fused()

@@ -59,7 +59,6 @@ class Backend(Protocol):
     `writes_ghost_images`: whether `equation_pass` takes `images` (it saves a launch per step on a GPU;
     on a CPU the gather costs little beside the pass).
     `half_storage`: whether its generated passes take fields stored in float16.
-    `sweep_ndims`: the dimensions its `sweep` kernels take; a problem of another one steps as generated passes.
     """
 
     name: str
@@ -68,7 +67,6 @@ class Backend(Protocol):
     device: bool
     writes_ghost_images: bool
     half_storage: bool
-    sweep_ndims: tuple[int, ...]
 
     def wall_scaler(self) -> Scale | None:
         """The writer of walls value(x) f(t) into host ghost boxes (out = values * factor), asked for when such
@@ -92,6 +90,10 @@ class Backend(Protocol):
 
     def kernel_seconds(self) -> float | None:
         """Seconds in kernels since the first call (which starts the clock), or None where not measured."""
+
+    def takes_sweep(self, sweep: Sweep, grid: Grid) -> bool:
+        """Whether one of its hand schedules runs the linear pass `sweep` (`sweep`); else the pass runs as
+        a generated one (`equation_pass`)."""
 
     def sweep(self, sweep: Sweep, grid: Grid, background: bool = False) -> Launch:
         """run(fields): the sweep's output written over the interior. `background`: the caller steps on while
@@ -147,7 +149,10 @@ class HostMemory:
 
     device = False
     writes_ghost_images = False
-    sweep_ndims = (1, 2, 3)
+
+    def takes_sweep(self, sweep: Sweep, grid: Grid) -> bool:
+        """True: the CPU sweeps take 1D, 2D and 3D."""
+        return True
 
     def check_fits(self, nbytes: int) -> None:
         pass

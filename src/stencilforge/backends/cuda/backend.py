@@ -227,7 +227,6 @@ class CudaBackend:
     fuses_steps = True  # with strategy auto
     writes_ghost_images = True
     half_storage = True
-    sweep_ndims = (2, 3)  # the hand schedules; 1D problems run as generated passes
     device = True
 
     def wall_scaler(self) -> None:
@@ -359,6 +358,10 @@ class CudaBackend:
         return view
 
     # ------------------------------------------------------------ the interface
+
+    def takes_sweep(self, sweep: Sweep, grid: Grid) -> bool:
+        """`codegen.takes_sweep` for the strategy asked for."""
+        return codegen.takes_sweep(sweep, grid.dtype, self.requested)
 
     def sweep(self, sweep: Sweep, grid: Grid, background: bool = False) -> Launch:
         kernel = resolve(sweep, self.requested, self.requested_tile, grid.shape, grid.dtype, self.device_name,

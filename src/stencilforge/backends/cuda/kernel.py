@@ -1,5 +1,6 @@
-"""What every generated kernel shares: the `Kernel` record, the field type and literals, the
-parameter list, strides and indexing, and the printer of a sweep's right-hand side at one cell.
+"""What every generated kernel shares: the `Kernel` record, the `Schedule` record each schedule
+registers, the field type and literals, the parameter list, strides and indexing, and the printer of a
+sweep's right-hand side at one cell.
 
 A `Kernel` is data (name, source, launch shape); compiling and launching it is
 someone else's job (compile.py, backend.py), so CI can compile every variant
@@ -18,6 +19,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
@@ -88,6 +90,38 @@ class Kernel:
             return (max(1, math.ceil(math.prod(shape) / self.cover[0])), 1, 1)
         dims = [max(1, math.ceil(n / c)) for n, c in zip(reversed(shape), reversed(self.cover))] + [1, 1]
         return (dims[0], dims[1], dims[2])
+
+
+def _always(plan, dtype) -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """One way to turn a plan into a `Kernel`, as `schedules/` registers it.
+
+    `kind`: the plans it takes, "sweep" (`plan.Sweep`) or "operator" (`plan.AxisOperator`).
+    `applies(plan, dtype)`: None where it applies, else why not (a sentence for messages); `auto`, `tune`
+    and the CLI offer a schedule only where it applies. `tile(plan, dtype)`: its default tile;
+    `tile_dims`: the tile's length (None: the plan's dimension); `threads(plan, dtype, tile)`: the
+    threads of a block of that tile. `build(plan, dtype, tile, name, limits)`: the kernel, its shared
+    memory within the device's `limits`. `scalar`: the schedule that runs where this one's vectors of
+    cells do not fit a call's rows.
+    """
+
+    name: str
+    kind: str
+    build: Callable
+    tile: Callable
+    threads: Callable
+    applies: Callable = _always
+    tile_dims: int | None = None
+    scalar: str | None = None
+
+
+def spatial(plan, dtype) -> str | None:
+    """None for a 2D or 3D sweep (what every sweep schedule generates), else why not."""
+    return None if plan.ndim in (2, 3) else f"the CUDA sweep schedules take 2D and 3D sweeps, not {plan.ndim}D"
 
 
 def ctype(dtype) -> str:

@@ -291,4 +291,11 @@ def march_head(lay: March, slots: dict, unroll: int, typ: str, zero: str, ptr: s
     return lines
 
 
-MARCHING_STRATEGIES = ("streaming", "streaming_vec", "streaming_l1", "pipelined")
+def marches(sweep: Sweep, dtype) -> str | None:
+    """A marching schedule's `applies`: `streaming_applicable`."""
+    return streaming_applicable(sweep)
+
+
+def plane_threads(sweep: Sweep, dtype, tile) -> int:
+    """Threads of a marching block: one per cell of its plane tile (tile[1:])."""
+    return math.prod(tile[1:])

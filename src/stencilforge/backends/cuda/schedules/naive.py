@@ -5,7 +5,19 @@ from __future__ import annotations
 import math
 
 from ....plan import Sweep
-from ..kernel import Kernel, at_offset, block_shape, cell_expression, centre_index, index_setup, kernel_params, strides, sweep_args
+from ..kernel import (
+    Kernel,
+    Schedule,
+    at_offset,
+    block_shape,
+    cell_expression,
+    centre_index,
+    index_setup,
+    kernel_params,
+    spatial,
+    strides,
+    sweep_args,
+)
 
 
 def naive_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str) -> Kernel:
@@ -25,3 +37,8 @@ def naive_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str) -> Kernel
         "}",
     ]
     return Kernel(name, "\n".join(body) + "\n", "naive", tile, block_shape(tile), tile, sweep_args(sweep))
+
+
+SCHEDULE = Schedule("naive", "sweep", lambda sweep, dtype, tile, name, limits: naive_sweep(sweep, dtype, tile, name),
+                    tile=lambda sweep, dtype: (8, 32) if sweep.ndim == 2 else (2, 4, 32),
+                    threads=lambda sweep, dtype, tile: math.prod(tile), applies=spatial)

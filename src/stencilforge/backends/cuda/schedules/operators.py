@@ -16,7 +16,7 @@ import numpy as np
 
 from ....errors import StencilforgeError
 from ....plan import AxisOperator, Derivative1D
-from ..kernel import STATIC_SMEM_LIMIT, Kernel, block_shape, check_names, ctype, literal
+from ..kernel import STATIC_SMEM_LIMIT, Kernel, Schedule, block_shape, check_names, ctype, literal
 from .march import UNROLL
 from .streaming_vec import LANES, VECTOR_TYPES
 
@@ -300,3 +300,24 @@ def pencil_operator(op: AxisOperator, dtype, tile: tuple[int, ...], name: str) -
         lines += ["    }", "}"]
         cover, block = (chunk, tx), (tx, 1, 1)
     return Kernel(name, "\n".join(lines) + "\n", "pencil", tile, block, cover, _op_args(op))
+
+
+def _along_x(op: AxisOperator, dtype) -> str | None:
+    return None if op.axis == op.ndim - 1 else "strategy rows_vec applies to derivatives along x (axis 1)"
+
+
+def _operator(name: str, build, tile, threads, **kw) -> Schedule:
+    return Schedule(name, "operator", lambda op, dtype, t, kernel, limits: build(op, dtype, t, kernel), tile=lambda op, dtype: tile(op),
+                    threads=lambda op, dtype, t: threads(t), **kw)
+
+
+SCHEDULES = (
+    _operator("naive", naive_operator, lambda op: (8, 32), math.prod),
+    # fused d1+d2 along x: 128 threads, the fastest on the H100 (h100-derivatives-flat.txt)
+    _operator("flat", flat_operator, lambda op: (128,), math.prod, tile_dims=1),
+    # fused d1+d2 along x: 1x128 led 4x256 on the H100 (measured when rows was added; no file kept)
+    _operator("rows", rows_operator, lambda op: (1, 128), lambda t: t[1]),
+    # d1 along x: 1x256 the fastest on the H100 (h100-derivatives-rows-vec.json)
+    _operator("rows_vec", rows_vector_operator, lambda op: (1, 256), lambda t: t[1], applies=_along_x, scalar="rows"),
+    _operator("pencil", pencil_operator, lambda op: (4, 256) if op.axis == 1 else (64, 128), lambda t: t[1]),
+)

@@ -9,8 +9,18 @@ import numpy as np
 
 from ....errors import StencilforgeError
 from ....plan import Sweep
-from ..kernel import Kernel, Limits, cell_expression, check_smem, kernel_params
-from .march import UNROLL, in_box, march_kernel, march_layout, march_setup, queue_shift, resident_threads
+from ..kernel import Kernel, Limits, Schedule, cell_expression, check_smem, kernel_params
+from .march import (
+    UNROLL,
+    in_box,
+    march_kernel,
+    march_layout,
+    march_setup,
+    marches,
+    plane_threads,
+    queue_shift,
+    resident_threads,
+)
 
 IN_FLIGHT = 48 * 1024  # bytes of copies `pipelined` keeps outstanding per SM: ~2x bandwidth x loaded DRAM latency
 MAX_AHEAD = 8  # planes a `pipelined` block copies ahead of the one it consumes
@@ -230,3 +240,14 @@ def pipelined_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str, limit
         lines += queue_shift(radii, 1)
         lines.append("    }")
     return march_kernel(name, lines, "pipelined", sweep, tile, smem(ahead))
+
+
+def _tile(sweep: Sweep, dtype) -> tuple[int, ...]:
+    """2D: H100 and H200 gain on rows of 512 (docs/performance.md). 3D: no other tile measured clearly faster on
+    the H100 (commit 46ef0f7)."""
+    if sweep.ndim == 2:
+        return (64, 512)
+    return (64, 4, 128) if sweep.radius <= 2 else (64, 16, 32)
+
+
+SCHEDULE = Schedule("pipelined", "sweep", pipelined_sweep, tile=_tile, threads=plane_threads, applies=marches)

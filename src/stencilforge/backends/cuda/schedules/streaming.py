@@ -8,7 +8,7 @@ import math
 import numpy as np
 
 from ....plan import Sweep
-from ..kernel import Kernel, at_offset, kernel_params, strides
+from ..kernel import Kernel, Schedule, at_offset, kernel_params, strides
 from .march import (
     _march_outputs,
     fit_unroll,
@@ -17,6 +17,8 @@ from .march import (
     march_kernel,
     march_layout,
     march_setup,
+    marches,
+    plane_threads,
     resident_threads,
 )
 
@@ -112,3 +114,18 @@ def streaming_cached_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str
         lines.append("        }")
     lines += _march_outputs(sweep, dtype, radii, unroll, None, lambda f, o, k: f"f_{f}[{at_offset(f'p + col + {k} * s0', o)}]")
     return march_kernel(name, lines, "streaming_l1", sweep, tile)
+
+
+def _streaming_tile(sweep: Sweep, dtype) -> tuple[int, ...]:
+    """2D: H100 and H200 gain nothing on rows longer than 256 (docs/performance.md). 3D: 2 x 256 planes for short
+    halos; long ones: 256 planes of 32 x 32 (H100, commit 824fd67)."""
+    if sweep.ndim == 2:
+        return (64, 256)
+    return (64, 2, 256) if sweep.radius <= 2 else (256, 32, 32)
+
+
+STREAMING = Schedule("streaming", "sweep", lambda sweep, dtype, tile, name, limits: streaming_sweep(sweep, dtype, tile, name),
+                     tile=_streaming_tile, threads=plane_threads, applies=marches)
+STREAMING_L1 = Schedule("streaming_l1", "sweep", lambda sweep, dtype, tile, name, limits: streaming_cached_sweep(sweep, dtype, tile, name),
+                        tile=lambda sweep, dtype: (64, 256) if sweep.ndim == 2 else (32, 8, 64), threads=plane_threads,
+                        applies=marches)

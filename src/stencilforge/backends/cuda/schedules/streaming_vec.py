@@ -9,8 +9,18 @@ import numpy as np
 
 from ....errors import StencilforgeError
 from ....plan import Sweep
-from ..kernel import Kernel, cell_expression, ctype, field_radii, kernel_params, strides, sweep_args
-from .march import fit_unroll, halo_cells, halo_slot, march_head, march_layout, place_3d, queue_shift, resident_threads
+from ..kernel import Kernel, Schedule, cell_expression, ctype, field_radii, kernel_params, strides, sweep_args
+from .march import (
+    fit_unroll,
+    halo_cells,
+    halo_slot,
+    march_head,
+    march_layout,
+    marches,
+    place_3d,
+    queue_shift,
+    resident_threads,
+)
 
 VECTOR_TYPES = {("float", 4): "float4", ("float", 2): "float2", ("double", 2): "double2"}
 LANES = "xyzw"
@@ -111,3 +121,25 @@ def streaming_vector_sweep(sweep: Sweep, dtype, tile: tuple[int, int, int], name
     block = (tx, ty_cells, 1)
     return Kernel(name, "\n".join(lines) + "\n", "streaming_vec", tile, block, tuple(tile), sweep_args(sweep), vector=vector,
                   ghost_vectors=True)
+
+
+def _vectors(sweep: Sweep, dtype) -> str | None:
+    if marches(sweep, dtype) or vector_width(sweep, dtype):
+        return marches(sweep, dtype)
+    return "strategy streaming_vec needs a 3D sweep with an even x radius; use streaming"
+
+
+def _tile(sweep: Sweep, dtype) -> tuple[int, ...]:
+    """Chunks of 64 planes, not 256 (benchmarks/results/h100-wave3d-streaming-vec-chunks-and-narrow.json). In
+    float32, r > 4 takes 8 x 32 cells (h100-wave3d-vec-tiles-{512,1024}-9092a3d.json); r4 keeps 4 x 128, where
+    8 x 32 spills under the launch bounds; float64 takes 16 x 64 (measured at commit d507bb0)."""
+    if sweep.ndim == 2:
+        return (64, 256)
+    if np.dtype(dtype).itemsize == 8:
+        return (64, 16, 64)
+    return (64, 8, 32) if sweep.radius > 4 else (64, 4, 128)
+
+
+SCHEDULE = Schedule("streaming_vec", "sweep", lambda sweep, dtype, tile, name, limits: streaming_vector_sweep(sweep, dtype, tile, name),
+                    tile=_tile, threads=lambda sweep, dtype, tile: math.prod(tile[1:]) // max(1, vector_width(sweep, dtype)),
+                    applies=_vectors, scalar="streaming")

@@ -11,6 +11,7 @@ from ....plan import Sweep
 from ..kernel import (
     Kernel,
     Limits,
+    Schedule,
     at_offset,
     block_shape,
     cell_expression,
@@ -19,6 +20,7 @@ from ..kernel import (
     field_radii,
     is_star,
     kernel_params,
+    spatial,
     strides,
     sweep_args,
 )
@@ -95,3 +97,7 @@ def tiled_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str, limits: L
     lines.append(f"    f_{sweep.out}[c] = {cell_expression(sweep, dtype, access)};")
     lines.append("}")
     return Kernel(name, "\n".join(lines) + "\n", "tiled", tile, block_shape(tile), tile, sweep_args(sweep), smem)
+
+
+SCHEDULE = Schedule("tiled", "sweep", tiled_sweep, tile=lambda sweep, dtype: (16, 32) if sweep.ndim == 2 else (4, 8, 32),
+                    threads=lambda sweep, dtype, tile: math.prod(tile), applies=spatial)
