@@ -285,7 +285,7 @@ def test_strategy_generated_runs_a_linear_pass_as_its_generated_kernel(shape):
     runs the 2D pass as a sweep and the 1D one, which no sweep schedule takes, as a generated pass."""
     grid = sf.Grid(shape, extent=1.0)
     u = sf.Field("u", grid)
-    problem = sf.Problem([sf.Eq(u.next, u + 0.1 * sf.laplacian(u))], initial={u: sf.sin(3.0 * grid.x) + grid.x},
+    problem = sf.Problem([sf.Eq(u.next, u + 0.1 * min(grid.spacing) ** 2 * sf.laplacian(u))], initial={u: sf.sin(3.0 * grid.x) + grid.x},
                          boundary={u: sf.Dirichlet(0.0)}, dt=1e-3, steps=7, name="heat")
     asked = sf.run(problem, backend=CudaBackend(strategy="generated"))
     flag = sf.run(problem, backend="cuda", generated=True)
