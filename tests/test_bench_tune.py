@@ -192,3 +192,22 @@ def test_tune_on_a_machine_without_cuda_is_a_one_line_error(own_cache):
     assert result.output.startswith("error: ") and "needs the cuda backend" in result.output
     assert result.output.strip().count("\n") == 0
     assert not cache.tune_file().exists()
+
+
+@pytest.mark.parametrize("workload,problem", [("heat2d", "heat2d"), ("heat3d", "heat3d"), ("poisson2d", "poisson2d")])
+def test_a_winner_tuned_on_the_bench_case_is_the_runs_choice(workload, problem, own_cache):
+    """`stencilforge tune` measures the bench's case (output u_new); a run steps the problem's pass (output slot
+    u_next): the winner is keyed by the plan's structure, not its field names, so the run takes it."""
+    from stencilforge import problems
+    from stencilforge.backends.cuda import codegen
+    from stencilforge.backends.cuda.tune import choose
+    from stencilforge.backends.numpy_ref import NumpyBackend
+    from stencilforge.simulation import Simulation
+
+    shape = (40, 48) if workload.endswith("2d") else (12, 16, 20)
+    bench = build_case(Workload(workload, shape, "float32")).plan
+    (run,) = Simulation(problems.problem(problem, shape, "float32")[0], NumpyBackend()).sweeps.values()
+    assert run.out != bench.out
+    tile = (2, 64) if len(shape) == 2 else (1, 2, 64)
+    store_choice("dev", bench, shape, "float32", codegen.code_signature(bench, "float32"), "naive", tile)
+    assert choose(run, shape, np.dtype("float32"), "dev") == ("naive", tile)

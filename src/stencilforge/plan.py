@@ -11,7 +11,7 @@ the backends' hand-scheduled kernels.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 
 from .errors import StencilforgeError
@@ -148,3 +148,15 @@ class AxisOperator:
 
     def flops_per_cell(self) -> int:
         return sum(2 * len(d.interior) + 1 for d in self.outputs)
+
+
+def anonymous(plan: Sweep | AxisOperator) -> Sweep | AxisOperator:
+    """The plan with its arrays named by their place (inputs f0, f1, ... in argument order; outputs out0, out1, ...):
+    what a kernel computes, whatever a problem calls its fields (a run's slot u_next, the bench's u_new), so that a
+    tuned winner is found for every plan of the same structure."""
+    if isinstance(plan, AxisOperator):
+        return replace(plan, inp="f0", outputs=tuple(replace(d, out=f"out{i}") for i, d in enumerate(plan.outputs)))
+    names = {name: f"f{i}" for i, name in enumerate(plan.inputs)}
+    names.setdefault(plan.out, "out0")
+    return Sweep(names[plan.out], tuple(Term(names[t.field], t.stencil, None if t.factor is None else names[t.factor])
+                                        for t in plan.terms))

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from .cache import cache_dir, write_atomic
-from .plan import AxisOperator, Sweep
+from .plan import AxisOperator, Sweep, anonymous
 
 FILENAME = "tune.json"
 
@@ -33,8 +33,9 @@ def shape_class(shape) -> str:
 
 
 def plan_signature(plan: Sweep | AxisOperator) -> str:
-    """A readable prefix plus a hash of the plan's structure (no coefficient values)."""
+    """A readable prefix plus a hash of the plan's structure (no coefficient values, no field names: `plan.anonymous`)."""
     structure: tuple
+    plan = anonymous(plan)
     if isinstance(plan, Sweep):
         structure = (plan.ndim, plan.out, tuple((t.field, t.factor, tuple(sorted(o for o, _ in t.stencil.entries))) for t in plan.terms))
         points = sum(len(t.stencil.entries) for t in plan.terms)

@@ -13,7 +13,7 @@ import hashlib
 from typing import Callable
 
 from ...errors import StencilforgeError
-from ...plan import AxisOperator, Sweep, Term
+from ...plan import AxisOperator, Sweep, Term, anonymous
 from ...stencil import Stencil
 from .kernel import HOPPER, MAX_THREADS, Kernel, Limits, Schedule, check_names
 from .schedules import OPERATORS, SWEEPS
@@ -37,8 +37,9 @@ def schedule(plan: Sweep | AxisOperator, strategy: str) -> Schedule:
 
 def code_signature(plan: Sweep | AxisOperator, dtype) -> str:
     """A digest of what every applicable strategy generates for the plan's structure (default
-    tiles, every coefficient 1): a tuned winner is kept only while the code it was measured on is
-    (the device, whose limits also shape the code, is a key of its own)."""
+    tiles, every coefficient 1, fields named by their place: `plan.anonymous`): a tuned winner is kept only
+    while the code it was measured on is (the device, whose limits also shape the code, is a key of its own)."""
+    plan = anonymous(plan)
     if isinstance(plan, Sweep):
         unit = Sweep(plan.out, tuple(Term(t.field, Stencil.from_dict({o: 1.0 for o, _ in t.stencil.entries}), t.factor)
                                      for t in plan.terms))
