@@ -211,3 +211,28 @@ def test_a_winner_tuned_on_the_bench_case_is_the_runs_choice(workload, problem, 
     tile = (2, 64) if len(shape) == 2 else (1, 2, 64)
     store_choice("dev", bench, shape, "float32", codegen.code_signature(bench, "float32"), "naive", tile)
     assert choose(run, shape, np.dtype("float32"), "dev") == ("naive", tile)
+
+
+def test_a_problem_files_linear_passes_are_what_its_run_steps(own_cache):
+    """`tune FILE.py` measures each linear pass as the run steps it (the same plan structure, so the same cache key),
+    on random fields; a file with no linear pass is refused in one line, and without a GPU the search is refused."""
+    from pathlib import Path
+
+    from stencilforge.backends.numpy_ref import NumpyBackend
+    from stencilforge.bench.workloads import pass_cases
+    from stencilforge.convergence import load_problem_file
+    from stencilforge.simulation import Simulation
+
+    examples = Path(__file__).resolve().parents[1] / "examples"
+    heat9 = load_problem_file(examples / "heat9.py").build(shape=(40, 40))
+    (case,) = pass_cases(heat9)
+    (run,) = Simulation(heat9, NumpyBackend()).sweeps.values()
+    assert case.plan == run and case.grid.shape == (40, 40) and case.swap == (run.out, "u")
+    assert all(np.isfinite(a).all() and a.shape == case.grid.padded_shape for a in case.fields.values())
+    assert pass_cases(load_problem_file(examples / "gray_scott.py").build(shape=(16, 16))) == []
+    none = CliRunner().invoke(app, ["tune", str(examples / "gray_scott.py"), "--shape", "16,16"])
+    assert none.exit_code == 2 and "has no linear pass" in none.output and none.output.strip().count("\n") == 0
+    if "cuda" not in available():
+        cpu = CliRunner().invoke(app, ["tune", str(examples / "heat9.py"), "--shape", "40,40"])
+        assert cpu.exit_code == 2 and "needs the cuda backend" in cpu.output
+    assert not cache.tune_file().exists()

@@ -724,20 +724,38 @@ def bench(
 @friendly
 def tune(
     problem: str = typer.Argument(
-        ..., help="workload: poisson2d, jacobi2d, heat2d, heat3d, wave3d, derivatives, derivatives-fused, derivatives-y"
+        ..., help="workload: poisson2d, jacobi2d, heat2d, heat3d, wave3d, derivatives, derivatives-fused, derivatives-y; "
+                  "or a problem file NAME.py (each of its linear passes)"
     ),
     shape: Optional[str] = typer.Option(None, "--shape", help="interior points per axis (default: the GPU bench size)"),
     dtype: Optional[str] = typer.Option(None, help="float32 or float64 (default: the workload's)"),
     budget: float = typer.Option(60.0, help="seconds to spend searching; the best so far wins"),
     store: bool = typer.Option(True, "--store/--no-store", help="record the winner in the tune cache for --strategy auto"),
 ) -> None:
-    """Search CUDA strategies and tile shapes for one workload; cache the fastest for auto."""
+    """Search CUDA strategies and tile shapes for one workload, or for each linear pass of a problem file; cache the
+    fastest for auto."""
     from .bench.options import tune_workload
+
+    if problem.endswith(".py"):
+        from .bench.workloads import pass_cases
+        from .convergence import load_problem_file
+
+        built = load_problem_file(problem).build(shape=parse_ints(shape, "--shape"), dtype=dtype or "float64")
+        targets: list = pass_cases(built)
+        if not targets:
+            raise StencilforgeError(f"{problem} has no linear pass: tune chooses among the sweep schedules, and its passes "
+                                    "run as generated kernels")
+    else:
+        targets = [tune_workload(problem, parse_ints(shape, "--shape"), dtype)]
+    for target in targets:
+        _tune_one(target, budget, store)
+
+
+def _tune_one(target, budget: float, store: bool) -> None:
     from .bench.report import tune_table
     from .bench.tune import tune as run_tune
 
-    workload = tune_workload(problem, parse_ints(shape, "--shape"), dtype)
-    result = run_tune(workload, budget_s=budget, store=store, progress=lambda msg: err.print(f"[dim]{msg}[/]", highlight=False))
+    result = run_tune(target, budget_s=budget, store=store, progress=lambda msg: err.print(f"[dim]{msg}[/]", highlight=False))
     out.print(tune_table(result))
     if result.budget_exhausted:
         err.print(f"budget of {budget:g} s spent: not every candidate was tried", markup=False)

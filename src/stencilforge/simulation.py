@@ -26,7 +26,7 @@ from .errors import StencilforgeError
 from .grid import Grid as Lattice, row_pitch
 from .interop import to_module
 from .ir.analysis import Loop, OperatorStage, Pass, SolveStage, accesses, slot_name
-from .ir.lowering import sweep_of
+from .ir.lowering import linear_passes
 from .ir.nodes import Constant, Expr
 from .metrics import error_summary, throughput, where_nonfinite
 from .plan import AxisOperator, Sweep
@@ -194,16 +194,13 @@ class Simulation:
                 and i not in self.sweeps for slot in p.writes if slot[0] in self._gathered and slot[0] not in sourced}
 
     def _linear_passes(self) -> dict[int, Sweep]:
-        """Stage index -> the linear form of each pass of one equation that is a sum of stencils of fields, each
-        optionally times a field at the cell (`ir.lowering`): the backend's hand-scheduled sweep kernels run it,
-        whatever else the step computes, where one of them applies (`Backend.takes_sweep`). None where a field is
-        stored in float16 (sweeps keep every field in the grid's dtype)."""
+        """Stage index -> the linear form of each linear pass (`ir.lowering.linear_passes`): the backend's
+        hand-scheduled sweep kernels run it, whatever else the step computes, where one of them applies
+        (`Backend.takes_sweep`). None where a field is stored in float16 (sweeps keep every field in the grid's dtype)."""
         an = self.problem.analysis
         if an.half:
             return {}
-        linear = {i: sweep_of(p.equations[0], self.params) for i, p in enumerate(an.stages)
-                  if isinstance(p, Pass) and len(p.equations) == 1}
-        return {i: sweep for i, sweep in linear.items() if sweep is not None and self.backend.takes_sweep(sweep, self.lattice)}
+        return {i: sweep for i, sweep in linear_passes(an.stages, self.params).items() if self.backend.takes_sweep(sweep, self.lattice)}
 
     def _pass(self, index: int, p: Pass) -> Callable:
         sweep = self.sweeps.get(index)

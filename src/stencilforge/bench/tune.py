@@ -1,4 +1,5 @@
-"""`stencilforge tune`: strategies x tile shapes for one workload on this GPU, winner cached.
+"""`stencilforge tune`: strategies x tile shapes for one workload (or a linear pass of a problem file) on this GPU,
+winner cached.
 
 A search over tile shapes: every candidate is checked against
 the NumPy oracle and our default result exactly as in `bench` (a tile that
@@ -163,9 +164,10 @@ def search(
 
 
 def tune(
-    workload: Workload, budget_s: float = 60.0, measure: MeasureOptions | None = None, progress=None, store: bool = True
+    workload: Workload | Case, budget_s: float = 60.0, measure: MeasureOptions | None = None, progress=None, store: bool = True
 ) -> TuneResult:
-    """Search the cuda backend's strategies and tiles for one workload and cache the winner."""
+    """Search the cuda backend's strategies and tiles for one workload, or one case (`workloads.pass_cases`: a linear
+    pass of a problem of one's own), and cache the winner: a run whose pass has the plan's structure takes it."""
     try:
         get_backend("cuda")
     except StencilforgeError as exc:
@@ -173,7 +175,8 @@ def tune(
     measure = measure or MeasureOptions(repeats=3, target_s=0.03)
     device = gpu_device()
     copy = gpu_copy_bandwidth(2**29, MeasureOptions(repeats=3, target_s=0.05))
-    case = build_case(workload)
+    case = workload if isinstance(workload, Case) else build_case(workload)
+    workload = case.workload
     defaults, others = candidates(case.plan, workload.dtype)
     rows, exhausted = search(
         case, [("auto", None), *defaults], lambda s, t: get_backend("cuda", strategy=s, tile=t), measure, "cuda",

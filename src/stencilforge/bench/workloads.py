@@ -15,7 +15,9 @@ import numpy as np
 from .. import problems
 from ..errors import StencilforgeError
 from ..grid import Grid, parse_dtype
+from ..ir.lowering import linear_passes
 from ..plan import AxisOperator, Sweep
+from ..problem import Problem
 from ..problems import derivatives, poisson2d
 from ..simulation import initial_array
 from ..stencil import Stencil
@@ -224,3 +226,20 @@ def build_case(w: Workload, seed: int = 0) -> Case:
     if w.name not in KINDS:
         raise StencilforgeError(f"unknown workload {w.name!r}: choose from {', '.join(KINDS)}")
     return KINDS[w.name][0](w, np.random.default_rng(seed))
+
+
+def pass_cases(problem: Problem, seed: int = 0) -> list[Case]:
+    """A case for each linear pass of a problem of one's own (its sweep as a run steps it, on its grid), on random
+    fields: what `stencilforge tune FILE.py` measures. Each step swaps the output with the field the sweep reads
+    around the cell (its first such field)."""
+    an, values = problem.analysis, problem.values()
+    grid = an.grid
+    lattice = Grid(grid.shape, grid.spacing, grid.dtype, an.ghost, grid.origin)
+    rng = np.random.default_rng(seed)
+    cases = []
+    for sweep in linear_passes(an.stages, values).values():
+        w = Workload(f"{problem.name}:{sweep.out}", tuple(grid.shape), grid.dtype.name)
+        swap = (sweep.out, (sweep.stencil_inputs or sweep.inputs)[0])
+        names = tuple(dict.fromkeys((*sweep.inputs, sweep.out)))
+        cases.append(_sweep_case(w, problem.name, lattice, sweep, swap, values, names, rng))
+    return cases

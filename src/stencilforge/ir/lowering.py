@@ -16,7 +16,7 @@ from typing import Mapping
 
 from ..plan import Sweep, Term
 from ..stencil import Stencil
-from .analysis import slot_name
+from .analysis import Pass, slot_name
 from .nodes import Access, Binary, Constant, Eq, Expr, Literal, Negate
 
 Form = dict  # (field slot, factor slot or None) -> {offset: coefficient}
@@ -108,3 +108,11 @@ def sweep_of(eq: Eq, values: Mapping[str, float], out: str | None = None) -> Swe
     if terms is None:
         return None
     return Sweep(out or slot_name((eq.target.field.name, eq.target.level)), terms)
+
+
+def linear_passes(stages, values: Mapping[str, float]) -> dict[int, Sweep]:
+    """Stage index -> the linear form of each pass of one equation that is a sum of stencils of fields, each
+    optionally times a field at the cell: what the hand-scheduled sweep kernels can run (`Simulation.sweeps`,
+    `stencilforge tune FILE.py`)."""
+    linear = {i: sweep_of(p.equations[0], values) for i, p in enumerate(stages) if isinstance(p, Pass) and len(p.equations) == 1}
+    return {i: sweep for i, sweep in linear.items() if sweep is not None}
