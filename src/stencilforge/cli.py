@@ -163,6 +163,11 @@ def _human_summary(s: dict, source: str | None = None) -> None:
     if "residual" in s:
         state = "converged" if s["converged"] else ("not converged" if s["tol"] is not None else "fixed iterations")
         table.add_row("residual", f"{s['residual']:.3e}  {state}" + (f" (tol {s['tol']:g})" if s["tol"] else ""))
+    for name, solve in s.get("solves", {}).items():
+        missed = f", {solve['missed']} missed (first at step {solve['first_miss']})" if solve["missed"] else ""
+        per = f"{solve['cycles_per_solve']:.3g}" if solve["solves"] else "-"
+        table.add_row(f"solve {name}", f"{per} cycles per solve, largest residual {solve['largest_residual']:.3e} "
+                                       f"(tol {solve['tol']:g}){missed}")
     if "until" in s:
         rule = s["until"]
         sides = f"  {rule['value']:.6g} against {rule['bound']:.6g}" if rule["value"] is not None else ""

@@ -25,11 +25,11 @@ from .fingerprint import canonical
 from .interop import backend_for
 from .ir.stability import unstable
 from .problem import Problem
-from .progress import reporter
+from .progress import LazyProgress, ProgressLines, reporter
 from .resources import node_peers, thread_count, use_numba_threads
 from .rules import RuleCheck, StopRule, stop_rule
 from .simulation import PassStepper, Simulation
-from .timeloop import LoopOptions, Result, StopRequest, never_fuses, run_stepper, stop_on_signals, stopped_line
+from .timeloop import LoopOptions, ProgressFn, Result, StopRequest, never_fuses, run_stepper, stop_on_signals, stopped_line
 
 if TYPE_CHECKING:
     from .jobs import Outputs
@@ -88,6 +88,8 @@ def run(
     views) returning True to stop (one process only). The summary's `until` says what it gave at the last check.
     A run that blows up raises `errors.BlowUp`, whose `finite_fields` hold the fields its equations write at the
     last check that found them finite; `keep_finite=False` saves the copy per check that keeps them (docs/outputs.md).
+    A solve inside a step (sf.Solve) that misses its tolerance within its cycles goes on from its last iterate,
+    counted in the summary's `solves` and logged as one warning at the end.
     SIGINT and SIGTERM (from the main thread) finish the current step and write the final snapshot and
     checkpoint; then the run logs where they went and the signal takes its usual course (KeyboardInterrupt,
     or the process ends with status 143). A caller passing its own `stop` request handles signals itself
@@ -149,6 +151,7 @@ def run_with(
         raise StencilforgeError(f"tol must be a positive number, got {tol!r}")
     if check_every < 1:
         raise StencilforgeError(f"check_every must be at least 1, got {check_every}")
+    root = comm is None or comm.rank == 0
     total = problem.default_steps if steps is None and tol is None else steps
     if outputs is not None:  # under MPI rank 0 alone holds the files, and a refusal on any rank stops every rank
         asked = replace(outputs, equations=canonical(problem), writer=comm is None or comm.rank == 0)
@@ -162,13 +165,13 @@ def run_with(
                               periodic=all(isinstance(c, Periodic) for conds in problem.boundary.values() for c in conds))
     if certain:
         raise StencilforgeError(lines[0].replace("so the run will probably blow up", "so the run would blow up"))
-    if comm is None or comm.rank == 0:
+    if root:
         for line in lines:
             logger.warning(line)
-    shown = reporter(problem.name) if progress is True and (comm is None or comm.rank == 0) else None
+    shown = reporter(problem.name) if progress is True and root else None
     with (nullcontext(stop) if stop is not None else stop_on_signals() as request, _numba_threads(engine, threads, comm) as count,
           outputs if outputs is not None else nullcontext(), closing(shown) if shown is not None else nullcontext()):
-        report = shown if progress is True else progress or None  # the output files above are this run's until it ends
+        report = _loop_progress(shown if progress is True else progress or None)  # the output files above are this run's until it ends
         loop = dict(check_every=check_every, progress=report, fuse_steps=fuse_steps, stop=request, stall_checks=stall_checks,
                     status=status, keep_finite=keep_finite)
         result = _run_passes(problem, engine, problem.default_steps if total is None else total, tol, params, loop,
@@ -178,11 +181,31 @@ def run_with(
     if outputs is not None and outputs.params:  # what built a named problem, beside its constants, as its files record
         result.summary["params"] = {**outputs.params, **result.summary.get("params", {})}
     result.coords = {name: problem.grid.values(name) for name in problem.grid.axis_names}
-    if stop is None and result.summary.get("stop") == "signal":
-        if comm is None or comm.rank == 0:
-            logger.warning(stopped_line(result.summary))
-        signal.raise_signal(result.summary["signal"])
+    _ended(result, root, raise_signal=stop is None)
     return result
+
+
+def _ended(result: Result, root: bool, raise_signal: bool) -> None:
+    """How the run ended, told: missed solves it went on from are one warning per solve (from rank 0); a signal that
+    stopped it is logged and, with `raise_signal`, raised again."""
+    s = result.summary
+    for name, solves in s.get("solves", {}).items():
+        if solves["missed"] and root:
+            logger.warning("%s: %d of %d solves for %s missed tol %g (the first at step %d; worst relative residual %.3e); "
+                           "the run went on from their last iterates", s["problem"], solves["missed"], solves["solves"], name,
+                           solves["tol"], solves["first_miss"], solves["largest_residual"])
+    if raise_signal and s["stop"] == "signal":
+        if root:
+            logger.warning(stopped_line(s))
+        signal.raise_signal(s["signal"])
+
+
+def _loop_progress(progress) -> ProgressFn | None:
+    """What the loop calls: the project's displays take its note too (`timeloop.ProgressFn`); a caller's function
+    progress(done, total, residual), as `run` documents it."""
+    if progress is None or isinstance(progress, (LazyProgress, ProgressLines)):
+        return progress
+    return lambda done, total, residual, note: progress(done, total, residual)
 
 
 @contextmanager

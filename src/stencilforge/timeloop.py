@@ -25,7 +25,7 @@ from .version import __version__
 
 log = logging.getLogger(__name__)
 
-ProgressFn = Callable[[int, int, "float | None"], None]
+ProgressFn = Callable[[int, int, "float | None", str], None]  # (done, total, residual, the solves' note: `Stepper.note`)
 
 
 class Observer(Protocol):
@@ -224,6 +224,9 @@ class Stepper(Protocol):
     def residual(self, n: int) -> float:
         """The relative residual of the state at step n."""
 
+    def note(self, n: int) -> str:
+        """For the progress line at step n: the solves' cycles per step since the last note ('' without solves)."""
+
     def fields(self) -> dict:
         """The final fields, interior only, in the backend's array type."""
 
@@ -371,7 +374,7 @@ class Monitor:
             now = time.perf_counter()
             if now - self.last_report >= opts.progress_interval_s:
                 self.last_report = now
-                opts.progress(n - self.first, self.steps, self.residual)
+                opts.progress(n - self.first, self.steps, self.residual, stepper.note(n))
         return None
 
     def finish(self, n: int) -> bool | None:
@@ -385,7 +388,7 @@ class Monitor:
                 self.residual = stepper.residual(n)
             converged = bool(opts.tol is not None and self.residual is not None and self.residual < opts.tol)
         if opts.progress is not None:
-            opts.progress(n - self.first, self.steps, self.residual)
+            opts.progress(n - self.first, self.steps, self.residual, stepper.note(n))
         for obs in opts.observers:
             if n > self.first and not (obs.every and n % obs.every == 0):
                 obs(n, stepper.time_at(n), stepper.state(), stepper.backend)
@@ -451,7 +454,7 @@ def _advance(stepper: Stepper, backend, opts: LoopOptions) -> Result:
     backend.synchronize()
     start = time.perf_counter()
     if opts.progress is not None:
-        opts.progress(0, steps, None)  # stepping starts now: rates count from here
+        opts.progress(0, steps, None, "")  # stepping starts now: rates count from here
     n, stop = first, "steps"
     while n < end:
         k = stepper.per_pass
