@@ -712,6 +712,10 @@ class PassStepper:
     def residual(self, n: int) -> float:
         return self.sim.residual()
 
+    def missed(self):
+        misses = [solver.first_miss for solver in self.sim.solvers.values() if solver.first_miss is not None]
+        return min(misses, key=lambda miss: miss.step, default=None)
+
     def note(self, n: int) -> str:
         """Each solve's cycles per step since the last note, and its misses so far: "p 2.5 cycles/step, 3 missed"."""
         solvers = self.sim.solvers
