@@ -450,3 +450,26 @@ def test_stop_rules_stop_at_one_process_step_on_every_process_grid(backend, tmp_
         for key, s in found.items():
             ref = want[key.split("@")[0]]
             assert s["stop"] == "until" and s["step"] == ref["step"] and s["until"] == ref["until"], key
+
+
+def test_a_strict_run_stops_at_one_process_step_on_every_rank(tmp_path):
+    """The solve's residuals are global exact sums, so both ranks see the miss at one process's step and stop there
+    together: exit status 4 from each, one line from rank 0, and the checkpoint holds one process's state there, bit
+    for bit (the solve has Dirichlet walls: no mean is removed, whose plain sum in one process could differ)."""
+    from stencilforge.errors import SolveMissed
+    from stencilforge.io import checkpoint
+    from test_missed_solves import PROBLEM, build
+
+    with pytest.raises(SolveMissed) as one:
+        sf.run(build(), backend="numpy", strict_solves=True)
+    ckpt = tmp_path / "run.ckpt.h5"
+    proc = cli(2, str(PROBLEM), "--backend", "numpy", "--procs", "1", "2", "--strict-solves", "--checkpoint-every", "4",
+               "--checkpoint", str(ckpt))
+    assert proc.returncode == 4, proc.stderr[-3000:]
+    (line,) = error_lines(proc)
+    assert f"the relative residual {one.value.residual:.3e} after 5 cycles at step {one.value.step} " in line, line
+    assert line.endswith(f"checkpoint at step {one.value.step} in {ckpt}") and "Traceback" not in proc.stderr
+    saved = checkpoint.read(ckpt)
+    g = (saved.fields["p"].shape[0] - saved.info.shape[0]) // 2
+    assert saved.step == one.value.step and g > 0
+    assert np.array_equal(saved.fields["p"][g:-g, g:-g], one.value.result.fields["p"])

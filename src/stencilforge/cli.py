@@ -1,8 +1,9 @@
 """Command-line interface: parses arguments, calls the API, prints results.
 
 Exit status: 0 done; 2 an error (one line on stderr, never a traceback); 3 a
---tol run that did not converge (iteration cap or stalled residual); 130 and
-143 stopped by SIGINT and SIGTERM after writing the final outputs.
+--tol run that did not converge (iteration cap or stalled residual); 4 a solve
+that missed its tolerance with --strict-solves, after writing the final
+outputs; 130 and 143 stopped by SIGINT and SIGTERM after writing them.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from . import problems
 from .backends import available, get_backend
 from .backends.cuda.codegen import STRATEGIES
 from .distributed import bind_device, fail_together, launched, world, world_rank
-from .errors import StencilforgeError
+from .errors import SolveMissed, StencilforgeError
 from .optional import require
 from .progress import LazyProgress, ProgressLines, watching
 from .resources import check_host_memory, node_peers, thread_count, use_numba_threads
@@ -33,6 +34,12 @@ from .timeloop import stop_on_signals, stopped_line, where_saved
 from .version import __version__
 
 NOT_CONVERGED = 3
+SOLVE_MISSED = 4
+
+
+def exit_status(exc: StencilforgeError) -> int:
+    """A missed solve's own status (a script can tell it from bad input), 2 for every other error."""
+    return SOLVE_MISSED if isinstance(exc, SolveMissed) else 2
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Finite-difference stencil solvers on GPUs and CPUs.",
                   context_settings={"help_option_names": ["-h", "--help"]})
@@ -85,7 +92,7 @@ def friendly(func: Callable) -> Callable:
             return func(*args, **kwargs)
         except StencilforgeError as exc:
             err.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
-            raise typer.Exit(2) from None
+            raise typer.Exit(exit_status(exc)) from None
         except KeyboardInterrupt:
             err.print("interrupted", markup=False)
             raise typer.Exit(130) from None
@@ -107,9 +114,9 @@ def one_voice_under_mpi(func: Callable) -> Callable:
         try:
             with fail_together(comm, collective=(typer.Exit,)):
                 return func(*args, **kwargs)
-        except StencilforgeError:
+        except StencilforgeError as exc:
             if comm.rank != 0:
-                raise typer.Exit(2) from None
+                raise typer.Exit(exit_status(exc)) from None
             raise
 
     return wrapper
@@ -163,6 +170,11 @@ def _human_summary(s: dict, source: str | None = None) -> None:
     if "residual" in s:
         state = "converged" if s["converged"] else ("not converged" if s["tol"] is not None else "fixed iterations")
         table.add_row("residual", f"{s['residual']:.3e}  {state}" + (f" (tol {s['tol']:g})" if s["tol"] else ""))
+    for name, solve in s.get("solves", {}).items():
+        missed = f", {solve['missed']} missed (first at step {solve['first_miss']})" if solve["missed"] else ""
+        per = f"{solve['cycles_per_solve']:.3g}" if solve["solves"] else "-"
+        table.add_row(f"solve {name}", f"{per} cycles per solve, largest residual {solve['largest_residual']:.3e} "
+                                       f"(tol {solve['tol']:g}){missed}")
     if "until" in s:
         rule = s["until"]
         sides = f"  {rule['value']:.6g} against {rule['bound']:.6g}" if rule["value"] is not None else ""
@@ -206,7 +218,7 @@ def _output_cell(file: str | dict) -> str:
 
 def run_problem_file(path: str, shape, steps, tol, dtype, backend: str, settings: dict, check_every: int, as_json: bool,
                      files: dict, procs=None, fuse_steps: bool = True, threads: int | None = None, stall_checks: int = 20,
-                     halo: str = "auto") -> None:
+                     halo: str = "auto", strict_solves: bool | None = None) -> None:
     """Run a problem file's build(); its constants are the parameters --set may change; `files` are
     the output options of `Outputs` (snapshots, checkpoints, overwrite), whose files record this command
     line and the file's text. Under mpiexec (or with --procs) it runs decomposed and rank 0 alone prints.
@@ -233,7 +245,7 @@ def run_problem_file(path: str, shape, steps, tol, dtype, backend: str, settings
         outputs = Outputs(**files, problem_file=Path(path).read_text(encoding="utf-8", errors="replace"))
     _run_and_report(problem, outputs, as_json, comm, path, steps=steps, tol=tol, backend=backend, params=settings,
                     check_every=check_every, procs=procs, fuse_steps=fuse_steps, threads=threads, stall_checks=stall_checks,
-                    halo=halo)
+                    halo=halo, strict_solves=strict_solves)
 
 
 def _run_and_report(problem, outputs, as_json: bool, comm, source: str | None = None, **options) -> None:
@@ -404,12 +416,18 @@ def run(
     stall_checks: int = typer.Option(
         20, "--stall-checks", help="--tol: stop when the residual reaches no new minimum in this many checks (0: never)"
     ),
+    strict_solves: bool = typer.Option(
+        False, "--strict-solves", help="stop at the first solve (sf.Solve) that misses its tolerance, final outputs written, "
+        f"exit status {SOLVE_MISSED} (default: the problem's; else such solves are counted and the run goes on)"
+    ),
     as_json: bool = typer.Option(False, "--json", help="print exactly one JSON object"),
 ) -> None:
     """Run a problem and report time, throughput and the error against its exact solution.
 
-    Exits 3 when a --tol run does not converge, 130/143 after SIGINT/SIGTERM (final outputs written).
+    Exits 3 when a --tol run does not converge, 4 when a solve misses its tolerance with --strict-solves and 130/143
+    after SIGINT/SIGTERM (both after writing the final outputs).
     """
+    strict = True if strict_solves else None  # else the problem's own
     if problem is not None and problem.endswith(".py"):
         others = dict(png=png, strategy=strategy)
         given = [k for k, v in others.items() if v is not None]
@@ -418,7 +436,7 @@ def run(
         files = dict(out=out_file, snapshot_every=snapshot_every, checkpoint=checkpoint, checkpoint_every=checkpoint_every,
                      resume=resume, overwrite=overwrite)
         run_problem_file(problem, parse_ints(shape, "--shape"), steps, tol, dtype, backend, parse_settings(settings), check_every,
-                         as_json, files, parse_ints(procs, "--procs"), fuse_steps, threads, stall_checks, halo)
+                         as_json, files, parse_ints(procs, "--procs"), fuse_steps, threads, stall_checks, halo, strict)
         return
     if settings:
         raise StencilforgeError("--set applies to problem files (NAME.py); the named problems take their own options")
@@ -436,12 +454,12 @@ def run(
     files = dict(snapshot_every=snapshot_every, out=out_file, compression=compression, checkpoint_every=checkpoint_every,
                  checkpoint=checkpoint, resume=resume, png=png, overwrite=overwrite)
     _run_named(problem, parse_ints(shape, "--shape"), dtype, params, files, backend, strategy, steps, tol, check_every,
-               fuse_steps, threads, stall_checks, halo, parse_ints(procs, "--procs") if mpi else None, mpi, as_json)
+               fuse_steps, threads, stall_checks, halo, parse_ints(procs, "--procs") if mpi else None, mpi, as_json, strict)
 
 
 def _run_named(problem: str | None, shape, dtype: str | None, params: dict, files: dict, backend: str, strategy: str | None,
                steps: int | None, tol: float | None, check_every: int, fuse_steps: bool, threads: int | None, stall_checks: int,
-               halo: str, procs, mpi: bool, as_json: bool) -> None:
+               halo: str, procs, mpi: bool, as_json: bool, strict_solves: bool | None = None) -> None:
     """A named problem of equations through `run_with`, as a problem file runs: its sf.Problem from the catalogue
     (or from --resume's checkpoint), the parameters that built it recorded in its files."""
     from .jobs import Outputs, named_problem
@@ -473,7 +491,7 @@ def _run_named(problem: str | None, shape, dtype: str | None, params: dict, file
         tol = problems.JACOBI_TOL
     _run_and_report(made, Outputs(**files, params=recorded), as_json, world() if mpi else None, steps=steps, tol=tol,
                     backend=engine, check_every=check_every, procs=procs, fuse_steps=fuse_steps, threads=threads,
-                    stall_checks=stall_checks, halo=halo)
+                    stall_checks=stall_checks, halo=halo, strict_solves=strict_solves)
 
 
 def _arrays_of(name: str, shape, dtype: str | None, params: dict):

@@ -20,3 +20,14 @@ class BlowUp(StencilforgeError):
     def __init__(self, message: str, step: int, last_finite: int, fields: dict, finite_fields: dict | None = None):
         super().__init__(message)
         self.step, self.last_finite, self.fields, self.finite_fields = step, last_finite, fields, finite_fields
+
+
+class SolveMissed(StencilforgeError):
+    """A solve inside a step (sf.Solve) missed its tolerance in a run with strict solves: the run stopped after that
+    step, its final snapshot and checkpoint written, as a signal stops it. `what`: the solve, as its messages name it
+    ("cavity: solve for p"); `step`: the step it solved for; `residual`: its final relative residual; `result`: the
+    run's `Result` at that step (under MPI, its fields on rank 0)."""
+
+    def __init__(self, message: str, what: str, step: int, residual: float, result):
+        super().__init__(message)
+        self.what, self.step, self.residual, self.result = what, step, residual, result

@@ -164,6 +164,13 @@ def _value(value, what: str, shape: tuple[int, ...]):
     return arr
 
 
+def switch(value, name: str) -> bool:
+    """`value`, refused in one line unless it is True or False (a string such as "no" would read as True)."""
+    if not isinstance(value, bool):
+        raise StencilforgeError(f"{name} must be True or False, got {value!r}")
+    return value
+
+
 class Problem:
     """Equations (sf.Eq) and solves (sf.Solve), run in order each step, plus what a run needs to start and to check itself.
 
@@ -182,6 +189,8 @@ class Problem:
               over the interior (without a scale: its RMS)
     until:    a stop rule the problem carries (a problem file's runs stop on it too): a comparison of norms such as
               sf.norm(p.next - p, 1) / sf.norm(p, 1) < 1e-4, or a function of the fields (`sf.run`'s until=)
+    strict_solves: a solve that misses its tolerance stops the problem's runs (`sf.run`'s strict_solves=, the CLI's
+              --strict-solves), where otherwise they count it and go on
     Expressions for initial values, walls and exact solutions are evaluated in float64 and rounded to
     the grid's dtype once; u.prev's initial expression is evaluated at t = -dt.
     """
@@ -200,6 +209,7 @@ class Problem:
         residual: Expr | None = None,
         residual_scale: Expr | None = None,
         until=None,
+        strict_solves: bool = False,
         name: str = "problem",
         steps: int = 100,
         description: str = "",
@@ -265,6 +275,7 @@ class Problem:
         exprs += [c.value for c in walls if isinstance(c.value, Expr)]
         exprs += [self.dt] + [e for e in (self.residual, self.residual_scale) if e is not None]
         self.until = _until(until, fields, exprs)
+        self.strict_solves = switch(strict_solves, "strict_solves")
         self.constants: tuple[Constant, ...] = constants_of(exprs)
 
     def values(self, overrides: Mapping[str, float] | None = None) -> dict[str, float]:

@@ -11,6 +11,11 @@ if TYPE_CHECKING:  # Rich is imported when a bar is shown: `import stencilforge`
     from rich.console import Console
 
 
+def details(residual: float | None, note: str) -> list[str]:
+    """What follows the rate: the residual, the solves' cycles per step."""
+    return ([f"residual {residual:.3e}"] if residual is not None else []) + ([note] if note else [])
+
+
 class LazyProgress:
     """A Rich progress bar that appears only once a run has lasted `delay_s`."""
 
@@ -22,7 +27,7 @@ class LazyProgress:
         self.bar: Any = None  # a rich.progress.Progress once it appears
         self.task: Any = None  # the bar's task
 
-    def __call__(self, done: int, total: int, residual: float | None) -> None:
+    def __call__(self, done: int, total: int, residual: float | None, note: str = "") -> None:
         if done == 0:  # the loop starts stepping: set-up and compile time are not part of the rate
             self.start = time.perf_counter()
             return
@@ -46,8 +51,7 @@ class LazyProgress:
             self.bar.start()
             self.task = self.bar.add_task(self.label, total=total, rate="", extra="")
         elapsed = time.perf_counter() - self.start
-        extra = f"residual {residual:.3e}" if residual is not None else ""
-        self.bar.update(self.task, completed=done, rate=f"{done / elapsed:,.0f} steps/s", extra=extra)
+        self.bar.update(self.task, completed=done, rate=f"{done / elapsed:,.0f} steps/s", extra=", ".join(details(residual, note)))
 
     def close(self) -> None:
         if self.bar is not None:
@@ -56,8 +60,8 @@ class LazyProgress:
 
 
 class ProgressLines:
-    """One line on `stream` every `every_s` seconds of stepping: the step, the share done, the rate, the time left
-    and the residual."""
+    """One line on `stream` every `every_s` seconds of stepping: the step, the share done, the rate, the time left,
+    the residual and the solves' cycles per step."""
 
     EVERY_S = 10.0
 
@@ -66,7 +70,7 @@ class ProgressLines:
         self.every_s = self.EVERY_S if every_s is None else every_s
         self.start = self.last = time.perf_counter()
 
-    def __call__(self, done: int, total: int, residual: float | None) -> None:
+    def __call__(self, done: int, total: int, residual: float | None, note: str = "") -> None:
         now = time.perf_counter()
         if done == 0:
             self.start = self.last = now
@@ -76,7 +80,7 @@ class ProgressLines:
         self.last = now
         rate = done / (now - self.start)
         left = f", {(total - done) / rate:.0f} s left" if total and rate > 0 else ""
-        extra = f", residual {residual:.3e}" if residual is not None else ""
+        extra = "".join(f", {part}" for part in details(residual, note))
         share = f" ({100 * done / total:.0f}%)" if total else ""
         print(f"{self.label}: step {done}/{total}{share}, {rate:,.0f} steps/s{left}{extra}", file=self.stream or sys.stderr,
               flush=True)

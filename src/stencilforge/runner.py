@@ -20,16 +20,16 @@ import numpy as np
 
 from .backends import get_backend
 from .boundary import Periodic
-from .errors import StencilforgeError
+from .errors import SolveMissed, StencilforgeError
 from .fingerprint import canonical
 from .interop import backend_for
 from .ir.stability import unstable
-from .problem import Problem
-from .progress import reporter
+from .problem import Problem, switch
+from .progress import LazyProgress, ProgressLines, reporter
 from .resources import node_peers, thread_count, use_numba_threads
 from .rules import RuleCheck, StopRule, stop_rule
 from .simulation import PassStepper, Simulation
-from .timeloop import LoopOptions, Result, StopRequest, never_fuses, run_stepper, stop_on_signals, stopped_line
+from .timeloop import LoopOptions, ProgressFn, Result, StopRequest, missed_line, never_fuses, run_stepper, stop_on_signals, stopped_line
 
 if TYPE_CHECKING:
     from .jobs import Outputs
@@ -59,6 +59,7 @@ def run(
     threads: int | None = None,
     keep_finite: bool = True,
     until=None,
+    strict_solves: bool | None = None,
 ) -> Result:
     """Run `steps` steps (default: the problem's), or until the residual is below `tol`, or until the stop rule
     `until` holds (default: the problem's own, if it has one).
@@ -88,6 +89,10 @@ def run(
     views) returning True to stop (one process only). The summary's `until` says what it gave at the last check.
     A run that blows up raises `errors.BlowUp`, whose `finite_fields` hold the fields its equations write at the
     last check that found them finite; `keep_finite=False` saves the copy per check that keeps them (docs/outputs.md).
+    A solve inside a step (sf.Solve) that misses its tolerance within its cycles goes on from its last iterate,
+    counted in the summary's `solves` and logged as one warning at the end; with `strict_solves` (default: the
+    problem's) the first one stops the run after its step, the final snapshot and checkpoint written, and raises
+    `errors.SolveMissed` (its step, residual and the run's `Result`).
     SIGINT and SIGTERM (from the main thread) finish the current step and write the final snapshot and
     checkpoint; then the run logs where they went and the signal takes its usual course (KeyboardInterrupt,
     or the process ends with status 143). A caller passing its own `stop` request handles signals itself
@@ -101,7 +106,7 @@ def run(
                           resume=resume, overwrite=overwrite, api=True, command_line=f"stencilforge.run({problem.name})")
     return run_with(problem, outputs, steps=steps, tol=tol, backend=backend, params=params, check_every=check_every,
                     progress=progress, generated=generated, comm=comm, procs=procs, fuse_steps=fuse_steps, stop=stop,
-                    threads=threads, keep_finite=keep_finite, until=until)
+                    threads=threads, keep_finite=keep_finite, until=until, strict_solves=strict_solves)
 
 
 def run_with(
@@ -124,12 +129,14 @@ def run_with(
     halo: str = "auto",
     keep_finite: bool = False,
     until=None,
+    strict_solves: bool | None = None,
 ) -> Result:
     """`run` with its files given as `Outputs`, not yet prepared: the CLI's, which name its options in errors
     and record its command line and problem file. The problem's equations are recorded here. `stall_checks`,
     `status`: as `LoopOptions` has them; `halo`: how a decomposed run's halos travel (`distributed.choose_transport`);
     `keep_finite`: a blow-up hands over the last finite state (`LoopOptions.keep_finite`), as sf.run asks; the CLI
-    keeps none, since its process ends with the error. `until`: a stop rule in place of the problem's."""
+    keeps none, since its process ends with the error. `until`: a stop rule in place of the problem's;
+    `strict_solves`: as `run` has it (None: the problem's)."""
     if comm is None and procs is not None:
         from .distributed import world
 
@@ -149,6 +156,8 @@ def run_with(
         raise StencilforgeError(f"tol must be a positive number, got {tol!r}")
     if check_every < 1:
         raise StencilforgeError(f"check_every must be at least 1, got {check_every}")
+    strict = problem.strict_solves if strict_solves is None else switch(strict_solves, "strict_solves")
+    root = comm is None or comm.rank == 0
     total = problem.default_steps if steps is None and tol is None else steps
     if outputs is not None:  # under MPI rank 0 alone holds the files, and a refusal on any rank stops every rank
         asked = replace(outputs, equations=canonical(problem), writer=comm is None or comm.rank == 0)
@@ -162,15 +171,15 @@ def run_with(
                               periodic=all(isinstance(c, Periodic) for conds in problem.boundary.values() for c in conds))
     if certain:
         raise StencilforgeError(lines[0].replace("so the run will probably blow up", "so the run would blow up"))
-    if comm is None or comm.rank == 0:
+    if root:
         for line in lines:
             logger.warning(line)
-    shown = reporter(problem.name) if progress is True and (comm is None or comm.rank == 0) else None
+    shown = reporter(problem.name) if progress is True and root else None
     with (nullcontext(stop) if stop is not None else stop_on_signals() as request, _numba_threads(engine, threads, comm) as count,
           outputs if outputs is not None else nullcontext(), closing(shown) if shown is not None else nullcontext()):
-        report = shown if progress is True else progress or None  # the output files above are this run's until it ends
+        report = _loop_progress(shown if progress is True else progress or None)  # the output files above are this run's until it ends
         loop = dict(check_every=check_every, progress=report, fuse_steps=fuse_steps, stop=request, stall_checks=stall_checks,
-                    status=status, keep_finite=keep_finite)
+                    status=status, keep_finite=keep_finite, strict_solves=strict)
         result = _run_passes(problem, engine, problem.default_steps if total is None else total, tol, params, loop,
                              outputs, comm, procs, sweeps=not generated, halo=halo, rule=rule)
         engine.settle()  # nothing of the run keeps compiling after it returns
@@ -178,11 +187,34 @@ def run_with(
     if outputs is not None and outputs.params:  # what built a named problem, beside its constants, as its files record
         result.summary["params"] = {**outputs.params, **result.summary.get("params", {})}
     result.coords = {name: problem.grid.values(name) for name in problem.grid.axis_names}
-    if stop is None and result.summary.get("stop") == "signal":
-        if comm is None or comm.rank == 0:
-            logger.warning(stopped_line(result.summary))
-        signal.raise_signal(result.summary["signal"])
+    _ended(result, root, raise_signal=stop is None)
     return result
+
+
+def _ended(result: Result, root: bool, raise_signal: bool) -> None:
+    """How the run ended, told: a missed solve that stopped it raises SolveMissed; missed solves it went on from are
+    one warning per solve (from rank 0); a signal that stopped it is logged and, with `raise_signal`, raised again."""
+    s = result.summary
+    if s["stop"] == "solve":
+        miss = s["missed"]
+        raise SolveMissed(missed_line(s), miss["what"], miss["step"], miss["residual"], result)
+    for name, solves in s.get("solves", {}).items():
+        if solves["missed"] and root:
+            logger.warning("%s: %d of %d solves for %s missed tol %g (the first at step %d; worst relative residual %.3e); "
+                           "the run went on from their last iterates", s["problem"], solves["missed"], solves["solves"], name,
+                           solves["tol"], solves["first_miss"], solves["largest_residual"])
+    if raise_signal and s["stop"] == "signal":
+        if root:
+            logger.warning(stopped_line(s))
+        signal.raise_signal(s["signal"])
+
+
+def _loop_progress(progress) -> ProgressFn | None:
+    """What the loop calls: the project's displays take its note too (`timeloop.ProgressFn`); a caller's function
+    progress(done, total, residual), as `run` documents it."""
+    if progress is None or isinstance(progress, (LazyProgress, ProgressLines)):
+        return progress
+    return lambda done, total, residual, note: progress(done, total, residual)
 
 
 @contextmanager

@@ -271,7 +271,7 @@ class Simulation:
             if "dirichlet" in walls:
                 self._fill(name, out, t + self.dt)
             start = arrays[name][lat.interior]  # the field's current level: the previous step's solution
-            out[lat.interior] = solver.solve(start, rhs, out[near] if "dirichlet" in walls else None)
+            out[lat.interior] = solver.solve(start, rhs, out[near] if "dirichlet" in walls else None, self.step_count + 1)
 
         return run
 
@@ -658,6 +658,7 @@ class PassStepper:
         self.has_residual = problem.residual is not None
         self.watched = tuple(problem.analysis.written)
         self.fused_steps = 0  # steps taken several per pass
+        self.noted: tuple[int, dict, str] = (self.first, {name: 0 for name in sim.solvers}, "")  # the last `note`: step, cycles, text
 
     @property
     def per_pass(self) -> int:
@@ -707,6 +708,20 @@ class PassStepper:
 
     def residual(self, n: int) -> float:
         return self.sim.residual()
+
+    def missed(self):
+        misses = [solver.first_miss for solver in self.sim.solvers.values() if solver.first_miss is not None]
+        return min(misses, key=lambda miss: miss.step, default=None)
+
+    def note(self, n: int) -> str:
+        """Each solve's cycles per step since the last note, and its misses so far: "p 2.5 cycles/step, 3 missed"."""
+        solvers = self.sim.solvers
+        step, before, text = self.noted
+        if n != step:
+            text = ", ".join(f"{name} {(solver.cycles - before[name]) / (n - step):.2g} cycles/step"
+                             + (f", {solver.missed} missed" if solver.missed else "") for name, solver in solvers.items())
+            self.noted = (n, {name: solver.cycles for name, solver in solvers.items()}, text)
+        return text
 
     def fields(self) -> dict:
         return self.sim.fields

@@ -12,7 +12,7 @@ import signal
 import threading
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Iterator, Mapping, Protocol
 
 import numpy as np
@@ -25,7 +25,7 @@ from .version import __version__
 
 log = logging.getLogger(__name__)
 
-ProgressFn = Callable[[int, int, "float | None"], None]
+ProgressFn = Callable[[int, int, "float | None", str], None]  # (done, total, residual, the solves' note: `Stepper.note`)
 
 
 class Observer(Protocol):
@@ -101,6 +101,13 @@ def stopped_line(summary: Mapping) -> str:
     return f"stopped by {signal.Signals(summary['signal']).name} at step {summary['step']}; {where_saved(summary)}"
 
 
+def missed_line(summary: Mapping) -> str:
+    """The one line a run stopped by a missed solve (strict solves) ends with."""
+    m = summary["missed"]
+    return (f"{m['what']}: the relative residual {m['residual']:.3e} after {m['cycles']} cycles at step {m['step']} {m['why']}; "
+            f"the run stopped after it (strict solves); {where_saved(summary)}")
+
+
 @dataclass(frozen=True)
 class LoopOptions:
     steps: int | None = None
@@ -116,6 +123,7 @@ class LoopOptions:
     stall_checks: int = 20  # with tol: stop when the residual has not reached a new minimum in this many checks (0: never)
     keep_finite: bool = False  # copy the watched fields at each check that finds them finite, for BlowUp.finite_fields (sf.run's)
     until: Until | None = None  # stop at the first check where it holds (sf.run's until=)
+    strict_solves: bool = False  # stop after the first step whose solve missed its tolerance (else it is counted)
 
 
 @dataclass
@@ -125,7 +133,8 @@ class Result:
 
     Every summary has `problem`, `backend`, `shape`, `dtype`, `steps` (taken by this run), `step` and `t`
     (where it ended), `wall_s`, `gcells_per_s`, `teff_gbps`, `params`, `stop` (why it ended: "steps",
-    "converged", "stalled", "until" or "signal", with `signal` its number) and `errors` (field -> largest absolute
+    "converged", "stalled", "until", "signal", with `signal` its number, or "solve": a solve missed its tolerance
+    with strict solves, `missed` saying which, where and why) and `errors` (field -> largest absolute
     error against the exact solution; empty without one). A run with a residual adds `residual`,
     `converged`, `iterations` and `tol`; one with a stop rule, `until` (the rule, its sides' values and whether it
     held at the last check, and that check's step); one that wrote files, `outputs`; a decomposed one, `procs` and
@@ -223,6 +232,12 @@ class Stepper(Protocol):
 
     def residual(self, n: int) -> float:
         """The relative residual of the state at step n."""
+
+    def missed(self):
+        """The run's first solve that missed its tolerance (`solvers.stepped.Miss`), or None; the same on every process."""
+
+    def note(self, n: int) -> str:
+        """For the progress line at step n: the solves' cycles per step since the last note ('' without solves)."""
 
     def fields(self) -> dict:
         """The final fields, interior only, in the backend's array type."""
@@ -341,7 +356,7 @@ class Monitor:
         return stop.is_set() if not self.stepper.decomposed else (self.checked(m) and not self.stepper.agree(not stop.is_set()))
 
     def after(self, n: int) -> str | None:
-        """Checks and observers after step n; the reason to stop ('converged', 'until', 'stalled', 'signal') or None."""
+        """Checks and observers after step n; the reason to stop ('solve', 'converged', 'until', 'stalled', 'signal') or None."""
         opts, stepper = self.opts, self.stepper
         if self.checked(n):
             residual = stepper.residual(n) if opts.tol is not None else None
@@ -359,6 +374,8 @@ class Monitor:
             self.check_finite(n)  # no snapshot or checkpoint holds a NaN or an infinity
         for obs in observed:
             obs(n, stepper.time_at(n), stepper.state(), stepper.backend)
+        if opts.strict_solves and stepper.missed() is not None:
+            return "solve"
         if self.residual_at == n and self.residual is not None and opts.tol is not None and self.residual < opts.tol:
             return "converged"
         if self.until is not None and self.until["step"] == n and self.until["met"]:
@@ -371,7 +388,7 @@ class Monitor:
             now = time.perf_counter()
             if now - self.last_report >= opts.progress_interval_s:
                 self.last_report = now
-                opts.progress(n - self.first, self.steps, self.residual)
+                opts.progress(n - self.first, self.steps, self.residual, stepper.note(n))
         return None
 
     def finish(self, n: int) -> bool | None:
@@ -385,7 +402,7 @@ class Monitor:
                 self.residual = stepper.residual(n)
             converged = bool(opts.tol is not None and self.residual is not None and self.residual < opts.tol)
         if opts.progress is not None:
-            opts.progress(n - self.first, self.steps, self.residual)
+            opts.progress(n - self.first, self.steps, self.residual, stepper.note(n))
         for obs in opts.observers:
             if n > self.first and not (obs.every and n % obs.every == 0):
                 obs(n, stepper.time_at(n), stepper.state(), stepper.backend)
@@ -414,6 +431,8 @@ def summarize(stepper: Stepper, backend, opts: LoopOptions, monitor: Monitor, n:
     }
     if stop == "signal":
         summary["signal"] = opts.stop.signum if opts.stop is not None else None
+    if stop == "solve":
+        summary["missed"] = asdict(stepper.missed())
     if kernel_s is not None:
         summary["kernel_s"] = kernel_s
     if stepper.has_residual:
@@ -432,7 +451,7 @@ def run_stepper(build: Callable[[], Stepper], backend, opts: LoopOptions) -> Res
 
 
 def _advance(stepper: Stepper, backend, opts: LoopOptions) -> Result:
-    """Step `stepper` until its steps are done, it converged or stalled, or a stop was requested."""
+    """Step `stepper` until its steps are done, it converged or stalled, a stop was requested or (strict) a solve missed."""
     steps = _validate(stepper, opts)
     if opts.status is not None:
         opts.status("compiling kernels (first run only)")
@@ -451,7 +470,7 @@ def _advance(stepper: Stepper, backend, opts: LoopOptions) -> Result:
     backend.synchronize()
     start = time.perf_counter()
     if opts.progress is not None:
-        opts.progress(0, steps, None)  # stepping starts now: rates count from here
+        opts.progress(0, steps, None, "")  # stepping starts now: rates count from here
     n, stop = first, "steps"
     while n < end:
         k = stepper.per_pass

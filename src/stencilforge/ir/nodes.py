@@ -537,7 +537,8 @@ class Eq:
 class Solve:
     """a * target - b * div(k grad target) = rhs, solved for `target` inside the step (multigrid, to a relative
     residual `tol` per step, started from the field's previous value; tol defaults to 1e-8 on a float64 grid
-    and 1e-4 on a float32 one, above the rounding floor of its dtype).
+    and 1e-4 on a float32 one, above the rounding floor of its dtype). A solve that misses tol within `max_cycles`
+    cycles goes on from its last iterate, counted in the run's summary, or stops a run with strict solves (`sf.run`).
 
     The defaults a = 0, b = -1, k = 1 make it the Poisson equation laplacian(target) = rhs (a pressure
     projection); `Solve(u.next, u, a=1, b=dt * nu)` is a backward-Euler diffusion step. The solve ends a

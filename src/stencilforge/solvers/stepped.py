@@ -4,7 +4,10 @@ a u - b div(k grad u) = rhs is solved as div(k grad u) - (a / b) u = -rhs / b.
 Each step moves the walls' Dirichlet values of that time into the right-hand
 side (f - L g, as `poisson` does), starts the cycles from the field's previous
 value (a field that changes little per step needs a cycle or two, or none) and
-runs V(2,2) cycles until ||f - A u|| / ||f|| < tol. With no Dirichlet wall and
+runs V(2,2) cycles until ||f - A u|| / ||f|| < tol. A solve that misses it
+(max_cycles reached, or the residual stalled at the dtype's rounding floor)
+hands back its last iterate (the residual falls each cycle until that floor)
+and is recorded (`Miss`): the run decides whether to go on. With no Dirichlet wall and
 a = 0 the constants are the operator's null space: the right-hand side's mean
 is removed first (the discrete divergence of a velocity next to walls is
 compatible only to truncation error) and the solution is the zero-mean one.
@@ -16,6 +19,7 @@ the GPU), which take the diagonal shift.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -23,6 +27,21 @@ from ..errors import StencilforgeError
 from . import operator as op
 from .multigrid import ArrayKernels, Multigrid, Traffic, Undivided
 from .poisson import _kernels, stalled
+
+
+@dataclass(frozen=True)
+class Miss:
+    """A solve that ended above its tolerance: which (`what`), in which step, its final relative residual and cycles,
+    and why (the cycle budget spent, or the rounding floor reached)."""
+
+    what: str
+    step: int
+    residual: float
+    cycles: int
+    why: str
+
+    def __str__(self) -> str:
+        return f"{self.what}: the relative residual {self.residual:.3e} after {self.cycles} cycles at step {self.step} {self.why}"
 
 
 class StepSolver:
@@ -57,12 +76,15 @@ class StepSolver:
         self.ghosted = self.xp.zeros(tuple(n + 2 for n in fine), dtype=self.dtype)  # the Dirichlet walls, zero inside
         every = tuple((axis, side) for axis in range(len(shape)) for side in (0, 1))
         self.faces = tuple((axis, side) for axis, side in (every if faces is None else faces) if self.walls[axis] == "dirichlet")
-        self.solves = self.cycles = 0
+        self.solves = self.cycles = self.missed = 0
         self.largest = 0.0  # the largest final relative residual
+        self.first_miss: Miss | None = None
 
-    def solve(self, start, rhs, walls=None):
+    def solve(self, start, rhs, walls, step: int):
         """The solution's interior (a view of the finest iterate) from the interior `start` and `rhs`;
-        `walls`: a ghosted array (one ghost layer) whose Dirichlet faces hold the wall values."""
+        `walls`: a ghosted array (one ghost layer) whose Dirichlet faces hold the wall values, or None; `step`: the step it
+        solves for, which a miss records. Every rank of a split solve takes the same decisions: its residuals are
+        global exact sums, the same bits on every rank."""
         xp, mg = self.xp, self.mg
         fine = mg.finest
         f = rhs if self.scale is None else rhs * self.dtype.type(self.scale)
@@ -86,9 +108,12 @@ class StepSolver:
             cycles = len(history) - 1
             floor = stalled(history)
             if cycles == self.max_cycles or floor:
-                why = "stopped falling (the dtype's rounding floor: raise tol)" if floor else "did not reach it"
-                raise StencilforgeError(f"{self.what}: the relative residual {history[-1]:.3e} after {cycles} cycles {why}; "
-                                        f"tol {self.tol:g}, max_cycles {self.max_cycles}")
+                why = (f"stopped falling above tol {self.tol:g} (the dtype's rounding floor: raise tol)" if floor
+                       else f"did not reach tol {self.tol:g} (max_cycles {self.max_cycles})")
+                self.missed += 1
+                if self.first_miss is None:
+                    self.first_miss = Miss(self.what, step, history[-1], cycles, why)
+                break
             self.cycle()
             if mg.singular:
                 mg.remove_mean(fine.u)
@@ -102,5 +127,9 @@ class StepSolver:
         return math.sqrt(self.kernels.residual_norm2(fine, fine.u, fine.f)) / norm
 
     def summary(self) -> dict:
+        """`largest_residual`: the worst final residual, a missed solve's where one missed; `missed`: the solves that
+        ended above tol; `first_miss`: the step of the first of them (None without)."""
+        first = self.first_miss.step if self.first_miss is not None else None
         return {"solves": self.solves, "cycles": self.cycles, "cycles_per_solve": self.cycles / self.solves if self.solves else None,
-                "largest_residual": self.largest, "tol": self.tol, "walls": list(self.walls), **self.layout.summary()}
+                "largest_residual": self.largest, "tol": self.tol, "missed": self.missed, "first_miss": first,
+                "walls": list(self.walls), **self.layout.summary()}
