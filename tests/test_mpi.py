@@ -240,6 +240,23 @@ def test_a_problem_files_outputs_are_global_files_and_a_run_resumes_on_another_r
     assert _datasets(tmp_path / "resumed.ckpt.h5") == _datasets(tmp_path / "one.ckpt.h5")
 
 
+@pytest.mark.parametrize("suffix", [".h5", ".nc"])
+def test_the_traces_ranks_write_are_those_one_process_writes(suffix, tmp_path):
+    """A problem file with receivers, one between the cells of the two blocks: 2 ranks (the y axis cut) write the
+    snapshot file of one process, traces included, bit for bit."""
+    pytest.importorskip("h5netcdf" if suffix == ".nc" else "h5py")
+    common = (str(Path(__file__).parent / "fixtures" / "receivers.py"), "--backend", "numpy", "--steps", "9", "--snapshot-every", "4")
+    env = dict(os.environ, NUMBA_NUM_THREADS="1", PYTHONPATH=os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")]))
+    single = subprocess.run([sys.executable, "-m", "stencilforge.cli", "run", *common, "--out", str(tmp_path / f"one{suffix}")],
+                            env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
+    assert single.returncode == 0, single.stderr
+    split = cli(2, *common, "--procs", "2", "1", "--out", str(tmp_path / f"two{suffix}"), "--json")
+    assert split.returncode == 0, split.stderr
+    assert json.loads(split.stdout)["procs"] == [2, 1]
+    one = _datasets(tmp_path / f"one{suffix}")
+    assert any("trace" in name for name in one) and _datasets(tmp_path / f"two{suffix}") == one
+
+
 def test_a_write_failure_on_rank_zero_stops_every_rank_at_that_step():
     proc = mpiexec(2, str(DRIVER), "numpy", "fail-write")
     assert proc.returncode == 2, proc.stderr

@@ -58,3 +58,28 @@ def test_a_user_problems_snapshot_series_is_a_netcdf_dataset_on_its_coordinates(
         assert ds.attrs["problem"] == "smooth" and ds.attrs["equations_sha256"] and ds.attrs["command_line"] == "stencilforge.run(smooth)"
     with pytest.raises(sf.StencilforgeError, match="s.nc already exists; pass overwrite=True"):
         sf.run(p, steps=5, backend="numpy", out=str(tmp_path / "s.nc"), snapshot_every=2)
+
+
+def test_a_runs_traces_are_a_data_array_on_trace_time_and_receiver_with_the_receivers_coordinates(tmp_path):
+    """Receivers between nodes on two fields: `traces` holds Result.traces's values, on the recorded steps' times, with
+    each receiver's field and coordinates; a run without receivers has none, and the Dataset writes to NetCDF as it is."""
+    def smooth(points=True) -> sf.Problem:
+        grid = sf.Grid((6, 9), extent=(0.6, 1.8))
+        u, v = sf.Field("u", grid), sf.Field("v", grid)
+        receivers = [sf.Receiver(u, (0.27, 1.13)), sf.Receiver(v, (0.5, 0.3)), sf.Receiver(u, (0.05, 1.7), "nearest")]
+        return sf.Problem([sf.Eq(u.next, u + 0.1 * grid.spacing[0] ** 2 * sf.laplacian(u)), sf.Eq(v.next, v - 0.01 * u)],
+                          initial={u: sf.sin(grid.x) + grid.y, v: grid.x}, boundary={u: sf.Neumann(), v: sf.Neumann()}, dt=0.01,
+                          receivers=receivers if points else (), record_every=2, name="smooth")
+
+    result = sf.run(smooth(), steps=7, backend="numpy")
+    ds = result.to_xarray()
+    traces = ds["traces"]
+    assert traces.dims == ("trace_time", "receiver") and traces.values.tobytes() == result.traces.values.tobytes()
+    assert traces["trace_time"].values.tobytes() == result.traces.times.tobytes() and list(traces["trace_step"].values) == [2, 4, 6]
+    assert list(traces["receiver_field"].values) == ["u", "v", "u"]
+    assert list(traces["receiver_y"].values) == [0.27, 0.5, 0.05] and list(traces["receiver_x"].values) == [1.13, 0.3, 1.7]
+    assert ds["u"].dims == ("y", "x") and ds["u"].values.tobytes() == result.fields["u"].tobytes()
+    ds.to_netcdf(tmp_path / "r.nc", engine="scipy")
+    with xr.open_dataset(tmp_path / "r.nc", engine="scipy") as back:
+        xr.testing.assert_identical(back.load(), ds)
+    assert "traces" not in sf.run(smooth(points=False), steps=2, backend="numpy").to_xarray()

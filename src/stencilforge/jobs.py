@@ -25,11 +25,12 @@ from .errors import BlowUp, StencilforgeError
 from .fingerprint import difference, fingerprint
 from .grid import Grid
 from .io.hdf5 import series_run_id
-from .io.meta import RunInfo, jsonable
+from .io.meta import Receivers, RunInfo, jsonable
 from .io.paths import HDF5_SUFFIXES, SNAPSHOT_SUFFIXES, check_output, remove_stale_temps, sole_writer
 from .io.plots import IMAGE_SUFFIXES, View, plot_array
-from .io.snapshots import Ledger, OutputError, Sink, StreamingObserver
+from .io.snapshots import Ledger, OutputError, SeriesSink, StreamingObserver, reason
 from .optional import require
+from .points import Traces
 from .timeloop import LoopOptions, Result, close_observers, never_fuses, run_stepper
 
 CHECKPOINT_SUFFIXES = (".h5", ".hdf5")
@@ -39,7 +40,7 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class _View:
     """What the output files record of a run: its problem's name, grid (the whole grid's, for a decomposed run),
-    every array with its ghost layers, dt, parameters and the fields its equations write."""
+    every array with its ghost layers, dt, parameters, the fields its equations write and its receivers."""
 
     name: str
     grid: Grid
@@ -47,6 +48,7 @@ class _View:
     dt: float
     params: dict
     written: tuple[str, ...]
+    receivers: Receivers | None = None
     t0: float = 0.0
 
 
@@ -187,24 +189,28 @@ class Outputs:
             reads.append(("checkpoint", self.checkpoint_every, tuple(view.fields)))
         return reads
 
-    def _observers(self, setup: "_View", backend_name: str, ledger: Ledger) -> list:
-        """One observer per entry of `_reads`, in its order."""
+    def _observers(self, setup: "_View", backend_name: str, ledger: Ledger) -> tuple[list, SeriesSink | None]:
+        """One observer per entry of `_reads`, in its order, and the snapshot file's sink, which takes the traces."""
         info = RunInfo.of(setup, backend_name, self.command_line, self.run_id, self.equations, self.problem_file)
         observers: list[StreamingObserver] = []
+        series = None
         try:
             for kind, every, names in self._reads(setup):
                 if kind == "checkpoint":
                     observers.append(self._checkpoints(setup, info, names, every, ledger, observers[0] if observers else None))
                 else:
-                    observers.append(self._snapshots(setup, info, names, every, ledger))
+                    series = self._series(setup, info, names, every, ledger)
+                    layout, regions = {n: (setup.grid.shape, setup.grid.dtype) for n in names}, {n: setup.grid.interior for n in names}
+                    observers.append(StreamingObserver(series, layout, regions, every, ledger, "snapshot", self.buffers))
         except BaseException:
             close_observers(observers)
             raise
-        return observers
+        return observers, series
 
     def run_passes(self, sim, opts: LoopOptions) -> Result:
         """Run a problem's generated passes (a `Simulation`, resumed first if asked) with snapshots of the
-        fields its equations write and checkpoints of every time level of every field."""
+        fields its equations write and checkpoints of every time level of every field; the result holds the
+        run's traces, written after the snapshots (`_write_traces`)."""
         from .simulation import PassStepper
 
         if self.resume is not None:
@@ -214,18 +220,25 @@ class Outputs:
         if sim.decomposed:
             if self.png is not None:
                 raise StencilforgeError("--png is not available for decomposed (MPI) runs yet; use --snapshot-every and plot")
-            observers = self._gathered_observers(sim, ledger)
+            observers, series = self._gathered_observers(sim, ledger)
         else:
-            view = _View(problem.name, sim.lattice, sim.state(), sim.dt, {**self.params, **sim.params}, problem.analysis.written)
-            observers = self._observers(view, sim.backend.name, ledger)
+            view = _View(problem.name, sim.lattice, sim.state(), sim.dt, {**self.params, **sim.params}, problem.analysis.written,
+                         Receivers.of(problem.receivers))
+            observers, series = self._observers(view, sim.backend.name, ledger)
         try:
             opts = replace(opts, observers=(*opts.observers, *observers))
             single = never_fuses(opts, problem.default_steps)
             result = run_stepper(lambda: PassStepper(sim, single), sim.backend, opts)
         except BlowUp as exc:
-            raise self._blown(exc, ledger, not sim.decomposed or sim.cart.rank == 0) from None
+            root = not sim.decomposed or sim.cart.rank == 0
+            try:
+                self._write_traces(sim, series, ledger, exc.last_finite)
+            except StencilforgeError as failure:
+                raise self._blown(exc, ledger, root, str(failure)) from None
+            raise self._blown(exc, ledger, root) from None
         except OutputError:  # raised on rank 0 of a decomposed run; the other ranks raise the broadcast message
             raise StencilforgeError(f"{ledger.failures[0]}; run stopped. {ledger.describe()}") from None
+        result.traces = self._write_traces(sim, series, ledger)
         if self.png is not None:
             name = problem.analysis.written[0]
             self._draw(name, sim.lattice, problem.name, sim.backend.to_host(result.fields[name]), result.summary, ledger)
@@ -239,9 +252,37 @@ class Outputs:
         except OSError as exc:
             raise StencilforgeError(f"writing {self.png} failed: {exc}. {ledger.describe()}") from None
 
-    def _gathered_observers(self, sim, ledger: Ledger) -> list:
+    def _write_traces(self, sim, series: SeriesSink | None, ledger: Ledger, last: int | None = None) -> Traces | None:
+        """The run's traces (rank 0's under MPI, gathered from every rank; None elsewhere and without receivers), those
+        up to step `last` where given (a blow-up's last finite step, as the snapshots hold), appended to the snapshot
+        file `series` (rank 0's) once its writer is done; a failed write is one line, on every rank."""
+        if not sim.problem.receivers or (last is not None and self.out is None):
+            return None
+        traces = sim.traces()  # under MPI a gather, which every rank joins
+        if traces is not None and last is not None:
+            traces = traces.upto(last)
+
+        def write() -> None:
+            if series is None or traces is None:
+                return
+            try:
+                series.write_traces(traces)
+            except Exception as exc:  # OSError, h5py's errors: the snapshots before stay as they were
+                safe = f". {ledger.describe()}" if last is None else ""  # after a blow-up, _blown says what is safe
+                raise StencilforgeError(f"writing the traces to {series.path} failed: {reason(exc)}{safe}") from None
+
+        if sim.decomposed:
+            from .distributed.comm import agree
+
+            agree(sim.cart, write)
+        else:
+            write()
+        return traces
+
+    def _gathered_observers(self, sim, ledger: Ledger) -> tuple[list, SeriesSink | None]:
         """A decomposed run's outputs: every rank sends its part of the fields at each output step, and rank 0
-        writes them, assembled, as the one-process files (so a run resumes on any rank count)."""
+        writes them, assembled, as the one-process files (so a run resumes on any rank count). The snapshot
+        file's sink is rank 0's (None elsewhere)."""
         from .distributed.comm import agree
         from .distributed.outputs import Gathering, GlobalOutput
 
@@ -249,14 +290,15 @@ class Outputs:
         grid = Grid(problem.grid.shape, lat.spacing, lat.dtype, lat.ghost, lat.lower)
         # the global fields' shapes and dtypes, which no rank holds: views of one element, no memory
         layout = {name: np.broadcast_to(np.zeros((), arr.dtype), grid.padded_shape) for name, arr in sim.state().items()}
-        view = _View(problem.name, grid, layout, sim.dt, {**self.params, **sim.params}, problem.analysis.written)
+        view = _View(problem.name, grid, layout, sim.dt, {**self.params, **sim.params}, problem.analysis.written,
+                     Receivers.of(problem.receivers))
         root = sim.cart.rank == 0
-        observers = agree(sim.cart, lambda: self._observers(view, sim.backend.name, ledger) if root else [])
+        observers, series = agree(sim.cart, lambda: self._observers(view, sim.backend.name, ledger) if root else ([], None))
         reads = self._reads(view)
         shapes = {n: f.shape for n, f in layout.items()}
         dtypes = {n: f.dtype for n, f in layout.items()}
         return [Gathering(GlobalOutput(observers[i] if root else None, every, names, walls=kind == "checkpoint"),
-                          sim.cart, sim.decomp, lat.ghost, shapes, dtypes) for i, (kind, every, names) in enumerate(reads)]
+                          sim.cart, sim.decomp, lat.ghost, shapes, dtypes) for i, (kind, every, names) in enumerate(reads)], series
 
     def resume_simulation(self, sim) -> None:
         """Load --resume's state into `sim`, refusing a checkpoint of another problem, grid, parameters or equations."""
@@ -270,29 +312,30 @@ class Outputs:
         if sim.t != ckpt.t:
             raise StencilforgeError(f"cannot resume from {self.resume}: step {ckpt.step} and t={ckpt.t!r} disagree with dt={sim.dt!r}")
 
-    def _snapshots(self, setup, info, names, every: int | None, ledger: Ledger) -> StreamingObserver:
+    def _series(self, setup, info, names, every: int | None, ledger: Ledger) -> SeriesSink:
+        """The snapshot file's sink, of the format its suffix names, continuing the file where the run appends to it."""
         grid = setup.grid
         layout = {name: (grid.shape, grid.dtype) for name in names}
         assert self.out is not None, "prepare pairs --snapshot-every with --out"
         out = Path(self.out)
-        sink: Sink
+        sink: SeriesSink
         if out.suffix.lower() == ".npz":
             from .io.npz import NpzSink
 
-            sink = NpzSink(out, info, layout, every, setup.t0, setup.dt, self.resume_step if self.append else None)
+            sink = NpzSink(out, info, layout, every, setup.t0, setup.dt, self.resume_step if self.append else None, setup.receivers)
         elif out.suffix.lower() == ".nc":
             from .io.netcdf import NcSink
 
-            sink = NcSink(out, info, layout, every, setup.t0, setup.dt, self.compression, self.resume_step if self.append else None)
+            sink = NcSink(out, info, layout, every, setup.t0, setup.dt, self.compression, self.resume_step if self.append else None,
+                          setup.receivers)
         else:
             from .io.hdf5 import H5Sink
 
             sink = H5Sink(out, info, layout, every, setup.t0, setup.dt, self.compression,
-                          self.resume_step if self.append else None)
+                          self.resume_step if self.append else None, setup.receivers)
         if sink.count and sink.last_step is not None:
             ledger.record("snapshot", sink.last_step, sink)
-        regions = {name: grid.interior for name in names}
-        return StreamingObserver(sink, layout, regions, every, ledger, "snapshot", self.buffers)
+        return sink
 
     def _checkpoints(self, setup, info, names, every: int | None, ledger: Ledger, snapshots=None) -> StreamingObserver:
         from .io.checkpoint import CheckpointSink
@@ -303,13 +346,13 @@ class Outputs:
         sink = CheckpointSink(Path(self.checkpoint), info)
         return StreamingObserver(sink, layout, regions, every, ledger, "checkpoint", depth=1, after=snapshots)
 
-    def _blown(self, exc: BlowUp, ledger: Ledger, root: bool) -> BlowUp:
+    def _blown(self, exc: BlowUp, ledger: Ledger, root: bool, failure: str = "") -> BlowUp:
         """`exc` saying, where files were asked for, which hold the last finite state or lead to it (on rank 0, which
-        writes them)."""
+        writes them), and the `failure` of a write after it (the traces')."""
         if not root or (self.out is None and self.checkpoint is None):
-            return exc
+            return exc if not failure else BlowUp(f"{exc}. {failure}", exc.step, exc.last_finite, exc.fields, exc.finite_fields)
         where = ledger.finite_state(exc.last_finite, self.api)
-        return BlowUp(f"{exc}. {where}", exc.step, exc.last_finite, exc.fields, exc.finite_fields)
+        return BlowUp(f"{exc}. {where}{f'. {failure}' if failure else ''}", exc.step, exc.last_finite, exc.fields, exc.finite_fields)
 
     def _ledger(self, opts: LoopOptions) -> Ledger:
         return Ledger(checkpoint=(opts.start_step, Path(self.resume)) if self.resume is not None else None)

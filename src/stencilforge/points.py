@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -132,6 +132,16 @@ class Traces:
     times: np.ndarray
     at: np.ndarray
     fields: tuple[str, ...]
+
+    def upto(self, step: int) -> "Traces":
+        """The rows recorded up to step `step` (a blow-up's last finite one, a resume's)."""
+        keep = self.steps <= step
+        return replace(self, values=self.values[keep], steps=self.steps[keep], times=self.times[keep])
+
+    def then(self, later: "Traces") -> "Traces":
+        """These rows followed by those of `later`, a later run of the same receivers (a resumed one)."""
+        return replace(self, values=np.concatenate([self.values, later.values]), steps=np.concatenate([self.steps, later.steps]),
+                       times=np.concatenate([self.times, later.times]))
 
 
 class _Rows:

@@ -68,7 +68,7 @@ def run(
     initial value is in CUDA memory, else cuda when a GPU is usable, else numba, else numpy); `generated`
     runs every pass as its generated kernel, linear ones too (what the sweeps are checked against). Snapshots of the fields an
     equation writes go to `out` (.h5 with an .xmf for ParaView, .nc for xarray, or .npz) every `snapshot_every`
-    steps and at the end; the whole state (every time level) goes to `checkpoint` every
+    steps and at the end, and the receivers' traces when the run ends; the whole state (every time level) goes to `checkpoint` every
     `checkpoint_every` steps and at the end (docs/outputs.md). `resume` continues from such a
     checkpoint for `steps` more steps, bit for bit, appending to `out` if the same run wrote it.
     Existing files are kept unless `overwrite`.
@@ -249,12 +249,13 @@ def _run_passes(problem, engine, total, tol, params, loop: dict, outputs, comm, 
     setup_s = time.perf_counter() - start
     opts = LoopOptions(steps=total, tol=tol, until=RuleCheck(rule, sim) if rule is not None else None, **loop)
     if outputs is not None:
-        result = outputs.run_passes(sim, opts)
+        result = outputs.run_passes(sim, opts)  # with the traces, which it wrote to the snapshot file
     else:
         result = run_stepper(lambda: PassStepper(sim, never_fuses(opts, problem.default_steps)), engine, opts)
+        result.traces = sim.traces()  # under MPI a gather every rank joins, once
     result.summary["setup_s"] = setup_s
     if decomposed is not None:
         result.summary.update(procs=list(decomposed.decomp.dims), ranks=decomposed.decomp.nprocs, halo=decomposed.transport,
                               **decomposed.timing(result.summary["wall_s"]))
-        return Result(decomposed.gathered(), result.summary, traces=decomposed.traces())
-    return Result(result.fields, result.summary, traces=sim.traces())
+        return Result(decomposed.gathered(), result.summary, traces=result.traces)
+    return result

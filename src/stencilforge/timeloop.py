@@ -140,7 +140,7 @@ class Result:
     held at the last check, and that check's step); one that wrote files, `outputs`; a decomposed one, `procs` and
     `ranks`. A multigrid solve counts its cycles as steps (`cycles`) and has no `t`. `coords`: each axis's point
     coordinates by name (x the last axis), where the run knows its grid. `traces`: what the problem's receivers
-    recorded (`sf.Traces`; under MPI on rank 0), None without receivers.
+    recorded (`sf.Traces`; under MPI on rank 0), None without receivers; a run with a snapshot file writes them there too.
     """
 
     fields: dict
@@ -150,17 +150,25 @@ class Result:
 
     def to_xarray(self):
         """The final fields as an xarray Dataset on their coordinates (dimensions in array order, x last; host
-        arrays), with the problem, time, step, parameters and version as attributes. Needs xarray."""
+        arrays), with the problem, time, step, parameters and version as attributes; with traces, `traces` on
+        (trace_time, receiver), with `trace_step` and each receiver's `receiver_field` and `receiver_x`, ... as
+        coordinates, as a NetCDF snapshot file names them. Needs xarray."""
         from .interop import to_module
+        from .io.netcdf import RECEIVER, TRACE_TIME, receiver_coords
 
         xr = require("xarray", "Result.to_xarray")
         dims = tuple(self.coords)
         data = {name: (dims, to_module(arr, np)) for name, arr in self.fields.items() if arr is not None}
+        coords = {name: (name, values) for name, values in self.coords.items()}
+        if self.traces is not None:
+            tr = self.traces
+            data["traces"] = ((TRACE_TIME, RECEIVER), tr.values)
+            coords.update({TRACE_TIME: (TRACE_TIME, tr.times), "trace_step": (TRACE_TIME, tr.steps), **receiver_coords(tr.fields, tr.at)})
         s = self.summary
         attrs = {"problem": s.get("problem", ""), "step": s.get("step", 0), "stencilforge_version": __version__,
                  **({"t": s["t"]} if "t" in s else {}),
                  **{f"param_{k}": v for k, v in s.get("params", {}).items() if isinstance(v, (int, float, str))}}
-        return xr.Dataset(data, coords={name: (name, values) for name, values in self.coords.items()}, attrs=attrs)
+        return xr.Dataset(data, coords=coords, attrs=attrs)
 
 
 def close_observers(observers) -> None:

@@ -1,7 +1,10 @@
 """Snapshot series in HDF5 (one time-indexed, chunked dataset per field) with an XDMF sidecar.
 
 Layout: root attributes from RunInfo; /step and /time (one entry per complete
-snapshot); /fields/<name> of shape (T, *grid shape). The file is open only
+snapshot); /fields/<name> of shape (T, *grid shape); where the run has receivers,
+/traces: values (recorded steps x receivers), step and time (one entry per
+recorded step, /traces/step extended last as /step is), at (receivers x axes,
+x last) and field (each receiver's field's name). The file is open only
 while a snapshot is being written: each snapshot opens it, appends, and closes
 it, so between snapshots (and after kill -9 or a failed write) it is a plain,
 closed HDF5 file that h5py and ParaView open without SWMR. /step is extended
@@ -17,8 +20,10 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import StencilforgeError
+from ..grid import AXIS_NAMES
 from ..optional import require
-from .meta import SNAPSHOT_FORMAT as FORMAT, RunInfo
+from ..points import Traces
+from .meta import SNAPSHOT_FORMAT as FORMAT, TRACE_ROWS, Receivers, RunInfo, receivers_match
 from .paths import atomic_path, reserve
 
 CHUNK_BYTES = 4 << 20
@@ -82,13 +87,14 @@ class H5Sink:
 
     The file is created with the first snapshot, so a run refused or stopped
     before it leaves no file behind. With `resume_step` the sink continues the
-    series already in the file instead: it keeps the snapshots up to that step
-    (later ones are recomputed by the resumed run, bit for bit) and appends.
+    series already in the file instead: it keeps the snapshots and traces up to
+    that step (later ones are recomputed by the resumed run, bit for bit) and appends.
+    `receivers`: the run's, whose traces `write_traces` adds when the run ends.
     """
 
     def __init__(self, path: Path, info: RunInfo, fields: dict[str, tuple[tuple[int, ...], np.dtype]],
                  every: int | None, t0: float = 0.0, dt: float = 0.0, compression: str = "none",
-                 resume_step: int | None = None):
+                 resume_step: int | None = None, receivers: Receivers | None = None):
         if compression not in COMPRESSIONS:
             raise StencilforgeError(f"compression must be one of {', '.join(COMPRESSIONS)}, got {compression!r}")
         self.path = Path(path)
@@ -102,6 +108,8 @@ class H5Sink:
         self.last_step: int | None = None
         self.times: list[float] = []
         self.layout = {name: (tuple(shape), np.dtype(dtype)) for name, (shape, dtype) in fields.items()}
+        self.receivers = receivers
+        self.traced = 0  # complete rows of /traces
         require("h5py", f"snapshot file {self.path}")
         if resume_step is not None:
             self._adopt(resume_step)
@@ -119,11 +127,18 @@ class H5Sink:
                 found = {name: (ds.shape[1:], ds.dtype) for name, ds in f["fields"].items()}
                 if found != self.layout:
                     raise StencilforgeError(f"cannot append to {self.path}: its fields {sorted(found)} do not match this run's")
+                if not receivers_match(self.receivers, (strings(f["traces/field"][:]), f["traces/at"][:]) if "traces" in f else None):
+                    raise StencilforgeError(f"cannot append to {self.path}: its receivers do not match this run's")
                 steps = complete_steps(f["step"][:])
                 keep = int(np.count_nonzero(steps <= resume_step))
                 for ds in (*f["fields"].values(), f["time"], f["step"]):
                     ds.resize(keep, axis=0)
                 self.times = [float(t) for t in f["time"][:keep]]
+                if "traces" in f:
+                    traced = complete_steps(f["traces/step"][:])
+                    self.traced = int(np.count_nonzero(traced <= resume_step))
+                    for name in ("values", "time", "step"):
+                        f["traces"][name].resize(self.traced, axis=0)
         except (OSError, KeyError) as exc:
             raise StencilforgeError(f"cannot append to {self.path}: {exc}") from None
         self.created, self.count = True, keep
@@ -132,6 +147,8 @@ class H5Sink:
 
     def _create(self) -> None:
         """The empty layout, made under a temporary name and renamed into place."""
+        h5py = require("h5py", f"snapshot file {self.path}")
+
         def build(f):
             f.attrs.update(self.attrs)
             f.create_dataset("step", shape=(0,), maxshape=(None,), dtype=np.int64, chunks=(1024,), fillvalue=-1)
@@ -143,6 +160,16 @@ class H5Sink:
             for name, (shape, dtype) in self.layout.items():
                 group.create_dataset(name, shape=(0, *shape), maxshape=(None, *shape), dtype=dtype,
                                      chunks=chunk_shape(shape, dtype.itemsize), **options)
+            if self.receivers is not None:
+                traces = f.create_group("traces")
+                width = len(self.receivers.fields)
+                traces.create_dataset("values", shape=(0, width), maxshape=(None, width), dtype=np.float64,
+                                      chunks=self.receivers.chunks())
+                traces.create_dataset("time", shape=(0,), maxshape=(None,), dtype=np.float64, chunks=(TRACE_ROWS,))
+                traces.create_dataset("step", shape=(0,), maxshape=(None,), dtype=np.int64, chunks=(TRACE_ROWS,),
+                                      fillvalue=-1)
+                traces.create_dataset("at", data=self.receivers.at).attrs["axes"] = " ".join(AXIS_NAMES[self.receivers.at.shape[1]])
+                traces.create_dataset("field", data=list(self.receivers.fields), dtype=h5py.string_dtype())
 
         with atomic_path(self.path) as tmp:
             write_image(tmp, build)
@@ -175,8 +202,33 @@ class H5Sink:
         except OSError as exc:  # the snapshot itself is complete: say it is the sidecar that failed
             raise OSError(exc.errno, f"{exc.strerror} (writing {self.xdmf_path.name})") from None
 
+    def write_traces(self, traces: Traces) -> None:
+        """Append the run's traces after those the file holds, once its last snapshot is written, in two sessions
+        as a snapshot is: the values and times, closed, then the /traces/step entries that make them count."""
+        rows = len(traces.steps)
+        if not rows:
+            return
+        if not self.created:  # a blow-up before the first snapshot: the file holds its traces alone
+            self._create()
+        n = self.traced
+        reserve(self.path, traces.values.nbytes + traces.times.nbytes)
+        with self._open() as f:
+            for name, data in (("values", traces.values), ("time", traces.times)):
+                f["traces"][name].resize(n + rows, axis=0)
+                f["traces"][name][n:] = data
+        reserve(self.path, traces.steps.nbytes)
+        with self._open() as f:
+            f["traces/step"].resize(n + rows, axis=0)
+            f["traces/step"][n:] = traces.steps
+        self.traced = n + rows
+
     def close(self) -> None:
         """Nothing stays open between snapshots."""
+
+
+def strings(values) -> tuple[str, ...]:
+    """Strings as h5py reads them (bytes), as str."""
+    return tuple(v.decode() if isinstance(v, bytes) else str(v) for v in values)
 
 
 def _number_type(dtype: np.dtype) -> tuple[str, str]:

@@ -13,6 +13,7 @@ from ..fingerprint import fingerprint
 from ..version import __version__
 
 SNAPSHOT_FORMAT = "stencilforge-snapshots"  # the format attribute of a snapshot series, whichever file kind holds it
+TRACE_ROWS = 1024  # recorded steps per chunk of a trace file's rows, at most
 
 
 def jsonable(value):
@@ -100,3 +101,33 @@ class RunInfo:
             fingerprint=text(attrs.get("equations_sha256", "")),
             problem_file=text(attrs.get("problem_file", "")),
         )
+
+
+@dataclass(frozen=True, eq=False)
+class Receivers:
+    """The points whose traces a snapshot file holds (a problem's `sf.Receiver`s, in its order): each one's field
+    and coordinates (receivers x axes, x last). A resume appends traces only to a file of the same receivers."""
+
+    fields: tuple[str, ...]
+    at: np.ndarray
+
+    @classmethod
+    def of(cls, receivers) -> "Receivers | None":
+        """A problem's receivers, or None where it has none (its files then hold no traces)."""
+        if not receivers:
+            return None
+        return cls(tuple(r.field.name for r in receivers), np.array([r.at for r in receivers], dtype=np.float64))
+
+    def chunks(self) -> tuple[int, int]:
+        """Chunks of the (steps x receivers) values: whole rows, up to TRACE_ROWS of them in about a MiB."""
+        width = len(self.fields)
+        return max(1, min(TRACE_ROWS, (1 << 20) // (8 * width))), width
+
+
+def receivers_match(ours: Receivers | None, found: tuple | None) -> bool:
+    """Whether the receivers a file holds, (fields, at) or None where it holds no traces, are a run's (`ours`),
+    coordinates bit for bit."""
+    if ours is None or found is None:
+        return ours is None and found is None
+    fields, at = tuple(found[0]), np.asarray(found[1])
+    return fields == ours.fields and at.shape == ours.at.shape and at.tobytes() == ours.at.tobytes()

@@ -4,10 +4,16 @@ Layout: dimensions `time` (unlimited, one entry per snapshot) and the grid's
 axes in array order (z, y, x); coordinate variables holding the points'
 coordinates and the snapshots' times; `step` along time; one variable per
 field of shape (time, *axes), interior points only; global attributes from
-RunInfo. As with H5Sink the file is open only while a snapshot is written,
-and a snapshot is written in two sessions: the data and its step, closed,
-then its time, which makes it count. Until then its time reads as NaN, so the
-complete snapshots are the entries before the first NaN time.
+RunInfo. Where the run has receivers, their traces have dimensions of their
+own, `trace_time` (unlimited, one entry per recorded step) and `receiver`:
+`traces` (trace_time, receiver), the coordinate variable `trace_time`,
+`trace_step`, and each receiver's field and coordinates (`receiver_field`,
+`receiver_x`, ...), which the `coordinates` attribute of `traces` names, as
+`Result.to_xarray` gives them. As with H5Sink the file is open only while a
+snapshot is written, and a snapshot is written in two sessions: the data and
+its step, closed, then its time, which makes it count. Until then its time
+reads as NaN, so the complete snapshots are the entries before the first NaN
+time; traces are written the same way, their `trace_time` last.
 """
 
 from __future__ import annotations
@@ -19,18 +25,29 @@ import numpy as np
 from ..errors import StencilforgeError
 from ..grid import AXIS_NAMES
 from ..optional import require
-from .hdf5 import chunk_shape, write_image
-from .meta import SNAPSHOT_FORMAT as FORMAT, RunInfo
+from ..points import Traces
+from .hdf5 import chunk_shape, strings, write_image
+from .meta import SNAPSHOT_FORMAT as FORMAT, TRACE_ROWS, Receivers, RunInfo, receivers_match
 from .paths import atomic_path, reserve
 
 COMPRESSIONS = ("none", "gzip")  # NetCDF-4 readers know only zlib (gzip) of HDF5's filters
 SERIES = ("time", "step")
+TRACE_TIME, RECEIVER = "trace_time", "receiver"  # the traces' dimensions
+TRACES = ("traces", TRACE_TIME, "trace_step")  # their variables along trace_time
 
 
 def coordinates(info: RunInfo) -> dict[str, np.ndarray]:
     """Each axis's point coordinates by name, as `Grid.coords` and `grid.values` compute them."""
     return {name: info.lower[axis] + np.arange(info.shape[axis], dtype=np.float64) * info.spacing[axis]
             for axis, name in enumerate(AXIS_NAMES[len(info.shape)])}
+
+
+def receiver_coords(fields: tuple[str, ...], at: np.ndarray) -> dict[str, tuple[str, np.ndarray]]:
+    """Each receiver's field and coordinates as variables along `receiver` (receiver_field, then receiver_z, receiver_y,
+    receiver_x in array order), as the NetCDF file and `Result.to_xarray` name them."""
+    names = AXIS_NAMES[at.shape[1]]
+    return {"receiver_field": (RECEIVER, np.array(fields)),
+            **{f"receiver_{name}": (RECEIVER, at[:, axis]) for axis, name in enumerate(names)}}
 
 
 def complete_count(times: np.ndarray) -> int:
@@ -52,20 +69,25 @@ class NcSink:
 
     The file is created with the first snapshot, so a run refused or stopped
     before it leaves no file behind. With `resume_step` the sink continues the
-    series already in the file: it keeps the snapshots up to that step and appends.
+    series already in the file: it keeps the snapshots and traces up to that step and appends.
+    `receivers`: the run's, whose traces `write_traces` adds when the run ends.
     """
 
     def __init__(self, path: Path, info: RunInfo, fields: dict[str, tuple[tuple[int, ...], np.dtype]],
                  every: int | None, t0: float = 0.0, dt: float = 0.0, compression: str = "none",
-                 resume_step: int | None = None):
+                 resume_step: int | None = None, receivers: Receivers | None = None):
         if compression not in COMPRESSIONS:
             raise StencilforgeError(f"a NetCDF snapshot file takes compression {' or '.join(COMPRESSIONS)}, got {compression!r}")
         self.path = Path(path)
         self.info = info
         self.axes = coordinates(info)
-        taken = sorted(set(fields) & {*SERIES, *self.axes})
+        self.receivers = receivers
+        self.receiver_coords = receiver_coords(receivers.fields, receivers.at) if receivers is not None else {}
+        self.traced = 0  # complete entries of trace_time
+        taken = sorted(set(fields) & {*SERIES, *self.axes, *TRACES, *self.receiver_coords})
         if taken:
-            raise StencilforgeError(f"cannot write field {taken[0]!r} to {self.path}: NetCDF gives that name to a coordinate")
+            raise StencilforgeError(f"cannot write field {taken[0]!r} to {self.path}: NetCDF gives that name to a coordinate"
+                                    f"{' or the traces' if taken[0] in (*TRACES, *self.receiver_coords) else ''}")
         self.attrs = global_attrs(info, every, t0, dt)
         self.compression = compression
         self.created = False
@@ -90,9 +112,15 @@ class NcSink:
                          if name not in SERIES and var.dimensions[:1] == ("time",)}
                 if found != self.layout:
                     raise StencilforgeError(f"cannot append to {self.path}: its fields {sorted(found)} do not match this run's")
+                if not receivers_match(self.receivers, file_receivers(f, len(self.info.shape))):
+                    raise StencilforgeError(f"cannot append to {self.path}: its receivers do not match this run's")
                 steps = f["step"][: complete_count(f["time"][:])]
                 keep = int(np.count_nonzero(steps <= resume_step))
                 f.resize_dimension("time", keep)
+                if self.receivers is not None:
+                    traced = f["trace_step"][: complete_count(f[TRACE_TIME][:])]
+                    self.traced = int(np.count_nonzero(traced <= resume_step))
+                    f.resize_dimension(TRACE_TIME, self.traced)
         except (OSError, KeyError) as exc:
             raise StencilforgeError(f"cannot append to {self.path}: {exc}") from None
         self.created, self.count = True, keep
@@ -103,7 +131,8 @@ class NcSink:
         def build(h5file):
             with self.h5netcdf.File(h5file, "w") as f:
                 f.attrs.update(self.attrs)
-                f.dimensions = {"time": None, **{name: len(values) for name, values in self.axes.items()}}
+                traced = {TRACE_TIME: None, RECEIVER: len(self.receivers.fields)} if self.receivers is not None else {}
+                f.dimensions = {"time": None, **{name: len(values) for name, values in self.axes.items()}, **traced}
                 for name, values in self.axes.items():
                     f.create_variable(name, (name,), np.float64, data=values).attrs.update(axis=name.upper(), long_name=name)
                 # NaN until a snapshot's commit writes it: the marker of a complete snapshot
@@ -112,10 +141,26 @@ class NcSink:
                 options = {"compression": "gzip", "compression_opts": 4} if self.compression == "gzip" else {}
                 for name, (shape, dtype) in self.layout.items():
                     f.create_variable(name, ("time", *self.axes), dtype, chunks=chunk_shape(shape, dtype.itemsize), **options)
+                if self.receivers is not None:
+                    self._create_traces(f)
 
         with atomic_path(self.path) as tmp:
             write_image(tmp, build)
         self.created = True
+
+    def _create_traces(self, f) -> None:
+        """The traces' variables, empty along trace_time; its values NaN until a write commits them."""
+        assert self.receivers is not None, "only a run with receivers has traces"
+        string = require("h5py", f"snapshot file {self.path}").string_dtype()
+        for name, (dim, values) in self.receiver_coords.items():
+            text = name == "receiver_field"
+            var = f.create_variable(name, (dim,), string if text else np.float64, data=values.astype(object) if text else values)
+            var.attrs["long_name"] = "receiver's field" if text else f"receiver's {name.removeprefix('receiver_')}"
+        time = f.create_variable(TRACE_TIME, (TRACE_TIME,), np.float64, chunks=(TRACE_ROWS,), fillvalue=np.nan)
+        time.attrs["long_name"] = "time of the recorded step"
+        f.create_variable("trace_step", (TRACE_TIME,), np.int64, chunks=(TRACE_ROWS,)).attrs["long_name"] = "global step recorded"
+        traces = f.create_variable("traces", (TRACE_TIME, RECEIVER), np.float64, chunks=self.receivers.chunks())
+        traces.attrs.update(long_name="receivers' interpolated values", coordinates=" ".join(["trace_step", *self.receiver_coords]))
 
     def append(self, step: int, t: float, arrays: dict[str, np.ndarray]) -> None:
         """Write one snapshot in two sessions: the time axis grown (every variable along it), the data and step
@@ -135,5 +180,32 @@ class NcSink:
             f["time"][n] = t
         self.count, self.last_step = n + 1, int(step)
 
+    def write_traces(self, traces: Traces) -> None:
+        """Append the run's traces after those the file holds, once its last snapshot is written, in two sessions
+        as a snapshot is: trace_time grown and the values and steps written, closed, then the times that make them count."""
+        rows = len(traces.steps)
+        if not rows:
+            return
+        if not self.created:  # a blow-up before the first snapshot: the file holds its traces alone
+            self._create()
+        n = self.traced
+        reserve(self.path, traces.values.nbytes + traces.steps.nbytes)
+        with self._open() as f:
+            f.resize_dimension(TRACE_TIME, n + rows)
+            f["traces"][n:] = traces.values
+            f["trace_step"][n:] = traces.steps
+        reserve(self.path, traces.times.nbytes)
+        with self._open() as f:
+            f[TRACE_TIME][n:] = traces.times
+        self.traced = n + rows
+
     def close(self) -> None:
         """Nothing stays open between snapshots."""
+
+
+def file_receivers(f, ndim: int) -> tuple[tuple[str, ...], np.ndarray] | None:
+    """The receivers (fields, coordinates: receivers x axes) an open NetCDF snapshot file of an `ndim`-D grid holds,
+    None where it holds no traces."""
+    if "traces" not in f.variables:
+        return None
+    return strings(f["receiver_field"][:]), np.stack([f[f"receiver_{name}"][:] for name in AXIS_NAMES[ndim]], axis=1)

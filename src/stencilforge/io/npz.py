@@ -15,7 +15,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import StencilforgeError
-from .meta import SNAPSHOT_FORMAT as FORMAT, RunInfo
+from ..points import Traces
+from .meta import SNAPSHOT_FORMAT as FORMAT, Receivers, RunInfo, receivers_match
 from .paths import atomic_path
 
 META_KEY = "__meta__"
@@ -31,35 +32,45 @@ def read_meta(path: Path) -> dict | None:
 
 
 class NpzSink:
-    """Same interface as H5Sink; the file appears with the first snapshot and is complete after each."""
+    """Same interface as H5Sink; the file appears with the first snapshot and is complete after each. The traces
+    of the run's `receivers` are arrays `traces/values`, `traces/step`, `traces/time`, `traces/at` and `traces/field`."""
 
     def __init__(self, path: Path, info: RunInfo, fields: dict, every: int | None, t0: float = 0.0, dt: float = 0.0,
-                 resume_step: int | None = None):
+                 resume_step: int | None = None, receivers: Receivers | None = None):
         self.path = Path(path)
         self.info = info
         self.every, self.t0, self.dt = int(every or 0), float(t0), float(dt)
+        self.layout = {name: (tuple(shape), np.dtype(dtype)) for name, (shape, dtype) in fields.items()}
         self.names = tuple(fields)
         self.frames: dict[str, list[np.ndarray]] = {name: [] for name in self.names}
         self.steps: list[int] = []
         self.times: list[float] = []
         self.count = 0
         self.last_step: int | None = None
+        self.receivers = receivers
+        self.traces = Traces(np.empty((0, len(receivers.fields))), np.empty(0, np.int64), np.empty(0), receivers.at,
+                             receivers.fields) if receivers is not None else None
         if resume_step is not None:
             self._adopt(resume_step)
 
     def _adopt(self, resume_step: int) -> None:
-        """Continue the series in the file (same run, same fields), dropping snapshots after `resume_step`."""
+        """Continue the series in the file (same run, same fields and receivers), dropping snapshots and traces after `resume_step`."""
         meta = read_meta(self.path)
         if meta is None or not self.info.run_id or meta.get("run_id") != self.info.run_id:
             raise StencilforgeError(f"cannot append to {self.path}: it was written by another run")
         if tuple(meta.get("fields", ())) != self.names:
             raise StencilforgeError(f"cannot append to {self.path}: its fields {meta.get('fields')} do not match this run's")
         with np.load(self.path, allow_pickle=False) as data:
+            found = read_traces(data)
+            if not receivers_match(self.receivers, (found.fields, found.at) if found is not None else None):
+                raise StencilforgeError(f"cannot append to {self.path}: its receivers do not match this run's")
             keep = int(np.count_nonzero(data["step"] <= resume_step))
             self.steps = [int(s) for s in data["step"][:keep]]
             self.times = [float(t) for t in data["time"][:keep]]
             for name in self.names:
                 self.frames[name] = list(data[f"fields/{name}"][:keep]) if keep else []
+        if found is not None:
+            self.traces = found.upto(resume_step)
         self.count = keep
         self.last_step = self.steps[-1] if keep else None
 
@@ -79,10 +90,27 @@ class NpzSink:
         self.count += 1
         self.last_step = int(step)
 
+    def write_traces(self, traces: Traces) -> None:
+        """Append the run's traces after those the file holds, once its last snapshot is written: the file rewritten."""
+        assert self.traces is not None, "only a run with receivers writes traces"
+        if not len(traces.steps):
+            return
+        before, self.traces = self.traces, self.traces.then(traces)
+        try:
+            self._write()
+        except BaseException:
+            self.traces = before
+            raise
+
     def _write(self) -> None:
         meta = {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in self.info.attrs().items()}
         meta.update(format=FORMAT, snapshot_every=self.every, t0=self.t0, dt=self.dt, fields=list(self.names))
-        arrays = {f"fields/{name}": np.stack(frames) for name, frames in self.frames.items()}
+        arrays = {f"fields/{name}": np.stack(frames) if frames else np.empty((0, *self.layout[name][0]), self.layout[name][1])
+                  for name, frames in self.frames.items()}
+        if self.traces is not None:
+            tr = self.traces
+            arrays.update({"traces/values": tr.values, "traces/step": tr.steps, "traces/time": tr.times, "traces/at": tr.at,
+                           "traces/field": np.array(tr.fields, dtype=str)})
         with atomic_path(self.path) as tmp:
             with open(tmp, "wb") as fh:
                 payload: dict[str, Any] = {
@@ -95,3 +123,11 @@ class NpzSink:
 
     def close(self) -> None:
         """The file is complete after every snapshot: nothing to finish."""
+
+
+def read_traces(data) -> Traces | None:
+    """The traces an open .npz snapshot file holds, None where it holds none."""
+    if "traces/values" not in data:
+        return None
+    return Traces(data["traces/values"], data["traces/step"], data["traces/time"], data["traces/at"],
+                  tuple(str(name) for name in data["traces/field"]))

@@ -1,4 +1,4 @@
-"""Reading a snapshot series back, from HDF5, NetCDF or npz, with only complete snapshots visible."""
+"""Reading a snapshot series back, from HDF5, NetCDF or npz, with only complete snapshots and traces visible."""
 
 from __future__ import annotations
 
@@ -10,18 +10,22 @@ import numpy as np
 
 from ..errors import StencilforgeError
 from ..optional import require
-from .hdf5 import complete_steps
+from ..points import Traces
+from .hdf5 import complete_steps, strings
 from .meta import SNAPSHOT_FORMAT as FORMAT, RunInfo
-from .netcdf import SERIES, complete_count
-from .npz import META_KEY
+from .netcdf import SERIES, TRACE_TIME, complete_count, file_receivers
+from .npz import META_KEY, read_traces
 
 
 class Series:
-    """Steps, times and per-field frames of a snapshot file (interior values, grid shape)."""
+    """Steps, times and per-field frames of a snapshot file (interior values, grid shape), and `traces`, what the run's
+    receivers recorded (`sf.Traces`, the bits `Result.traces` held), or None where the file holds none."""
 
-    def __init__(self, path: Path, info: RunInfo, names: tuple[str, ...], steps: np.ndarray, times: np.ndarray, read, close=lambda: None):
+    def __init__(self, path: Path, info: RunInfo, names: tuple[str, ...], steps: np.ndarray, times: np.ndarray, read, close=lambda: None,
+                 traces: Traces | None = None):
         self.path, self.info, self.names = path, info, names
         self.steps, self.times = steps, times
+        self.traces = traces
         self._read, self._close = read, close
 
     def __len__(self) -> int:
@@ -59,6 +63,8 @@ class Series:
 
 
 def open_series(path: str | Path) -> Series:
+    """The snapshot file at `path` (.h5/.hdf5, .nc or .npz) as a Series, complete snapshots and traces only; a file that
+    is not one, or is damaged, is a one-line error. Use it as a context manager: HDF5 frames are read as asked for."""
     path = Path(path)
     if not path.is_file():
         raise StencilforgeError(f"no such file: {path}")
@@ -85,6 +91,11 @@ def _open_h5(path: Path) -> Series:
         names = tuple(f["fields"])
         for name in names:
             _check_complete(path, f["fields"][name], count, info.shape)
+        traces = None
+        if "traces" in f:
+            group = f["traces"]
+            traced = complete_steps(group["step"][:])  # extended last, as /step is
+            traces = _traces(path, group["values"], traced, group["time"], group["at"][:], strings(group["field"][:]))
     except (KeyError, ValueError, OSError) as exc:
         f.close()
         raise StencilforgeError(f"{path} is not a valid stencilforge snapshot file: {exc}") from None
@@ -97,7 +108,7 @@ def _open_h5(path: Path) -> Series:
         except (OSError, ValueError) as exc:
             raise StencilforgeError(f"{path} is damaged: snapshot {i} of {name} cannot be read ({exc})") from None
 
-    return Series(path, info, names, steps, times, read, f.close)
+    return Series(path, info, names, steps, times, read, f.close, traces)
 
 
 def _open_nc(path: Path) -> Series:
@@ -118,6 +129,11 @@ def _open_nc(path: Path) -> Series:
         names = tuple(name for name, var in f.variables.items() if name not in SERIES and var.dimensions[:1] == ("time",))
         for name in names:
             _check_complete(path, h5file[name], count, info.shape)
+        traces, receivers = None, file_receivers(f, len(info.shape))
+        if receivers is not None:
+            stamps = f[TRACE_TIME][:]  # written last, as time is
+            traced = f["trace_step"][: complete_count(stamps)]
+            traces = _traces(path, f["traces"], traced, stamps, receivers[1], receivers[0])
     except (KeyError, ValueError, OSError) as exc:
         h5file.close()
         raise StencilforgeError(f"{path} is not a valid stencilforge snapshot file: {exc}") from None
@@ -135,7 +151,15 @@ def _open_nc(path: Path) -> Series:
         f.close()
         h5file.close()
 
-    return Series(path, info, names, steps, times, read, close)
+    return Series(path, info, names, steps, times, read, close, traces)
+
+
+def _traces(path: Path, values, steps: np.ndarray, times, at: np.ndarray, fields: tuple[str, ...]) -> Traces:
+    """The complete rows, the `len(steps)` first, of a file's traces; refused where they are missing."""
+    count = len(steps)
+    if values.shape[0] < count or times.shape[0] < count or tuple(values.shape[1:]) != (len(fields),) or at.shape[0] != len(fields):
+        raise StencilforgeError(f"{path} is damaged: its traces have shape {values.shape} for {count} steps of {len(fields)} receivers")
+    return Traces(np.asarray(values[:count]), np.asarray(steps), np.asarray(times[:count]), at, fields)
 
 
 def _check_complete(path: Path, ds, count: int, shape: tuple[int, ...]) -> None:
@@ -161,6 +185,7 @@ def _open_npz(path: Path) -> Series:
         names = tuple(meta["fields"])
         steps, times = data["step"], data["time"]
         frames = {name: data[f"fields/{name}"] for name in names} if len(steps) else {}
+        traces = read_traces(data)
     except (OSError, ValueError, KeyError, zipfile.BadZipFile) as exc:
         raise StencilforgeError(f"{path} is not a valid stencilforge snapshot file: {exc}") from None
-    return Series(path, info, names, steps, times, lambda name, i: frames[name][i])
+    return Series(path, info, names, steps, times, lambda name, i: frames[name][i], traces=traces)

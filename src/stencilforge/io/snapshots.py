@@ -19,6 +19,7 @@ from typing import Callable, Protocol
 import numpy as np
 
 from ..errors import OutputError, StencilforgeError
+from ..points import Traces
 
 
 class Sink(Protocol):
@@ -28,6 +29,14 @@ class Sink(Protocol):
     def append(self, step: int, t: float, arrays: dict[str, np.ndarray]) -> None: ...
 
     def close(self) -> None: ...
+
+
+class SeriesSink(Sink, Protocol):
+    """A snapshot file's sink, which also takes the run's traces once its last snapshot is written."""
+
+    last_step: int | None
+
+    def write_traces(self, traces: Traces) -> None: ...
 
 
 @dataclass
@@ -63,7 +72,7 @@ class Ledger:
         return f"{self.describe()}; {how} reproduces step {step} bit for bit"
 
 
-def _reason(exc: Exception) -> str:
+def reason(exc: Exception) -> str:
     """The first line of an error: HDF5's come with a multi-line stack."""
     text = str(exc).strip().splitlines()
     return text[0] if text else type(exc).__name__
@@ -191,7 +200,7 @@ class StreamingObserver:
             except Exception as exc:  # any write failure (OSError, h5py errors) must reach the solver thread
                 if self.sink.count > before:  # the data are complete; only a sidecar (XDMF) failed
                     self.ledger.record(self.kind, step, self.sink)
-                self._error = f"writing {self.kind} at step {step} to {self.sink.path} failed: {_reason(exc)}"
+                self._error = f"writing {self.kind} at step {step} to {self.sink.path} failed: {reason(exc)}"
                 self.ledger.failures.append(self._error)
             finally:
                 self._free.put(slot)
@@ -215,6 +224,6 @@ class StreamingObserver:
             self.sink.close()
         except Exception as exc:  # the final flush (npz, HDF5 close) can fail like any write
             if self._error is None:
-                self._error = f"finishing {self.sink.path} failed: {_reason(exc)}"
+                self._error = f"finishing {self.sink.path} failed: {reason(exc)}"
                 self.ledger.failures.append(self._error)
         self._raise_if_failed()
