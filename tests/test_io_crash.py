@@ -76,6 +76,10 @@ def test_kill_9_at_random_moments_leaves_readable_files_and_resume_continues(tmp
     last = 0
     for _ in range(3):
         wait_for_progress(tmp_path / "run.h5", proc, last)
+        end = time.monotonic() + 30.0
+        while not ckpt.exists():  # the first kill lands after the first checkpoint (step 3), not between it and snapshot 2
+            assert proc.poll() is None and time.monotonic() < end, "no checkpoint written"
+            time.sleep(0.01)
         time.sleep(rng.uniform(0.0, 0.3))
         assert steps_while_running(tmp_path / "run.h5")  # readable while the run goes on
         proc.send_signal(signal.SIGKILL)
