@@ -17,11 +17,8 @@ from stencilforge.backends.numba_cpu import (
     FUSED_STEPS_3D,
     NumbaBackend,
     fused_source,
-    fused_wall_args,
     load_kernel,
-    no_walls,
     sweep_coefficients,
-    writes_walls,
 )
 from stencilforge.backends.numpy_ref import NumpyBackend, evaluate_sweep
 from stencilforge.grid import Grid
@@ -38,7 +35,7 @@ def jacobi(shape, radius, dtype, ghost=None):
     return grid, jacobi_sweep(Stencil.laplacian(nd, radius, grid.spacing), with_rhs=True)
 
 
-# Diagonal neighbours read other rows' ghost columns, so the kernel writes no walls (`writes_walls`).
+# Diagonal neighbours read other rows' ghost columns and rows.
 DIAGONAL = Stencil.from_dict({(0, 1, 1): 0.2, (-1, 0, 0): 0.15, (0, 0, 0): 0.3, (1, -1, 0): 0.1, (0, 0, -1): 0.25})
 
 
@@ -97,11 +94,10 @@ def test_fused_pass_is_single_numba_sweeps_and_oracle_sweeps_bit_for_bit(shape, 
 
 
 def test_fused_pass_of_a_stencil_with_diagonals_takes_every_states_ghosts_from_its_array():
-    """A diagonal neighbour reads another row's ghost columns, so the kernel writes no walls (`writes_walls`):
-    each middle state's ghost cells come from out's (the first) or its carrier's, on every split of the planes."""
+    """A diagonal neighbour reads another row's ghost columns: each middle state's ghost cells come from out's
+    (the first) or its carrier's, on every split of the planes."""
     grid = Grid((11, 7, 9), (0.1, 0.12, 0.09), np.dtype("float64"), 1, (0.0,) * 3)
     sweep = Sweep("u_new", (Term("u", DIAGONAL), Term("f", Stencil.identity(3))))
-    assert not writes_walls(sweep)
     fields, walls = fused_inputs(grid, 3)
     expected = single_steps(NumbaBackend().sweep(sweep, grid), fields, walls, grid)
     kernel = load_kernel(fused_source(sweep, 3))
@@ -122,14 +118,13 @@ def test_fused_pass_gives_the_same_bits_on_any_split_of_the_planes(steps, shape)
     kernel = load_kernel(fused_source(sweep, steps))
     coef = sweep_coefficients(sweep, grid.dtype)
     expected = single_steps(NumbaBackend().sweep(sweep, grid), fields, walls, grid)
-    none = no_walls(fused_wall_args(steps, len(shape)), len(shape)) if writes_walls(sweep) else ()
     for tasks in (1, 2, 3, 4, 6, 13, 20):
         out = walls[0].copy()
-        kernel(out, fields["u"], fields["f"], *walls[1:], coef, grid.ghost, *none, tasks)
+        kernel(out, fields["u"], fields["f"], *walls[1:], coef, grid.ghost, tasks)
         assert np.array_equal(out[grid.interior], expected), f"{tasks} tasks"
 
 
-# The kernels of other tests here and in test_numba_row_walls.py (the same sources), so no case compiles one of its own.
+# The kernels of other tests here (the same sources), so no case compiles one of its own.
 @pytest.mark.parametrize("case,shape,radius,dtype,steps,rows_a_tile", [
     ("star", (19, 5, 6), 2, "float32", 3, 2), ("star", (13, 9, 7), 1, "float64", 4, None), ("star", (13, 9), 2, "float32", 3, None),
     ("diagonals", (11, 7, 9), 1, "float64", 3, None)])
@@ -149,10 +144,9 @@ def test_fused_pass_whose_carriers_are_the_input_takes_every_states_walls_from_i
     expected = single_steps(NumbaBackend().sweep(sweep, grid), fields, [fields["u"]] * (steps - 1), grid)
     kernel = load_kernel(fused_source(sweep, steps))
     coef = sweep_coefficients(sweep, grid.dtype)
-    none = no_walls(fused_wall_args(steps, len(shape)), len(shape)) if writes_walls(sweep) else ()
     for tasks in (1, 2, 3, 5, 13):
         out = np.full(grid.padded_shape, np.nan, dtype=grid.dtype)
-        kernel(out, fields["u"], fields["f"], *[fields["u"]] * (steps - 2), coef, grid.ghost, *none, tasks)
+        kernel(out, fields["u"], fields["f"], *[fields["u"]] * (steps - 2), coef, grid.ghost, tasks)
         assert np.array_equal(out[grid.interior], expected), f"{tasks} tasks"
         assert np.isnan(out[ghost_mask(grid)]).all()  # only the interior is written
 
@@ -249,9 +243,8 @@ def test_fused_3d_pass_in_tiles_of_rows_gives_the_same_bits_on_any_split(monkeyp
     expected = single_steps(NumbaBackend().sweep(sweep, grid), fields, walls, grid)
     kernel = load_kernel(fused_source(sweep, 3))
     coef = sweep_coefficients(sweep, grid.dtype)
-    none = no_walls(fused_wall_args(3, 3), 3) if writes_walls(sweep) else ()
     for tasks in (1, 2, 3, 5, 13):
         out = walls[0].copy()
-        kernel(out, fields["u"], fields["f"], *walls[1:], coef, grid.ghost, *none, tasks)
+        kernel(out, fields["u"], fields["f"], *walls[1:], coef, grid.ghost, tasks)
         assert np.array_equal(out[grid.interior], expected), f"{tasks} tasks"
         assert np.array_equal(out[ghost_mask(grid)], walls[0][ghost_mask(grid)])

@@ -136,7 +136,7 @@ class Dirichlet:
         if factor is not None:
             spatial = np.broadcast_to(np.asarray(func(**dict(zip(names, coords)), t=0.0), dtype=np.float64), index.shape)
             if xp is np:
-                return ScaledWalls(grid, tuple(faces), _box_values(grid, faces, spatial), factor, (scaler and scaler()) or scale_with_numpy)
+                return ScaledWalls(grid, _box_values(grid, faces, spatial), factor, (scaler and scaler()) or scale_with_numpy)
         cells = xp.asarray(index)
         if factor is not None:
             return _scaled_scatter(xp, cells, xp.asarray(np.ascontiguousarray(spatial)), factor, pitch)
@@ -165,43 +165,6 @@ def argument_names(func: Callable, ndim: int, timed: bool = True) -> tuple[str, 
     return names
 
 
-@dataclass(frozen=True)
-class RowWalls:
-    """Dirichlet walls value(x) * f(t) of a 2D or 3D field's faces along its last axes, laid out for a kernel that
-    writes them as it reaches each row, while the row is in cache: a strided fill of the x faces moves a cache line
-    per row.
-
-    x (n0, [n1,] 2g): each interior row's low then high ghost columns; in 3D, y (n0, 2g, n2 + 2g): each interior
-    plane's low then high ghost rows, their ghost columns included (2D: None). `rest` fills the faces of axis 0
-    (`ScaledWalls.rows` splits them off)."""
-
-    x: np.ndarray
-    y: np.ndarray | None
-    factor: Callable[[float], float]
-    rest: Filler
-
-    def at(self, *times: float) -> tuple:
-        """A kernel's wall arguments for the steps at `times`: (x, [y,] factor(t), ...)."""
-        return (self.x, *(() if self.y is None else (self.y,)), *(float(self.factor(t)) for t in times))
-
-
-def write_row_walls(arr: np.ndarray, walls: tuple) -> None:
-    """What a kernel handed `walls` (`RowWalls.at`) writes into arr's ghost cells, with NumPy: the same bits."""
-    x = walls[0]
-    g = x.shape[-1] // 2
-    rows: tuple[slice, ...] = (slice(g, g + x.shape[0]),)
-    if arr.ndim == 3:
-        y, factor = walls[1:3]
-        n1 = x.shape[1]
-        scale_with_numpy(arr[rows[0], :g], y[:, :g], factor)
-        scale_with_numpy(arr[rows[0], g + n1:], y[:, g:], factor)
-        rows += (slice(g, g + n1),)
-    else:
-        factor = walls[1]
-    scale_with_numpy(arr[(*rows, slice(0, g))], x[..., :g], factor)
-    scale_with_numpy(arr[(*rows, slice(arr.shape[-1] - g, None))], x[..., g:], factor)
-
-
 def scale_with_numpy(out: np.ndarray, values: np.ndarray, factor: float) -> None:
     """out = values * factor in float64, rounded once to out's dtype."""
     np.multiply(values, factor, out=out)
@@ -223,9 +186,8 @@ class ScaledWalls:
     once, as the gather does. No index array, no temporary, and the boxes' rows stay contiguous, so a
     fill moves little more than the ghost cells' own bytes. `parts`: (box, values) per face (`_box_values`)."""
 
-    def __init__(self, grid: Grid, faces: tuple[Face, ...], parts: list[tuple[tuple[slice, ...], np.ndarray]], factor,
-                 scale: Scale):
-        self.grid, self.faces, self.parts, self.factor, self.scale = grid, faces, parts, factor, scale
+    def __init__(self, grid: Grid, parts: list[tuple[tuple[slice, ...], np.ndarray]], factor, scale: Scale):
+        self.grid, self.parts, self.factor, self.scale = grid, parts, factor, scale
 
     def __call__(self, arr, t) -> None:
         f = self.factor(t)
@@ -234,16 +196,6 @@ class ScaledWalls:
                 arr[box] = rounded(values * f, arr, self.grid.dtype)
             else:
                 self.scale(arr[box], values, f)
-
-    def rows(self) -> RowWalls | None:
-        """The faces along the last axes split off for kernels that write them row by row (`Launch.walls`), the
-        faces of axis 0 left to fill: where these are every face of a 2D or 3D grid; else None."""
-        nd = self.grid.ndim
-        if nd not in (2, 3) or self.faces != all_faces(nd):
-            return None
-        x = np.ascontiguousarray(np.concatenate([v for _, v in self.parts[-2:]], axis=nd - 1))
-        y = np.ascontiguousarray(np.concatenate([v for _, v in self.parts[2:4]], axis=1)) if nd == 3 else None
-        return RowWalls(x, y, self.factor, ScaledWalls(self.grid, self.faces[:2], self.parts[:2], self.factor, self.scale))
 
 
 _SCALED_SCATTER = r"""

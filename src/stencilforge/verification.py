@@ -55,7 +55,7 @@ def _star_error(backend, radius: int, n: int, field: str) -> float:
         k = 4 * np.pi
         u = np.sin(k * x + 0.3) * np.sin(k * y + 0.7) / (2 * k * k)  # scaled so its Laplacian has unit amplitude
         exact = -2 * k * k * u[grid.interior]
-    # u writable: kernels that can write their input's walls (none here) take no read-only array
+    # u a writable copy: the arrays numba's kernels are compiled for (a read-only view would compile another)
     fields = {"u": backend.asarray(np.array(np.broadcast_to(u, grid.padded_shape))),
               "out": backend.asarray(np.full(grid.padded_shape, np.nan))}
     backend.sweep(Sweep("out", (Term("u", Stencil.laplacian(2, radius, h)),)), grid)(fields)

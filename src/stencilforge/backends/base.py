@@ -20,16 +20,14 @@ class Launch:
     call ran (None where a backend has one way to run it); `steps` is how many time steps one call advances.
     `compiling`: the Future of a compile still running in the background, else None; a call before it
     finishes waits for it, unless there is a `fallback`: a path with the same bits (the NumPy oracle)
-    that calls take until the compile is done, so a run steps on instead of waiting.
-    `walls`: whether a call also takes the input's x and y walls to write (`boundary.RowWalls.at`: their values
-    and the factor of each step's time) and writes them as it reaches each row; the caller fills the rest."""
+    that calls take until the compile is done, so a run steps on instead of waiting."""
 
-    __slots__ = ("run", "strategy", "tile", "steps", "compiling", "fallback", "walls")
+    __slots__ = ("run", "strategy", "tile", "steps", "compiling", "fallback")
 
     def __init__(self, run: Callable, strategy: str | None = None, tile: tuple | None = None, steps: int = 1,
-                 compiling: Future | None = None, fallback: Callable | None = None, walls: bool = False):
+                 compiling: Future | None = None, fallback: Callable | None = None):
         self.run, self.strategy, self.tile, self.steps, self.compiling = run, strategy, tile, steps, compiling
-        self.fallback, self.walls = fallback, walls
+        self.fallback = fallback
 
     def __call__(self, *args):
         if self.fallback is not None:

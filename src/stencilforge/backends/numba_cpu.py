@@ -18,11 +18,11 @@ import threading
 import time
 from concurrent.futures import Future, wait
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from ..boundary import scale_with_numpy, write_row_walls
+from ..boundary import scale_with_numpy
 from ..cache import cache_dir, write_atomic
 from ..errors import StencilforgeError
 from ..grid import Grid
@@ -103,89 +103,17 @@ FUSED_STEPS_2D = 6  # in 2D (cpu-march-2d-2026-11-25.json)
 MARCH_TILE_CELLS = 32768  # cells of a plane per tile of the 3D march: its rings stay in L2 (cpu-march-tiles-2026-11-27.json)
 
 
-def wall_args(ndim: int) -> tuple[str, ...]:
-    """A kernel's walls (`RowWalls.at`): the x ghost values, in 3D the y ghost values, the factor of the step's time."""
-    return ("wx", "wy", "fac") if ndim == 3 else ("wx", "fac")
-
-
-def fused_wall_args(steps: int, ndim: int) -> tuple[str, ...]:
-    """A fused kernel's walls: `wall_args`, then the factors of each middle state's time (fac2, fac3, ...)."""
-    return (*wall_args(ndim), *(f"fac{s}" for s in range(2, steps + 1)))
-
-
-def no_walls(walls: tuple[str, ...], ndim: int) -> tuple:
-    """The arguments of a kernel taking `walls` that writes none: zero-sized value arrays, zero factors."""
-    return tuple(np.zeros((0,) * ndim) if name in ("wx", "wy") else 0.0 for name in walls)
-
-
-def _wall_lines(a: str, plane: str, factor: str, indent: str, low: str | None = None, high: str | None = None,
-                rows: tuple[str, str] = ("g", "g + n1")) -> list[str]:
-    """Statements writing walls into the 2D plane `a` (a plane of u, or a ring plane) of interior plane `plane`
-    (padded index): its ghost rows (where `low` / `high` hold, if given), and the ghost columns of its rows `rows`, as
-    value * factor in float64 rounded once to the field's dtype, the bits of `boundary.scale_with_numpy`.
-    Loops written out, not a function called, in the narrow single-step kernel: a call compiled slower there (5ad437b).
-    Kernels write a plane ahead of the rows that read it: a vector load of a row just
-    after a store to its ghost cell waits for the store (measured slower, 4e2f3eb)."""
-    lines = []
-    for when, row, value in ((low, "a_i", "a_i"), (high, "g + n1 + a_i", "g + a_i")):
-        ghost_rows = ["for a_i in range(g):", "    for a_c in range(m + 2 * g):",
-                      f"        {a}[{row}, a_c] = wy[{plane} - g, {value}, a_c] * {factor}"]
-        lines += ghost_rows if when is None else [f"if {when}:", *[f"    {line}" for line in ghost_rows]]
-    lines += [
-        f"for a_i in range({rows[0]}, {rows[1]}):",
-        "    for a_c in range(g):",
-        f"        {a}[a_i, a_c] = wx[{plane} - g, a_i - g, a_c] * {factor}",
-        f"        {a}[a_i, g + m + a_c] = wx[{plane} - g, a_i - g, g + a_c] * {factor}",
-    ]
-    return [f"{indent}{line}" for line in lines]
-
-
-# The wide kernel and the march's serial functions write the walls of a plane's rows y0..y1 (`low`, `high`: its ghost
-# rows too) through this; in the wide kernel the loops written out compiled no faster (12.5-13.9 s against 11.8-13.5).
-PLANE_WALLS = "\n".join(["@SERIAL", "def plane_walls(a, wx, wy, fac, g, q, y0, y1, low, high):", "    n1 = a.shape[0] - 2 * g",
-                         "    m = a.shape[1] - 2 * g", *_wall_lines("a", "q", "fac", "    ", "low", "high", ("y0", "y1")), "", "", ""])
-
-# 2D: the ghost columns of row q (padded index), the row `a`.
-ROW_WALLS = "\n".join(["@SERIAL", "def row_walls(a, wx, fac, g, q):", "    m = a.shape[0] - 2 * g", "    for a_c in range(g):",
-                       "        a[a_c] = wx[q - g, a_c] * fac", "        a[g + m + a_c] = wx[q - g, g + a_c] * fac", "", "", ""])
-
-
-def _walls_call(nd: int, a: str, q: str, factor: str = "fac") -> str:
-    """A call writing the walls of plane (3D) or row (2D) q, held in `a`, all its rows, ghost rows included."""
-    return f"plane_walls({a}, wx, wy, {factor}, g, {q}, g, g + n1, True, True)" if nd == 3 else f"row_walls({a}, wx, {factor}, g, {q})"
-
-
-def _walls_source(nd: int) -> str:
-    return PLANE_WALLS if nd == 3 else ROW_WALLS
-
-
 def _shift(index: str, o: int) -> str:
     """`index` moved by the offset o, as generated source."""
     return f"{index} + {o}" if o > 0 else (f"{index} - {-o}" if o < 0 else index)
 
 
-# How the 3D kernels that split planes along axis 0 among `nt` tasks size them: task t takes [z0, z1).
-TASK_SPLIT = ["    span = (n0 + nt - 1) // nt", "    tasks = (n0 + span - 1) // span"]
-TASK_PLANES = ["z0 = g + t * span", "z1 = min(g + n0, z0 + span)"]
-
-
-def _edge_walls(reach: int, write: list[str], also: Sequence[str] = ()) -> list[str]:
-    """The first parallel loop of a kernel that splits planes into `tasks` ranges of `span` planes (TASK_SPLIT; the
-    march splits each tile's planes so): `write` (statements writing plane q's walls) on the planes within
-    `reach` of a task's ends, which two tasks read, before any task reads them; on the other planes the branch
-    `also` (an elif or else, statements on plane q), if given."""
-    shared = f"q < z0 + {reach} or q >= z1 - {reach}"
-    return ["    if wx.shape[0]:", "        for t in numba.prange(tasks):", *[f"            {line}" for line in TASK_PLANES],
-            "            for q in range(z0, z1):", f"                if {shared}:",
-            *[f"                    {line}" for line in write], *[f"                {line}" for line in also]]
-
-
-def _prologue(sweep: Sweep, walls: tuple[str, ...] = (), carriers: tuple[str, ...] = ()) -> tuple[list[str], list[str], dict]:
-    """The kernel's def line (`walls`: the wall arguments it takes, `wall_args`; `carriers`: the arrays holding
-    a fused kernel's later middle states' walls) and coefficient locals, the coefficient names and the row
-    views, shared by the single-step and the fused kernels so all evaluate the same expression."""
+def _prologue(sweep: Sweep, carriers: tuple[str, ...] = ()) -> tuple[list[str], list[str], dict]:
+    """The kernel's def line (`carriers`: the arrays holding a fused kernel's later middle states' walls) and
+    coefficient locals, the coefficient names and the row views, shared by the single-step and the fused
+    kernels so all evaluate the same expression."""
     cnames = [f"c{k}" for k in range(sum(len(t.stencil.weight_groups()) for t in sweep.terms))]
-    args = ["out"] + [f"f_{n}" for n in sweep.inputs] + list(carriers) + ["coef", "g", *walls]
+    args = ["out"] + [f"f_{n}" for n in sweep.inputs] + list(carriers) + ["coef", "g"]
     lines = [f"@JIT\ndef kernel({', '.join(args)}):"] + [f"    {c} = coef[{k}]" for k, c in enumerate(cnames)]
     return lines, cnames, _views(sweep)
 
@@ -262,8 +190,7 @@ def _constant_offsets(views: dict, padded: tuple[int, ...], stmts: list[str], va
     return [f"lo_{field} = x_{field}[base + ({lo}):]" for field, lo in low.items()], texts[:-1], texts[-1]
 
 
-def _wide_source(sweep: Sweep, lines: list[str], cnames: list[str], views: dict, walls: bool,
-                 padded: tuple[int, ...] | None = None) -> str:
+def _wide_source(sweep: Sweep, lines: list[str], cnames: list[str], views: dict, padded: tuple[int, ...] | None = None) -> str:
     """3D sweeps too wide for one loop: each task takes a range of planes along axis 0 and, for each tile of
     Y_TILE rows along axis 1, walks its planes, evaluating the tile's rows of a plane as one flat range of the
     flattened fields with the loops of `_row_loops` (the ghost columns between the rows are evaluated as
@@ -275,12 +202,8 @@ def _wide_source(sweep: Sweep, lines: list[str], cnames: list[str], views: dict,
     alias check and runs scalar; and out's ghost columns must keep their values.
     Loops of WIDE_LOOP_VIEWS views measured fastest: in weight groups, wave3d's Laplacian is a chain of
     8 dependent additions, not 48, and all 51 views in one loop beat the row buffer's passes.
-    The walls (`walls`): a flat range's scratch cells read the ghost columns of the planes within the
-    stencil's reach, so the planes within it of a task's ends, which two tasks read, are written in a first
-    parallel loop. Every other plane's are written by its task, each tile's rows just before the tile's
-    plane, while they are in cache (a whole plane's at its first tile would wait in memory for the later
-    tiles). Tiles hold at least the stencil's reach of rows, so the first and last tiles alone read the
-    plane's ghost rows, and write them.
+    Tiles hold at least the stencil's reach of rows (`n1 // r`, a bound only radii above Y_TILE meet): kept from
+    when kernels wrote walls, so the source and its cached kernels stay as they were.
     """
     r = sweep.radius
     stmts, value = _row_loops(sweep, cnames, views, WIDE_LOOP_VIEWS)
@@ -295,17 +218,14 @@ def _wide_source(sweep: Sweep, lines: list[str], cnames: list[str], views: dict,
         "    n0 = out.shape[0] - 2 * g",
         "    n1 = out.shape[1] - 2 * g",
         *[f"    x_{n} = f_{n}.reshape(-1)" for n in sweep.inputs],
-        *TASK_SPLIT,
+        "    span = (n0 + nt - 1) // nt",
+        "    tasks = (n0 + span - 1) // span",
         f"    ny = max(1, min(n1 // {Y_TILE}, n1 // {r}))",
         "    rows = (n1 + ny - 1) // ny",
-    ]
-    if walls:
-        (u,) = sweep.stencil_inputs  # `writes_walls`: one field read around the cell
-        lines += _edge_walls(r, [_walls_call(3, f"f_{u}[q]", "q")])
-    lines += [
         "    for t in numba.prange(tasks):",
         f"        {WIDE}",
-        *[f"        {line}" for line in TASK_PLANES],
+        "        z0 = g + t * span",
+        "        z1 = min(g + n0, z0 + span)",
         "        acc = np.empty(rows * w, dtype=out.dtype)",
         "        part = np.empty(rows * w, dtype=out.dtype)",
         "        for yt in range(ny):",
@@ -315,9 +235,6 @@ def _wide_source(sweep: Sweep, lines: list[str], cnames: list[str], views: dict,
         "            for i0 in range(z0, z1):",
     ]
     indent = "                "
-    if walls:
-        lines += [f"{indent}if wx.shape[0] and i0 >= z0 + {r} and i0 < z1 - {r}:",
-                  f"{indent}    plane_walls(f_{u}[i0], wx, wy, fac, g, i0, y0, y1, yt == 0, yt == ny - 1)"]
     lines.append(f"{indent}base = i0 * p + y0 * w + g")
     if padded is not None:
         view_lines, stmts, value = _constant_offsets(views, padded, stmts, value)
@@ -334,7 +251,7 @@ def _wide_source(sweep: Sweep, lines: list[str], cnames: list[str], views: dict,
     lines.append(f"{indent}    acc[j] = {value}")
     lines.append(f"{indent}for k in range(y1 - y0):")
     lines.append(f"{indent}    out[i0, y0 + k, g:g + m] = acc[k * w:k * w + m]")
-    return HEADER + (PLANE_WALLS if walls else "") + "\n".join(lines) + "\n"
+    return HEADER + "\n".join(lines) + "\n"
 
 
 CONSTANT_SHAPE_CELLS = 2**20  # grids from this size get wide 3D kernels compiled for their shape (`_constant_offsets`)
@@ -346,16 +263,6 @@ def constant_shape(grid: Grid) -> tuple[int, ...] | None:
     return grid.padded_shape if grid.ndim == 3 and grid.cells >= CONSTANT_SHAPE_CELLS else None
 
 
-def writes_walls(sweep: Sweep) -> bool:
-    """Whether a sweep's kernels write its input's walls as they reach them (`_wall_lines`, `ROW_WALLS`): a 2D or 3D
-    sweep that reads one field around the cell, along the axes only. Then a row's ghost columns are read by that
-    row alone, and a plane's ghost rows by that plane alone."""
-    if sweep.ndim not in (2, 3) or len(sweep.stencil_inputs) != 1:
-        return False
-    (u,) = sweep.stencil_inputs
-    return all(sum(1 for v in o if v) <= 1 for t in sweep.terms if t.field == u for o, _ in t.stencil.entries)
-
-
 def sweep_source(sweep: Sweep, padded: tuple[int, ...] | None = None) -> str:
     """Source of a kernel writing the sweep over the interior.
 
@@ -364,20 +271,15 @@ def sweep_source(sweep: Sweep, padded: tuple[int, ...] | None = None) -> str:
     Up to FUSED_VIEW_LIMIT views, one loop evaluates the whole expression. Wider
     stencils are split by `_row_loops` into loops over per-thread row buffers held
     in L1, in the same order of operations (3D: `_wide_source`).
-    A kernel of a sweep that `writes_walls` takes `wall_args`: it writes its input's walls along the last axes
-    of a plane (2D: of a row) just before the plane's rows, while they are in cache (zero-sized arrays: it
-    writes none). `padded`: the fields' shape, for a wide 3D kernel whose offsets are constants
+    `padded`: the fields' shape, for a wide 3D kernel whose offsets are constants
     (`_constant_offsets`), which then refuses fields of another shape.
     """
     nd = sweep.ndim
-    walls = writes_walls(sweep)
-    lines, cnames, views = _prologue(sweep, wall_args(nd) if walls else ())
+    lines, cnames, views = _prologue(sweep)
     fused = len(views) <= FUSED_VIEW_LIMIT
     if nd == 3 and not fused:
-        return _wide_source(sweep, lines, cnames, views, walls, padded)
+        return _wide_source(sweep, lines, cnames, views, padded)
     lines.append(f"    m = out.shape[{nd - 1}] - 2 * g")
-    if walls and nd == 3:
-        lines.append("    n1 = out.shape[1] - 2 * g")
     for a in range(nd - 1):
         loop = "numba.prange" if a == 0 else "range"
         lines.append(f"{'    ' * (a + 1)}for i{a} in {loop}(g, out.shape[{a}] - g):")
@@ -386,10 +288,6 @@ def sweep_source(sweep: Sweep, padded: tuple[int, ...] | None = None) -> str:
         if a == 0 and not fused:
             lines.append("        acc = np.empty(m, dtype=out.dtype)")
             lines.append("        part = np.empty(m, dtype=out.dtype)")
-        if a == 0 and walls:
-            (u,) = sweep.stencil_inputs
-            write = [f"a = f_{u}[i0]", *_wall_lines("a", "i0", "fac", "")] if nd == 3 else [_walls_call(2, f"f_{u}[i0]", "i0")]
-            lines += ["        if wx.shape[0]:", *[f"            {line}" for line in write]]
     indent = "    " * nd
     outer = [f"i{a}" for a in range(nd - 1)]
 
@@ -410,7 +308,7 @@ def sweep_source(sweep: Sweep, padded: tuple[int, ...] | None = None) -> str:
     lines.append(f"{indent}o = out[{row((0,) * nd)}]")
     lines.append(f"{indent}for j in {loop}(m):")
     lines.append(f"{indent}    o[j] = {value}")
-    return HEADER + (ROW_WALLS if walls and nd == 2 else "") + "\n".join(lines) + "\n"
+    return HEADER + "\n".join(lines) + "\n"
 
 
 # Cells x stencil entries of a sweep whose first steps NumPy may take while its kernel compiles: about a second of
@@ -457,23 +355,16 @@ def _march_source(sweep: Sweep, steps: int) -> str:
     grow with the steps): one loop over its interior rows as a flat range (the ghost columns it passes are
     scratch; in 2D the row's interior), then its ghost rows and columns from the plane of the array that holds that state's walls
     (the first middle state's: out; later ones': `fused_walls`; where those are the input, `still`, from the plane
-    of the state before, which is in cache and holds the input's), or with the walls (`writes_walls`) from
-    their values times that state's factor (`fused_wall_args`). A middle plane outside the interior is that
+    of the state before, which is in cache and holds the input's). A middle plane outside the interior is that
     array's plane (`still`: the input's). Middle planes within (steps - 1) r of the ends of a task's range are evaluated by two tasks.
-    With the walls, the input's x and y walls of the planes within (steps - 1) r of a task's ends, which
-    two tasks read, are written by their own task in a first parallel loop; every other plane's, by the one
-    task that reads it, just before its middle plane (a star reads a plane's x and y walls only for that plane).
-    Where a plane has more than one tile, tiles share the rows within (steps - 1) r of their boundaries: the first
-    loop writes those and the ghost rows, each tile its other rows (cpu-march-walls-2026-11-27.json).
     """
     (u,) = sweep.stencil_inputs
     nd = sweep.ndim
     r = sweep.radius
     ring = 2 * r + 1
     reach = (steps - 1) * r
-    walls = writes_walls(sweep)
     carriers = tuple(fused_walls(s, sweep.out) for s in range(2, steps))
-    lines, cnames, views = _prologue(sweep, fused_wall_args(steps, nd) if walls else (), carriers)
+    lines, cnames, views = _prologue(sweep, carriers)
     args = lines[0][len("@JIT\ndef kernel("):-len("):")]
     value = sweep_expression(sweep, cnames, views)
     flat_planes = sorted({(field, o[0]) for field, o in views})
@@ -522,8 +413,7 @@ def _march_source(sweep: Sweep, steps: int) -> str:
         *[f"    {line}" for line in copy],
         "",
         "",
-        f"@SERIAL\ndef middle(w, {', '.join(plane_args)}, ghosts, coef, g{', ' + ', '.join(wall_args(nd)) + ', p' if walls else ''}"
-        f"{', ylo, yhi' if nd == 3 else ''}):",
+        f"@SERIAL\ndef middle(w, {', '.join(plane_args)}, ghosts, coef, g{', ylo, yhi' if nd == 3 else ''}):",
         f"    {WIDE}",
         *lines[1:1 + len(cnames)],
         *extent,
@@ -531,13 +421,8 @@ def _march_source(sweep: Sweep, steps: int) -> str:
         f"    o = {store}[base:base + n]",
         "    for j in range(n):",
         f"        o[j] = {value}",
+        *[f"    {line}" for line in copy_ghosts],
     ]
-    if walls:  # zero-sized wall arrays (none handed to the kernel): the ghosts' array gives them, as without walls
-        call = "plane_walls(w, wx, wy, fac, g, p, ya, yb, ylo < g, yhi > g + n1)" if nd == 3 else _walls_call(nd, "w", "p")
-        middle += ["    if wx.shape[0]:", f"        {call}", "    else:",
-                   *[f"        {line}" for line in copy_ghosts]]
-    else:
-        middle += [f"    {line}" for line in copy_ghosts]
 
     def level(s: int) -> list[str]:
         """Plane p of the state after s steps, into mid[s - 1]: from u's planes (s = 1) or mid[s - 2]."""
@@ -547,10 +432,6 @@ def _march_source(sweep: Sweep, steps: int) -> str:
             source.update({(u, k): f"mid[{s - 2}, {_ring_slot('p', k, ring)}]" for k in u_planes})
         holder = "out" if s == 1 else fused_walls(s, sweep.out)
         centre = f"f_{u}[p]" if s == 1 else f"mid[{s - 2}, p % {ring}]"  # the state before's plane p: u's ghosts where `still`
-        mine = (f"plane_walls(f_{u}[p], wx, wy, fac, g, p, y0 + {reach} * (y0 > g), y1 - {reach} * (y1 < g + n1), ny == 1, ny == 1)"
-                if nd == 3 else _walls_call(nd, f"f_{u}[p]", "p"))
-        own = [f"            if wx.shape[0] and p >= z0 + {reach} and p < z1 - {reach}:",
-               f"                {mine}"] if walls and s == 1 else []
         return [
             f"        p = {_shift('q', -(s - 1) * r)}",
             f"        if p >= {lo} and p < {hi}:",
@@ -558,9 +439,7 @@ def _march_source(sweep: Sweep, steps: int) -> str:
             "            if p < g or p >= g + n0:",
             f"                copy_plane(w, f_{u}[p] if still else {holder}[p])",
             "            else:",
-            *[f"    {line}" for line in own],
             f"                middle(w, {', '.join(source[key] for key in flat_planes)}, {centre} if still else {holder}[p], coef, g"
-            f"{', ' + ', '.join([*wall_args(nd)[:-1], f'fac{s + 1}']) + ', p' if walls else ''}"
             f"{f', y0 - {(steps - s) * r}, y1 + {(steps - s) * r}' if nd == 3 else ''})",
         ]
 
@@ -591,14 +470,9 @@ def _march_source(sweep: Sweep, steps: int) -> str:
     else:
         kernel += ["    ny = 1", "    nz = nt"]
     kernel += ["    span = (n0 + nz - 1) // nz", "    tasks = (n0 + span - 1) // span"]
-    if walls:  # 3D with tiles: the ghost rows and the rows within reach of two tiles too
-        bands = ["elif ny > 1:", f"    plane_walls(f_{u}[q], wx, wy, fac, g, q, g, g, True, True)",
-                 "    for yt in range(1, ny):", "        b = g + yt * n1 // ny",
-                 f"        plane_walls(f_{u}[q], wx, wy, fac, g, q, max(g, b - {reach}), min(g + n1, b + {reach}), False, False)"]
-        kernel += _edge_walls(reach, [_walls_call(nd, f"f_{u}[q]", "q")], bands if nd == 3 else ())
     tile = ["        yt = t - zt * ny"] if nd == 3 else []
     tile_args = ", g + yt * n1 // ny, g + (yt + 1) * n1 // ny, ny" if nd == 3 else ""
-    same = [*(["wx.shape[0] == 0"] if walls else []), *(f"{c}.ctypes.data == f_{u}.ctypes.data" for c in carriers)]
+    same = [f"{c}.ctypes.data == f_{u}.ctypes.data" for c in carriers]
     kernel += [
         f"    still = {' and '.join(same) if carriers else 'False'}",
         "    for t in numba.prange(tasks * ny):",
@@ -609,7 +483,7 @@ def _march_source(sweep: Sweep, steps: int) -> str:
         f"        march({args}, z0, min(g + n0, z0 + span), still{tile_args})",
     ]
     parts = ["\n".join(middle), "\n".join(march), "\n".join(kernel)]
-    return HEADER + (_walls_source(nd) if walls else "") + "\n\n\n".join(parts) + "\n"
+    return HEADER + "\n\n\n".join(parts) + "\n"
 
 
 def _row_expr(weights, start: int, row: str, col: str, axis: int) -> tuple[str, list[float]]:
@@ -839,7 +713,7 @@ class NumbaBackend(HostMemory):
         return importlib.util.find_spec("numba") is not None
 
     def _bound(self, source: str, sweep: Sweep, grid: Grid, target: str, background: tuple[str, str] | None = None,
-               walls: tuple[str, ...] = (), carriers: tuple[str, ...] = ()):
+               carriers: tuple[str, ...] = ()):
         """(run, compiling): a sweep kernel bound to its coefficients, compiled now so no timed region pays for
         it (compiling None), or with `background` (what it is, what runs meanwhile) in a thread of its own
         while the caller goes on (a Future).
@@ -847,9 +721,8 @@ class NumbaBackend(HostMemory):
         `target` is the array passed first: the output, or for a reduction (which
         has none) the first input, which only supplies the loop bounds. Kernels that
         split the grid into tiles per thread also take Numba's thread count, read at
-        each call (a kernel reading it itself could not be cached). A kernel taking `walls` (its wall
-        arguments, as printed) gets them from run(fields, walls) (`RowWalls.at`), or nothing to write. A fused
-        kernel also takes the fields named `carriers`, after the sweep's inputs.
+        each call (a kernel reading it itself could not be cached). A fused kernel also takes the fields named
+        `carriers`, after the sweep's inputs.
         The compile is for the argument types of tiny arrays of the fields' layout, the ones every call passes.
         """
         import numba
@@ -859,13 +732,12 @@ class NumbaBackend(HostMemory):
         names = (*sweep.inputs, *carriers)
         g = grid.ghost
         threads = (numba.get_num_threads,) if takes_threads(source) else ()
-        none = no_walls(walls, grid.ndim)
         dummy = np.zeros((2 * g + 1,) * grid.ndim, dtype=grid.dtype)
-        tiny = (*([dummy] * (len(names) + 1)), coef, g, *none, *(t() for t in threads))
+        tiny = (*([dummy] * (len(names) + 1)), coef, g, *(t() for t in threads))
 
-        def run(fields, walls=None):
+        def run(fields):
             arrays = [fields[target]] + [fields[n] for n in names]
-            return kernel(*arrays, coef, g, *(walls or none), *[t() for t in threads])
+            return kernel(*arrays, coef, g, *[t() for t in threads])
 
         signature = tuple(numba.typeof(a) for a in tiny)
         if background:
@@ -878,36 +750,26 @@ class NumbaBackend(HostMemory):
         the steps (the same bits: tests/test_numba_oracle_first.py), where one NumPy step is shorter than a
         compile (`ORACLE_STEP_BUDGET`); a cached kernel loads in a fraction of a second, before stepping."""
         source = sweep_source(sweep, padded=constant_shape(grid))
-        walls = wall_args(grid.ndim) if writes_walls(sweep) else ()
         if not _numpy_first(background, source, grid.cells, sum(len(t.stencil.entries) for t in sweep.terms)):
-            return Launch(self._bound(source, sweep, grid, sweep.out, walls=walls)[0], walls=bool(walls))
+            return Launch(self._bound(source, sweep, grid, sweep.out)[0])
         log.info("%s: NumPy takes the first steps while the kernel compiles", sweep.out)
-        run, compiling = self._bound(source, sweep, grid, sweep.out, (f"{sweep.out}: the kernel", "NumPy's steps"), walls)
-        numpy_step = NumpyBackend().sweep(sweep, grid)
-
-        def fallback(fields, row_walls=None):
-            if row_walls is not None:
-                write_row_walls(fields[sweep.stencil_inputs[0]], row_walls)
-            numpy_step(fields)
-
-        return Launch(run, compiling=compiling, fallback=fallback, walls=bool(walls))
+        run, compiling = self._bound(source, sweep, grid, sweep.out, (f"{sweep.out}: the kernel", "NumPy's steps"))
+        return Launch(run, compiling=compiling, fallback=NumpyBackend().sweep(sweep, grid))
 
     def sweep_fused(self, sweep: Sweep, grid: Grid, steps: int | None = None) -> Launch | None:
         """`steps` steps in one pass (by default FUSED_STEPS_2D or FUSED_STEPS_3D), the middle states' ghost
-        cells taken from out's and the `fused_walls` arrays, or their x and y walls from their values
-        (`Launch.walls`, 3D), for 2D and 3D sweeps of one field whose row views fit one vectorised loop and whose
-        reach fits the ghost layer; None otherwise."""
+        cells taken from out's and the `fused_walls` arrays, for 2D and 3D sweeps of one field whose row views
+        fit one vectorised loop and whose reach fits the ghost layer; None otherwise."""
         if (grid.ndim not in (2, 3) or not sweep.iterates_one_field or len(_views(sweep)) > FUSED_VIEW_LIMIT
                 or grid.ghost < sweep.radius):
             log.info("%s: single steps: numba has fused kernels for 2D and 3D sweeps of one field that read at most "
                      "%d rows within the ghost layer", sweep.out, FUSED_VIEW_LIMIT)
             return None
         steps = steps or (FUSED_STEPS_2D if grid.ndim == 2 else FUSED_STEPS_3D)
-        walls = fused_wall_args(steps, grid.ndim) if writes_walls(sweep) else ()
         carriers = tuple(fused_walls(s, sweep.out) for s in range(2, steps))
         run, compiling = self._bound(fused_source(sweep, steps), sweep, grid, sweep.out,
-                                     (f"{sweep.out}: the {steps}-step kernel", "single steps"), walls, carriers)
-        return Launch(run, steps=steps, compiling=compiling, walls=bool(walls))
+                                     (f"{sweep.out}: the {steps}-step kernel", "single steps"), carriers=carriers)
+        return Launch(run, steps=steps, compiling=compiling)
 
     def axis_operator(self, op: AxisOperator, dtype, shape=None, background: bool = False) -> Launch:
         """`background` with a `shape`: as for `sweep`, NumPy's oracle (the same bits) applies the operator
