@@ -13,6 +13,8 @@ import pytest
 
 import stencilforge as sf
 from stencilforge.backends.numpy_ref import NumpyBackend
+from stencilforge.distributed.decomposition import BlockGrid
+from stencilforge.points import Recording
 
 H = 0.25
 
@@ -156,6 +158,21 @@ def test_receivers_between_nodes_record_bilinear_interpolation():
     sim.load(3, sim.state())
     sim.step()
     np.testing.assert_array_equal(sim.traces().steps, [4])
+
+
+def test_a_block_holding_none_of_the_receivers_cells_records_no_terms():
+    """A rank whose block holds no receiver's cell keeps an empty row per recorded step for rank 0's sum (it failed
+    to hand its rows over, and the other ranks waited for them)."""
+    grid = sf.Grid((6, 7), spacing=H)
+    u = sf.Field("u", grid)
+    p = sf.Problem([sf.Eq(u.next, u + 0.1 * sf.laplacian(u))], boundary={u: sf.Dirichlet(0.0)},
+                   receivers=[sf.Receiver(u, (1.5 * H, 2.25 * H))])
+    block = BlockGrid((2, 7), (H, H), np.dtype(np.float64), 1, (0.0, 0.0), start=(4, 0))  # rows 4 and 5
+    recording = Recording(p, block, np, np.asarray, whole=False)
+    recording.record(1, lambda name: np.ones(block.padded_shape))
+    columns, rows = recording.terms()
+    assert columns == [] and rows.shape == (1, 0)
+    assert recording.traces(0.5, [(columns, rows)]).values.tolist() == [[-0.0]]
 
 
 def test_points_outside_the_grid_and_unknown_interpolations_are_refused_in_one_line():

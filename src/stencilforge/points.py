@@ -153,7 +153,7 @@ class _Rows:
         return self.buffer[self.filled - 1]
 
     def host(self) -> np.ndarray:
-        return np.concatenate(self.done + [np.array(self.to_host(self.buffer[:self.filled]))]).reshape(-1, self.width)
+        return np.concatenate(self.done + [np.array(self.to_host(self.buffer[:self.filled]))])
 
 
 class Recording:
