@@ -62,6 +62,24 @@ def walls() -> sf.Problem:
     )
 
 
+def sinc_points() -> sf.Problem:
+    """A wave with sinc sources and receivers (Kaiser-windowed, radius 4: 8 x 8 nodes) whose nodes straddle the cuts
+    of 2, 3 and 4 ranks, one of radius 2 and one of radius 3, one on a node (that node alone), and a linear source
+    sharing their nodes."""
+    grid = sf.Grid((16, 15), extent=(1.6, 1.5))  # nodes at (i + 1/2) / 10
+    t = grid.t
+    w = sf.Field("w", grid, levels=3)
+    return sf.Problem(
+        [sf.Eq(w.next, 2 * w - w.prev + 0.002 * sf.laplacian(w, order=4))],
+        initial={w: sf.sin(3 * grid.x) * sf.cos(2 * grid.y)}, boundary={w: sf.Dirichlet(0.0)},
+        sources=[sf.Source(w, (0.77, 0.71), sf.sin(7 * t), "sinc"), sf.Source(w, (0.74, 0.66), 0.5),
+                 sf.Source(w, (0.52, 0.93), 1 + t, "sinc", sinc_radius=2)],
+        receivers=[sf.Receiver(w, (0.83, 0.64), "sinc"), sf.Receiver(w, (0.45, 0.35), "sinc"),
+                   sf.Receiver(w, (0.6, 0.9), "sinc", sinc_radius=3), sf.Receiver(w, (0.77, 0.71))],
+        dt=0.1, name="sinc_points",
+    )
+
+
 def heat_lowered() -> sf.Problem:
     """One linear equation: the lowered sweep decomposed, Dirichlet walls of x, y and t, a source between the
     nodes of the four blocks of 2 x 2 ranks (the lowered step's sources, weighted)."""
@@ -102,8 +120,8 @@ def iterated() -> sf.Problem:
     )
 
 
-CASES = (("gray_scott", gray_scott, 12), ("walls", walls, 9), ("heat_lowered", heat_lowered, 8), ("advection", advection_periodic, 7),
-         ("channel", channel, 10), ("iterated", iterated, 6))
+CASES = (("gray_scott", gray_scott, 12), ("walls", walls, 9), ("sinc_points", sinc_points, 8), ("heat_lowered", heat_lowered, 8),
+         ("advection", advection_periodic, 7), ("channel", channel, 10), ("iterated", iterated, 6))
 
 
 def process_grids(nprocs: int, problem: sf.Problem) -> list[tuple[int, ...]]:

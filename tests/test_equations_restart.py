@@ -230,12 +230,13 @@ def test_cli_resumes_a_problem_file_at_the_checkpoints_shape_and_dtype(tmp_path)
 
 def test_the_canonical_text_is_of_the_values_not_their_spelling():
     """A source placed at (1, 2) or at (1.0, np.float64(2.0)) is the same problem; a Python signal is known by its name.
-    A source between nodes says it spreads; one at a node alone keeps the text sources had before."""
-    def problem(at, signal, interpolation="linear"):
+    A source between nodes says how it spreads; one at a node alone keeps the text sources had before."""
+    def problem(at, signal, interpolation="linear", sinc_radius=4):
         grid = sf.Grid((8, 8), extent=4.0)
         u = sf.Field("u", grid)
         return sf.Problem([sf.Eq(u.next, u + 0.1 * sf.laplacian(u))], boundary={u: sf.Dirichlet(0)},
-                          sources=[sf.Source(u, at=at, signal=signal, interpolation=interpolation)], dt=0.5)
+                          sources=[sf.Source(u, at=at, signal=signal, interpolation=interpolation, sinc_radius=sinc_radius)],
+                          dt=0.5)
 
     def ricker(t):
         return t
@@ -244,4 +245,6 @@ def test_the_canonical_text_is_of_the_values_not_their_spelling():
     line = "source 1: on u at (1.0, 2.0), <function test_the_canonical_text_is_of_the_values_not_their_spelling.<locals>.ricker>"
     assert canonical(problem((1, 2), ricker)).splitlines()[-2:] == [line + ", linear", "dt: 0.5"]
     assert canonical(problem((1, 2), ricker, "nearest")).splitlines()[-2] == line
+    assert canonical(problem((1, 2), ricker, "sinc", 2)).splitlines()[-2] == line + ", sinc of radius 2"
+    assert canonical(problem((1.25, 2.25), ricker, "sinc", 3)) == canonical(problem((1.25, 2.25), ricker, "nearest"))
     assert canonical(problem((1.25, 2.25), ricker)).splitlines()[-2] == line.replace("(1.0, 2.0)", "(1.25, 2.25)")

@@ -323,8 +323,9 @@ def equation_reference():
 )
 def test_equation_problems_bitwise_equal_to_one_process(backend, n, equation_reference, tmp_path):
     """Gray-Scott (periodic), two passes with Dirichlet walls of x and t, a Neumann wall, sources and receivers, a
-    lowered problem with a source and a periodic lowered problem: every process grid of n ranks gives one process's
-    fields, traces, errors and residual (exact sums on both sides)."""
+    wave with sinc sources and receivers across the cuts, a lowered problem with a source and a periodic lowered
+    problem: every process grid of n ranks gives one process's fields, traces, errors and residual (exact sums on
+    both sides)."""
     out = tmp_path / "fields.npz"
     proc = mpiexec(n, str(EQUATION_DRIVER), backend, str(out))
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -78,11 +78,14 @@ def _solve(s, text: _Text) -> str:
             f"max_cycles={s.max_cycles}")
 
 
-def _spread(source, grid) -> bool:
-    """Whether a source spreads over several nodes: one that adds at one node, as every source did before linear
-    injection, keeps the text it had then (its checkpoints resume)."""
-    cells, _ = point_cells(source.at, grid.origin, grid.spacing, grid.shape, source.interpolation, "source")
-    return len(cells) > 1
+def _spread(source, grid) -> str:
+    """How a source spreads over several nodes; nothing for one that adds at one node, as every source did before
+    linear injection, which keeps the text it had then (its checkpoints resume)."""
+    cells, _ = point_cells(source.at, grid.origin, grid.spacing, grid.shape, source.interpolation, "source",
+                           source.sinc_radius)
+    if len(cells) == 1:
+        return ""
+    return ", linear" if source.interpolation == "linear" else f", sinc of radius {source.sinc_radius}"
 
 
 def canonical(problem) -> str:
@@ -96,7 +99,7 @@ def canonical(problem) -> str:
                   for eq in (step.equations if isinstance(step, Iterate) else (step,))]
     lines += [f"walls of {name}: {', '.join(_wall(c, text) for c in problem.boundary[name])}" for name in sorted(problem.boundary)]
     lines += [f"source {i}: on {s.field.name} at {tuple(float(v) for v in s.at)!r}, {_value(s.signal, text)}"
-              + (", linear" if _spread(s, problem.grid) else "") for i, s in enumerate(problem.sources, 1)]
+              + _spread(s, problem.grid) for i, s in enumerate(problem.sources, 1)]
     lines.append(f"dt: {text(problem.dt)}")
     return "\n".join(lines)
 

@@ -7,7 +7,7 @@ with the equation or field it concerns before anything is compiled or run.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
@@ -17,7 +17,7 @@ from .errors import StencilforgeError
 from .interop import module_of, native
 from .ir.analysis import Analysis, analyse, constants_of, expressions
 from .ir.nodes import Access, Compare, Constant, Expr, Field, Literal, Reduce, as_expr, walk
-from .points import INTERPOLATIONS, point_cells
+from .points import INTERPOLATIONS, KAISER_B, point_cells
 from .rules import StopRule, stop_rule
 
 Boundary = Dirichlet | Neumann | Periodic
@@ -33,12 +33,18 @@ class Source:
     interpolation="linear" spreads signal(t) over the nodes of the cell around `at` with (bi/tri)linear
     weights that sum to one: the amount a step injects is signal(t), wherever the point lies, and a
     point on a node puts all of it there. "nearest" adds all of it at the node nearest `at`, as
-    stencilforge did before linear injection: between nodes that moves the source by up to half a cell."""
+    stencilforge did before linear injection: between nodes that moves the source by up to half a cell.
+    "sinc" spreads it over the 2 sinc_radius nodes per axis around `at` (sinc_radius 1 to 10) with Hicks'
+    (2002) Kaiser-windowed sinc weights: the point's delta band-limited to half the Nyquist wavenumber,
+    where a high-order stencil is accurate (see Receiver for its error). Along each axis where the point
+    lies between nodes, it must lie sinc_radius - 1 cells or more inside the first and last nodes: Hicks'
+    reflection of the sinc at a free surface, which lifts that, is not built."""
 
     field: Field
     at: tuple[float, ...]
     signal: Expr | Callable[[float], float]
     interpolation: str = "linear"
+    sinc_radius: int = 4
 
 
 @dataclass(frozen=True)
@@ -46,11 +52,18 @@ class Receiver:
     """Records `field`'s value at the point `at` (physical coordinates, x last) after the steps the problem
     records (`record_every`), after their sources: the (bi/tri)linear interpolation of the nodes of the
     cell around `at`, in float64, or with interpolation="nearest" the nearest node's value. A run returns
-    the recordings as `Result.traces`."""
+    the recordings as `Result.traces`.
+
+    interpolation="sinc" weighs the 2 sinc_radius nodes per axis around `at` (on a node: that node alone) with
+    Hicks' Kaiser-windowed sinc, as a sinc Source does: waves of up to half the Nyquist wavenumber are read to
+    within about 1e-3 at radius 4, 6e-5 at 6 and 1e-6 at 8, where linear weights err by up to 30%. That error
+    does not shrink as the grid is refined: against a fourth-order scheme, radius 4 stops improving at about
+    1.5e-3 of the amplitude while radius 8 keeps the scheme's order down to 2e-4 (tests/test_points.py)."""
 
     field: Field
     at: tuple[float, ...]
     interpolation: str = "linear"
+    sinc_radius: int = 4
 
 
 def _point(p, kind: str, grid) -> tuple[float, ...]:
@@ -59,9 +72,12 @@ def _point(p, kind: str, grid) -> tuple[float, ...]:
     if len(at) != grid.ndim or not all(isinstance(v, (int, float, np.integer, np.floating)) and math.isfinite(v) for v in at):
         raise StencilforgeError(f"{kind} on {p.field.name}: `at` needs {grid.ndim} finite coordinates, got {p.at!r}")
     if p.interpolation not in INTERPOLATIONS:
-        raise StencilforgeError(f"{kind} on {p.field.name}: interpolation is {' or '.join(map(repr, INTERPOLATIONS))}, "
-                                f"got {p.interpolation!r}")
-    point_cells(at, grid.origin, grid.spacing, grid.shape, p.interpolation, f"{kind} on {p.field.name}")
+        raise StencilforgeError(f"{kind} on {p.field.name}: interpolation is {', '.join(map(repr, INTERPOLATIONS[:-1]))} "
+                                f"or {INTERPOLATIONS[-1]!r}, got {p.interpolation!r}")
+    if isinstance(p.sinc_radius, bool) or not isinstance(p.sinc_radius, (int, np.integer)) or p.sinc_radius not in KAISER_B:
+        raise StencilforgeError(f"{kind} on {p.field.name}: sinc_radius is an integer from 1 to {max(KAISER_B)}, "
+                                f"got {p.sinc_radius!r}")
+    point_cells(at, grid.origin, grid.spacing, grid.shape, p.interpolation, f"{kind} on {p.field.name}", int(p.sinc_radius))
     return tuple(float(v) for v in at)
 
 
@@ -77,7 +93,7 @@ def _sources(sources: Sequence[Source], written, grid) -> tuple[Source, ...]:
             if callable(s.signal) and not isinstance(s.signal, Expr)
             else _pure(s.signal, f"the signal of the source on {s.field.name}")
         )
-        checked.append(Source(s.field, at, signal, s.interpolation))
+        checked.append(replace(s, at=at, signal=signal))
     return tuple(checked)
 
 
@@ -262,7 +278,7 @@ class Problem:
         for r in receivers:
             if not isinstance(r, Receiver) or not isinstance(r.field, Field) or r.field.name not in fields:
                 raise StencilforgeError(f"a receiver must be sf.Receiver(field, at) on a field of the problem, got {r!r}")
-        self.receivers = tuple(Receiver(r.field, _point(r, "receiver", grid), r.interpolation) for r in receivers)
+        self.receivers = tuple(replace(r, at=_point(r, "receiver", grid)) for r in receivers)
         if isinstance(record_every, bool) or not isinstance(record_every, (int, np.integer)) or record_every < 1:
             raise StencilforgeError(f"record_every must be a positive integer, got {record_every!r}")
         self.record_every = int(record_every)
