@@ -263,7 +263,7 @@ class Outputs:
             traces = traces.upto(last)
 
         def write() -> None:
-            if series is None or traces is None:
+            if series is None or traces is None or not len(traces.steps):  # no file, not rank 0, or no row recorded
                 return
             try:
                 series.write_traces(traces)

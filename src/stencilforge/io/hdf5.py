@@ -206,8 +206,6 @@ class H5Sink:
         """Append the run's traces after those the file holds, once its last snapshot is written, in two sessions
         as a snapshot is: the values and times, closed, then the /traces/step entries that make them count."""
         rows = len(traces.steps)
-        if not rows:
-            return
         if not self.created:  # a blow-up before the first snapshot: the file holds its traces alone
             self._create()
         n = self.traced

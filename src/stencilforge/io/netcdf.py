@@ -184,8 +184,6 @@ class NcSink:
         """Append the run's traces after those the file holds, once its last snapshot is written, in two sessions
         as a snapshot is: trace_time grown and the values and steps written, closed, then the times that make them count."""
         rows = len(traces.steps)
-        if not rows:
-            return
         if not self.created:  # a blow-up before the first snapshot: the file holds its traces alone
             self._create()
         n = self.traced

@@ -93,8 +93,6 @@ class NpzSink:
     def write_traces(self, traces: Traces) -> None:
         """Append the run's traces after those the file holds, once its last snapshot is written: the file rewritten."""
         assert self.traces is not None, "only a run with receivers writes traces"
-        if not len(traces.steps):
-            return
         before, self.traces = self.traces, self.traces.then(traces)
         try:
             self._write()

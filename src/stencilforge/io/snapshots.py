@@ -36,7 +36,8 @@ class SeriesSink(Sink, Protocol):
 
     last_step: int | None
 
-    def write_traces(self, traces: Traces) -> None: ...
+    def write_traces(self, traces: Traces) -> None:
+        """Append the run's traces (one row or more) after those the file holds."""
 
 
 @dataclass

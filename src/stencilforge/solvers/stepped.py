@@ -40,9 +40,6 @@ class Miss:
     cycles: int
     why: str
 
-    def __str__(self) -> str:
-        return f"{self.what}: the relative residual {self.residual:.3e} after {self.cycles} cycles at step {self.step} {self.why}"
-
 
 class StepSolver:
     """The hierarchy of one sf.Solve on one backend; `solve` runs once per step."""

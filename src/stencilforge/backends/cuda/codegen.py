@@ -27,9 +27,14 @@ _BY_KIND = {"sweep": ({s.name: s for s in SWEEPS}, "a stencil sweep"),
             "operator": ({s.name: s for s in OPERATORS}, "a derivative operator")}
 
 
+def _table(plan: Sweep | AxisOperator) -> tuple[dict[str, Schedule], str]:
+    """The registered schedules of the plan's kind by name, and what the kind is called in messages."""
+    return _BY_KIND["operator" if isinstance(plan, AxisOperator) else "sweep"]
+
+
 def schedule(plan: Sweep | AxisOperator, strategy: str) -> Schedule:
     """The registered schedule `strategy` of the plan's kind, or a one-line refusal naming those there are."""
-    table, what = _BY_KIND["operator" if isinstance(plan, AxisOperator) else "sweep"]
+    table, what = _table(plan)
     if strategy not in table:
         raise StencilforgeError(f"strategy {strategy!r} does not apply to {what}: choose one of {', '.join(table)}")
     return table[strategy]
@@ -51,7 +56,7 @@ def code_signature(plan: Sweep | AxisOperator, dtype) -> str:
 
 def applicable_strategies(plan: Sweep | AxisOperator, dtype) -> tuple[str, ...]:
     """The registered schedules of the plan's kind that apply to it (`Schedule.applies`), in registry order."""
-    table, _ = _BY_KIND["operator" if isinstance(plan, AxisOperator) else "sweep"]
+    table, _ = _table(plan)
     return tuple(name for name, s in table.items() if s.applies(plan, dtype) is None)
 
 

@@ -100,7 +100,7 @@ def _always(plan, dtype) -> None:
 class Schedule:
     """One way to turn a plan into a `Kernel`, as `schedules/` registers it.
 
-    `kind`: the plans it takes, "sweep" (`plan.Sweep`) or "operator" (`plan.AxisOperator`).
+    The registry tuple it is in (`schedules.SWEEPS`, `schedules.OPERATORS`) says which plans it takes.
     `applies(plan, dtype)`: None where it applies, else why not (a sentence for messages); `auto`, `tune`
     and the CLI offer a schedule only where it applies. `tile(plan, dtype)`: its default tile;
     `tile_dims`: the tile's length (None: the plan's dimension); `threads(plan, dtype, tile)`: the
@@ -110,7 +110,6 @@ class Schedule:
     """
 
     name: str
-    kind: str
     build: Callable
     tile: Callable
     threads: Callable

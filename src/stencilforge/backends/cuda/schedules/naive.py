@@ -39,6 +39,6 @@ def naive_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str) -> Kernel
     return Kernel(name, "\n".join(body) + "\n", "naive", tile, block_shape(tile), tile, sweep_args(sweep))
 
 
-SCHEDULE = Schedule("naive", "sweep", lambda sweep, dtype, tile, name, limits: naive_sweep(sweep, dtype, tile, name),
+SCHEDULE = Schedule("naive", lambda sweep, dtype, tile, name, limits: naive_sweep(sweep, dtype, tile, name),
                     tile=lambda sweep, dtype: (8, 32) if sweep.ndim == 2 else (2, 4, 32),
                     threads=lambda sweep, dtype, tile: math.prod(tile), applies=spatial)

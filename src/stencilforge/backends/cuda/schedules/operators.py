@@ -307,7 +307,7 @@ def _along_x(op: AxisOperator, dtype) -> str | None:
 
 
 def _operator(name: str, build, tile, threads, **kw) -> Schedule:
-    return Schedule(name, "operator", lambda op, dtype, t, kernel, limits: build(op, dtype, t, kernel), tile=lambda op, dtype: tile(op),
+    return Schedule(name, lambda op, dtype, t, kernel, limits: build(op, dtype, t, kernel), tile=lambda op, dtype: tile(op),
                     threads=lambda op, dtype, t: threads(t), **kw)
 
 

@@ -250,4 +250,4 @@ def _tile(sweep: Sweep, dtype) -> tuple[int, ...]:
     return (64, 4, 128) if sweep.radius <= 2 else (64, 16, 32)
 
 
-SCHEDULE = Schedule("pipelined", "sweep", pipelined_sweep, tile=_tile, threads=plane_threads, applies=marches)
+SCHEDULE = Schedule("pipelined", pipelined_sweep, tile=_tile, threads=plane_threads, applies=marches)

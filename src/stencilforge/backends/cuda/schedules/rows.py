@@ -120,17 +120,17 @@ def rows_vector_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str) -> 
 
 
 def _along_rows(sweep: Sweep, dtype) -> str | None:
-    if spatial(sweep, dtype) or row_vector_width(sweep, dtype):
-        return spatial(sweep, dtype)
-    return f"strategy rows_vec needs a sweep whose x neighbours lie in the cell's row; {sweep.out}'s does not"
+    if row_vector_width(sweep, dtype):
+        return None
+    return spatial(sweep, dtype) or f"strategy rows_vec needs a sweep whose x neighbours lie in the cell's row; {sweep.out}'s does not"
 
 
 # The tiles of the rows results in h100-strategies-*-42f63af.json.
-ROWS = Schedule("rows", "sweep", lambda sweep, dtype, tile, name, limits: rows_sweep(sweep, dtype, tile, name),
+ROWS = Schedule("rows", lambda sweep, dtype, tile, name, limits: rows_sweep(sweep, dtype, tile, name),
                 tile=lambda sweep, dtype: (4, 512) if sweep.ndim == 2 else (1, 4, 256),
                 threads=lambda sweep, dtype, tile: tile[-1], applies=spatial)
 # 3D: the best of 8 tiles for heat3d 512^3 float32 on an H100 and an H200 (vec4-3d-h{100,200}-*); 2D: the H100's
 # best (auto picks by device: tune.ROWS_VEC_2D_TILES).
-ROWS_VEC = Schedule("rows_vec", "sweep", lambda sweep, dtype, tile, name, limits: rows_vector_sweep(sweep, dtype, tile, name),
+ROWS_VEC = Schedule("rows_vec", lambda sweep, dtype, tile, name, limits: rows_vector_sweep(sweep, dtype, tile, name),
                     tile=lambda sweep, dtype: (1, 128) if sweep.ndim == 2 else (2, 4, 64),
                     threads=lambda sweep, dtype, tile: tile[-1], applies=_along_rows, scalar="rows")

@@ -124,8 +124,8 @@ def _streaming_tile(sweep: Sweep, dtype) -> tuple[int, ...]:
     return (64, 2, 256) if sweep.radius <= 2 else (256, 32, 32)
 
 
-STREAMING = Schedule("streaming", "sweep", lambda sweep, dtype, tile, name, limits: streaming_sweep(sweep, dtype, tile, name),
+STREAMING = Schedule("streaming", lambda sweep, dtype, tile, name, limits: streaming_sweep(sweep, dtype, tile, name),
                      tile=_streaming_tile, threads=plane_threads, applies=marches)
-STREAMING_L1 = Schedule("streaming_l1", "sweep", lambda sweep, dtype, tile, name, limits: streaming_cached_sweep(sweep, dtype, tile, name),
+STREAMING_L1 = Schedule("streaming_l1", lambda sweep, dtype, tile, name, limits: streaming_cached_sweep(sweep, dtype, tile, name),
                         tile=lambda sweep, dtype: (64, 256) if sweep.ndim == 2 else (32, 8, 64), threads=plane_threads,
                         applies=marches)

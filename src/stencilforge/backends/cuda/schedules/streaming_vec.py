@@ -124,9 +124,9 @@ def streaming_vector_sweep(sweep: Sweep, dtype, tile: tuple[int, int, int], name
 
 
 def _vectors(sweep: Sweep, dtype) -> str | None:
-    if marches(sweep, dtype) or vector_width(sweep, dtype):
+    if vector_width(sweep, dtype):
         return marches(sweep, dtype)
-    return "strategy streaming_vec needs a 3D sweep with an even x radius; use streaming"
+    return marches(sweep, dtype) or "strategy streaming_vec needs a 3D sweep with an even x radius; use streaming"
 
 
 def _tile(sweep: Sweep, dtype) -> tuple[int, ...]:
@@ -140,6 +140,6 @@ def _tile(sweep: Sweep, dtype) -> tuple[int, ...]:
     return (64, 8, 32) if sweep.radius > 4 else (64, 4, 128)
 
 
-SCHEDULE = Schedule("streaming_vec", "sweep", lambda sweep, dtype, tile, name, limits: streaming_vector_sweep(sweep, dtype, tile, name),
+SCHEDULE = Schedule("streaming_vec", lambda sweep, dtype, tile, name, limits: streaming_vector_sweep(sweep, dtype, tile, name),
                     tile=_tile, threads=lambda sweep, dtype, tile: math.prod(tile[1:]) // max(1, vector_width(sweep, dtype)),
                     applies=_vectors, scalar="streaming")

@@ -99,5 +99,5 @@ def tiled_sweep(sweep: Sweep, dtype, tile: tuple[int, ...], name: str, limits: L
     return Kernel(name, "\n".join(lines) + "\n", "tiled", tile, block_shape(tile), tile, sweep_args(sweep), smem)
 
 
-SCHEDULE = Schedule("tiled", "sweep", tiled_sweep, tile=lambda sweep, dtype: (16, 32) if sweep.ndim == 2 else (4, 8, 32),
+SCHEDULE = Schedule("tiled", tiled_sweep, tile=lambda sweep, dtype: (16, 32) if sweep.ndim == 2 else (4, 8, 32),
                     threads=lambda sweep, dtype, tile: math.prod(tile), applies=spatial)
