@@ -445,6 +445,27 @@ def test_steps_with_solves_bitwise_equal_on_every_rank_count(backend, n, solved_
             np.testing.assert_allclose(one[key], arr, rtol=0, atol=1e-13, err_msg=key)
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("n", [2, 4])
+def test_steps_with_solves_on_gpu_ranks_bitwise_equal_to_one_rank(n, solved_on_one_rank, tmp_path):
+    """The same projection and implicit steps on cuda ranks (sharing the GPUs there are): each step's multigrid runs
+    the CUDA kernels (the array code for the screened form) on the ranks' blocks, so fields and solve summaries on n
+    ranks are one GPU rank's bits, and numpy's fields to rounding."""
+    if gpu_count() < 1:
+        pytest.skip("needs CuPy and a GPU")
+    one_meta, one = _solved(1, "cuda", tmp_path / "one.npz")
+    meta, fields = _solved(n, "cuda", tmp_path / "many.npz")
+    _, _, process = solved_on_one_rank
+    for name, m in meta.items():
+        assert np.prod(m["procs"]) == n and max(m["procs"]) > 1, name
+        assert all(s["cycles"] > 0 for s in m["solves"].values()), f"{name}: no solve had work to do"
+        assert _without_grid(m["solves"]) == _without_grid(one_meta[name]["solves"]), name
+        for field, arr in process[name].fields.items():
+            key = f"{name}/{field}"
+            assert np.array_equal(fields[key], one[key]), f"{key} differs from one GPU rank's"
+            np.testing.assert_allclose(fields[key], arr, rtol=0, atol=1e-11, err_msg=key)
+
+
 STOP_DRIVER = Path(__file__).with_name("mpi_stop_driver.py")
 
 

@@ -63,6 +63,31 @@ def test_solution_history_and_cycles_bitwise_equal_on_1_2_and_4_ranks(backend, t
             np.testing.assert_allclose(split, serial.u, rtol=0, atol=1e-12 * np.abs(serial.u).max())
 
 
+@pytest.mark.gpu
+def test_multigrid_on_gpu_ranks_bitwise_equal_on_1_2_and_4_ranks(tmp_path):
+    """The CUDA kernels on split levels (ranks sharing the GPUs there are, halos over the transport `auto` picks):
+    every case's solution, residual history and cycle count on 2 and 4 ranks are one rank's bits, and numba's
+    solution to rounding (the outer norms are CuPy's and NumPy's, which round differently)."""
+    from test_mpi_device import gpu_count
+
+    if gpu_count() < 1:
+        pytest.skip("needs CuPy and a GPU")
+    one_meta, one_u = launch("cuda", 1, tmp_path)
+    assert max(m["split_levels"] for m in one_meta.values()) >= 2
+    for n in (2, 4):
+        meta, u = launch("cuda", n, tmp_path)
+        assert {key.split("@")[0] for key in meta} == {label for label, *_ in CASES}
+        for key, m in meta.items():
+            ref = f"{key.split('@')[0]}@{'x'.join('1' for _ in m['procs'])}"
+            assert int(np.prod(m["procs"])) == n
+            assert (m["cycles"], m["residual_history"]) == (one_meta[ref]["cycles"], one_meta[ref]["residual_history"]), key
+            assert u[key].tobytes() == one_u[ref].tobytes(), f"{key} differs from one GPU rank's"
+    for label, shape, *_ in CASES:
+        host = solve(label, backend="numba")
+        np.testing.assert_allclose(one_u[f"{label}@{'x'.join('1' for _ in shape)}"], host.u, rtol=0,
+                                   atol=1e-9 * np.abs(host.u).max(), err_msg=label)
+
+
 def test_cli_under_mpiexec_reports_the_one_rank_result_once():
     args = ("-m", "stencilforge.cli", "run", "poisson2d", "--shape", "50", "44", "--tol", "1e-9", "--backend", "numba", "--json")
     runs = []

@@ -1,6 +1,5 @@
 """sf.Solve: a multigrid solve inside the step, against SciPy's sparse direct solve of the same 5-point system."""
 
-import copy
 from pathlib import Path
 
 import numpy as np
@@ -196,12 +195,3 @@ def test_mistakes_are_refused_in_one_line(make, message):
 def test_operators_multigrid_cannot_solve_are_refused(a, b, message):
     problem, _ = poisson_problem(("dirichlet", "dirichlet"), a=a, b=b)
     _one_line(lambda: sf.run(problem, backend="numpy"), message)
-
-
-def test_a_run_split_over_gpu_ranks_is_refused_in_one_line():
-    """CPU ranks split a solve's multigrid (tests/test_mpi.py); GPU ranks do not yet."""
-    problem, _ = poisson_problem(("dirichlet", "dirichlet"))
-    split = type("Split", (Simulation,), {"decomposed": True})
-    device = copy.copy(get_backend("numpy"))
-    device.device = True
-    _one_line(lambda: split(problem, device), r"a step with sf.Solve \(p\) runs split over CPU ranks .* or on one GPU")

@@ -173,7 +173,7 @@ class DecomposedSimulation(Simulation):
         are gathered whole onto every rank: `solvers.decomposed`), and the grid faces its block touches."""
         from .solvers.decomposed import BlockLayout
 
-        layout = BlockLayout(self.cart, self.whole.shape, walls, self.decomp.dims)
+        layout = BlockLayout(self.cart, self.whole.shape, walls, self.decomp.dims, xp=self.xp, transport=self._transport)
         assert layout.decomp.extent(self.coords) == self.decomp.extent(self.coords), "the solve's blocks are the fields'"
         return layout, self.decomp.physical_faces(self.coords)
 

@@ -100,9 +100,6 @@ class Simulation:
         if an.half and self.decomposed:
             raise StencilforgeError(f"{problem.name}: fields stored in float16 ({', '.join(an.half)}) run in one process, "
                                     "not split over ranks")
-        if an.solves and self.decomposed and backend.device:
-            raise StencilforgeError(f"{problem.name}: a step with sf.Solve ({', '.join(s.solve.label for s in an.solves)}) runs "
-                                    "split over CPU ranks (numpy, numba) or on one GPU; multigrid over GPU ranks is not built yet")
         dt = problem.dt
         self.dt = self.params[dt.name] if isinstance(dt, Constant) else dt.value
         if not self.dt > 0:

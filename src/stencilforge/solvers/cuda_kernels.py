@@ -416,9 +416,14 @@ class CudaKernels:
         self.traffic.add(level.u, level.f, level.u, *level.faces)
 
     def residual(self, level: Level, u, f, out) -> None:
+        """out = f - L u; `out` may be a view with gaps between its rows (a split level's residual inside its halo,
+        `decomposed.Block`), which the kernel's dense writes then reach through a scratch array."""
         level.refresh(u)
         b = self.bound[id(level)]
-        self._function(f"residual{len(level.shape)}", f.dtype)(b.grid, b.block, (u, f, *b.geometry, out))
+        dense = out if out.flags.c_contiguous else self._scratch(("r", id(level)), level.shape, out.dtype)
+        self._function(f"residual{len(level.shape)}", f.dtype)(b.grid, b.block, (u, f, *b.geometry, dense))
+        if dense is not out:
+            out[...] = dense
         self.traffic.add(u, f, out, *level.faces)
 
     def residual_norm2(self, level: Level, u, f) -> float:
@@ -438,11 +443,12 @@ class CudaKernels:
         self.restrict(level, r, coarse)
 
     def restrict(self, level: Level, r, coarse: Level) -> None:
-        """coarse.f from a residual array `r` that level.down indexes."""
+        """coarse.f from a dense residual array `r` that level.down indexes: the level's shape, or on a split level
+        its block with the halo restriction reads (`decomposed.Block`)."""
         b, c = self.bound[id(level)], self.bound[id(coarse)]
         nd = len(level.shape)
         self._function(f"restrict{nd}", level.f.dtype)(
-            c.grid, c.block, (r, *b.geometry[-nd:], *b.down, *c.geometry[-nd:], coarse.f))
+            c.grid, c.block, (r, *(np.int32(n) for n in r.shape), *b.down, *c.geometry[-nd:], coarse.f))
         self.traffic.add(r, coarse.f)
 
     def prolong_add(self, level: Level, coarse: Level) -> None:

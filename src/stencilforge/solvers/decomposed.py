@@ -31,9 +31,9 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from ..distributed.comm import allgather
+from ..distributed.comm import agree, allgather
 from ..distributed.decomposition import Decomposition, split
-from ..distributed.device import HostTransport
+from ..distributed.device import choose_transport
 from ..distributed.halo import HaloExchange
 from ..errors import StencilforgeError
 from ..reductions import global_sum
@@ -83,10 +83,18 @@ def _identity(first: int, size: int, shift: int) -> Transfer:
     return Transfer(np.arange(first, first + size, dtype=np.int64).reshape(size, 1) + shift, np.ones((size, 1)))
 
 
-class BlockLayout:
-    """This rank's blocks of the fine levels of a hierarchy, and the exact global sums and gathers of a solve."""
+def _host(arr) -> np.ndarray:
+    return arr.get() if hasattr(arr, "__cuda_array_interface__") else np.asarray(arr)
 
-    def __init__(self, comm, shape: Sequence[int], walls: Sequence[str], procs: Sequence[int] | None = None):
+
+class BlockLayout:
+    """This rank's blocks of the fine levels of a hierarchy, and the exact global sums and gathers of a solve.
+
+    Halos of arrays of module `xp` (NumPy, or CuPy on GPU ranks) travel by `transport`, by default the one
+    `distributed.choose_transport` picks for them (`halo`); a decomposed simulation hands over its own."""
+
+    def __init__(self, comm, shape: Sequence[int], walls: Sequence[str], procs: Sequence[int] | None = None, xp=np,
+                 halo: str = "auto", transport=None):
         nd = len(shape)
         self.comm = comm
         self.shape = tuple(shape)
@@ -95,7 +103,8 @@ class BlockLayout:
         self.cart = comm.Create_cart(self.decomp.dims, periods=[w == "periodic" for w in walls], reorder=False)
         self.coords = tuple(self.cart.Get_coords(self.cart.rank))
         self.neighbours = tuple(self.cart.Shift(a, 1) for a in range(nd))
-        self.transport = HostTransport(self.cart)
+        self.xp = xp
+        self.transport = transport if transport is not None else agree(self.cart, lambda: choose_transport(self.cart, xp, halo))
         self.gathered: int | None = None  # index of the first level held whole
 
     def _fill(self, padded, width: int):
@@ -107,7 +116,7 @@ class BlockLayout:
             exchange = exchanges.get(arr.dtype)
             if exchange is None:
                 exchange = exchanges[arr.dtype] = HaloExchange(
-                    self.transport, padded, arr.dtype, (width,) * nd, (width,) * nd, (width,) * nd, self.neighbours
+                    self.transport, padded, arr.dtype, (width,) * nd, (width,) * nd, (width,) * nd, self.neighbours, self.xp
                 )
             exchange(arr)
 
@@ -165,7 +174,8 @@ class BlockLayout:
                 f"shape {'x'.join(map(str, self.shape))} is solved directly on one level, so there is nothing to split "
                 f"over {self.comm.size} rank{'s' if self.comm.size > 1 else ''}: run it in one process"
             )
-        self.dtype, self.xp = np.dtype(dtype), xp
+        assert xp is self.xp, "the levels live where the layout's transport moves arrays"
+        self.dtype = np.dtype(dtype)
         plans, ranges = [], [[split(n, p) for n, p in zip(self.shape, self.decomp.dims)]]
         for fine, coarse in zip(levels[:-2], levels[1:-1]):
             plan = self._transition(fine, coarse, ranges[-1])
@@ -196,9 +206,11 @@ class BlockLayout:
         extents = [tuple(ranges[a][c] for a, c in enumerate(self.decomp.coords_of(rank))) for rank in range(self.comm.size)]
 
         def share(whole):
-            mine = whole[tuple(slice(s, s + size) for s, size in extents[self.cart.rank])].copy()
+            assembled = np.empty(whole.shape, dtype=whole.dtype)
+            mine = _host(whole[tuple(slice(s, s + size) for s, size in extents[self.cart.rank])])
             for extent, part in zip(extents, self.cart.allgather(mine)):
-                whole[tuple(slice(s, s + size) for s, size in extent)] = part
+                assembled[tuple(slice(s, s + size) for s, size in extent)] = part
+            whole[...] = self.xp.asarray(assembled)
 
         start = tuple(ranges[a][c][0] for a, c in enumerate(self.coords))
         shape = tuple(ranges[a][c][1] for a, c in enumerate(self.coords))
@@ -209,12 +221,12 @@ class BlockLayout:
         return BlockKernels(inner, self.cart)
 
     def block(self, arr):
-        """This rank's block of a whole interior array (host)."""
-        return np.ascontiguousarray(arr[tuple(slice(s, s + n) for s, n in self.decomp.extent(self.coords))])
+        """This rank's block of a whole interior array, a copy of its own where `arr` lives."""
+        return arr[tuple(slice(s, s + n) for s, n in self.decomp.extent(self.coords))].copy()
 
     def gather(self, arr):
         """The whole interior array on every rank from every rank's block."""
-        return self.xp.asarray(allgather(self.cart, self.decomp, np.asarray(arr)))
+        return self.xp.asarray(allgather(self.cart, self.decomp, _host(arr)))
 
     def dot(self, xp, a, b) -> float:
         return global_sum(self.cart, a * b)
@@ -244,6 +256,11 @@ class BlockKernels:
 
     def __getattr__(self, name):
         return getattr(self.inner, name)
+
+    def recorded(self, fn):
+        """fn itself: a cycle of a split level exchanges halos through MPI between its kernels, which a CUDA graph
+        cannot hold."""
+        return fn
 
     def residual_norm2(self, level: Level, u, f) -> float:
         r = self.xp.empty(level.shape, dtype=u.dtype)

@@ -162,6 +162,10 @@ def poisson(
     gets the whole solution, the same bits for any number of ranks.
     Returns (u, summary); u is zero-mean when no wall is Dirichlet.
     """
+    if comm is not None and backend in ("auto", "cuda"):  # each rank takes a GPU of its own, before its backend is made
+        from ..distributed import bind_device
+
+        bind_device(comm)
     engine = get_backend(backend)
     xp = engine.xp
     on_device = hasattr(f, "__cuda_array_interface__")
@@ -197,18 +201,14 @@ def poisson(
 
 
 def _layout(comm, procs, engine, shape, walls):
-    """Undivided without a communicator (or on one GPU rank), else this rank's blocks of the fine levels."""
+    """Undivided without a communicator, else this rank's blocks of the fine levels (on CPU or GPU ranks)."""
     if comm is None:
         if procs is not None:
             raise StencilforgeError("procs (a process grid) needs comm, the MPI communicator to split over")
         return Undivided()
-    if engine.name == "cuda":
-        if comm.size > 1:
-            raise StencilforgeError("multigrid over several MPI ranks runs on the numpy and numba backends, not cuda")
-        return Undivided()
     from .decomposed import BlockLayout
 
-    return BlockLayout(comm, shape, walls, procs)
+    return BlockLayout(comm, shape, walls, procs, xp=engine.xp)
 
 
 class Solve:
