@@ -12,6 +12,7 @@ from stencilforge import StencilforgeError, poisson, problems
 from stencilforge.backends import get_backend
 from stencilforge.cli import app, join_multi_values
 from stencilforge.simulation import initial_array
+from stencilforge.solvers.multigrid import build_levels, coarse_inverse
 from stencilforge.verification import multigrid_checks
 
 
@@ -241,3 +242,19 @@ def test_cli_refuses_bad_multigrid_input_with_exit_code_2(args, message):
     result = invoke(*args, "--backend", "numpy")
     assert result.exit_code == 2
     assert message in result.stderr and "Traceback" not in result.output
+
+
+def test_the_coarse_inverse_has_the_same_bits_on_any_number_of_blas_threads():
+    """LAPACK's inverse changes in its last bits with the BLAS thread count (MPI ranks bound to different numbers of
+    cores have different counts); the coarse inverse is computed on one thread, so every rank of a split solve, and
+    any rank count, cycles with the same one. The 20 x 17 level bordered by its null space, as a periodic and Neumann
+    40 x 34 grid's coarsest, is large enough for OpenBLAS to split the work."""
+    from threadpoolctl import threadpool_limits
+
+    level = build_levels((40, 34), ("periodic", "neumann"), (1 / 40, 1 / 34), None)[-1]
+    assert level.shape == (20, 17)
+    inverses = []
+    for threads in (1, 2, 4):
+        with threadpool_limits(limits=threads, user_api="blas"):
+            inverses.append(coarse_inverse(level, singular=True))
+    assert all(inv.tobytes() == inverses[0].tobytes() for inv in inverses[1:])

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from ..errors import StencilforgeError
 from . import operator as op
@@ -174,13 +175,17 @@ def _constant_inverse(shape, walls, spacing, singular: bool, shift: float = 0.0)
 
 
 def _inverse(mat: np.ndarray, singular: bool) -> np.ndarray:
+    """LAPACK's inverse on one BLAS thread: its last bits depend on the thread count, which differs between
+    machines and between MPI ranks bound to different numbers of cores, and every rank of a split solve must
+    cycle the gathered levels with the same inverse (and any rank count give the same bits)."""
     size = mat.shape[0]
     if singular:
         bordered = np.zeros((size + 1, size + 1))
         bordered[:size, :size] = mat
         bordered[:size, size] = bordered[size, :size] = 1.0
-        return np.linalg.inv(bordered)[:size, :size]
-    return np.linalg.inv(mat)
+        mat = bordered
+    with threadpool_limits(limits=1, user_api="blas"):
+        return np.linalg.inv(mat)[:size, :size]
 
 
 class HostCalls:
