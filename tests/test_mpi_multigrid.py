@@ -82,10 +82,10 @@ def test_multigrid_on_gpu_ranks_bitwise_equal_on_1_2_and_4_ranks(tmp_path):
             assert int(np.prod(m["procs"])) == n
             assert (m["cycles"], m["residual_history"]) == (one_meta[ref]["cycles"], one_meta[ref]["residual_history"]), key
             assert u[key].tobytes() == one_u[ref].tobytes(), f"{key} differs from one GPU rank's"
-    for label, shape, *_ in CASES:
+    for label, shape, _, _, options in CASES:  # float32 cycles (mixed) round differently where the GPU contracts to FMA
         host = solve(label, backend="numba")
         np.testing.assert_allclose(one_u[f"{label}@{'x'.join('1' for _ in shape)}"], host.u, rtol=0,
-                                   atol=1e-9 * np.abs(host.u).max(), err_msg=label)
+                                   atol=(1e-6 if options.get("mixed") else 1e-9) * np.abs(host.u).max(), err_msg=label)
 
 
 def test_cli_under_mpiexec_reports_the_one_rank_result_once():
