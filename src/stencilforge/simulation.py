@@ -20,11 +20,12 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
+from .backends import get_backend
 from .backends.base import Launch, with_walls
 from .boundary import Dirichlet, Neumann, Periodic, Sides, all_faces, bind, conditions, faces_of, ghost_boxes
 from .errors import StencilforgeError
 from .grid import Grid as Lattice, row_pitch
-from .interop import to_module
+from .interop import backend_for, to_module
 from .ir.analysis import Loop, OperatorStage, Pass, SolveStage, accesses, slot_name
 from .ir.lowering import linear_passes
 from .ir.nodes import Constant, Expr
@@ -80,16 +81,22 @@ def axis_operator(stage: OperatorStage) -> AxisOperator:
 
 
 class Simulation:
-    """The problem's state on a backend, advanced with `step`; `fields` gives each field's current level."""
+    """The problem's state on a backend, for a loop of one's own: `step(n)` advances n steps (`t`, `step_count`);
+    `field(name)` is a host copy of a field's current level, `set_field(name, values)` writes it from host or device
+    values; `fields` are the current levels as views in the backend's arrays (CuPy on cuda). `sf.run` steps the same
+    way, with fused steps, checks, outputs and signals on top (docs/api.md, "Stepping it yourself")."""
 
     decomposed = False  # one process holds the whole grid
 
-    def __init__(self, problem: Problem, backend, params: Mapping[str, float] | None = None, background: bool = False,
+    def __init__(self, problem: Problem, backend="auto", params: Mapping[str, float] | None = None, background: bool = False,
                  sweeps: bool = True):
-        """`background`: the passes' kernels may compile while the time loop steps on a path with the same bits
+        """`backend`: a name (auto, numpy, numba, cuda; auto as `sf.run` picks it) or a backend object.
+        `background`: the passes' kernels may compile while the time loop steps on a path with the same bits
         (`Backend.equation_pass`); off, they compile as the Simulation is built (what a bare loop timing them needs).
         `sweeps`: a pass of one equation linear in the fields runs as the backend's sweep (`linear_passes`); off,
         every pass runs its generated kernel."""
+        if isinstance(backend, str):
+            backend = get_backend(backend_for(backend, problem.initial.values(), host="auto"))
         self.problem, self.backend, self.background = problem, backend, background
         an = problem.analysis
         grid = an.grid
@@ -602,6 +609,29 @@ class Simulation:
     def fields(self) -> dict:
         """Each field's current level, interior only, in the backend's array type."""
         return {name: self._slot((name, 0))[self.lattice.interior] for name in self.levels}
+
+    def field(self, name: str) -> np.ndarray:
+        """A host copy of the field's current level (interior)."""
+        return np.array(self.backend.to_host(self._named(name)[self.lattice.interior]))
+
+    def set_field(self, name: str, values) -> None:
+        """Write the field's current level (interior) from a number or an array of the interior's shape, on the host or
+        the device; the next step fills its walls and halos from it."""
+        arr = self._named(name)
+        shape = self.lattice.shape
+        if getattr(values, "ndim", 0) and tuple(values.shape) != shape:
+            raise StencilforgeError(f"{name} holds {'x'.join(map(str, shape))} values here, got an array of shape "
+                                    f"{'x'.join(map(str, values.shape))}")
+        arr[self.lattice.interior] = to_module(values, self.xp) if getattr(values, "ndim", 0) else values
+        self._imaged = frozenset()
+
+    def _named(self, name: str):
+        if self.decomposed:
+            raise StencilforgeError("field and set_field read and write the whole grid in one process; a decomposed run's "
+                                    "fields come together on rank 0 with gathered()")
+        if name not in self.levels:
+            raise StencilforgeError(f"{self.problem.name} has no field {name!r}: it has {', '.join(self.levels)}")
+        return self._slot((name, 0))
 
     def traces(self) -> Traces | None:
         """What the receivers recorded since the start (or the last `load`), on the host; None without receivers."""
