@@ -144,8 +144,9 @@ def test_a_run_stopped_by_a_signal_leaves_its_traces_up_to_the_step_it_stopped_a
 
 @pytest.mark.parametrize("name", ["run.h5", "run.nc"])
 def test_traces_whose_second_session_failed_are_not_counted(tmp_path, monkeypatch, name):
-    """The disk fills between the two sessions of the trace write: the run ends with one line saying what is safe, the
-    file opens with every snapshot and no trace row, and a resumed run's traces take the rows that never counted."""
+    """The disk fills between the two sessions of the trace rows written with the first snapshot: the run stops with
+    one line saying what is safe, the file opens with that snapshot and no trace row, and a run resumed from the
+    checkpoint writes its own rows after those."""
     needs_library(name)
     module = importlib.import_module("stencilforge.io.netcdf" if name.endswith(".nc") else "stencilforge.io.hdf5")
     sink = module.NcSink if name.endswith(".nc") else module.H5Sink
@@ -167,14 +168,51 @@ def test_traces_whose_second_session_failed_are_not_counted(tmp_path, monkeypatc
 
     monkeypatch.setattr(sink, "write_traces", cut_off)
     out, ckpt = str(tmp_path / name), str(tmp_path / "run.ckpt.h5")
-    with pytest.raises(sf.StencilforgeError, match=f"^writing the traces to .*{name} failed: \\[Errno 28\\] No space left on device. "
-                                                   r"last complete snapshot: step 9 \(3 in .*; last complete checkpoint: step 9"):
+    with pytest.raises(sf.StencilforgeError, match=f"^writing the traces at step 4 to .*{name} failed: \\[Errno 28\\] No space "
+                                                   r"left on device; run stopped. last complete snapshot: step 4 \(1 in .*; "
+                                                   r"last complete checkpoint: step 5"):
         sf.run(pair(), steps=9, backend="numpy", out=out, snapshot_every=4, checkpoint=ckpt, checkpoint_every=5)
     assert len(reserved) == 2
     with open_series(out) as series:
-        assert list(series.steps) == [4, 8, 9] and len(series.traces.steps) == 0
+        assert list(series.steps) == [4] and len(series.traces.steps) == 0
     monkeypatch.undo()
-    sf.run(pair(), steps=3, backend="numpy", out=out, snapshot_every=4, resume=ckpt)
+    sf.run(pair(), steps=7, backend="numpy", out=out, snapshot_every=4, resume=ckpt)
     straight, written = sf.run(pair(), steps=12, backend="numpy").traces, traces_in(out)
-    later = straight.steps > 9
-    assert list(written.steps) == [10, 12] and written.values.tobytes() == straight.values[later].tobytes()
+    later = straight.steps > 5
+    assert list(written.steps) == [6, 8, 10, 12] and written.values.tobytes() == straight.values[later].tobytes()
+
+
+@pytest.mark.parametrize("name", FORMATS)
+def test_the_traces_go_into_the_file_with_each_snapshot(tmp_path, monkeypatch, name):
+    """Each snapshot takes the rows recorded up to its step along, the rest follow at the end: the file holds the
+    result's traces, and was written to once per snapshot and once more."""
+    needs_library(name)
+    module = importlib.import_module({".h5": "stencilforge.io.hdf5", ".nc": "stencilforge.io.netcdf", ".npz": "stencilforge.io.npz"}[
+        Path(name).suffix])
+    sink = {".h5": "H5Sink", ".nc": "NcSink", ".npz": "NpzSink"}[Path(name).suffix]
+    original, seen = getattr(module, sink).write_traces, []
+
+    def counted(self, traces):
+        seen.append(list(traces.steps))
+        original(self, traces)
+
+    monkeypatch.setattr(getattr(module, sink), "write_traces", counted)
+    result = sf.run(pair(), steps=11, backend="numpy", out=str(tmp_path / name), snapshot_every=4)
+    assert seen == [[2, 4], [6, 8], [10]]  # the final snapshot (step 11) has no row of its own; the end has none left
+    assert same(traces_in(tmp_path / name), result.traces)
+
+
+def test_a_run_killed_with_kill_9_keeps_the_traces_up_to_a_snapshot(tmp_path):
+    """SIGKILL between snapshots: the file holds the traces of every recorded step up to the last snapshot whose rows
+    were written (the last or the one before), the same bits as a run of that many steps."""
+    from test_io_crash import start, wait_for_progress
+
+    proc = start(tmp_path, "run", PROBLEM_FILE, "--backend", "numpy", "--steps", "100000000", "--snapshot-every", "50",
+                 "--out", "run.h5")
+    wait_for_progress(tmp_path / "run.h5", proc, 200)
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=30)
+    with open_series(tmp_path / "run.h5") as series:
+        steps, traces = list(series.steps), series.traces
+    assert traces is not None and len(traces.steps) and traces.steps[-1] in (steps[-1], steps[-2]), (steps[-2:], traces.steps[-3:])
+    assert same(traces, sf.run(pair(), steps=int(traces.steps[-1]), backend="numpy").traces)

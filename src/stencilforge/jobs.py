@@ -189,8 +189,10 @@ class Outputs:
             reads.append(("checkpoint", self.checkpoint_every, tuple(view.fields)))
         return reads
 
-    def _observers(self, setup: "_View", backend_name: str, ledger: Ledger) -> tuple[list, SeriesSink | None]:
-        """One observer per entry of `_reads`, in its order, and the snapshot file's sink, which takes the traces."""
+    def _observers(self, setup: "_View", backend_name: str, ledger: Ledger,
+                   feed: "_TraceFeed | None" = None) -> tuple[list, SeriesSink | None]:
+        """One observer per entry of `_reads`, in its order, and the snapshot file's sink, which takes the traces
+        (with each snapshot those `feed` hands over, where given)."""
         info = RunInfo.of(setup, backend_name, self.command_line, self.run_id, self.equations, self.problem_file)
         observers: list[StreamingObserver] = []
         series = None
@@ -201,7 +203,8 @@ class Outputs:
                 else:
                     series = self._series(setup, info, names, every, ledger)
                     layout, regions = {n: (setup.grid.shape, setup.grid.dtype) for n in names}, {n: setup.grid.interior for n in names}
-                    observers.append(StreamingObserver(series, layout, regions, every, ledger, "snapshot", self.buffers))
+                    observers.append(StreamingObserver(series, layout, regions, every, ledger, "snapshot", self.buffers,
+                                                       traces=feed.upto if feed is not None else None))
         except BaseException:
             close_observers(observers)
             raise
@@ -217,6 +220,7 @@ class Outputs:
             self.resume_simulation(sim)
         problem = sim.problem
         ledger = Ledger(checkpoint=(sim.step_count, Path(self.resume)) if self.resume is not None else None)
+        feed = _TraceFeed(sim)
         if sim.decomposed:
             if self.png is not None:
                 raise StencilforgeError("--png is not available for decomposed (MPI) runs yet; use --snapshot-every and plot")
@@ -224,7 +228,7 @@ class Outputs:
         else:
             view = _View(problem.name, sim.lattice, sim.state(), sim.dt, {**self.params, **sim.params}, problem.analysis.written,
                          Receivers.of(problem.receivers))
-            observers, series = self._observers(view, sim.backend.name, ledger)
+            observers, series = self._observers(view, sim.backend.name, ledger, feed if problem.receivers else None)
         try:
             opts = replace(opts, observers=(*opts.observers, *observers))
             single = never_fuses(opts, problem.default_steps)
@@ -232,13 +236,13 @@ class Outputs:
         except BlowUp as exc:
             root = not sim.decomposed or sim.cart.rank == 0
             try:
-                self._write_traces(sim, series, ledger, exc.last_finite)
+                self._write_traces(sim, series, ledger, feed, exc.last_finite)
             except StencilforgeError as failure:
                 raise self._blown(exc, ledger, root, str(failure)) from None
             raise self._blown(exc, ledger, root) from None
         except OutputError:  # raised on rank 0 of a decomposed run; the other ranks raise the broadcast message
             raise StencilforgeError(f"{ledger.failures[0]}; run stopped. {ledger.describe()}") from None
-        result.traces = self._write_traces(sim, series, ledger)
+        result.traces = self._write_traces(sim, series, ledger, feed)
         if self.png is not None:
             name = problem.analysis.written[0]
             self._draw(name, sim.lattice, problem.name, sim.backend.to_host(result.fields[name]), result.summary, ledger)
@@ -252,21 +256,24 @@ class Outputs:
         except OSError as exc:
             raise StencilforgeError(f"writing {self.png} failed: {exc}. {ledger.describe()}") from None
 
-    def _write_traces(self, sim, series: SeriesSink | None, ledger: Ledger, last: int | None = None) -> Traces | None:
+    def _write_traces(self, sim, series: SeriesSink | None, ledger: Ledger, feed: "_TraceFeed",
+                      last: int | None = None) -> Traces | None:
         """The run's traces (rank 0's under MPI, gathered from every rank; None elsewhere and without receivers), those
-        up to step `last` where given (a blow-up's last finite step, as the snapshots hold), appended to the snapshot
-        file `series` (rank 0's) once its writer is done; a failed write is one line, on every rank."""
+        up to step `last` where given (a blow-up's last finite step, as the snapshots hold); the rows the snapshots did
+        not take along (`feed`) are appended to the snapshot file `series` (rank 0's) once its writer is done; a failed
+        write is one line, on every rank."""
         if not sim.problem.receivers or (last is not None and self.out is None):
             return None
         traces = sim.traces()  # under MPI a gather, which every rank joins
         if traces is not None and last is not None:
             traces = traces.upto(last)
+        rest = traces.after(feed.written) if traces is not None and feed.written is not None else traces
 
         def write() -> None:
-            if series is None or traces is None or not len(traces.steps):  # no file, not rank 0, or no row recorded
+            if series is None or rest is None or not len(rest.steps):  # no file, not rank 0, or no row left to write
                 return
             try:
-                series.write_traces(traces)
+                series.write_traces(rest)
             except Exception as exc:  # OSError, h5py's errors: the snapshots before stay as they were
                 safe = f". {ledger.describe()}" if last is None else ""  # after a blow-up, _blown says what is safe
                 raise StencilforgeError(f"writing the traces to {series.path} failed: {reason(exc)}{safe}") from None
@@ -373,6 +380,24 @@ class Outputs:
         if files:
             result.summary["outputs"] = files
         return result
+
+
+class _TraceFeed:
+    """The receivers' rows of a one-process run that its snapshot file does not hold yet: handed to the snapshot
+    writer with each snapshot, so that a run killed later (kill -9, a failed write) keeps those up to its last
+    snapshot; the rest are written when the run ends. `written`: the last step handed over (None: none yet)."""
+
+    def __init__(self, sim):
+        self.sim = sim
+        self.written: int | None = None
+
+    def upto(self, step: int) -> Traces | None:
+        traces = self.sim.traces()
+        if traces is None:
+            return None
+        rows = traces.upto(step) if self.written is None else traces.upto(step).after(self.written)
+        self.written = step
+        return rows if len(rows.steps) else None
 
 
 def _from_file(velocity) -> bool:

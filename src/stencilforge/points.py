@@ -161,6 +161,11 @@ class Traces:
         keep = self.steps <= step
         return replace(self, values=self.values[keep], steps=self.steps[keep], times=self.times[keep])
 
+    def after(self, step: int) -> "Traces":
+        """The rows recorded after step `step` (those a snapshot file does not hold yet)."""
+        keep = self.steps > step
+        return replace(self, values=self.values[keep], steps=self.steps[keep], times=self.times[keep])
+
     def then(self, later: "Traces") -> "Traces":
         """These rows followed by those of `later`, a later run of the same receivers (a resumed one)."""
         return replace(self, values=np.concatenate([self.values, later.values]), steps=np.concatenate([self.steps, later.steps]),

@@ -14,7 +14,7 @@ import shlex
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Protocol
+from typing import Callable, Protocol, cast
 
 import numpy as np
 
@@ -32,7 +32,8 @@ class Sink(Protocol):
 
 
 class SeriesSink(Sink, Protocol):
-    """A snapshot file's sink, which also takes the run's traces once its last snapshot is written."""
+    """A snapshot file's sink, which also takes the run's traces: with its snapshots, and the rest once its last
+    snapshot is written."""
 
     last_step: int | None
 
@@ -150,10 +151,13 @@ class StreamingObserver:
 
     `depth` buffer sets bound the memory; when all are in flight the solver waits.
     `kind` is "snapshot" or "checkpoint", for the ledger and messages.
+    `traces(step)`: the receivers' rows up to `step` not yet handed over (None if there are none), written to the
+    sink after the snapshot of that step, so that a run killed later keeps them.
     """
 
     def __init__(self, sink: Sink, layout: dict, regions: dict, every: int | None, ledger: Ledger,
-                 kind: str = "snapshot", depth: int = 3, after: "StreamingObserver | None" = None):
+                 kind: str = "snapshot", depth: int = 3, after: "StreamingObserver | None" = None,
+                 traces: Callable[[int], Traces | None] | None = None):
         if every is not None and every < 1:
             raise StencilforgeError(f"{kind} interval must be at least 1 step, got {every}")
         if depth < 1:
@@ -161,6 +165,7 @@ class StreamingObserver:
         self.sink, self.layout, self.regions = sink, layout, regions
         self.every, self.ledger, self.kind, self.depth = every, ledger, kind, depth
         self.after = after  # a checkpoint waits for the snapshots before it: resuming must not leave a gap
+        self.traces = traces
         self._copier: _CudaCopier | _HostCopier | None = None
         self._free: queue.Queue = queue.Queue()
         self._work: queue.Queue = queue.Queue()
@@ -187,21 +192,25 @@ class StreamingObserver:
         slot = self._free.get()  # blocks while every buffer set is being written: wait, never drop
         self._raise_if_failed()
         done = self._copier.copy(fields, slot)
-        self._work.put((step, t, slot, done))
+        self._work.put((step, t, slot, done, self.traces(step) if self.traces is not None else None))
 
     def _drain(self) -> None:
         while (item := self._work.get()) is not None:
-            step, t, slot, done = item
+            step, t, slot, done, traces = item
             before = self.sink.count
+            what = self.kind
             try:
                 if self._error is None:
                     done()
                     self.sink.append(step, t, slot.host)
                     self.ledger.record(self.kind, step, self.sink)
+                    if traces is not None:
+                        what = "the traces"
+                        cast(SeriesSink, self.sink).write_traces(traces)  # only a snapshot file's observer takes traces
             except Exception as exc:  # any write failure (OSError, h5py errors) must reach the solver thread
-                if self.sink.count > before:  # the data are complete; only a sidecar (XDMF) failed
+                if self.sink.count > before:  # the data are complete; only a sidecar (XDMF) or the traces failed
                     self.ledger.record(self.kind, step, self.sink)
-                self._error = f"writing {self.kind} at step {step} to {self.sink.path} failed: {reason(exc)}"
+                self._error = f"writing {what} at step {step} to {self.sink.path} failed: {reason(exc)}"
                 self.ledger.failures.append(self._error)
             finally:
                 self._free.put(slot)
