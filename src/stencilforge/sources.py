@@ -4,10 +4,10 @@ The problem's `Simulation` is built on NumPy with a stand-in backend that keeps
 the source each stage would be compiled from, so what is shown is what a run
 takes: a pass of one linear equation as its sweep (the CUDA strategy `auto` or
 `strategy` picks, and on CUDA the kernel of several steps a pass where the run
-fuses them; numba's row kernel; with `generated`, CUDA's generated pass), one-sided derivatives as the axis-operator
-kernel, any other pass as its generated kernel with the schedule and ghost-image
-stores a run uses, and on CUDA the two-steps-per-pass kernel where the run
-would take one.
+fuses them; on numba the first of its schedules that applies; with `generated`,
+CUDA's generated pass), one-sided derivatives as the axis-operator kernel, any
+other pass as its generated kernel with the schedule and ghost-image stores a
+run uses, and on CUDA the two-steps-per-pass kernel where the run would take one.
 """
 
 from __future__ import annotations

@@ -32,9 +32,8 @@ from ...printers.numba import lift_axes, pass_source, rounds_as_oracle
 from ...printers.numpy import coordinates, evaluate
 from ..base import HostMemory, Launch, fused_walls
 from ..numpy_ref import NumpyBackend
-from .kernel import FUSED_VIEW_LIMIT, HEADER, row_views, sweep_coefficients
-from .schedules import sweep_source
-from .schedules.march import FUSED_STEPS_2D, FUSED_STEPS_3D, fused_source
+from .kernel import HEADER, sweep_coefficients
+from .schedules import MARCHES, choose, sweep_source
 
 log = logging.getLogger(__name__)
 
@@ -200,7 +199,7 @@ def _lifted_values(lifted: tuple, lattice: Grid) -> Callable[[Mapping[str, float
 class NumbaBackend(HostMemory):
     name = "numba"
     xp = np
-    fuses_steps = True  # 2D and 3D sweeps of one field whose row views fit one vectorised loop
+    fuses_steps = True  # where a schedule of `MARCHES` applies
     half_storage = False  # Numba has no float16 type
 
     def __init__(self) -> None:
@@ -314,17 +313,16 @@ class NumbaBackend(HostMemory):
         return Launch(run, compiling=compiling, fallback=NumpyBackend().sweep(sweep, grid))
 
     def sweep_fused(self, sweep: Sweep, grid: Grid, steps: int | None = None) -> Launch | None:
-        """`steps` steps in one pass (by default FUSED_STEPS_2D or FUSED_STEPS_3D), the middle states' ghost
-        cells taken from out's and the `fused_walls` arrays, for 2D and 3D sweeps of one field whose row views
-        fit one vectorised loop and whose reach fits the ghost layer; None otherwise."""
-        if (grid.ndim not in (2, 3) or not sweep.iterates_one_field or len(row_views(sweep)) > FUSED_VIEW_LIMIT
-                or grid.ghost < sweep.radius):
-            log.info("%s: single steps: numba has fused kernels for 2D and 3D sweeps of one field that read at most "
-                     "%d rows within the ghost layer", sweep.out, FUSED_VIEW_LIMIT)
+        """`steps` steps in one pass (by default the schedule's), the middle states' ghost cells taken from out's and
+        the `fused_walls` arrays, by the first schedule of `MARCHES` that applies; None where none does."""
+        try:
+            schedule = choose(MARCHES, sweep, grid)
+        except StencilforgeError as why:
+            log.info("%s: single steps, no fused kernel: %s", sweep.out, why)
             return None
-        steps = steps or (FUSED_STEPS_2D if grid.ndim == 2 else FUSED_STEPS_3D)
+        steps = steps or schedule.steps(grid)
         carriers = tuple(fused_walls(s, sweep.out) for s in range(2, steps))
-        run, compiling = self._bound(fused_source(sweep, steps), sweep, grid, sweep.out,
+        run, compiling = self._bound(schedule.build(sweep, grid, steps), sweep, grid, sweep.out,
                                      (f"{sweep.out}: the {steps}-step kernel", "single steps"), carriers=carriers)
         return Launch(run, steps=steps, compiling=compiling)
 

@@ -1,10 +1,15 @@
-"""What numba's sweep kernels share: the generated module's header, the row views a sweep reads, the right-hand
-side at row position j in the oracle's order, the coefficient array, and the kernel's def line."""
+"""What numba's sweep kernels share: the `Schedule` record each registers, the generated module's header, the row
+views a sweep reads, the right-hand side at row position j in the oracle's order, the coefficient array, and the
+kernel's def line."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Callable
+
 import numpy as np
 
+from ...grid import Grid
 from ...plan import Sweep
 
 HEADER = ("import numba\nimport numpy as np\n\nfrom stencilforge.backends.vector_width import wide_vectors\n\n"
@@ -12,6 +17,31 @@ HEADER = ("import numba\nimport numpy as np\n\nfrom stencilforge.backends.vector
 # The first statement of a sweep kernel's loops' functions: 512-bit vectors where the CPU has them (`vector_width`).
 WIDE = "wide_vectors()"
 FUSED_VIEW_LIMIT = 16  # row views one vectorised loop reads while LLVM's runtime alias checks hold
+
+
+def _always(sweep: Sweep, grid: Grid) -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """One way to write a sweep's kernel, as `schedules/` registers it.
+
+    `applies(sweep, grid)`: None where it applies, else why not (one line, for the log and errors).
+    `build(sweep, grid)`: the kernel's source; a schedule of several steps a pass (`schedules.MARCHES`) builds
+    `build(sweep, grid, steps)`, `steps(grid)` of them by default.
+    """
+
+    name: str
+    build: Callable[..., str]
+    applies: Callable[[Sweep, Grid], str | None] = _always
+    steps: Callable[[Grid], int] = lambda grid: 1
+
+
+def one_loop(sweep: Sweep, kernel: str) -> str | None:
+    """None where the sweep's row views fit one vectorised loop (FUSED_VIEW_LIMIT), else why `kernel` refuses it."""
+    n = len(row_views(sweep))
+    return None if n <= FUSED_VIEW_LIMIT else f"numba's {kernel} reads at most {FUSED_VIEW_LIMIT} row views (one vectorised loop), not {n}"
 
 
 def tag(o: int) -> str:

@@ -4,8 +4,9 @@ all share the index j evaluates the whole expression; with no offset arithmetic 
 
 from __future__ import annotations
 
+from ....grid import Grid
 from ....plan import Sweep
-from ..kernel import HEADER, WIDE, prologue, shifted, sweep_expression
+from ..kernel import HEADER, WIDE, Schedule, one_loop, prologue, shifted, sweep_expression
 
 
 def loop_nest(sweep: Sweep, lines: list[str], views: dict, stmts: list[str], value: str, buffers: bool) -> str:
@@ -41,6 +42,9 @@ def loop_nest(sweep: Sweep, lines: list[str], views: dict, stmts: list[str], val
     return HEADER + "\n".join(lines) + "\n"
 
 
-def source(sweep: Sweep) -> str:
+def source(sweep: Sweep, grid: Grid) -> str:
     lines, cnames, views = prologue(sweep)
     return loop_nest(sweep, lines, views, [], sweep_expression(sweep, cnames, views), buffers=False)
+
+
+SCHEDULE = Schedule("row", source, lambda sweep, grid: one_loop(sweep, "row kernel"))

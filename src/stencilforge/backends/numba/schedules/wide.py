@@ -8,7 +8,7 @@ import re
 
 from ....grid import Grid
 from ....plan import Sweep
-from ..kernel import FUSED_VIEW_LIMIT, HEADER, WIDE, prologue, term_groups
+from ..kernel import FUSED_VIEW_LIMIT, HEADER, WIDE, Schedule, prologue, term_groups
 from .row import loop_nest
 
 WIDE_LOOP_VIEWS = 56  # views per loop of `_wide_source`: wave3d r8 in one loop, fastest of 14 to 56 (cpu-grouped-order-2026-11-27.json)
@@ -166,3 +166,11 @@ def source(sweep: Sweep, grid: Grid) -> str:
         return _wide_source(sweep, lines, cnames, views, constant_shape(grid))
     stmts, value = _row_loops(sweep, cnames, views)
     return loop_nest(sweep, lines, views, stmts, value, buffers=True)
+
+
+def applies(sweep: Sweep, grid: Grid) -> str | None:
+    """Every 2D and 3D sweep; `row`'s 1D loop nest allocates no row buffers."""
+    return None if sweep.ndim > 1 else "numba's wide kernel takes 2D and 3D sweeps, not 1D"
+
+
+SCHEDULE = Schedule("wide", source, applies)
