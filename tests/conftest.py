@@ -20,9 +20,9 @@ TOLERANCES = {"float32": dict(rtol=2e-5, atol=2e-5), "float64": dict(rtol=1e-12,
 def passes_compiled_first(monkeypatch):
     """Numba's generated passes compile before a run steps, as for passes NumPy rounds otherwise, so a test comparing
     backends compares Numba's kernels, not the NumPy passes a run takes while they compile (`rounds_as_oracle`)."""
-    from stencilforge.backends import numba_cpu
+    from stencilforge.backends.numba import backend
 
-    monkeypatch.setattr(numba_cpu, "rounds_as_oracle", lambda p: False)
+    monkeypatch.setattr(backend, "rounds_as_oracle", lambda p: False)
 
 
 @pytest.fixture(scope="session")

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import stencilforge as sf
-from stencilforge.backends.numba_cpu import NumbaBackend
+from stencilforge.backends.numba import NumbaBackend
 from stencilforge.backends.numpy_ref import NumpyBackend
 from stencilforge.printers import cuda as cuda_printer, numba as numba_printer
 

@@ -127,7 +127,7 @@ def test_problem_file_errors_are_one_line(tmp_path, text, message):
 def test_hoisted_terms_reach_the_kernel_in_the_arrays_it_was_compiled_for():
     """advection_diffusion's velocity and forcing are hoisted out of numba's kernel (`printers.numba.hoisted`); their
     arrays are typed as the compile's (writable: Numba types a read-only one apart), so a run compiles the pass once."""
-    from stencilforge.backends.numba_cpu import NumbaBackend, load_kernel
+    from stencilforge.backends.numba.backend import NumbaBackend, load_kernel
     from stencilforge.printers.numba import hoisted, pass_source
     from stencilforge.simulation import Simulation
 

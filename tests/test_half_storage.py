@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import stencilforge as sf
-from stencilforge.backends.numba_cpu import NumbaBackend
+from stencilforge.backends.numba import NumbaBackend
 from stencilforge.backends.numpy_ref import NumpyBackend
 from stencilforge.boundary import Dirichlet
 from stencilforge.grid import Grid

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import stencilforge as sf
-from stencilforge.backends.numba_cpu import NumbaBackend
+from stencilforge.backends.numba import NumbaBackend
 from stencilforge.backends.numpy_ref import NumpyBackend
 from stencilforge.convergence import load_problem_file
 from stencilforge.fingerprint import canonical, difference

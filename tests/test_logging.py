@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 import stencilforge as sf
 from stencilforge import problems
 from stencilforge.backends.cuda.tune import choose
-from stencilforge.backends.numba_cpu import FUSED_STEPS_2D
+from stencilforge.backends.numba.schedules.march import FUSED_STEPS_2D
 from stencilforge.cli import app, join_multi_values
 
 
@@ -69,22 +69,22 @@ def test_a_fused_run_falling_back_to_single_steps_is_logged(info):
                       boundary={u: sf.Dirichlet(0.0)}, dt=1e-4, steps=4, name="heat3d-r3")
     result = sf.run(wide, steps=4, backend="numba")  # its sweep has 19 row views: beyond the one vectorised loop a numba pair runs
     assert list(result.summary["sweeps"]) == ["u_next"] and not result.summary.get("fused_steps")
-    assert [line for line in messages(info, "stencilforge.backends.numba_cpu")
-            if line.startswith("u_next: single steps: numba has fused kernels for 2D and 3D sweeps")]
+    assert [line for line in messages(info, "stencilforge.backends.numba.backend")
+            if line == "u_next: single steps, no fused kernel: numba's march reads at most 16 row views (one vectorised loop), not 19"]
     assert messages(info, "stencilforge.simulation") == ["heat3d-r3: one step per pass: the numba backend has no fused kernel for it"]
 
 
 def test_kernel_compiled_then_taken_from_the_cache(info, tmp_path, monkeypatch):
     monkeypatch.setenv("STENCILFORGE_CACHE_DIR", str(tmp_path))
-    from stencilforge.backends.numba_cpu import load_kernel
+    from stencilforge.backends.numba.backend import load_kernel
 
     source = "import numba\n\n@numba.njit(cache=True)\ndef kernel(x):\n    return x + %r\n" % float(np.random.default_rng().random())
     load_kernel(source)
-    assert "new, compiled on first call" in messages(info, "stencilforge.backends.numba_cpu")[-1]
+    assert "new, compiled on first call" in messages(info, "stencilforge.backends.numba.backend")[-1]
     for name in [n for n in sys.modules if n.startswith("stencilforge_generated_")]:
         monkeypatch.delitem(sys.modules, name)  # as a new process finds it
     load_kernel(source)
-    assert messages(info, "stencilforge.backends.numba_cpu")[-1].endswith(": from the kernel cache")
+    assert messages(info, "stencilforge.backends.numba.backend")[-1].endswith(": from the kernel cache")
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from stencilforge import problems
 from stencilforge.backends.base import Launch
-from stencilforge.backends.numba_cpu import NumbaBackend
+from stencilforge.backends.numba import NumbaBackend
 from stencilforge.backends.numpy_ref import NumpyBackend
 from stencilforge.bench import loop
 from stencilforge.bench.coldstart import cold_start

@@ -10,16 +10,12 @@ import pytest
 
 import stencilforge as sf
 from stencilforge import problems
-from stencilforge.backends import numba_cpu
 from stencilforge.backends.base import fused_walls
-from stencilforge.backends.numba_cpu import (
-    FUSED_STEPS_2D,
-    FUSED_STEPS_3D,
-    NumbaBackend,
-    fused_source,
-    load_kernel,
-    sweep_coefficients,
-)
+from stencilforge.backends.numba import NumbaBackend
+from stencilforge.backends.numba.backend import load_kernel
+from stencilforge.backends.numba.kernel import sweep_coefficients
+from stencilforge.backends.numba.schedules import march
+from stencilforge.backends.numba.schedules.march import FUSED_STEPS_2D, FUSED_STEPS_3D, fused_source
 from stencilforge.backends.numpy_ref import NumpyBackend, evaluate_sweep
 from stencilforge.grid import Grid
 from stencilforge.plan import Sweep, Term
@@ -139,7 +135,7 @@ def test_fused_pass_whose_carriers_are_the_input_takes_every_states_walls_from_i
     else:
         grid, sweep = jacobi(shape, radius, dtype)
     if rows_a_tile:
-        monkeypatch.setattr(numba_cpu, "MARCH_TILE_CELLS", rows_a_tile * (shape[-1] + 2 * radius))
+        monkeypatch.setattr(march, "MARCH_TILE_CELLS", rows_a_tile * (shape[-1] + 2 * radius))
     fields, _ = fused_inputs(grid, steps)
     expected = single_steps(NumbaBackend().sweep(sweep, grid), fields, [fields["u"]] * (steps - 1), grid)
     kernel = load_kernel(fused_source(sweep, steps))
@@ -238,7 +234,7 @@ def test_fused_3d_pass_in_tiles_of_rows_gives_the_same_bits_on_any_split(monkeyp
         sweep = Sweep("u_new", (Term("u", DIAGONAL), Term("f", Stencil.identity(3))))
     else:
         grid, sweep = jacobi((13, 6, 7), 2, "float32")
-    monkeypatch.setattr(numba_cpu, "MARCH_TILE_CELLS", 2 * grid.padded_shape[2])
+    monkeypatch.setattr(march, "MARCH_TILE_CELLS", 2 * grid.padded_shape[2])
     fields, walls = fused_inputs(grid, 3)
     expected = single_steps(NumbaBackend().sweep(sweep, grid), fields, walls, grid)
     kernel = load_kernel(fused_source(sweep, 3))

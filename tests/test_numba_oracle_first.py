@@ -11,8 +11,7 @@ import pytest
 
 import stencilforge as sf
 from stencilforge import problems
-from stencilforge.backends import numba_cpu
-from stencilforge.backends.numba_cpu import NumbaBackend
+from stencilforge.backends.numba import NumbaBackend, backend as numba_backend
 from stencilforge.backends.numpy_ref import NumpyBackend, evaluate_sweep
 from stencilforge.boundary import scale_with_numpy
 from stencilforge.printers.numba import rounds_as_oracle
@@ -85,18 +84,18 @@ def test_cached_kernels_and_large_grids_compile_before_stepping(held, monkeypatc
     cached = NumbaBackend().sweep(step.sweep, step.lattice, background=True)
     assert cached.fallback is None and cached.ready()
     other = problems.linear_step("heat2d", shape=(11, 13), dtype="float32")
-    monkeypatch.setattr(numba_cpu, "ORACLE_STEP_BUDGET", other.lattice.cells * 5 - 1)  # one cell over: 5 entries
+    monkeypatch.setattr(numba_backend, "ORACLE_STEP_BUDGET", other.lattice.cells * 5 - 1)  # one cell over: 5 entries
     assert NumbaBackend().sweep(other.sweep, other.lattice, background=True).fallback is None
     assert not held, "nothing compiled in the background"
     fresh = problems.linear_step("poisson2d", shape=(11, 13), dtype="float32")  # another kernel: not in the cache
     entries = sum(len(term.stencil.entries) for term in fresh.sweep.terms)
-    monkeypatch.setattr(numba_cpu, "ORACLE_STEP_BUDGET", fresh.lattice.cells * entries)  # at the budget: NumPy first
+    monkeypatch.setattr(numba_backend, "ORACLE_STEP_BUDGET", fresh.lattice.cells * entries)  # at the budget: NumPy first
     assert NumbaBackend().sweep(fresh.sweep, fresh.lattice, background=True).fallback is not None and len(held) == 1
 
 
 def test_walls_written_by_numpy_until_the_writer_is_compiled(held, monkeypatch):
     by_numpy = []
-    monkeypatch.setattr(numba_cpu, "scale_with_numpy", lambda *args: (by_numpy.append(1), scale_with_numpy(*args)))
+    monkeypatch.setattr(numba_backend, "scale_with_numpy", lambda *args: (by_numpy.append(1), scale_with_numpy(*args)))
     scale = NumbaBackend().wall_scaler()
     rng = np.random.default_rng(0)
     field = np.full((6, 7, 8), np.nan, dtype=np.float32)
@@ -219,7 +218,7 @@ def test_a_run_leaves_no_compile_running_after_it_returns(monkeypatch):
     import time as clock
 
     import stencilforge as sf
-    from stencilforge.backends.numba_cpu import NumbaBackend
+    from stencilforge.backends.numba import NumbaBackend
     from stencilforge.problems.heat import problem
 
     class Slow:

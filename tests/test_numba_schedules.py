@@ -1,15 +1,100 @@
-"""Numba's schedules for 3D sweeps, bit for bit against the NumPy oracle on shapes that are not multiples of
-any tile or row chunk, with every output cell the kernel must not write poisoned with NaN."""
+"""Numba's schedules: each applies where it says, builds a kernel there and says why not elsewhere, and the lookup
+takes the family the backend took before it had a registry; the 3D sweeps bit for bit against the NumPy oracle on
+shapes that are not multiples of any tile or row chunk, with every output cell the kernel must not write poisoned
+with NaN."""
 
 from __future__ import annotations
+
+import logging
 
 import numba
 import numpy as np
 import pytest
 
 from stencilforge import problems
-from stencilforge.backends.numba_cpu import FUSED_VIEW_LIMIT, NumbaBackend, _views
+from stencilforge.backends.numba import NumbaBackend
+from stencilforge.backends.numba.backend import load_kernel
+from stencilforge.backends.numba.kernel import FUSED_VIEW_LIMIT, HEADER, row_views
+from stencilforge.backends.numba.schedules import MARCHES, SWEEPS, choose, sweep_source
 from stencilforge.backends.numpy_ref import evaluate_sweep
+from stencilforge.errors import StencilforgeError
+from stencilforge.grid import Grid
+from stencilforge.plan import Sweep, Term
+from stencilforge.problems.poisson2d import jacobi_sweep
+from stencilforge.stencil import Stencil
+
+
+def lattice(shape, ghost):
+    nd = len(shape)
+    return Grid(tuple(shape), (0.01, 0.013, 0.017)[:nd], np.dtype("float64"), ghost, (0.0,) * nd)
+
+
+def case(name):
+    """(grid, sweep, {schedule: None where it applies, else words of its reason})."""
+    if name == "heat2d":
+        step = problems.linear_step("heat2d", shape=(20, 24))
+        return step.lattice, step.sweep, {"row": None, "wide": None, "march": None}
+    if name == "wave3d r8":
+        step = problems.linear_step("wave3d", shape=(20, 19, 18), radius=8)
+        return step.lattice, step.sweep, {"row": "not 51", "wide": None, "march": "of one field"}
+    if name == "jacobi3d r4":
+        grid = lattice((9, 10, 11), 4)
+        return grid, jacobi_sweep(Stencil.laplacian(3, 4, grid.spacing), True), {"row": "not 25", "wide": None, "march": "not 25"}
+    if name == "two fields":
+        lap = Stencil.laplacian(2, 1)
+        return lattice((9, 10), 1), Sweep("o", (Term("u", lap), Term("v", lap))), {"row": None, "wide": None, "march": "of one field"}
+    if name == "reach beyond the ghosts":
+        grid = lattice((9, 10), 1)
+        return grid, jacobi_sweep(Stencil.laplacian(2, 2, grid.spacing), True), {"row": None, "wide": None, "march": "ghost layer"}
+    grid = lattice((30,), 9)  # 1D
+    radius = 1 if name == "1D" else 9
+    return grid, jacobi_sweep(Stencil.laplacian(1, radius, grid.spacing), False), {
+        "row": None if radius == 1 else "not 18", "wide": "not 1D", "march": "not 1D"}
+
+
+CASES = ["heat2d", "wave3d r8", "jacobi3d r4", "two fields", "reach beyond the ghosts", "1D", "1D r9"]
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_each_schedule_builds_where_it_applies_and_says_why_not_elsewhere(name):
+    grid, sweep, expected = case(name)
+    assert [s.name for s in SWEEPS + MARCHES] == list(expected)
+    for s in SWEEPS + MARCHES:
+        why = s.applies(sweep, grid)
+        if expected[s.name] is None:
+            assert why is None, f"{s.name}: {why}"
+            source = s.build(sweep, grid, 2) if s in MARCHES else s.build(sweep, grid)
+            assert source.startswith(HEADER) and callable(load_kernel(source))
+        else:
+            assert why is not None and expected[s.name] in why and "\n" not in why, f"{s.name}: {why}"
+            assert why.startswith(f"numba's {s.name}")
+
+
+@pytest.mark.parametrize("name", [n for n in CASES if n != "1D r9"])  # that one no kernel of main's took
+def test_the_lookup_takes_the_family_the_backends_branches_took(name):
+    """Before the registry: `row` up to FUSED_VIEW_LIMIT row views, else `wide`; the march for 2D and 3D sweeps of
+    one field within that limit and the ghost layer."""
+    grid, sweep, _ = case(name)
+    fits = len(row_views(sweep)) <= FUSED_VIEW_LIMIT
+    assert choose(SWEEPS, sweep, grid).name == ("row" if fits else "wide")
+    assert sweep_source(sweep, grid) == choose(SWEEPS, sweep, grid).build(sweep, grid)
+    marches = grid.ndim in (2, 3) and sweep.iterates_one_field and fits and grid.ghost >= sweep.radius
+    if marches:
+        assert choose(MARCHES, sweep, grid).name == "march"
+    else:
+        with pytest.raises(StencilforgeError):
+            choose(MARCHES, sweep, grid)
+
+
+def test_refusals_are_the_schedules_own_reasons_in_one_line(caplog):
+    grid, sweep, _ = case("1D r9")
+    with pytest.raises(StencilforgeError) as refused:
+        NumbaBackend().sweep(sweep, grid)
+    assert str(refused.value) == "; ".join(s.applies(sweep, grid) for s in SWEEPS)
+    grid, sweep, _ = case("two fields")
+    with caplog.at_level(logging.INFO, logger="stencilforge.backends.numba.backend"):
+        assert NumbaBackend().sweep_fused(sweep, grid) is None
+    assert caplog.messages[-1] == f"o: single steps, no fused kernel: {MARCHES[0].applies(sweep, grid)}"
 
 
 def wave(shape, dtype="float32", radius=8):
@@ -32,7 +117,7 @@ def ghost_mask(grid):
 @pytest.mark.parametrize("shape,dtype", [((37, 29, 41), "float32"), ((17, 17, 18), "float64")])
 def test_wide_sweep_is_the_oracle_bit_for_bit(shape, dtype):
     grid, sweep = wave(shape, dtype)
-    assert len(_views(sweep)) > FUSED_VIEW_LIMIT
+    assert len(row_views(sweep)) > FUSED_VIEW_LIMIT
     fields = random_fields(grid)
     ref = evaluate_sweep(sweep, grid, fields)
     fields["u_prev"][ghost_mask(grid)] = np.nan  # the output is read only at the cell it writes
@@ -58,23 +143,18 @@ def test_wide_sweep_gives_the_same_bits_on_any_thread_count():
         numba.set_num_threads(before)
 
 
-def wide_2d(case):
-    from stencilforge.grid import Grid
-    from stencilforge.plan import Sweep, Term
-    from stencilforge.problems import poisson2d
-    from stencilforge.stencil import Stencil
-
+def wide_2d(which):
     grid = Grid((23, 41), (0.01, 0.013), np.dtype("float64"), 4, (0.0, 0.0))
     lap = Stencil.laplacian(2, 4, grid.spacing)
-    if case == "jacobi":
-        return grid, poisson2d.jacobi_sweep(lap, with_rhs=True)
+    if which == "jacobi":
+        return grid, jacobi_sweep(lap, with_rhs=True)
     return grid, Sweep("u_new", (Term("u", lap, factor="f"), Term("f", lap), Term("u", Stencil.identity(2))))
 
 
-@pytest.mark.parametrize("case", ["jacobi", "two wide terms"])
-def test_wide_2d_sweep_is_the_oracle_bit_for_bit(case):
-    grid, sweep = wide_2d(case)
-    assert len(_views(sweep)) > FUSED_VIEW_LIMIT
+@pytest.mark.parametrize("which", ["jacobi", "two wide terms"])
+def test_wide_2d_sweep_is_the_oracle_bit_for_bit(which):
+    grid, sweep = wide_2d(which)
+    assert len(row_views(sweep)) > FUSED_VIEW_LIMIT
     rng = np.random.default_rng(5)
     fields = {n: rng.uniform(-1, 1, grid.padded_shape) for n in ("u", "f")}
     out = np.full(grid.padded_shape, np.nan)

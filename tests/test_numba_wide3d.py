@@ -1,4 +1,4 @@
-"""Numba's kernel for 3D sweeps wider than one vectorised loop (`_wide_source`), bit for bit against the
+"""Numba's kernel for 3D sweeps wider than one vectorised loop (`schedules.wide`), bit for bit against the
 NumPy oracle: shapes that are no multiple of any tile or row range, ghost layers wider than the stencil,
 the output written in place of an input or into its own array, every cell it must not write poisoned."""
 
@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 
 from stencilforge import problems
-from stencilforge.backends import numba_cpu
-from stencilforge.backends.numba_cpu import NumbaBackend, _views, sweep_source
+from stencilforge.backends.numba import NumbaBackend
+from stencilforge.backends.numba.kernel import row_views
+from stencilforge.backends.numba.schedules import sweep_source, wide
 from stencilforge.backends.numpy_ref import evaluate_sweep
 from stencilforge.plan import Sweep, Term
 from stencilforge.stencil import Stencil
@@ -70,9 +71,9 @@ def two_wide_terms(dtype):
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_two_wide_terms_are_the_oracle_bit_for_bit(dtype, monkeypatch):
-    monkeypatch.setattr(numba_cpu, "WIDE_LOOP_VIEWS", 14)
+    monkeypatch.setattr(wide, "WIDE_LOOP_VIEWS", 14)
     grid, sweep = two_wide_terms(dtype)
-    assert len(_views(sweep)) > numba_cpu.WIDE_LOOP_VIEWS
+    assert len(row_views(sweep)) > wide.WIDE_LOOP_VIEWS
     fields = random_fields(grid, ("u", "f"))
     fields["out"] = np.full(grid.padded_shape, np.nan, grid.dtype)
     NumbaBackend().sweep(sweep, grid)(fields)
@@ -83,13 +84,13 @@ def test_two_wide_terms_are_the_oracle_bit_for_bit(dtype, monkeypatch):
 @pytest.mark.parametrize("case,budget", [("wave3d", 14), ("wave3d", 22), ("two wide terms", 14), ("two wide terms", 18)])
 def test_each_loop_reads_at_most_the_budget_of_row_views(case, budget, monkeypatch):
     """Every loop over j stays within WIDE_LOOP_VIEWS arrays (views, row buffers and the store)."""
-    monkeypatch.setattr(numba_cpu, "WIDE_LOOP_VIEWS", budget)
-    sweep = wave_sweep((17, 19, 23), "float32", 8)[1] if case == "wave3d" else two_wide_terms("float32")[1]
-    source = sweep_source(sweep)
+    monkeypatch.setattr(wide, "WIDE_LOOP_VIEWS", budget)
+    grid, sweep = wave_sweep((17, 19, 23), "float32", 8) if case == "wave3d" else two_wide_terms("float32")
+    source = sweep_source(sweep, grid)
     bodies = re.findall(r"for j in range\(n\):\n\s*(.*)", source)
     assert len(bodies) >= 2, "a wide sweep is split into several loops"
     for body in bodies:
-        assert len(set(re.findall(r"(\w+)\[j\]", body))) <= numba_cpu.WIDE_LOOP_VIEWS
+        assert len(set(re.findall(r"(\w+)\[j\]", body))) <= wide.WIDE_LOOP_VIEWS
 
 
 @pytest.mark.parametrize("case", ["wave3d in place", "two wide terms"])
@@ -97,16 +98,16 @@ def test_kernels_compiled_for_the_grids_shape_are_the_oracle_bit_for_bit(case, m
     """Grids from CONSTANT_SHAPE_CELLS get kernels with constant offsets (`_constant_offsets`): one view per field,
     the same bits; in loops of 14 views for the two wide terms, through the row buffer. The kernel refuses fields
     of another shape."""
-    monkeypatch.setattr(numba_cpu, "CONSTANT_SHAPE_CELLS", 0)
+    monkeypatch.setattr(wide, "CONSTANT_SHAPE_CELLS", 0)
     if case == "two wide terms":
-        monkeypatch.setattr(numba_cpu, "WIDE_LOOP_VIEWS", 14)
+        monkeypatch.setattr(wide, "WIDE_LOOP_VIEWS", 14)
         grid, sweep = two_wide_terms("float64")
         fields = random_fields(grid, ("u", "f"))
         fields["out"] = np.full(grid.padded_shape, np.nan, grid.dtype)
     else:
         grid, sweep = wave_sweep((17, 19, 23), "float32", 11)
         fields = random_fields(grid, ("u", "u_prev", "vel"))
-    assert "lo_u[np.uint64(j)" in sweep_source(sweep, numba_cpu.constant_shape(grid))
+    assert "lo_u[np.uint64(j)" in sweep_source(sweep, grid)
     ref = evaluate_sweep(sweep, grid, fields)
     fields[sweep.out][ghost_mask(grid)] = np.nan
     launch = NumbaBackend().sweep(sweep, grid)

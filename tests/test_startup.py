@@ -113,7 +113,7 @@ import threading
 for thread in threading.enumerate():  # a cold run's kernels compile in threads while NumPy steps: their counts too
     if thread.name == "stencilforge-compile":
         thread.join()
-from stencilforge.backends.numba_cpu import GATHER_CELLS, _kernel_path
+from stencilforge.backends.numba.backend import GATHER_CELLS, _kernel_path
 gather = "stencilforge_generated_" + _kernel_path(GATHER_CELLS).stem[3:]  # the walls' gather, which compiles in a thread
 kernels = [m.kernel for name, m in sys.modules.items() if name.startswith("stencilforge_generated_") and name != gather]
 print(json.dumps({"kernels": len(kernels), "sum": float(result.fields["u"].sum()),

@@ -111,7 +111,7 @@ def test_apply_binds_its_kernel_once_per_stencil_and_shape(monkeypatch):
 
     import stencilforge as sf
     from stencilforge import api
-    from stencilforge.backends.numba_cpu import NumbaBackend
+    from stencilforge.backends.numba import NumbaBackend
 
     api._bound_sweep.cache_clear()
     built = []

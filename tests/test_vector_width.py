@@ -9,7 +9,7 @@ import pytest
 from llvmlite import binding as llvm
 
 from stencilforge import problems
-from stencilforge.backends import numba_cpu
+from stencilforge.backends.numba import backend as numba_backend
 from stencilforge.backends.vector_width import PREFER_512, wide_vectors
 
 
@@ -62,9 +62,9 @@ def _fresh_loader(loaded: dict):
 ])
 def test_every_function_of_a_sweep_kernel_that_loops_over_cells_asks_for_512_bit_vectors(monkeypatch, name, shape, kw, fused):
     loaded: dict = {}
-    monkeypatch.setattr(numba_cpu, "load_kernel", _fresh_loader(loaded))
+    monkeypatch.setattr(numba_backend, "load_kernel", _fresh_loader(loaded))
     step = problems.linear_step(name, shape=shape, dtype="float32", **kw)
-    backend = numba_cpu.NumbaBackend()
+    backend = numba_backend.NumbaBackend()
     launch = backend.sweep_fused(step.sweep, step.lattice) if fused else backend.sweep(step.sweep, step.lattice)
     assert launch is not None
     if launch.compiling is not None:  # the fused kernel compiles in the background

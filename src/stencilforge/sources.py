@@ -4,10 +4,10 @@ The problem's `Simulation` is built on NumPy with a stand-in backend that keeps
 the source each stage would be compiled from, so what is shown is what a run
 takes: a pass of one linear equation as its sweep (the CUDA strategy `auto` or
 `strategy` picks, and on CUDA the kernel of several steps a pass where the run
-fuses them; numba's row kernel; with `generated`, CUDA's generated pass), one-sided derivatives as the axis-operator
-kernel, any other pass as its generated kernel with the schedule and ghost-image
-stores a run uses, and on CUDA the two-steps-per-pass kernel where the run
-would take one.
+fuses them; on numba the first of its schedules that applies; with `generated`,
+CUDA's generated pass), one-sided derivatives as the axis-operator kernel, any
+other pass as its generated kernel with the schedule and ghost-image stores a
+run uses, and on CUDA the two-steps-per-pass kernel where the run would take one.
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ from .backends.cuda.backend import pair_kernel, pass_kernel, resolve
 from .backends.cuda.kernel import module_source
 from .backends.cuda.schedules.fused import fused_applicable, fused_sweep
 from .backends.cuda.tune import fused_choice
-from .backends.numba_cpu import axis_operator_source, constant_shape, sweep_source
+from .backends.numba.backend import axis_operator_source
+from .backends.numba.schedules import sweep_source
 from .backends.numpy_ref import NumpyBackend
 from .errors import StencilforgeError
 from .ir.analysis import slot_name
@@ -53,7 +54,7 @@ class _Recorder:
             k = resolve(sweep, self.strategy, None, grid.shape, grid.dtype)
             self.sources.append(module_source([k], grid.dtype, f"{head}, strategy {k.strategy}, tile {k.tile}, block {k.block}"))
         else:
-            self.sources.append(f"# {head}\n{sweep_source(sweep, padded=constant_shape(grid))}")
+            self.sources.append(f"# {head}\n{sweep_source(sweep, grid)}")
         return self._numpy.sweep(sweep, grid)
 
     def sweep_fused(self, sweep, grid):

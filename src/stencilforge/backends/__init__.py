@@ -10,7 +10,7 @@ from .base import Backend, Launch
 
 _MODULES = {  # name -> (module, class, the package it cannot run without)
     "numpy": ("numpy_ref", "NumpyBackend", "numpy"),
-    "numba": ("numba_cpu", "NumbaBackend", "numba"),
+    "numba": ("numba", "NumbaBackend", "numba"),
     "cuda": ("cuda", "CudaBackend", "cupy"),
 }
 NAMES = tuple(_MODULES)
