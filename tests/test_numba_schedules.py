@@ -189,3 +189,16 @@ def test_fields_start_their_interior_on_a_cache_line(shape, ghost, dtype):
     assert np.array_equal(out, a) and not np.shares_memory(out, a)
     if min(shape) > ghost:
         assert out[(slice(ghost, None),) * a.ndim].ctypes.data % 64 == 0
+
+
+def test_a_1d_sweep_no_schedule_takes_runs_as_its_generated_pass():
+    """A 1D equation reading 19 neighbours (wider than one loop, where no numba sweep schedule applies) runs as its
+    generated kernel: the same bits as numpy's."""
+    import stencilforge as sf
+
+    g = sf.Grid((200,), extent=1.0, dtype="float64")
+    u = sf.Field("u", g)
+    rhs = u + 1e-3 * sum((u[k] + u[-k] - 2 * u) / k**2 for k in range(1, 10))
+    p = sf.Problem([sf.Eq(u.next, rhs)], initial={u: sf.sin(np.pi * g.x)}, boundary={u: sf.Dirichlet(0.0)}, dt=1e-3)
+    numba, numpy = sf.run(p, steps=20, backend="numba"), sf.run(p, steps=20, backend="numpy")
+    assert numba.summary["sweeps"] == {} and np.asarray(numba.fields["u"]).tobytes() == np.asarray(numpy.fields["u"]).tobytes()

@@ -33,7 +33,7 @@ from ...printers.numpy import coordinates, evaluate
 from ..base import HostMemory, Launch, fused_walls
 from ..numpy_ref import NumpyBackend
 from .kernel import HEADER, sweep_coefficients
-from .schedules import MARCHES, choose, sweep_source
+from .schedules import MARCHES, SWEEPS, choose, sweep_source
 
 log = logging.getLogger(__name__)
 
@@ -205,6 +205,11 @@ class NumbaBackend(HostMemory):
     def __init__(self) -> None:
         self._last_compile: Future | None = None  # the compile asked for last, which the next one waits for
         self._gathers: dict[np.dtype, Future] = {}  # `copy_cells`' compile per dtype
+
+    def takes_sweep(self, sweep: Sweep, grid: Grid) -> bool:
+        """Where a registered schedule applies (`schedules.SWEEPS`); elsewhere (a 1D sweep wider than one loop) the
+        pass runs as its generated kernel."""
+        return any(s.applies(sweep, grid) is None for s in SWEEPS)
 
     def _in_background(self, kernel, signature: tuple, what: str, instead: str) -> Future:
         """Compile `kernel` (`what`) for `signature` in a thread while the caller steps on: Numba's code
