@@ -21,7 +21,7 @@ from stencilforge.errors import StencilforgeError
 from stencilforge.problem import Problem
 from stencilforge.runner import run
 from stencilforge.simulation import PassStepper, Simulation
-from stencilforge.timeloop import LoopOptions, Result, never_fuses, run_stepper
+from stencilforge.timeloop import LoopOptions, Result, fusion_window, never_fuses, run_stepper
 
 
 def named(name, shape, **params) -> Problem:
@@ -36,7 +36,7 @@ def run_loop(problem: Problem, backend, wait: bool = False, **opts) -> Result:
     sim = Simulation(problem, backend, background=True)
 
     def build():
-        stepper = PassStepper(sim, never_fuses(options, problem.default_steps))
+        stepper = PassStepper(sim, never_fuses(options, problem.default_steps), fusion_window(options))
         if wait:
             compile_fused = stepper.compile
 
@@ -61,7 +61,7 @@ class FusedNumpy(NumpyBackend):
         super().__init__()
         self.steps, self.passes = steps, 0
 
-    def sweep_fused(self, sweep, grid):
+    def sweep_fused(self, sweep, grid, *, window=None):
         one = self.sweep(sweep, grid)
         (u,) = sweep.stencil_inputs
 
@@ -138,9 +138,9 @@ def test_a_run_whose_middle_walls_do_not_fit_steps_singly_with_the_same_fields(c
 
         built = False
 
-        def sweep_fused(self, sweep, grid):
+        def sweep_fused(self, sweep, grid, *, window=None):
             self.built = True
-            return super().sweep_fused(sweep, grid)
+            return super().sweep_fused(sweep, grid, window=window)
 
         def field(self, a, ghost):
             if self.built:
@@ -208,9 +208,9 @@ def test_no_pair_kernel_is_built_for_a_run_that_would_never_take_one(opts):
     built = []
 
     class Counting(FusedNumpy):
-        def sweep_fused(self, sweep, grid):
+        def sweep_fused(self, sweep, grid, *, window=None):
             built.append(sweep)
-            return super().sweep_fused(sweep, grid)
+            return super().sweep_fused(sweep, grid, window=window)
 
     run_loop(named("heat2d", (12, 13)), Counting(), **opts)
     assert built == []
@@ -234,10 +234,10 @@ class CompilingNumpy(FusedNumpy):
 
         return Launch(run)
 
-    def sweep_fused(self, sweep, grid):
+    def sweep_fused(self, sweep, grid, *, window=None):
         from concurrent.futures import Future
 
-        launch = super().sweep_fused(sweep, grid)
+        launch = super().sweep_fused(sweep, grid, window=window)
         launch.compiling = self.compiling = Future()
         if self.failure is not None:
             self.compiling.set_exception(self.failure)

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 import stencilforge as sf
 from stencilforge import problems
 from stencilforge.backends.cuda.tune import choose
-from stencilforge.backends.numba.schedules.march import FUSED_STEPS_2D
+from stencilforge.backends.numba.schedules.loop import LOOP_STEPS
 from stencilforge.cli import app, join_multi_values
 
 
@@ -53,10 +53,10 @@ def test_auto_logs_the_strategy_it_picks_and_why(info, problem, radius, strategy
 
 def test_steps_per_pass_used_or_not_and_why(info):
     problem = problems.problem("heat2d", shape=(16, 16), dtype="float64")[0]
-    fused = sf.run(problem, steps=6, backend="numba")
-    assert messages(info, "stencilforge.simulation") == [f"heat2d: {FUSED_STEPS_2D} steps per pass"]
+    fused = sf.run(problem, steps=LOOP_STEPS + 1, backend="numba")
+    assert messages(info, "stencilforge.simulation") == [f"heat2d: {LOOP_STEPS} steps per pass"]
     info.clear()
-    single = sf.run(problem, steps=6, backend="numba", fuse_steps=False)
+    single = sf.run(problem, steps=LOOP_STEPS + 1, backend="numba", fuse_steps=False)
     assert messages(info, "stencilforge.simulation") == ["heat2d: one step per pass: single steps were asked for"]
     np.testing.assert_array_equal(fused.fields["u"], single.fields["u"])
 
@@ -70,7 +70,8 @@ def test_a_fused_run_falling_back_to_single_steps_is_logged(info):
     result = sf.run(wide, steps=4, backend="numba")  # its sweep has 19 row views: beyond the one vectorised loop a numba pair runs
     assert list(result.summary["sweeps"]) == ["u_next"] and not result.summary.get("fused_steps")
     assert [line for line in messages(info, "stencilforge.backends.numba.backend")
-            if line == "u_next: single steps, no fused kernel: numba's march reads at most 16 row views (one vectorised loop), not 19"]
+            if line.startswith("u_next: single steps, no fused kernel: numba's loop reads at most 16 row views")
+            and line.endswith("; numba's march reads at most 16 row views (one vectorised loop), not 19")]
     assert messages(info, "stencilforge.simulation") == ["heat3d-r3: one step per pass: the numba backend has no fused kernel for it"]
 
 
@@ -98,11 +99,11 @@ def cli_logging():
 
 
 def test_cli_verbose_shows_the_choices_on_stderr_and_quiet_does_not(cli_logging):
-    args = ("run", "heat2d", "--shape", "16", "16", "--steps", "6", "--backend", "numba")
+    args = ("run", "heat2d", "--shape", "16", "16", "--steps", str(LOOP_STEPS + 1), "--backend", "numba")
     quiet = invoke(*args)
     assert quiet.exit_code == 0 and "steps per pass" not in quiet.stderr
     loud = invoke("-v", *args)
-    assert loud.exit_code == 0 and f"heat2d: {FUSED_STEPS_2D} steps per pass" in loud.stderr
+    assert loud.exit_code == 0 and f"heat2d: {LOOP_STEPS} steps per pass" in loud.stderr
     assert "steps per pass" not in loud.stdout
     single = invoke("--verbose", *args, "--single-steps")
     assert "heat2d: one step per pass: single steps were asked for" in single.stderr

@@ -24,6 +24,15 @@ from stencilforge.stencil import Stencil
 from test_fused_steps import Recorder, named, run_loop, same_record
 
 
+@pytest.fixture(autouse=True)
+def march_only(monkeypatch):
+    """These tests are the march's: the backend's fused steps take it alone, small grids too (which `loop` takes in
+    a run; tests/test_numba_loop.py)."""
+    from stencilforge.backends.numba import backend
+
+    monkeypatch.setattr(backend, "MARCHES", (march.SCHEDULE,))
+
+
 def jacobi(shape, radius, dtype, ghost=None):
     """A 2D or 3D (by the shape) Jacobi sweep with a right-hand side: u read around the cell, f at it."""
     nd = len(shape)

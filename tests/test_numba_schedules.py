@@ -6,6 +6,7 @@ with NaN."""
 from __future__ import annotations
 
 import logging
+import math
 
 import numba
 import numpy as np
@@ -16,6 +17,7 @@ from stencilforge.backends.numba import NumbaBackend
 from stencilforge.backends.numba.backend import load_kernel
 from stencilforge.backends.numba.kernel import FUSED_VIEW_LIMIT, HEADER, row_views
 from stencilforge.backends.numba.schedules import MARCHES, SWEEPS, choose, sweep_source
+from stencilforge.backends.numba.schedules.loop import LOOP_CELLS
 from stencilforge.backends.numpy_ref import evaluate_sweep
 from stencilforge.errors import StencilforgeError
 from stencilforge.grid import Grid
@@ -33,23 +35,26 @@ def case(name):
     """(grid, sweep, {schedule: None where it applies, else words of its reason})."""
     if name == "heat2d":
         step = problems.linear_step("heat2d", shape=(20, 24))
-        return step.lattice, step.sweep, {"row": None, "wide": None, "march": None}
+        return step.lattice, step.sweep, {"row": None, "wide": None, "loop": None, "march": None}
     if name == "wave3d r8":
         step = problems.linear_step("wave3d", shape=(20, 19, 18), radius=8)
-        return step.lattice, step.sweep, {"row": "not 51", "wide": None, "march": "of one field"}
+        return step.lattice, step.sweep, {"row": "not 51", "wide": None, "loop": "at most 16384 cells", "march": "of one field"}
     if name == "jacobi3d r4":
         grid = lattice((9, 10, 11), 4)
-        return grid, jacobi_sweep(Stencil.laplacian(3, 4, grid.spacing), True), {"row": "not 25", "wide": None, "march": "not 25"}
+        return grid, jacobi_sweep(Stencil.laplacian(3, 4, grid.spacing), True), {"row": "not 25", "wide": None, "loop": "not 25",
+                                                                                 "march": "not 25"}
     if name == "two fields":
         lap = Stencil.laplacian(2, 1)
-        return lattice((9, 10), 1), Sweep("o", (Term("u", lap), Term("v", lap))), {"row": None, "wide": None, "march": "of one field"}
+        return lattice((9, 10), 1), Sweep("o", (Term("u", lap), Term("v", lap))), {"row": None, "wide": None, "loop": "of one field",
+                                                                                 "march": "of one field"}
     if name == "reach beyond the ghosts":
         grid = lattice((9, 10), 1)
-        return grid, jacobi_sweep(Stencil.laplacian(2, 2, grid.spacing), True), {"row": None, "wide": None, "march": "ghost layer"}
+        return grid, jacobi_sweep(Stencil.laplacian(2, 2, grid.spacing), True), {"row": None, "wide": None, "loop": "ghost layer",
+                                                                                 "march": "ghost layer"}
     grid = lattice((30,), 9)  # 1D
     radius = 1 if name == "1D" else 9
     return grid, jacobi_sweep(Stencil.laplacian(1, radius, grid.spacing), False), {
-        "row": None if radius == 1 else "not 18", "wide": "not 1D", "march": "not 1D"}
+        "row": None if radius == 1 else "not 18", "wide": "not 1D", "loop": None if radius == 1 else "not 18", "march": "not 1D"}
 
 
 CASES = ["heat2d", "wave3d r8", "jacobi3d r4", "two fields", "reach beyond the ghosts", "1D", "1D r9"]
@@ -73,13 +78,16 @@ def test_each_schedule_builds_where_it_applies_and_says_why_not_elsewhere(name):
 @pytest.mark.parametrize("name", [n for n in CASES if n != "1D r9"])  # that one no kernel of main's took
 def test_the_lookup_takes_the_family_the_backends_branches_took(name):
     """Before the registry: `row` up to FUSED_VIEW_LIMIT row views, else `wide`; the march for 2D and 3D sweeps of
-    one field within that limit and the ghost layer."""
+    one field within that limit and the ghost layer; since, `loop` before the march on grids of at most LOOP_CELLS
+    cells with their ghosts, in 1D too."""
     grid, sweep, _ = case(name)
     fits = len(row_views(sweep)) <= FUSED_VIEW_LIMIT
     assert choose(SWEEPS, sweep, grid).name == ("row" if fits else "wide")
     assert sweep_source(sweep, grid) == choose(SWEEPS, sweep, grid).build(sweep, grid)
-    marches = grid.ndim in (2, 3) and sweep.iterates_one_field and fits and grid.ghost >= sweep.radius
-    if marches:
+    fuses = sweep.iterates_one_field and fits and grid.ghost >= sweep.radius
+    if fuses and math.prod(grid.padded_shape) <= LOOP_CELLS:
+        assert choose(MARCHES, sweep, grid).name == "loop"
+    elif fuses and grid.ndim in (2, 3):
         assert choose(MARCHES, sweep, grid).name == "march"
     else:
         with pytest.raises(StencilforgeError):
@@ -94,7 +102,7 @@ def test_refusals_are_the_schedules_own_reasons_in_one_line(caplog):
     grid, sweep, _ = case("two fields")
     with caplog.at_level(logging.INFO, logger="stencilforge.backends.numba.backend"):
         assert NumbaBackend().sweep_fused(sweep, grid) is None
-    assert caplog.messages[-1] == f"o: single steps, no fused kernel: {MARCHES[0].applies(sweep, grid)}"
+    assert caplog.messages[-1] == f"o: single steps, no fused kernel: {'; '.join(s.applies(sweep, grid) for s in MARCHES)}"
 
 
 def wave(shape, dtype="float32", radius=8):

@@ -120,6 +120,7 @@ def test_a_rule_reads_the_levels_of_the_step_it_follows(backend):
         seen.append({name: np.array(arr) for name, arr in fields.items()})
         return len(seen) == 3
 
+    sf.run(problem, backend=backend, check_every=7, steps=21)  # numba: its kernel of the steps between checks, cached
     s = sf.run(problem, backend=backend, check_every=7, until=look).summary
     assert s["stop"] == "until" and s["step"] == 21 and s["until"] == {
         "rule": "<function test_a_rule_reads_the_levels_of_the_step_it_follows.<locals>.look>", "met": True, "value": None,

@@ -54,23 +54,28 @@ def _fresh_loader(loaded: dict):
 
 
 @pytest.mark.parametrize("name, shape, kw, fused", [
-    ("heat2d", (9, 13), {}, False),
-    ("heat2d", (9, 13), {}, True),
-    ("heat3d", (7, 9, 11), {}, False),
-    ("heat3d", (7, 9, 11), {}, True),
-    ("wave3d", (7, 9, 11), {"radius": 3}, False),  # 21 row views: the wide kernel
+    ("heat2d", (9, 13), {}, None),
+    ("heat2d", (9, 13), {}, "march"),
+    ("heat2d", (9, 13), {}, "loop"),
+    ("heat3d", (7, 9, 11), {}, None),
+    ("heat3d", (7, 9, 11), {}, "march"),
+    ("wave3d", (7, 9, 11), {"radius": 3}, None),  # 21 row views: the wide kernel
 ])
 def test_every_function_of_a_sweep_kernel_that_loops_over_cells_asks_for_512_bit_vectors(monkeypatch, name, shape, kw, fused):
+    from stencilforge.backends.numba.schedules import MARCHES
+
     loaded: dict = {}
     monkeypatch.setattr(numba_backend, "load_kernel", _fresh_loader(loaded))
+    monkeypatch.setattr(numba_backend, "MARCHES", tuple(s for s in MARCHES if s.name == fused))
     step = problems.linear_step(name, shape=shape, dtype="float32", **kw)
     backend = numba_backend.NumbaBackend()
     launch = backend.sweep_fused(step.sweep, step.lattice) if fused else backend.sweep(step.sweep, step.lattice)
     assert launch is not None
     if launch.compiling is not None:  # the fused kernel compiles in the background
         launch.compiling.result()
-    looping = {n: f for n, f in loaded.items() if n in ("kernel", "middle", "march")}
-    assert set(looping) == ({"kernel", "middle", "march"} if fused else {"kernel"})
+    cells = {None: {"kernel"}, "march": {"kernel", "middle", "march"}, "loop": {"one"}}[fused]  # those looping over cells
+    looping = {n: f for n, f in loaded.items() if n in cells}
+    assert set(looping) == cells
     for n, f in looping.items():
         (signature,) = f.signatures
         assert PREFER_512 in f.inspect_llvm(signature), f"{n} does not ask for 512-bit vectors"

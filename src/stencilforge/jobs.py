@@ -31,7 +31,7 @@ from .io.plots import IMAGE_SUFFIXES, View, plot_array
 from .io.snapshots import Ledger, OutputError, SeriesSink, StreamingObserver, reason
 from .optional import require
 from .points import Traces
-from .timeloop import LoopOptions, Result, close_observers, never_fuses, run_stepper
+from .timeloop import LoopOptions, Result, close_observers, fusion_window, never_fuses, run_stepper
 
 CHECKPOINT_SUFFIXES = (".h5", ".hdf5")
 log = logging.getLogger(__name__)
@@ -232,7 +232,7 @@ class Outputs:
         try:
             opts = replace(opts, observers=(*opts.observers, *observers))
             single = never_fuses(opts, problem.default_steps)
-            result = run_stepper(lambda: PassStepper(sim, single), sim.backend, opts)
+            result = run_stepper(lambda: PassStepper(sim, single, fusion_window(opts)), sim.backend, opts)
         except BlowUp as exc:
             root = not sim.decomposed or sim.cart.rank == 0
             try:

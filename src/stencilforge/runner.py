@@ -29,7 +29,18 @@ from .progress import LazyProgress, ProgressLines, reporter
 from .resources import node_peers, thread_count, use_numba_threads
 from .rules import RuleCheck, StopRule, stop_rule
 from .simulation import PassStepper, Simulation
-from .timeloop import LoopOptions, ProgressFn, Result, StopRequest, missed_line, never_fuses, run_stepper, stop_on_signals, stopped_line
+from .timeloop import (
+    LoopOptions,
+    ProgressFn,
+    Result,
+    StopRequest,
+    fusion_window,
+    missed_line,
+    never_fuses,
+    run_stepper,
+    stop_on_signals,
+    stopped_line,
+)
 
 if TYPE_CHECKING:
     from .jobs import Outputs
@@ -251,7 +262,7 @@ def _run_passes(problem, engine, total, tol, params, loop: dict, outputs, comm, 
     if outputs is not None:
         result = outputs.run_passes(sim, opts)  # with the traces, which it wrote to the snapshot file
     else:
-        result = run_stepper(lambda: PassStepper(sim, never_fuses(opts, problem.default_steps)), engine, opts)
+        result = run_stepper(lambda: PassStepper(sim, never_fuses(opts, problem.default_steps), fusion_window(opts)), engine, opts)
         result.traces = sim.traces()  # under MPI a gather every rank joins, once
     result.summary["setup_s"] = setup_s
     if decomposed is not None:

@@ -477,12 +477,13 @@ class Simulation:
                            if a.level == 0 and a.field.name in an.written])
         return walls, reach
 
-    def build_fused(self) -> str | None:
+    def build_fused(self, window: int | None = None) -> str | None:
         """Compile the kernel of several steps in one pass; returns why there is none, or None. A step that is one
         sweep of a field's current level into its next takes the backend's fused sweep (`Backend.sweep_fused`),
-        any other pass its two-step kernel (`Backend.equation_pair`)."""
+        any other pass its two-step kernel (`Backend.equation_pair`). `window`: the most steps a pass may take
+        and still fall between the run's looks at the state (`timeloop.fusion_window`)."""
         if self.sweeps:
-            return self._fuse_sweep()
+            return self._fuse_sweep(window)
         plan = self.pair_plan()
         if isinstance(plan, str):
             return plan
@@ -494,7 +495,7 @@ class Simulation:
         self.fused = Launch(lambda arrays, times: pair(arrays, self.params, *times), steps=2)
         return None
 
-    def _fuse_sweep(self) -> str | None:
+    def _fuse_sweep(self, window: int | None) -> str | None:
         """The fused sweep where it gives single steps' bits: the sweep iterates one field (`Sweep.composes_with`)
         whose walls are Dirichlet (the middle states' walls are filled ahead: the first in the output's ghost
         cells, the others in carriers of their own, where they change in time)."""
@@ -509,7 +510,7 @@ class Simulation:
             return "its step is not one sweep between the two levels of one field"
         if not all(isinstance(c, Dirichlet) for c in conditions(self.problem.boundary.get(name, ()))):
             return "a wall that changes in time reads the field"
-        fused = self.backend.sweep_fused(sweep, self.lattice)
+        fused = self.backend.sweep_fused(sweep, self.lattice, window=window)
         if fused is None:
             return f"the {self.backend.name} backend has no fused kernel for it"
         moving = any(not static for static, _ in self._fillers.get(name, ()))
@@ -676,10 +677,11 @@ class Simulation:
 class PassStepper:
     """A Simulation as the time loop's stepper (`timeloop.Stepper`): one step per call, from its step count."""
 
-    def __init__(self, sim: Simulation, single: str | None = "not asked for"):
-        """`single`: why the loop would take no two-step pass (`timeloop.never_fuses`), or None."""
+    def __init__(self, sim: Simulation, single: str | None = "not asked for", window: int | None = None):
+        """`single`: why the loop would take no two-step pass (`timeloop.never_fuses`), or None; `window`: the most
+        steps a pass may take (`timeloop.fusion_window`)."""
         problem = sim.problem
-        self.sim, self.backend, self.single = sim, sim.backend, single
+        self.sim, self.backend, self.single, self.window = sim, sim.backend, single, window
         self.name, self.first, self.decomposed = problem.name, sim.step_count, sim.decomposed
         self.default_steps = problem.default_steps
         self.has_residual = problem.residual is not None
@@ -699,7 +701,7 @@ class PassStepper:
         self.sim.start_timing()  # the last thing before the loop's clock starts
         if not self.backend.fuses_steps:
             return
-        why = self.single or self.sim.build_fused()
+        why = self.single or self.sim.build_fused(self.window)
         fused = self.sim.fused
         log.info("%s: %s", self.name, f"{fused.steps} steps per pass" if fused is not None else f"one step per pass: {why}")
 

@@ -18,7 +18,7 @@ from .backends.cuda.kernel import module_source
 from .backends.cuda.schedules.fused import fused_applicable, fused_sweep
 from .backends.cuda.tune import fused_choice
 from .backends.numba.backend import axis_operator_source
-from .backends.numba.schedules import sweep_source
+from .backends.numba.schedules import SWEEPS, sweep_source
 from .backends.numpy_ref import NumpyBackend
 from .errors import StencilforgeError
 from .ir.analysis import slot_name
@@ -44,8 +44,10 @@ class _Recorder:
         return getattr(self._numpy, name)
 
     def takes_sweep(self, sweep, grid) -> bool:
-        """As the target's backend answers (`CudaBackend.takes_sweep`; numba takes every linear pass)."""
-        return self.target != "cuda" or codegen.takes_sweep(sweep, grid.dtype, self.strategy)
+        """As the target's backend answers (`CudaBackend.takes_sweep`, `NumbaBackend.takes_sweep`)."""
+        if self.target == "cuda":
+            return codegen.takes_sweep(sweep, grid.dtype, self.strategy)
+        return any(s.applies(sweep, grid) is None for s in SWEEPS)
 
     def sweep(self, sweep, grid, background: bool = False):
         self.swept = True
@@ -57,7 +59,7 @@ class _Recorder:
             self.sources.append(f"# {head}\n{sweep_source(sweep, grid)}")
         return self._numpy.sweep(sweep, grid)
 
-    def sweep_fused(self, sweep, grid):
+    def sweep_fused(self, sweep, grid, *, window=None):
         steps, tile, blocks = fused_choice(sweep, grid.dtype)
         if self.strategy == "auto" and fused_applicable(sweep, steps) is None and grid.ghost >= sweep.radius:
             k = fused_sweep(sweep, grid.dtype, tuple(tile), f"sf_fused{steps}_{sweep.out}", steps, min_blocks=blocks)

@@ -196,6 +196,12 @@ def never_fuses(opts: LoopOptions, default_steps: int) -> str | None:
     return None
 
 
+def fusion_window(opts: LoopOptions) -> int:
+    """The most steps one pass may take and still fall between two of the loop's looks at the state (its checks and
+    its observers): one less than the shortest interval between them."""
+    return min([opts.check_every, *(obs.every for obs in opts.observers if obs.every)]) - 1
+
+
 class Stepper(Protocol):
     """What the loop advances (`simulation.PassStepper`: a problem's passes, solves and one-sided derivatives).
     Steps are numbered globally from `first`."""

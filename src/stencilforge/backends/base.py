@@ -98,8 +98,9 @@ class Backend(Protocol):
         a compile of seconds runs (the time loop); a backend may then return at once, its Launch taking a
         path with the same bits until compiled (`Launch.fallback`)."""
 
-    def sweep_fused(self, sweep: Sweep, grid: Grid) -> Launch | None:
+    def sweep_fused(self, sweep: Sweep, grid: Grid, *, window: int | None = None) -> Launch | None:
         """run(fields): `steps` steps in one pass (out = S(...S(u))), or None where this sweep cannot fuse.
+        `window`: the most steps a pass may take (the run looks at the state that often); a backend may take fewer.
 
         The state after step s < steps takes its ghost cells from fields[`fused_walls(s)`] (step 1: the output's)."""
 

@@ -79,7 +79,7 @@ class NumpyBackend(HostMemory):
 
         return Launch(run)
 
-    def sweep_fused(self, sweep: Sweep, grid: Grid) -> None:
+    def sweep_fused(self, sweep: Sweep, grid: Grid, *, window: int | None = None) -> None:
         """The oracle steps one at a time."""
         return None
 

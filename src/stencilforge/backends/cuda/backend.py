@@ -377,10 +377,10 @@ class CudaBackend:
             raise StencilforgeError(f"grid ghost width {grid.ghost} is smaller than the stencil radius {sweep.radius}")
         return self._sweep_runner(kernel, grid, scalar)
 
-    def sweep_fused(self, sweep: Sweep, grid: Grid, tile=None, steps: int | None = None) -> Launch | None:
+    def sweep_fused(self, sweep: Sweep, grid: Grid, tile=None, steps: int | None = None, *, window: int | None = None) -> Launch | None:
         """`steps` steps of `sweep` in one pass (default and tile: `fused_choice`), the middle states' ghost
         cells taken from out's and the `_walls{s}` fields', or None where they cannot be fused or another
-        strategy than `auto` was asked for."""
+        strategy than `auto` was asked for. `window` is not read: the measured steps and tiles go together."""
         chosen_steps, chosen_tile, blocks = fused_choice(sweep, grid.dtype)
         steps = chosen_steps if steps is None else steps
         why = (f"strategy {self.requested} was asked for" if self.requested != "auto" else fused_applicable(sweep, steps)

@@ -317,15 +317,16 @@ class NumbaBackend(HostMemory):
         run, compiling = self._bound(source, sweep, grid, sweep.out, (f"{sweep.out}: the kernel", "NumPy's steps"))
         return Launch(run, compiling=compiling, fallback=NumpyBackend().sweep(sweep, grid))
 
-    def sweep_fused(self, sweep: Sweep, grid: Grid, steps: int | None = None) -> Launch | None:
-        """`steps` steps in one pass (by default the schedule's), the middle states' ghost cells taken from out's and
-        the `fused_walls` arrays, by the first schedule of `MARCHES` that applies; None where none does."""
+    def sweep_fused(self, sweep: Sweep, grid: Grid, steps: int | None = None, *, window: int | None = None) -> Launch | None:
+        """`steps` steps in one pass (by default the schedule's, at most `window`), the middle states' ghost cells
+        taken from out's and the `fused_walls` arrays, by the first schedule of `MARCHES` that applies; None where
+        none does."""
         try:
             schedule = choose(MARCHES, sweep, grid)
         except StencilforgeError as why:
             log.info("%s: single steps, no fused kernel: %s", sweep.out, why)
             return None
-        steps = steps or schedule.steps(grid)
+        steps = steps or min(schedule.steps(grid), window or schedule.steps(grid))
         carriers = tuple(fused_walls(s, sweep.out) for s in range(2, steps))
         run, compiling = self._bound(schedule.build(sweep, grid, steps), sweep, grid, sweep.out,
                                      (f"{sweep.out}: the {steps}-step kernel", "single steps"), carriers=carriers)

@@ -1,6 +1,7 @@
 """Numba's sweep kernels, one module per schedule, each declaring the sweeps it applies to (`kernel.Schedule`).
 SWEEPS write one step a pass: `row` the whole expression in one loop, `wide` in loops over row buffers; MARCHES
-several. `NumbaBackend` and show-kernel take the first of a tuple that applies; adding a schedule is its module
+several: `loop` a small grid's steps with the time loop inside the call, `march` a larger one's through rings of
+planes. `NumbaBackend` and show-kernel take the first of a tuple that applies; adding a schedule is its module
 and its entry here."""
 
 from __future__ import annotations
@@ -9,10 +10,10 @@ from ....errors import StencilforgeError
 from ....grid import Grid
 from ....plan import Sweep
 from ..kernel import Schedule
-from . import march, row, wide
+from . import loop, march, row, wide
 
 SWEEPS = (row.SCHEDULE, wide.SCHEDULE)
-MARCHES = (march.SCHEDULE,)
+MARCHES = (loop.SCHEDULE, march.SCHEDULE)
 
 
 def choose(schedules: tuple[Schedule, ...], sweep: Sweep, grid: Grid) -> Schedule:
