@@ -187,6 +187,44 @@ def test_a_problem_file_carries_its_rule_to_the_cli(tmp_path):
     assert f"(held at step {s['step']})" in table.output
 
 
+LAPLACE_FILE = ("import stencilforge as sf\n\n\ndef build(shape=None, dtype='float64'):\n"
+                "    grid = sf.Grid(shape or (12, 16), extent=(1.0, 2.0), dtype=dtype)\n"
+                "    p = sf.Field('p', grid)\n"
+                "    return sf.Problem([sf.Eq(p.next, 0.25 * (p.shift(x=1) + p.shift(x=-1) + p.shift(y=1) + p.shift(y=-1)))],\n"
+                "                      boundary={p: (sf.Neumann(), (sf.Dirichlet(0.0), sf.Dirichlet(grid.y)))}, steps=10000)\n")
+
+
+@pytest.mark.parametrize("text", ["sf.total(abs(p.next) - abs(p)) / sf.total(abs(p)) <= 1e-4",
+                                  "norm(p.next - p, 1) / norm(p, 1) < 1e-3"])
+def test_until_on_the_command_line_stops_where_the_same_rule_from_python_does(tmp_path, text):
+    """The CFD course's rule, written after --until, stops a problem file at the step sf.run(until=) stops it."""
+    from stencilforge.convergence import load_problem_file
+
+    path = tmp_path / "laplace.py"
+    path.write_text(LAPLACE_FILE)
+    res = CliRunner().invoke(app, ["run", str(path), "--backend", "numpy", "--check-every", "1", "--until", text, "--json"])
+    assert res.exit_code == 0, res.output
+    s = json.loads(res.output)
+    problem = load_problem_file(path).build()
+    p = problem.fields["p"]
+    rule = eval(text, {"sf": sf, "abs": abs, "norm": sf.norm, "p": p})
+    want = sf.run(problem, backend="numpy", check_every=1, until=rule).summary
+    assert s["stop"] == "until" and s["step"] == want["step"] < 10000 and s["until"] == want["until"]
+
+
+@pytest.mark.parametrize("text, message", [
+    ("norm(p.next - p, 1 <", "is not an expression"),
+    ("norm(q, 1) < 1", "NameError: name 'q' is not defined (it may use the fields p, norm, total and abs)"),
+    ("__import__('os')", "NameError"),
+    ("norm(p, 1)", "until takes a comparison of norms"),
+])
+def test_a_bad_until_is_one_line_and_exit_2(tmp_path, text, message):
+    path = tmp_path / "laplace.py"
+    path.write_text(LAPLACE_FILE)
+    res = CliRunner().invoke(app, ["run", str(path), "--backend", "numpy", "--until", text])
+    assert res.exit_code == 2 and message in res.output and "Traceback" not in res.output, res.output
+    assert len([line for line in res.output.splitlines() if line.strip()]) == 1, res.output
+
 def _refusal(case):
     p = laplace().fields["p"]
     q = sf.Field("q", p.grid)

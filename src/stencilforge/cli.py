@@ -218,7 +218,7 @@ def _output_cell(file: str | dict) -> str:
 
 def run_problem_file(path: str, shape, steps, tol, dtype, backend: str, settings: dict, check_every: int, as_json: bool,
                      files: dict, procs=None, fuse_steps: bool = True, threads: int | None = None, stall_checks: int = 20,
-                     halo: str = "auto", strict_solves: bool | None = None) -> None:
+                     halo: str = "auto", strict_solves: bool | None = None, until: str | None = None) -> None:
     """Run a problem file's build(); its constants are the parameters --set may change; `files` are
     the output options of `Outputs` (snapshots, checkpoints, overwrite), whose files record this command
     line and the file's text. Under mpiexec (or with --procs) it runs decomposed and rank 0 alone prints.
@@ -245,12 +245,18 @@ def run_problem_file(path: str, shape, steps, tol, dtype, backend: str, settings
         outputs = Outputs(**files, problem_file=Path(path).read_text(encoding="utf-8", errors="replace"))
     _run_and_report(problem, outputs, as_json, comm, path, steps=steps, tol=tol, backend=backend, params=settings,
                     check_every=check_every, procs=procs, fuse_steps=fuse_steps, threads=threads, stall_checks=stall_checks,
-                    halo=halo, strict_solves=strict_solves)
+                    halo=halo, strict_solves=strict_solves, until=until)
 
 
-def _run_and_report(problem, outputs, as_json: bool, comm, source: str | None = None, **options) -> None:
-    """`run_with` the problem under the CLI's progress display and signal handling, then `_report` its summary."""
+def _run_and_report(problem, outputs, as_json: bool, comm, source: str | None = None, until: str | None = None,
+                    **options) -> None:
+    """`run_with` the problem under the CLI's progress display and signal handling, then `_report` its summary;
+    `until`: --until's text, a stop rule of the problem's fields (`rules.rule_from_text`)."""
+    from .rules import rule_from_text
     from .runner import run_with
+
+    if until is not None:
+        options["until"] = rule_from_text(until, problem.fields)
 
     root = world_rank() == 0
     interactive = not as_json and watching() and root
@@ -416,6 +422,10 @@ def run(
     stall_checks: int = typer.Option(
         20, "--stall-checks", help="--tol: stop when the residual reaches no new minimum in this many checks (0: never)"
     ),
+    until: Optional[str] = typer.Option(
+        None, "--until", help="stop when this rule of the fields holds, checked every --check-every steps, e.g. "
+        "'norm(p.next - p, 1) / norm(p, 1) < 1e-4' (norm, total, abs; the same step on any number of ranks)"
+    ),
     strict_solves: bool = typer.Option(
         False, "--strict-solves", help="stop at the first solve (sf.Solve) that misses its tolerance, final outputs written, "
         f"exit status {SOLVE_MISSED} (default: the problem's; else such solves are counted and the run goes on)"
@@ -436,7 +446,7 @@ def run(
         files = dict(out=out_file, snapshot_every=snapshot_every, checkpoint=checkpoint, checkpoint_every=checkpoint_every,
                      resume=resume, overwrite=overwrite)
         run_problem_file(problem, parse_ints(shape, "--shape"), steps, tol, dtype, backend, parse_settings(settings), check_every,
-                         as_json, files, parse_ints(procs, "--procs"), fuse_steps, threads, stall_checks, halo, strict)
+                         as_json, files, parse_ints(procs, "--procs"), fuse_steps, threads, stall_checks, halo, strict, until)
         return
     if settings:
         raise StencilforgeError("--set applies to problem files (NAME.py); the named problems take their own options")
@@ -444,7 +454,7 @@ def run(
     mpi = procs is not None or launched()
     if problem is not None and _multigrid_method(problem, method, resume):
         refused = [name for name, given in (("--snapshot-every", snapshot_every), ("--checkpoint-every", checkpoint_every),
-                   ("--png", png), ("--strategy", strategy)) if given]
+                   ("--png", png), ("--strategy", strategy), ("--until", until)) if given]
         if refused:
             raise StencilforgeError(f"{', '.join(refused)} apply to --method jacobi, not multigrid")
         _run_multigrid(problem, shape, dtype, backend, tol, steps, as_json, procs)
@@ -454,12 +464,12 @@ def run(
     files = dict(snapshot_every=snapshot_every, out=out_file, compression=compression, checkpoint_every=checkpoint_every,
                  checkpoint=checkpoint, resume=resume, png=png, overwrite=overwrite)
     _run_named(problem, parse_ints(shape, "--shape"), dtype, params, files, backend, strategy, steps, tol, check_every,
-               fuse_steps, threads, stall_checks, halo, parse_ints(procs, "--procs") if mpi else None, mpi, as_json, strict)
+               fuse_steps, threads, stall_checks, halo, parse_ints(procs, "--procs") if mpi else None, mpi, as_json, strict, until)
 
 
 def _run_named(problem: str | None, shape, dtype: str | None, params: dict, files: dict, backend: str, strategy: str | None,
                steps: int | None, tol: float | None, check_every: int, fuse_steps: bool, threads: int | None, stall_checks: int,
-               halo: str, procs, mpi: bool, as_json: bool, strict_solves: bool | None = None) -> None:
+               halo: str, procs, mpi: bool, as_json: bool, strict_solves: bool | None = None, until: str | None = None) -> None:
     """A named problem of equations through `run_with`, as a problem file runs: its sf.Problem from the catalogue
     (or from --resume's checkpoint), the parameters that built it recorded in its files."""
     from .jobs import Outputs, named_problem
@@ -491,7 +501,7 @@ def _run_named(problem: str | None, shape, dtype: str | None, params: dict, file
         tol = problems.JACOBI_TOL
     _run_and_report(made, Outputs(**files, params=recorded), as_json, world() if mpi else None, steps=steps, tol=tol,
                     backend=engine, check_every=check_every, procs=procs, fuse_steps=fuse_steps, threads=threads,
-                    stall_checks=stall_checks, halo=halo, strict_solves=strict_solves)
+                    stall_checks=stall_checks, halo=halo, strict_solves=strict_solves, until=until)
 
 
 def _arrays_of(name: str, shape, dtype: str | None, params: dict):

@@ -53,6 +53,24 @@ class _Text(CanonicalText):
         return text[1:-1] if isinstance(node, (Binary, Compare)) else text
 
 
+def rule_from_text(text: str, fields: Mapping[str, Field]) -> Expr:
+    """A stop rule written on the command line (`--until`): a Python expression of the problem's fields by name,
+    `norm` and `total` (also as `sf.norm`, `sf.total`), `abs` and numbers, such as EXAMPLE; anything else is a one-line
+    error (the comparison itself is checked by `stop_rule`)."""
+    from types import SimpleNamespace
+
+    from .ir.nodes import norm, total
+
+    names = {"norm": norm, "total": total, "sf": SimpleNamespace(norm=norm, total=total), **fields}
+    try:
+        return eval(compile(text, "--until", "eval"), {"__builtins__": {"abs": abs}}, names)
+    except SyntaxError as exc:
+        raise StencilforgeError(f"--until {text!r} is not an expression: {exc.msg}") from None
+    except Exception as exc:  # a name that is not a field, a call of something else: the user's text, in one line
+        raise StencilforgeError(f"--until {text!r}: {type(exc).__name__}: {exc} (it may use the fields "
+                                f"{', '.join(fields)}, norm, total and abs)") from None
+
+
 def stop_rule(rule, fields: Mapping[str, Field]) -> StopRule:
     """`rule` checked against a problem's fields: a comparison whose sides are numbers, constants and norms
     (sf.norm, sf.total) of fields of the problem read at the cell, or a Python function. Fields are matched by
