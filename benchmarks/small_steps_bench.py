@@ -42,6 +42,11 @@ def numpy_loop(shape, steps: int) -> float:
     return (time.perf_counter() - start) / steps
 
 
+def seconds_a_step(p, steps: int, backend: str, fuse: bool = True):
+    """A run of `p` through sf.run, its seconds a step (one check, at the end)."""
+    return lambda: sf.run(p, steps=steps, backend=backend, check_every=steps, fuse_steps=fuse).summary["wall_s"] / steps
+
+
 def median_us(run) -> float:
     run()
     return round(statistics.median(run() for _ in range(7)) * 1e6, 3)
@@ -56,11 +61,10 @@ def main() -> None:
         steps = int(min(STEPS, max(500, CELLS / np.prod(shape))))
         p = problem(shape)
 
-        def sf_run(backend, fuse=True):
-            return lambda: sf.run(p, steps=steps, backend=backend, check_every=steps, fuse_steps=fuse).summary["wall_s"] / steps
-
-        row = {"steps": steps, "numba": median_us(sf_run("numba")), "numba one step a pass": median_us(sf_run("numba", False)),
-               "numpy backend": median_us(sf_run("numpy")), "plain NumPy loop": median_us(lambda: numpy_loop(shape, steps))}
+        row = {"steps": steps, "numba": median_us(seconds_a_step(p, steps, "numba")),
+               "numba one step a pass": median_us(seconds_a_step(p, steps, "numba", False)),
+               "numpy backend": median_us(seconds_a_step(p, steps, "numpy")),
+               "plain NumPy loop": median_us(lambda shape=shape, steps=steps: numpy_loop(shape, steps))}
         row["numba vs plain NumPy"] = round(row["plain NumPy loop"] / row["numba"], 2)
         name = "x".join(map(str, shape))
         rows[name] = row
