@@ -210,3 +210,11 @@ def test_a_1d_sweep_no_schedule_takes_runs_as_its_generated_pass():
     p = sf.Problem([sf.Eq(u.next, rhs)], initial={u: sf.sin(np.pi * g.x)}, boundary={u: sf.Dirichlet(0.0)}, dt=1e-3)
     numba, numpy = sf.run(p, steps=20, backend="numba"), sf.run(p, steps=20, backend="numpy")
     assert numba.summary["sweeps"] == {} and np.asarray(numba.fields["u"]).tobytes() == np.asarray(numpy.fields["u"]).tobytes()
+
+
+def test_a_runs_summary_names_the_numba_schedule_that_ran():
+    import stencilforge as sf
+
+    heat = sf.run(problems.problem("heat2d", shape=(12, 14))[0], steps=3, backend="numba").summary
+    wave = sf.run(problems.problem("wave3d", shape=(17, 18, 19), radius=8)[0], steps=3, backend="numba").summary
+    assert heat["sweeps"] == {"u_next": "row"} and wave["sweeps"] == {"u_next": "wide"}

@@ -33,7 +33,7 @@ from ...printers.numpy import coordinates, evaluate
 from ..base import HostMemory, Launch, fused_walls
 from ..numpy_ref import NumpyBackend
 from .kernel import HEADER, sweep_coefficients
-from .schedules import MARCHES, SWEEPS, choose, sweep_source
+from .schedules import MARCHES, SWEEPS, choose
 
 log = logging.getLogger(__name__)
 
@@ -310,12 +310,13 @@ class NumbaBackend(HostMemory):
         """With `background`, a kernel not yet in the cache compiles in a thread while NumPy's oracle takes
         the steps (the same bits: tests/test_numba_oracle_first.py), where one NumPy step is shorter than a
         compile (`ORACLE_STEP_BUDGET`); a cached kernel loads in a fraction of a second, before stepping."""
-        source = sweep_source(sweep, grid)
+        schedule = choose(SWEEPS, sweep, grid)
+        source = schedule.build(sweep, grid)
         if not _numpy_first(background, source, grid.cells, sum(len(t.stencil.entries) for t in sweep.terms)):
-            return Launch(self._bound(source, sweep, grid, sweep.out)[0])
+            return Launch(self._bound(source, sweep, grid, sweep.out)[0], schedule.name)
         log.info("%s: NumPy takes the first steps while the kernel compiles", sweep.out)
         run, compiling = self._bound(source, sweep, grid, sweep.out, (f"{sweep.out}: the kernel", "NumPy's steps"))
-        return Launch(run, compiling=compiling, fallback=NumpyBackend().sweep(sweep, grid))
+        return Launch(run, schedule.name, compiling=compiling, fallback=NumpyBackend().sweep(sweep, grid))
 
     def sweep_fused(self, sweep: Sweep, grid: Grid, steps: int | None = None, *, window: int | None = None) -> Launch | None:
         """`steps` steps in one pass (by default the schedule's, at most `window`), the middle states' ghost cells
@@ -330,7 +331,7 @@ class NumbaBackend(HostMemory):
         carriers = tuple(fused_walls(s, sweep.out) for s in range(2, steps))
         run, compiling = self._bound(schedule.build(sweep, grid, steps), sweep, grid, sweep.out,
                                      (f"{sweep.out}: the {steps}-step kernel", "single steps"), carriers=carriers)
-        return Launch(run, steps=steps, compiling=compiling)
+        return Launch(run, schedule.name, steps=steps, compiling=compiling)
 
     def axis_operator(self, op: AxisOperator, dtype, shape=None, background: bool = False) -> Launch:
         """`background` with a `shape`: as for `sweep`, NumPy's oracle (the same bits) applies the operator
