@@ -19,7 +19,10 @@ the same arithmetic on the same values, and so no correction is sent back.
 Every node's value comes from the same kernel on the same values as on one
 process, and sums (residual norms, means, CG's dot products) are exact
 (reductions.py), so solutions, residual histories and cycle counts do
-not depend on the number of ranks or the process grid.
+not depend on the number of ranks or the process grid. On GPU ranks the
+blocks are CuPy arrays and their halos travel by the device transports
+(distributed/device.py); what is gathered goes through the host; a cycle
+runs kernel by kernel (`BlockKernels.recorded`).
 """
 
 from __future__ import annotations
@@ -91,10 +94,10 @@ class BlockLayout:
     """This rank's blocks of the fine levels of a hierarchy, and the exact global sums and gathers of a solve.
 
     Halos of arrays of module `xp` (NumPy, or CuPy on GPU ranks) travel by `transport`, by default the one
-    `distributed.choose_transport` picks for them (`halo`); a decomposed simulation hands over its own."""
+    `distributed.choose_transport` picks for them; a decomposed simulation hands over its own."""
 
     def __init__(self, comm, shape: Sequence[int], walls: Sequence[str], procs: Sequence[int] | None = None, xp=np,
-                 halo: str = "auto", transport=None):
+                 transport=None):
         nd = len(shape)
         self.comm = comm
         self.shape = tuple(shape)
@@ -104,7 +107,7 @@ class BlockLayout:
         self.coords = tuple(self.cart.Get_coords(self.cart.rank))
         self.neighbours = tuple(self.cart.Shift(a, 1) for a in range(nd))
         self.xp = xp
-        self.transport = transport if transport is not None else agree(self.cart, lambda: choose_transport(self.cart, xp, halo))
+        self.transport = transport if transport is not None else agree(self.cart, lambda: choose_transport(self.cart, xp))
         self.gathered: int | None = None  # index of the first level held whole
 
     def _fill(self, padded, width: int):
