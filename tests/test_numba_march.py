@@ -86,6 +86,12 @@ def test_fused_pass_is_single_numba_sweeps_and_oracle_sweeps_bit_for_bit(shape, 
     be = NumbaBackend()
     launch = be.sweep_fused(sweep, grid, steps)  # None: the default for the dimension
     assert launch.steps == (steps or (FUSED_STEPS_2D if len(shape) == 2 else FUSED_STEPS_3D))
+    assert_single_steps_bits(launch, be, sweep, grid)
+
+
+def assert_single_steps_bits(launch, be, sweep, grid):
+    """The fused pass `launch` writes the interior single steps of numba and of the oracle give, on walls of its own
+    per middle state, and nothing else."""
     fields, walls = fused_inputs(grid, launch.steps)
     out = walls[0].copy()
     launch(fused_fields(fields, walls, out))

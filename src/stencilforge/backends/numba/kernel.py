@@ -44,6 +44,16 @@ def one_loop(sweep: Sweep, kernel: str) -> str | None:
     return None if n <= FUSED_VIEW_LIMIT else f"numba's {kernel} reads at most {FUSED_VIEW_LIMIT} row views (one vectorised loop), not {n}"
 
 
+def iterates_within(sweep: Sweep, grid: Grid, kernel: str) -> str | None:
+    """None where the sweep iterates one field (`Sweep.iterates_one_field`) within the ghost layer and one loop, as a
+    kernel of several steps a call needs; else why `kernel` refuses it."""
+    if not sweep.iterates_one_field:
+        return f"numba's {kernel} takes sweeps of one field read around the cell that do not read their output"
+    if grid.ghost < sweep.radius:
+        return f"numba's {kernel} needs a ghost layer as wide as the reach: {grid.ghost} is below the radius {sweep.radius}"
+    return one_loop(sweep, kernel)
+
+
 def tag(o: int) -> str:
     """A signed offset as part of an identifier (-2 -> m2)."""
     return f"m{-o}" if o < 0 else f"p{o}"

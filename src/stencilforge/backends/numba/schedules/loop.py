@@ -12,7 +12,7 @@ import math
 from ....grid import Grid
 from ....plan import Sweep
 from ...base import fused_walls
-from ..kernel import Schedule, one_loop, prologue, sweep_expression
+from ..kernel import Schedule, iterates_within, prologue, sweep_expression
 from .row import loop_nest
 
 LOOP_CELLS = 2**14  # padded cells up to which a grid's steps loop inside one call
@@ -69,11 +69,7 @@ def applies(sweep: Sweep, grid: Grid) -> str | None:
     padded = math.prod(grid.padded_shape)
     if padded > LOOP_CELLS:
         return f"numba's loop takes grids of at most {LOOP_CELLS} cells with their ghosts, not {padded}"
-    if not sweep.iterates_one_field:
-        return "numba's loop takes sweeps of one field read around the cell that do not read their output"
-    if grid.ghost < sweep.radius:
-        return f"numba's loop needs a ghost layer as wide as the reach: {grid.ghost} is below the radius {sweep.radius}"
-    return one_loop(sweep, "loop")
+    return iterates_within(sweep, grid, "loop")
 
 
 SCHEDULE = Schedule("loop", source, applies, lambda grid: LOOP_STEPS)

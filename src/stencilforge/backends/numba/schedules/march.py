@@ -6,7 +6,7 @@ from __future__ import annotations
 from ....grid import Grid
 from ....plan import Sweep
 from ...base import fused_walls
-from ..kernel import HEADER, WIDE, Schedule, one_loop, prologue, row_views, shifted, sweep_expression, tag
+from ..kernel import HEADER, WIDE, Schedule, iterates_within, prologue, row_views, shifted, sweep_expression, tag
 
 FUSED_STEPS_3D = 4  # steps per pass of `fused_source` (cpu-fused-steps-2026-11-24.json)
 FUSED_STEPS_2D = 6  # in 2D (cpu-march-2d-2026-11-25.json)
@@ -183,11 +183,7 @@ def applies(sweep: Sweep, grid: Grid) -> str | None:
     ghost layer holds."""
     if grid.ndim not in (2, 3):
         return f"numba's march takes 2D and 3D sweeps, not {grid.ndim}D"
-    if not sweep.iterates_one_field:
-        return "numba's march takes sweeps of one field read around the cell that do not read their output"
-    if grid.ghost < sweep.radius:
-        return f"numba's march needs a ghost layer as wide as the reach: {grid.ghost} is below the radius {sweep.radius}"
-    return one_loop(sweep, "march")
+    return iterates_within(sweep, grid, "march")
 
 
 SCHEDULE = Schedule("march", lambda sweep, grid, steps: fused_source(sweep, steps), applies,
