@@ -15,7 +15,9 @@ from ...base import fused_walls
 from ..kernel import Schedule, iterates_within, prologue, sweep_expression
 from .row import loop_nest
 
-LOOP_CELLS = 2**14  # padded cells up to which a grid's steps loop inside one call
+# padded cells per dimension up to which a grid's steps loop inside one call: beyond them the march's parallel passes
+# win (benchmarks/results/cpu-small-steps-loop-2026-12-02.json, loop_against_march)
+LOOP_CELLS = {1: 2**15, 2: 3 * 2**13, 3: 2**13}
 LOOP_STEPS = 32  # steps a call: the host's cost of a call spread over them (benchmarks/small_steps_bench.py)
 
 
@@ -64,11 +66,11 @@ def source(sweep: Sweep, grid: Grid, steps: int) -> str:
 
 
 def applies(sweep: Sweep, grid: Grid) -> str | None:
-    """Grids of at most LOOP_CELLS padded cells, in any dimension, whose sweep iterates one field within the ghost
+    """Grids of at most LOOP_CELLS padded cells (per dimension), whose sweep iterates one field within the ghost
     layer in one loop (as `march`)."""
-    padded = math.prod(grid.padded_shape)
-    if padded > LOOP_CELLS:
-        return f"numba's loop takes grids of at most {LOOP_CELLS} cells with their ghosts, not {padded}"
+    padded, most = math.prod(grid.padded_shape), LOOP_CELLS[grid.ndim]
+    if padded > most:
+        return f"numba's loop takes {grid.ndim}D grids of at most {most} cells with their ghosts, not {padded}"
     return iterates_within(sweep, grid, "loop")
 
 
