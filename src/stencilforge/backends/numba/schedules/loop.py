@@ -18,7 +18,7 @@ from .row import loop_nest
 # padded cells per dimension up to which a grid's steps loop inside one call: beyond them the march's parallel passes
 # win (benchmarks/results/cpu-small-steps-loop-2026-12-02.json, loop_against_march)
 LOOP_CELLS = {1: 2**15, 2: 3 * 2**13, 3: 2**13}
-LOOP_STEPS = 32  # steps a call: the host's cost of a call spread over them (benchmarks/small_steps_bench.py)
+LOOP_STEPS = 32  # steps a call: 8 and 16 left more of a call's host cost per step, 64 gained a few per cent (same file, steps_a_call)
 
 
 def _ghost_copies(nd: int) -> list[str]:
