@@ -258,3 +258,18 @@ def test_the_coarse_inverse_has_the_same_bits_on_any_number_of_blas_threads():
         with threadpool_limits(limits=threads, user_api="blas"):
             inverses.append(coarse_inverse(level, singular=True))
     assert all(inv.tobytes() == inverses[0].tobytes() for inv in inverses[1:])
+
+
+def test_threads_are_honoured_reported_and_given_back():
+    """--threads and sf.poisson(threads=) as sf.run takes them: numba's count for the solve, in its summary, Numba's own
+    restored after it; refused in one line on another backend."""
+    import numba
+
+    before = numba.get_num_threads()
+    s = poisson(np.ones((17, 19)), backend="numba", threads=1).summary
+    assert s["threads"] == 1 and numba.get_num_threads() == before
+    res = invoke("run", "poisson2d", "--backend", "numba", "--threads", "1", "--shape", "17", "19", "--json")
+    assert res.exit_code == 0 and json.loads(res.output)["threads"] == 1, res.output
+    assert poisson(np.ones((17, 19)), backend="numpy").summary["threads"] is None
+    with pytest.raises(StencilforgeError, match="threads apply to the numba backend, not numpy"):
+        poisson(np.ones((17, 19)), backend="numpy", threads=1)

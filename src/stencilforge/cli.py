@@ -29,7 +29,7 @@ from .distributed import bind_device, fail_together, launched, world, world_rank
 from .errors import SolveMissed, StencilforgeError
 from .optional import require
 from .progress import LazyProgress, ProgressLines, watching
-from .resources import check_host_memory, node_peers, thread_count, use_numba_threads
+from .resources import check_host_memory, node_peers
 from .timeloop import stop_on_signals, stopped_line, where_saved
 from .version import __version__
 
@@ -283,13 +283,11 @@ def _multigrid_method(problem: str | None, method: str | None, resume: str | Non
 
 
 def _run_multigrid(problem: str, shape: str | None, dtype: str | None, backend: str, tol: float | None, steps: int | None, as_json: bool,
-                   procs: str | None) -> None:
+                   procs: str | None, threads: int | None = None) -> None:
     """Under mpiexec (or with --procs) the fine levels are split over the ranks and rank 0 reports."""
     comm = world() if procs is not None or launched() else None
-    if comm is not None and backend in ("auto", "numba"):
-        use_numba_threads(thread_count(None, node_peers(comm)))
     s = problems.multigrid(*problems.problem(problem, parse_ints(shape, "--shape"), dtype), backend=backend, tol=tol,
-                           max_cycles=steps, comm=comm, procs=parse_ints(procs, "--procs")).summary
+                           max_cycles=steps, comm=comm, procs=parse_ints(procs, "--procs"), threads=threads).summary
     root = comm is None or comm.rank == 0
     if root and as_json:
         print(json.dumps(s))
@@ -308,7 +306,7 @@ def _multigrid_table(s: dict) -> None:
     coarsest = "x".join(map(str, s["levels"][-1]))
     table.add_row("method", f"multigrid {s['cycle']}({s['pre']},{s['post']}) {s['smoother']}, FMG start, "
                             f"{len(s['levels'])} levels down to {coarsest}")
-    table.add_row("backend", s["backend"])
+    table.add_row("backend", s["backend"] + (f", {s['threads']} thread{'s' if s['threads'] > 1 else ''}" if s.get("threads") else ""))
     if "ranks" in s:
         procs = "x".join(map(str, s["procs"]))
         table.add_row("mpi", f"{s['ranks']} ranks as {procs}, {s['split_levels']} of {len(s['levels'])} levels split")
@@ -457,7 +455,7 @@ def run(
                    ("--png", png), ("--strategy", strategy), ("--until", until)) if given]
         if refused:
             raise StencilforgeError(f"{', '.join(refused)} apply to --method jacobi, not multigrid")
-        _run_multigrid(problem, shape, dtype, backend, tol, steps, as_json, procs)
+        _run_multigrid(problem, shape, dtype, backend, tol, steps, as_json, procs, threads)
         return
     params = dict(alpha=alpha, dt=dt, radius=radius, velocity=velocity, c=c, source=source, frequency=frequency,
                   axis=axis, accuracy=accuracy)

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import math
 import os
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from .errors import StencilforgeError
 
@@ -119,6 +120,24 @@ def thread_count(requested: int | None, peers: list[set[int]] | None = None) -> 
     mine = set(os.sched_getaffinity(0))
     sharing = sum(1 for cpus in peers if cpus & mine) if peers else 1
     return max(1, len(mine) // max(1, sharing))
+
+
+@contextmanager
+def numba_threads(engine, threads: int | None, comm=None) -> Iterator[int | None]:
+    """The numba backend's thread count for a run (None for other backends, where `threads` is refused in one line),
+    Numba's own restored after it; under MPI (`comm`) a rank's share of its node's cores by default."""
+    if engine.name != "numba":
+        if threads is not None:
+            raise StencilforgeError(f"threads apply to the numba backend, not {engine.name}")
+        yield None
+        return
+    import numba
+
+    before = numba.get_num_threads()
+    try:
+        yield use_numba_threads(thread_count(threads, node_peers(comm) if comm is not None else None))
+    finally:
+        numba.set_num_threads(before)
 
 
 def use_numba_threads(count: int) -> int:

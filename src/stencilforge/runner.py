@@ -12,9 +12,9 @@ import logging
 import math
 import signal
 import time
-from contextlib import closing, contextmanager, nullcontext
+from contextlib import closing, nullcontext
 from dataclasses import replace
-from typing import TYPE_CHECKING, Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -26,7 +26,7 @@ from .interop import backend_for
 from .ir.stability import unstable
 from .problem import Problem, switch
 from .progress import LazyProgress, ProgressLines, reporter
-from .resources import node_peers, thread_count, use_numba_threads
+from .resources import numba_threads
 from .rules import RuleCheck, StopRule, stop_rule
 from .simulation import PassStepper, Simulation
 from .timeloop import (
@@ -186,7 +186,7 @@ def run_with(
         for line in lines:
             logger.warning(line)
     shown = reporter(problem.name) if progress is True and root else None
-    with (nullcontext(stop) if stop is not None else stop_on_signals() as request, _numba_threads(engine, threads, comm) as count,
+    with (nullcontext(stop) if stop is not None else stop_on_signals() as request, numba_threads(engine, threads, comm) as count,
           outputs if outputs is not None else nullcontext(), closing(shown) if shown is not None else nullcontext()):
         report = _loop_progress(shown if progress is True else progress or None)  # the output files above are this run's until it ends
         loop = dict(check_every=check_every, progress=report, fuse_steps=fuse_steps, stop=request, stall_checks=stall_checks,
@@ -226,23 +226,6 @@ def _loop_progress(progress) -> ProgressFn | None:
     if progress is None or isinstance(progress, (LazyProgress, ProgressLines)):
         return progress
     return lambda done, total, residual, note: progress(done, total, residual)
-
-
-@contextmanager
-def _numba_threads(engine, threads: int | None, comm) -> Iterator[int | None]:
-    """The numba backend's thread count for the run (None for other backends), Numba's own restored after it."""
-    if engine.name != "numba":
-        if threads is not None:
-            raise StencilforgeError(f"threads apply to the numba backend, not {engine.name}")
-        yield None
-        return
-    import numba
-
-    before = numba.get_num_threads()
-    try:
-        yield use_numba_threads(thread_count(threads, node_peers(comm) if comm is not None else None))
-    finally:
-        numba.set_num_threads(before)
 
 
 def _run_passes(problem, engine, total, tol, params, loop: dict, outputs, comm, procs, sweeps: bool, halo: str,

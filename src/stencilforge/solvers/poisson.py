@@ -19,6 +19,7 @@ from ..backends import get_backend
 from ..boundary import argument_names
 from ..errors import StencilforgeError
 from ..grid import parse_dtype
+from ..resources import numba_threads
 from . import operator as op
 from .geometry import WALLS
 from .multigrid import ArrayKernels, Multigrid, Traffic, Undivided, level_faces
@@ -148,6 +149,7 @@ def poisson(
     backend: str = "auto",
     comm=None,
     procs: Sequence[int] | None = None,
+    threads: int | None = None,
 ) -> PoissonResult:
     """Solve div(k grad u) = f (del^2 u = f without k) on a 2D or 3D box of nodes.
 
@@ -160,6 +162,8 @@ def poisson(
     comm: an MPI communicator whose ranks all call this with the same arguments; the fine levels
     are split over them (procs: the process grid, default the least cut area) and every rank
     gets the whole solution, the same bits for any number of ranks.
+    threads (numba): threads for this solve (default: $NUMBA_NUM_THREADS, else this process's share of the cores it
+    may run on), reported in the summary and given back afterwards.
     Returns (u, summary); u is zero-mean when no wall is Dirichlet.
     """
     if comm is not None and backend in ("auto", "cuda"):  # each rank takes a GPU of its own, before its backend is made
@@ -194,8 +198,11 @@ def poisson(
             )
     layout = _layout(comm, procs, engine, shape, walls)
     try:
-        return Solve(engine, arr, hs, walls, k, _wall_values(value, shape, walls, hs), dtype, tol, max_cycles, method,
-                     cycle, smoother, pre, post, fmg, mixed, layout).run()
+        with numba_threads(engine, threads, comm) as count:
+            result = Solve(engine, arr, hs, walls, k, _wall_values(value, shape, walls, hs), dtype, tol, max_cycles, method,
+                           cycle, smoother, pre, post, fmg, mixed, layout).run()
+        result.summary["threads"] = count
+        return result
     finally:
         layout.close()
 
