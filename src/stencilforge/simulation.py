@@ -26,9 +26,9 @@ from .boundary import Dirichlet, Neumann, Periodic, Sides, all_faces, bind, cond
 from .errors import StencilforgeError
 from .grid import Grid as Lattice, row_pitch
 from .interop import backend_for, to_module
-from .ir.analysis import Loop, OperatorStage, Pass, SolveStage, accesses, slot_name
+from .ir.analysis import Loop, OperatorStage, Pass, SolveStage, accesses, pass_of, slot_name
 from .ir.lowering import linear_passes
-from .ir.nodes import Constant, Expr
+from .ir.nodes import Constant, Eq, Expr, Field
 from .metrics import error_summary, throughput, where_nonfinite
 from .plan import AxisOperator, Sweep
 from .points import Injection, Recording, Traces
@@ -262,15 +262,12 @@ class Simulation:
         layout, faces = self._solve_layout(walls)
         solver = self.solvers[name] = StepSolver(self.backend, self.whole.shape, lat.spacing, walls, k, scalar(s.a), scalar(s.b),
                                                  lat.dtype, tol, s.max_cycles, f"{self.problem.name}: solve for {s.label}", layout, faces)
-        coordinate = coordinates(lat, xp)
+        rhs_slot, rhs_pass = self._rhs_pass(s.rhs, name)
+        scratch = xp.zeros(lat.padded_shape, dtype=lat.dtype)
 
         def run(arrays, params, t):
-            def access(node):
-                arr = arrays[slot_name((node.field.name, node.level))]
-                return widened(arr[tuple(slice(g + o, g + o + n) for o, n in zip(node.offset, shape))], lat.dtype)
-
-            rhs = evaluate(s.rhs, dtype=lat.dtype, xp=xp, coordinate=coordinate, access=access, params=self.params, t=t)
-            rhs = xp.broadcast_to(xp.asarray(rhs, dtype=lat.dtype), shape)
+            rhs_pass({**arrays, rhs_slot: scratch}, params, t)
+            rhs = scratch[lat.interior]
             out = arrays[slot_name((name, level))]
             if "dirichlet" in walls:
                 self._fill(name, out, t + self.dt)
@@ -278,6 +275,15 @@ class Simulation:
             out[lat.interior] = solver.solve(start, rhs, out[near] if "dirichlet" in walls else None, self.step_count + 1)
 
         return run
+
+    def _rhs_pass(self, rhs: Expr, name: str) -> tuple[str, Callable]:
+        """(slot, run) of the generated pass that writes a solve's right-hand side into an array of its own: compiled
+        as the step's passes are, where array code would make a temporary per operation (the same values: the
+        backends' passes give NumPy's oracle's bits)."""
+        taken = set(self.levels)
+        slot = next(f"{name}_rhs{'_' * k}" for k in range(len(taken) + 1) if f"{name}_rhs{'_' * k}" not in taken)
+        p = pass_of(Eq(Field(slot, self.problem.grid, levels=1), rhs))
+        return slot, self.backend.equation_pass(p, self.lattice, self.problem.constants, background=self.background)
 
     def _solve_layout(self, walls) -> tuple[Any, Any]:
         """(the solve's multigrid layout, the grid faces this block touches): None for both, the whole grid here."""

@@ -395,6 +395,12 @@ def _reach(equations: Sequence[Eq | Solve], fields: dict[str, Field], grid: Grid
     return {k: tuple(v) for k, v in reach.items()}
 
 
+def pass_of(eq: Eq) -> Pass:
+    """The pass of one equation on its own, outside a step's checks: what a solve computes its right-hand side with
+    (its reads are the solve's, checked with the step)."""
+    return _make_pass([eq])
+
+
 def _make_pass(equations: list[Eq]) -> Pass:
     reads: dict[tuple[str, int], None] = {}
     halo: dict[tuple[str, int], None] = {}
