@@ -330,3 +330,19 @@ def test_a_point_source_between_nodes_against_the_3d_greens_function():
     on_nodes = green_error(hs[-1], "node")
     assert sinc[-1] == pytest.approx(on_nodes, rel=0.05)
     assert green_error(hs[0], "sinc") < 1.2 * sinc[0] and green_error(hs[-1], "sinc") > 5 * sinc[-1]
+
+
+def test_recorded_rows_from_any_row_on_are_those_of_all_the_rows(monkeypatch):
+    """`since` copies only the chunks holding the rows asked for: at every row count and every start, across chunk
+    boundaries (chunks of 4 rows here), the rows are those of the whole recording from that start."""
+    from stencilforge import points
+
+    monkeypatch.setattr(points, "CHUNK_BYTES", 4 * 8 * 3)
+    rows = points._Rows(3, np, np.asarray)
+    assert rows.chunk == 4
+    for n in range(14):
+        for since in range(n + 1):
+            got = rows.host(since)
+            assert got.shape == (n - since, 3) and np.array_equal(got, rows.host()[since:]), (n, since)
+        rows.next()[...] = np.arange(3) + 10 * n
+    assert np.array_equal(rows.host()[:, 0], 10 * np.arange(14))

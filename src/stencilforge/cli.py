@@ -25,7 +25,7 @@ from rich.table import Table
 from . import problems
 from .backends import available, get_backend
 from .backends.cuda.codegen import STRATEGIES
-from .distributed import bind_device, fail_together, launched, world, world_rank
+from .distributed import bind_for, fail_together, launched, world, world_rank
 from .errors import SolveMissed, StencilforgeError
 from .optional import require
 from .progress import LazyProgress, ProgressLines, watching
@@ -488,8 +488,7 @@ def _run_named(problem: str | None, shape, dtype: str | None, params: dict, file
                           snapshots=files["snapshot_every"] is not None,
                           checkpoints=files["checkpoint_every"] is not None or stored is not None, processes=len(peers) if peers else 1)
     made, recorded = named_problem(problem, shape, dtype, params, files["resume"])
-    if mpi and backend in ("auto", "cuda"):
-        bind_device(world())
+    bind_for(world() if mpi else None, backend)
     engine = get_backend(backend, **({"strategy": strategy} if strategy else {}))
     if strategy and engine.name != "cuda":
         raise StencilforgeError(f"--strategy applies to the cuda backend, not {engine.name}")

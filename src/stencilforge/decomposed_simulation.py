@@ -227,10 +227,10 @@ class DecomposedSimulation(Simulation):
         """Each field's current level over the whole grid on rank 0 (None on the other ranks)."""
         return {name: gather(self.cart, self.decomp, self.backend.to_host(local)) for name, local in self.fields.items()}
 
-    def traces(self) -> Traces | None:
-        """The receivers' recordings on rank 0 (None on the other ranks, and without receivers): every rank's terms
-        of the cells it holds, summed per receiver on rank 0 in one process's order (`points`)."""
+    def traces(self, since: int = 0) -> Traces | None:
+        """The receivers' recordings on rank 0, rows `since` on (None on the other ranks, and without receivers): every
+        rank's terms of the cells it holds, summed per receiver on rank 0 in one process's order (`points`)."""
         if not self._receivers:
             return None
-        blocks = self.cart.gather(self._receivers.terms(), root=0)
-        return self._receivers.traces(self.dt, blocks) if self.cart.rank == 0 else None
+        blocks = self.cart.gather(self._receivers.terms(since), root=0)
+        return self._receivers.traces(self.dt, blocks, since) if self.cart.rank == 0 else None

@@ -267,7 +267,7 @@ class Outputs:
         traces = sim.traces()  # under MPI a gather, which every rank joins
         if traces is not None and last is not None:
             traces = traces.upto(last)
-        rest = traces.after(feed.written) if traces is not None and feed.written is not None else traces
+        rest = traces.rows(feed.handed) if traces is not None else None
 
         def write() -> None:
             if series is None or rest is None or not len(rest.steps):  # no file, not rank 0, or no row left to write
@@ -385,18 +385,19 @@ class Outputs:
 class _TraceFeed:
     """The receivers' rows of a one-process run that its snapshot file does not hold yet: handed to the snapshot
     writer with each snapshot, so that a run killed later (kill -9, a failed write) keeps those up to its last
-    snapshot; the rest are written when the run ends. `written`: the last step handed over (None: none yet)."""
+    snapshot; the rest are written when the run ends. `handed`: the rows handed over so far, which are not copied
+    from the backend again."""
 
     def __init__(self, sim):
         self.sim = sim
-        self.written: int | None = None
+        self.handed = 0
 
     def upto(self, step: int) -> Traces | None:
-        traces = self.sim.traces()
+        traces = self.sim.traces(since=self.handed)
         if traces is None:
             return None
-        rows = traces.upto(step) if self.written is None else traces.upto(step).after(self.written)
-        self.written = step
+        rows = traces.upto(step)
+        self.handed += len(rows.steps)
         return rows if len(rows.steps) else None
 
 

@@ -161,10 +161,9 @@ class Traces:
         keep = self.steps <= step
         return replace(self, values=self.values[keep], steps=self.steps[keep], times=self.times[keep])
 
-    def after(self, step: int) -> "Traces":
-        """The rows recorded after step `step` (those a snapshot file does not hold yet)."""
-        keep = self.steps > step
-        return replace(self, values=self.values[keep], steps=self.steps[keep], times=self.times[keep])
+    def rows(self, start: int) -> "Traces":
+        """The rows from the `start`-th on."""
+        return replace(self, values=self.values[start:], steps=self.steps[start:], times=self.times[start:])
 
     def then(self, later: "Traces") -> "Traces":
         """These rows followed by those of `later`, a later run of the same receivers (a resumed one)."""
@@ -190,8 +189,12 @@ class _Rows:
         self.filled += 1
         return self.buffer[self.filled - 1]
 
-    def host(self) -> np.ndarray:
-        return np.concatenate(self.done + [np.array(self.to_host(self.buffer[:self.filled]))])
+    def host(self, since: int = 0) -> np.ndarray:
+        """Rows `since` on, on the host: only the chunks that hold them are copied and joined."""
+        first, skip = divmod(since, self.chunk)
+        tail = [np.array(self.to_host(self.buffer[:self.filled]))] if first <= len(self.done) else []
+        parts = self.done[first:] + tail
+        return np.concatenate(parts)[skip:] if parts else np.empty((0, self.width))
 
 
 class Recording:
@@ -253,21 +256,23 @@ class Recording:
             row[columns] = fold(terms, xp) if self.whole else terms
         self.steps.append(step)
 
-    def terms(self) -> tuple[list[int], np.ndarray]:
-        """A block's recorded terms on the host: (receiver * corners + corner per column, steps x columns)."""
-        return self.columns, self.rows.host()
+    def terms(self, since: int = 0) -> tuple[list[int], np.ndarray]:
+        """A block's recorded terms on the host, rows `since` on: (receiver * corners + corner per column, steps x columns)."""
+        return self.columns, self.rows.host(since)
 
-    def traces(self, dt: float, blocks: Sequence[tuple[list[int], np.ndarray]] | None = None) -> Traces:
-        """The recorded values on the host; on a block, from every block's `terms` (rank 0's sum of them)."""
+    def traces(self, dt: float, blocks: Sequence[tuple[list[int], np.ndarray]] | None = None, since: int = 0) -> Traces:
+        """The recorded values on the host, rows `since` on; on a block, from every block's `terms` of those rows
+        (rank 0's sum of them)."""
         receivers = self.problem.receivers
+        count = max(len(self.steps) - since, 0)
         if blocks is None:
-            values = np.empty((len(self.steps), len(receivers)))
-            values[:, self.columns] = self.rows.host()
+            values = np.empty((count, len(receivers)))
+            values[:, self.columns] = self.rows.host(since)
         else:
-            terms = np.full((len(self.steps), len(receivers) * self.corners), -0.0)
+            terms = np.full((count, len(receivers) * self.corners), -0.0)
             for columns, rows in blocks:
                 terms[:, columns] = rows
-            values = fold(terms.reshape(len(self.steps), len(receivers), self.corners), np)
-        steps = np.array(self.steps, dtype=np.int64)
+            values = fold(terms.reshape(count, len(receivers), self.corners), np)
+        steps = np.array(self.steps[since:], dtype=np.int64)
         return Traces(values, steps, steps * dt, np.array([r.at for r in receivers], dtype=np.float64).reshape(len(receivers), -1),
                       tuple(r.field.name for r in receivers))

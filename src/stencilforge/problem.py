@@ -55,10 +55,10 @@ class Receiver:
     the recordings as `Result.traces`.
 
     interpolation="sinc" weighs the 2 sinc_radius nodes per axis around `at` (on a node: that node alone) with
-    Hicks' Kaiser-windowed sinc, as a sinc Source does: waves of up to half the Nyquist wavenumber are read to
-    within about 1e-3 at radius 4, 6e-5 at 6 and 1e-6 at 8, where linear weights err by up to 30%. That error
-    does not shrink as the grid is refined: against a fourth-order scheme, radius 4 stops improving at about
-    1.5e-3 of the amplitude while radius 8 keeps the scheme's order down to 2e-4 (tests/test_points.py)."""
+    Hicks' Kaiser-windowed sinc, as a sinc Source does: waves of up to half the Nyquist wavenumber are read far
+    closer than linear weights read them, and the closer the larger the radius; a radius's error does not shrink
+    as the grid is refined, so a small radius stops a high-order scheme's convergence where a larger one does not
+    (the errors measured are in tests/test_points.py)."""
 
     field: Field
     at: tuple[float, ...]

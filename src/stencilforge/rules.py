@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any, Callable, Mapping
 
 import numpy as np
@@ -19,7 +20,7 @@ import numpy as np
 from .errors import StencilforgeError
 from .fingerprint import _Text as CanonicalText
 from .ir.analysis import slot_name
-from .ir.nodes import Access, Binary, Compare, Coordinate, Expr, Field, Literal, Reduce, Time, Where, walk
+from .ir.nodes import Access, Binary, Compare, Coordinate, Expr, Field, Literal, Reduce, Time, Where, norm, total, walk
 from .printers.numpy import OPERATORS, coordinates, evaluate, widened
 
 EXAMPLE = "sf.norm(p.next - p, 1) / sf.norm(p, 1) < 1e-4"
@@ -57,10 +58,6 @@ def rule_from_text(text: str, fields: Mapping[str, Field]) -> Expr:
     """A stop rule written on the command line (`--until`): a Python expression of the problem's fields by name,
     `norm` and `total` (also as `sf.norm`, `sf.total`), `abs` and numbers, such as EXAMPLE; anything else is a one-line
     error (the comparison itself is checked by `stop_rule`)."""
-    from types import SimpleNamespace
-
-    from .ir.nodes import norm, total
-
     names = {"norm": norm, "total": total, "sf": SimpleNamespace(norm=norm, total=total), **fields}
     try:
         return eval(compile(text, "--until", "eval"), {"__builtins__": {"abs": abs}}, names)

@@ -20,6 +20,7 @@ import numpy as np
 
 from .backends import get_backend
 from .boundary import Periodic
+from .distributed import bind_for
 from .errors import SolveMissed, StencilforgeError
 from .fingerprint import canonical
 from .interop import backend_for
@@ -156,10 +157,7 @@ def run_with(
     if rule is not None and rule.function and comm is not None:
         raise StencilforgeError("until: a Python function runs in one process; under MPI write the rule with sf.norm and "
                                 "sf.total, which reduce over every rank")
-    if comm is not None and backend in ("auto", "cuda"):  # each rank takes a GPU of its own, before its backend is made
-        from .distributed import bind_device
-
-        bind_device(comm)
+    bind_for(comm, backend)
     engine = get_backend(backend_for(backend, problem.initial.values(), host="auto")) if isinstance(backend, str) else backend
     if steps is not None and (isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 0):
         raise StencilforgeError(f"steps must be a non-negative integer, got {steps!r}")

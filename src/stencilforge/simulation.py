@@ -280,8 +280,9 @@ class Simulation:
         """(slot, run) of the generated pass that writes a solve's right-hand side into an array of its own: compiled
         as the step's passes are, where array code would make a temporary per operation (the same values: the
         backends' passes give NumPy's oracle's bits)."""
-        taken = set(self.levels)
-        slot = next(f"{name}_rhs{'_' * k}" for k in range(len(taken) + 1) if f"{name}_rhs{'_' * k}" not in taken)
+        slot = f"{name}_rhs"
+        while slot in self.levels:  # not a field's name
+            slot += "_"
         p = pass_of(Eq(Field(slot, self.problem.grid, levels=1), rhs))
         return slot, self.backend.equation_pass(p, self.lattice, self.problem.constants, background=self.background)
 
@@ -640,9 +641,10 @@ class Simulation:
             raise StencilforgeError(f"{self.problem.name} has no field {name!r}: it has {', '.join(self.levels)}")
         return self._slot((name, 0))
 
-    def traces(self) -> Traces | None:
-        """What the receivers recorded since the start (or the last `load`), on the host; None without receivers."""
-        return self._receivers.traces(self.dt) if self._receivers else None
+    def traces(self, since: int = 0) -> Traces | None:
+        """What the receivers recorded since the start (or the last `load`), rows `since` on, on the host; None
+        without receivers."""
+        return self._receivers.traces(self.dt, since=since) if self._receivers else None
 
     def residual(self) -> float:
         """||residual||_2 / ||residual_scale||_2 over the interior (the RMS without a scale), walls filled first."""

@@ -18,7 +18,7 @@ from .backends.cuda.kernel import module_source
 from .backends.cuda.schedules.fused import fused_applicable, fused_sweep
 from .backends.cuda.tune import fused_choice
 from .backends.numba.backend import axis_operator_source
-from .backends.numba.schedules import SWEEPS, sweep_source
+from .backends.numba.schedules import sweep_source, takes
 from .backends.numpy_ref import NumpyBackend
 from .errors import StencilforgeError
 from .ir.analysis import slot_name
@@ -47,7 +47,7 @@ class _Recorder:
         """As the target's backend answers (`CudaBackend.takes_sweep`, `NumbaBackend.takes_sweep`)."""
         if self.target == "cuda":
             return codegen.takes_sweep(sweep, grid.dtype, self.strategy)
-        return any(s.applies(sweep, grid) is None for s in SWEEPS)
+        return takes(sweep, grid)
 
     def sweep(self, sweep, grid, background: bool = False):
         self.swept = True

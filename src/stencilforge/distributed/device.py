@@ -62,6 +62,13 @@ def bind_device(comm) -> int | None:
     return device
 
 
+def bind_for(comm, backend) -> None:
+    """Before a backend is made for a run over `comm` (None: one process): each rank takes a GPU of its own
+    (`bind_device`) where the backend is named cuda or auto; a backend object is bound by whoever made it."""
+    if comm is not None and backend in ("auto", "cuda"):
+        bind_device(comm)
+
+
 def mpi_cuda_aware() -> bool:
     """True if the loaded MPI library reports CUDA support (MPIX_Query_cuda_support, Open MPI, MPICH, MVAPICH)."""
     from mpi4py import MPI  # noqa: F401  (loads the MPI library into the process)

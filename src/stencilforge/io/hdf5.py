@@ -89,7 +89,7 @@ class H5Sink:
     before it leaves no file behind. With `resume_step` the sink continues the
     series already in the file instead: it keeps the snapshots and traces up to
     that step (later ones are recomputed by the resumed run, bit for bit) and appends.
-    `receivers`: the run's, whose traces `write_traces` adds when the run ends.
+    `receivers`: the run's, whose traces `write_traces` adds after each snapshot and when the run ends.
     """
 
     def __init__(self, path: Path, info: RunInfo, fields: dict[str, tuple[tuple[int, ...], np.dtype]],
@@ -203,7 +203,7 @@ class H5Sink:
             raise OSError(exc.errno, f"{exc.strerror} (writing {self.xdmf_path.name})") from None
 
     def write_traces(self, traces: Traces) -> None:
-        """Append the run's traces after those the file holds, once its last snapshot is written, in two sessions
+        """Append rows of the run's traces after those the file holds (after a snapshot, or at the end), in two sessions
         as a snapshot is: the values and times, closed, then the /traces/step entries that make them count."""
         rows = len(traces.steps)
         if not self.created:  # a blow-up before the first snapshot: the file holds its traces alone

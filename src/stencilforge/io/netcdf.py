@@ -70,7 +70,7 @@ class NcSink:
     The file is created with the first snapshot, so a run refused or stopped
     before it leaves no file behind. With `resume_step` the sink continues the
     series already in the file: it keeps the snapshots and traces up to that step and appends.
-    `receivers`: the run's, whose traces `write_traces` adds when the run ends.
+    `receivers`: the run's, whose traces `write_traces` adds after each snapshot and when the run ends.
     """
 
     def __init__(self, path: Path, info: RunInfo, fields: dict[str, tuple[tuple[int, ...], np.dtype]],
@@ -181,7 +181,7 @@ class NcSink:
         self.count, self.last_step = n + 1, int(step)
 
     def write_traces(self, traces: Traces) -> None:
-        """Append the run's traces after those the file holds, once its last snapshot is written, in two sessions
+        """Append rows of the run's traces after those the file holds (after a snapshot, or at the end), in two sessions
         as a snapshot is: trace_time grown and the values and steps written, closed, then the times that make them count."""
         rows = len(traces.steps)
         if not self.created:  # a blow-up before the first snapshot: the file holds its traces alone

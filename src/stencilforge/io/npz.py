@@ -91,7 +91,7 @@ class NpzSink:
         self.last_step = int(step)
 
     def write_traces(self, traces: Traces) -> None:
-        """Append the run's traces after those the file holds, once its last snapshot is written: the file rewritten."""
+        """Append rows of the run's traces after those the file holds (after a snapshot, or at the end): the file rewritten."""
         assert self.traces is not None, "only a run with receivers writes traces"
         before, self.traces = self.traces, self.traces.then(traces)
         try:

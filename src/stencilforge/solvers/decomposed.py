@@ -39,6 +39,7 @@ from ..distributed.decomposition import Decomposition, split
 from ..distributed.device import choose_transport
 from ..distributed.halo import HaloExchange
 from ..errors import StencilforgeError
+from ..interop import to_module
 from ..reductions import global_sum
 from .geometry import Transfer, position
 from .multigrid import Level, Undivided
@@ -84,10 +85,6 @@ def _rows(t: Transfer, first: int, stop: int, lo: int, hi: int, period: int, shi
 
 def _identity(first: int, size: int, shift: int) -> Transfer:
     return Transfer(np.arange(first, first + size, dtype=np.int64).reshape(size, 1) + shift, np.ones((size, 1)))
-
-
-def _host(arr) -> np.ndarray:
-    return arr.get() if hasattr(arr, "__cuda_array_interface__") else np.asarray(arr)
 
 
 class BlockLayout:
@@ -210,7 +207,7 @@ class BlockLayout:
 
         def share(whole):
             assembled = np.empty(whole.shape, dtype=whole.dtype)
-            mine = _host(whole[tuple(slice(s, s + size) for s, size in extents[self.cart.rank])])
+            mine = to_module(whole[tuple(slice(s, s + size) for s, size in extents[self.cart.rank])], np)
             for extent, part in zip(extents, self.cart.allgather(mine)):
                 assembled[tuple(slice(s, s + size) for s, size in extent)] = part
             whole[...] = self.xp.asarray(assembled)
@@ -229,7 +226,7 @@ class BlockLayout:
 
     def gather(self, arr):
         """The whole interior array on every rank from every rank's block."""
-        return self.xp.asarray(allgather(self.cart, self.decomp, _host(arr)))
+        return self.xp.asarray(allgather(self.cart, self.decomp, to_module(arr, np)))
 
     def dot(self, xp, a, b) -> float:
         return global_sum(self.cart, a * b)

@@ -17,6 +17,7 @@ import numpy as np
 
 from ..backends import get_backend
 from ..boundary import argument_names
+from ..distributed import bind_for
 from ..errors import StencilforgeError
 from ..grid import parse_dtype
 from ..resources import numba_threads
@@ -166,10 +167,7 @@ def poisson(
     may run on), reported in the summary and given back afterwards.
     Returns (u, summary); u is zero-mean when no wall is Dirichlet.
     """
-    if comm is not None and backend in ("auto", "cuda"):  # each rank takes a GPU of its own, before its backend is made
-        from ..distributed import bind_device
-
-        bind_device(comm)
+    bind_for(comm, backend)
     engine = get_backend(backend)
     xp = engine.xp
     on_device = hasattr(f, "__cuda_array_interface__")

@@ -33,7 +33,7 @@ from ...printers.numpy import coordinates, evaluate
 from ..base import HostMemory, Launch, fused_walls
 from ..numpy_ref import NumpyBackend
 from .kernel import HEADER, sweep_coefficients
-from .schedules import MARCHES, SWEEPS, choose
+from .schedules import MARCHES, SWEEPS, choose, takes
 
 log = logging.getLogger(__name__)
 
@@ -209,7 +209,7 @@ class NumbaBackend(HostMemory):
     def takes_sweep(self, sweep: Sweep, grid: Grid) -> bool:
         """Where a registered schedule applies (`schedules.SWEEPS`); elsewhere (a 1D sweep wider than one loop) the
         pass runs as its generated kernel."""
-        return any(s.applies(sweep, grid) is None for s in SWEEPS)
+        return takes(sweep, grid)
 
     def _in_background(self, kernel, signature: tuple, what: str, instead: str) -> Future:
         """Compile `kernel` (`what`) for `signature` in a thread while the caller steps on: Numba's code
@@ -327,7 +327,8 @@ class NumbaBackend(HostMemory):
         except StencilforgeError as why:
             log.info("%s: single steps, no fused kernel: %s", sweep.out, why)
             return None
-        steps = steps or min(schedule.steps(grid), window or schedule.steps(grid))
+        if steps is None:
+            steps = schedule.steps(grid) if window is None else min(schedule.steps(grid), window)
         carriers = tuple(fused_walls(s, sweep.out) for s in range(2, steps))
         run, compiling = self._bound(schedule.build(sweep, grid, steps), sweep, grid, sweep.out,
                                      (f"{sweep.out}: the {steps}-step kernel", "single steps"), carriers=carriers)

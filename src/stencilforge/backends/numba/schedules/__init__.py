@@ -28,6 +28,11 @@ def choose(schedules: tuple[Schedule, ...], sweep: Sweep, grid: Grid) -> Schedul
     raise StencilforgeError("; ".join(reasons))
 
 
+def takes(sweep: Sweep, grid: Grid) -> bool:
+    """Whether some schedule of `SWEEPS` applies to the sweep (else its pass runs as a generated one)."""
+    return any(s.applies(sweep, grid) is None for s in SWEEPS)
+
+
 def sweep_source(sweep: Sweep, grid: Grid) -> str:
     """Source of a kernel writing the sweep over the grid's interior."""
     return choose(SWEEPS, sweep, grid).build(sweep, grid)
