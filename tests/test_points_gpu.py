@@ -9,6 +9,9 @@ import pytest
 
 import stencilforge as sf
 from stencilforge.backends.cuda import CudaBackend
+from stencilforge.distributed.decomposition import BlockGrid
+from stencilforge.grid import Grid as Lattice
+from stencilforge.points import Recording
 
 pytestmark = pytest.mark.gpu
 if not CudaBackend.available():
@@ -38,3 +41,36 @@ def test_cuda_traces_agree_with_numpy(shape, dtype):
     eps = np.finfo(dtype).eps
     np.testing.assert_allclose(gpu.traces.values, cpu.traces.values, rtol=0, atol=64 * eps * scale)
     np.testing.assert_array_equal(gpu.traces.steps, cpu.traces.steps)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+def test_the_receivers_kernel_gives_the_host_gathers_bits(dtype):
+    """One launch on the GPU (`points._gather_kernel`) records what numpy's gathers and left-to-right sums record,
+    bit for bit: linear, nearest and sinc receivers, on the whole grid and on a block (a cell's term each), over
+    random values in the field's storage dtype (float16 as half storage keeps it), from a dense field and from one
+    with gaps between its rows (as the cuda backend pitches them)."""
+    import cupy
+
+    grid = sf.Grid((19, 23, 17), extent=1.0)
+    u = sf.Field("u", grid)
+    rng = np.random.default_rng(7)
+    kinds = ["linear", "nearest", "sinc"]
+    receivers = [sf.Receiver(u, tuple(rng.uniform(0.3, 0.7, 3)), kinds[r % 3]) for r in range(30)]
+    receivers.append(sf.Receiver(u, tuple(grid.origin[a] + 5 * grid.spacing[a] for a in range(3))))  # on a node
+    p = sf.Problem([sf.Eq(u.next, u + 0.1 * sf.laplacian(u))], boundary={u: sf.Dirichlet(0.0)}, receivers=receivers)
+    whole = Lattice(grid.shape, grid.spacing, grid.dtype, 1, grid.origin)
+    block = BlockGrid((8, 23, 17), grid.spacing, np.dtype(np.float64), 1, grid.origin, start=(9, 0, 0))
+    for lattice, is_whole in ((whole, True), (block, False)):
+        field = rng.standard_normal(lattice.padded_shape).astype(dtype)
+        host = Recording(p, lattice, np, np.asarray, whole=is_whole)
+        device = Recording(p, lattice, cupy, cupy.asnumpy, whole=is_whole)
+        pitched = cupy.zeros(field.shape[:-1] + (field.shape[-1] + 5,), dtype=dtype)[..., 2:-3]  # rows with gaps
+        pitched[...] = cupy.asarray(field)
+        dense = cupy.asarray(field)
+        host.record(1, lambda name, a=field: a)
+        device.record(1, lambda name, a=dense: a)
+        device.record(2, lambda name, a=pitched: a)
+        assert device.columns == host.columns and len(host.columns) > 0
+        a, b = host.rows.host(), device.rows.host()
+        assert np.isfinite(a).all() and b.shape == (2, a.shape[1])
+        np.testing.assert_array_equal(b.view(np.uint64), np.concatenate([a, a]).view(np.uint64))

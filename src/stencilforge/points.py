@@ -18,14 +18,16 @@ signal(t) (sinc: to within its error), spread over its cells, as a point on a no
 cell. A receiver records the sum of weight times value over its cells, in float64, the cells in C order.
 
 Injection and recording are gathers and scatters of index arrays on the backend's array module, the
-same operations in the same order on every backend, so numpy and numba give the same bits and nothing
-of a field travels to the host. Split over ranks, each rank adds the weights of the cells it holds, and
+same operations in the same order on every backend (on the GPU a receiver's gather and sum are one kernel
+that keeps that order), so numpy and numba give the same bits and nothing of a field travels to the host.
+Split over ranks, each rank adds the weights of the cells it holds, and
 records, for the cells it holds, each cell's term (weight times value); rank 0 sums every receiver's
 terms in the order one process sums them in, so any process grid gives one process's traces.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from dataclasses import dataclass, replace
@@ -197,6 +199,24 @@ class _Rows:
         return np.concatenate(parts)[skip:] if parts else np.empty((0, self.width))
 
 
+@functools.lru_cache(maxsize=None)
+def _gather_kernel(cp):
+    """out[i] = sum over k < counts[i] of weights[i, k] * field[offsets[i, k]], left to right in float64: `fold`'s
+    bits (its missing terms, -0.0, change no sum), with no product fused into an add."""
+    return cp.ElementwiseKernel(
+        "raw T field, raw int64 offsets, raw float64 weights, raw int32 counts, int32 corners",
+        "float64 out",
+        """
+        const long long first = (long long)i * corners;
+        double acc = __dmul_rn(weights[first], (double)field[offsets[first]]);
+        for (int k = 1; k < counts[i]; ++k)
+            acc = __dadd_rn(acc, __dmul_rn(weights[first + k], (double)field[offsets[first + k]]));
+        out = acc;
+        """,
+        "stencilforge_receivers",
+    )
+
+
 class Recording:
     """A problem's receivers on one lattice, recorded every `problem.record_every` steps after the step's sources.
 
@@ -211,7 +231,7 @@ class Recording:
         groups: dict[str, list[int]] = {}
         for r, rec in enumerate(problem.receivers):
             groups.setdefault(rec.field.name, []).append(r)
-        self.groups = []  # (field, index arrays, weights, present, columns of the rows)
+        self.groups = []  # (field, gather(field, out) of its receivers, columns of the rows)
         self.columns: list[int] = []  # a whole grid's: receiver per column; a block's: receiver * corners + corner
         for name, members in groups.items():
             if whole:
@@ -231,9 +251,40 @@ class Recording:
                 ids = [i for i, _, _ in mine]
             columns = slice(len(self.columns), len(self.columns) + len(ids))
             self.columns += ids
-            self.groups.append((name, padded_index(cells, lattice, xp), xp.asarray(weights),
-                                None if present is None or present.all() else xp.asarray(present), columns))
+            if xp is np:
+                self.groups.append((name, self._host_gather(padded_index(cells, lattice, xp), weights, present), columns))
+            else:
+                self.groups.append((name, self._device_gather(cells, weights, present, lattice), columns))
         self.start()
+
+    def _host_gather(self, index, weights, present) -> Callable:
+        """gather(field, out): out = each receiver's folded terms (whole grid) or each held cell's term (a block)."""
+        if present is not None and present.all():
+            present = None
+
+        def gather(field, out):
+            terms = weights * field[index].astype(np.float64)
+            if present is not None:
+                terms = np.where(present, terms, -0.0)
+            out[...] = fold(terms, np) if self.whole else terms
+
+        return gather
+
+    def _device_gather(self, cells, weights, present, lattice) -> Callable:
+        """`_host_gather`'s values in one kernel launch on the GPU (a launch per term and per sum cost more than
+        the step's own kernel for a thousand receivers): a block's cells are one-term receivers."""
+        xp = self.xp
+        corners = weights.shape[1] if self.whole else 1
+        index = padded_index(cells, lattice, np)
+        offsets = xp.asarray(np.ravel_multi_index(index, lattice.padded_shape).reshape(-1).astype(np.int64))
+        counts = xp.asarray(present.sum(axis=1) if present is not None else np.full(len(cells), corners), dtype=np.int32)
+        weights = xp.asarray(weights.reshape(-1), dtype=np.float64)
+        kernel = _gather_kernel(xp)
+
+        def gather(field, out):  # a raw array's flat index is its C-order index, also in a pitched field
+            kernel(field, offsets, weights, counts, np.int32(corners), out)
+
+        return gather
 
     def __bool__(self) -> bool:
         return bool(self.problem.receivers)
@@ -248,12 +299,9 @@ class Recording:
         term, from `current(field)`, the field's current level."""
         if step % self.every:
             return
-        row, xp = self.rows.next(), self.xp
-        for name, index, weights, present, columns in self.groups:
-            terms = weights * current(name)[index].astype(np.float64)
-            if present is not None:
-                terms = xp.where(present, terms, -0.0)
-            row[columns] = fold(terms, xp) if self.whole else terms
+        row = self.rows.next()
+        for name, gather, columns in self.groups:
+            gather(current(name), row[columns])
         self.steps.append(step)
 
     def terms(self, since: int = 0) -> tuple[list[int], np.ndarray]:
