@@ -94,6 +94,18 @@ def watching() -> bool:
     return sys.stderr.isatty() or "ipykernel" in sys.modules
 
 
+def draws_bars() -> bool:
+    """Whether a live bar can show: in a terminal, and in a notebook with ipywidgets, which Rich draws its bar in
+    there (without it, Rich warns and shows nothing)."""
+    if sys.stderr.isatty():
+        return True
+    try:
+        import ipywidgets  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 def reporter(label: str) -> LazyProgress | ProgressLines:
-    """A bar where someone watches, else lines."""
-    return LazyProgress(label) if watching() else ProgressLines(label)
+    """A bar where someone watches and a bar can show, else lines."""
+    return LazyProgress(label) if watching() and draws_bars() else ProgressLines(label)
