@@ -45,3 +45,14 @@ def test_a_notebook_with_ipywidgets_gets_a_live_bar():
     assert "steps 2500" in texts(outs, "stdout")
     assert any("application/vnd.jupyter.widget-view+json" in o.get("data", {}) for o in outs if o.get("output_type") == "display_data")
     assert 'install "ipywidgets"' not in str(outs) and "heat2d: step " not in texts(outs, "stderr")
+
+
+def test_a_process_that_imported_ipykernel_is_no_notebook():
+    """Starting a kernel imports ipykernel in the process that starts it (as the tests above do): that is no notebook
+    to draw a bar in, so a run there without a terminal still writes lines (the suite's other progress tests failed
+    in such a process)."""
+    import ipykernel  # noqa: F401
+
+    from stencilforge import progress
+
+    assert not progress.in_notebook()

@@ -89,9 +89,17 @@ class ProgressLines:
         pass
 
 
+def in_notebook() -> bool:
+    """Whether this process is a Jupyter kernel: IPython's shell there has a kernel. (A process that only imported
+    ipykernel, as one that starts kernels does, is not.)"""
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None
+    return getattr(shell, "kernel", None) is not None
+
+
 def watching() -> bool:
     """Whether a person watches this process's progress: stderr is a terminal, or it runs in a Jupyter kernel."""
-    return sys.stderr.isatty() or "ipykernel" in sys.modules
+    return sys.stderr.isatty() or in_notebook()
 
 
 def draws_bars() -> bool:
