@@ -17,7 +17,7 @@ from stencilforge.grid import pitched
 from stencilforge.ir.nodes import Constant, Expr
 from stencilforge.points import Injection
 from stencilforge.printers.numpy import source_signal
-from stencilforge.reductions import combine, local_part
+from stencilforge.reductions import array_bins, combine, fold_bins, local_part, loop_bins, squares_part
 from stencilforge.simulation import axis_operator, initial_array
 
 
@@ -149,6 +149,7 @@ def test_derivative_blocks_need_the_closure_width_along_the_operator_axis():
     assert Decomposition.create(4, problem.grid.shape, need, (1, 4)).dims == (1, 4)
 
 
+@settings(deadline=None)  # the first call loads (or compiles) the binning loop
 @given(st.lists(st.floats(allow_nan=False, allow_infinity=False, width=64), max_size=60), st.integers(1, 6))
 def test_global_sum_is_the_correctly_rounded_sum_for_any_split(values, parts):
     v = np.array(values, dtype=np.float64)
@@ -159,6 +160,45 @@ def test_global_sum_is_the_correctly_rounded_sum_for_any_split(values, parts):
         return
     assert combine([local_part(p) for p in pieces]) == expected
     assert combine([local_part(p) for p in reversed(pieces)]) == expected
+
+
+@settings(deadline=None)
+@given(st.lists(st.floats(allow_nan=False, allow_infinity=False, width=64), max_size=60), st.integers(1, 6))
+def test_the_global_sum_of_squares_is_the_correctly_rounded_sum_of_float64_squares(values, parts):
+    v = np.array(values, dtype=np.float64)
+    with np.errstate(over="ignore"):
+        squares = v * v
+    pieces = np.array_split(v, parts)
+    got = combine([squares_part(p) for p in pieces])
+    if np.isfinite(squares).all():
+        assert got == math.fsum(squares)
+    else:
+        assert got == math.inf
+
+
+@settings(deadline=None)  # the first call loads (or compiles) the loop
+@given(st.lists(st.floats(allow_nan=True, allow_infinity=True, width=64), max_size=60), st.booleans())
+def test_the_compiled_loop_bins_as_numpys_array_code_does(values, square):
+    """The two ways of binning a host array (by size, `reductions.LOOP_VALUES`) give the same bins, or both refuse
+    a value (or square) that is not finite."""
+    v = np.array(values, dtype=np.float64)
+    a, b = array_bins(v, square), loop_bins(v, square)
+    assert (a is None) == (b is None)
+    if a is not None:
+        assert fold_bins(*a) == fold_bins(*b)
+
+
+def test_exact_sums_of_a_large_array_with_subnormals_and_extremes(monkeypatch):
+    from stencilforge import reductions
+
+    rng = np.random.default_rng(4)
+    values = np.concatenate([rng.standard_normal(200_000) * np.exp(rng.uniform(-745, 690, 200_000)),
+                             [5e-324, -5e-324, 2.2250738585072014e-308, -0.0]])
+    small = values[np.abs(values) < 1e30].astype(np.float32)  # float32 widens exactly, then squares in float64
+    for loop_from in (1 << 30, 1):  # NumPy's array code, then the compiled loop
+        monkeypatch.setattr(reductions, "LOOP_VALUES", loop_from)
+        assert combine([local_part(values)]) == math.fsum(values)
+        assert combine([squares_part(small)]) == math.fsum(small.astype(np.float64) ** 2) > 0
 
 
 def test_non_finite_values_propagate_through_the_global_sum():

@@ -33,7 +33,7 @@ from .ir.nodes import Expr
 from .points import Traces
 from .printers.numpy import wall_values
 from .problem import Problem
-from .reductions import global_max, global_sum
+from .reductions import global_max, global_squares_sum, global_sum
 from .simulation import Simulation, axis_operator
 
 
@@ -202,6 +202,13 @@ class DecomposedSimulation(Simulation):
         start = time.perf_counter()
         try:
             return global_sum(self.cart, values)
+        finally:
+            self._reduce_s += time.perf_counter() - start
+
+    def _sum_squares(self, values) -> float:
+        start = time.perf_counter()
+        try:
+            return global_squares_sum(self.cart, values)
         finally:
             self._reduce_s += time.perf_counter() - start
 

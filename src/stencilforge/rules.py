@@ -168,5 +168,5 @@ class RuleCheck:
         if node.kind == "max":
             return sim._max(xp.max(xp.abs(value)))
         if node.kind == "l2":
-            return math.sqrt(sim._sum(value * value))
+            return math.sqrt(sim._sum_squares(value))
         return sim._sum(xp.abs(value) if node.kind == "l1" else value)

@@ -566,6 +566,12 @@ class Simulation:
 
         return combine([local_part(values)])
 
+    def _sum_squares(self, values) -> float:
+        """`_sum` of the squares of `values` in float64, without an array of them."""
+        from .reductions import combine, squares_part
+
+        return combine([squares_part(values)])
+
     def _max(self, value) -> float:
         return float(value)
 
@@ -663,8 +669,7 @@ class Simulation:
         @np.errstate(over="ignore", invalid="ignore")  # a blow-up is reported once, by the loop's finite test
         def norm(e):
             value = evaluate(e, dtype=lat.dtype, xp=xp, coordinate=coordinates(lat, xp), access=access, params=self.params, t=self.t)
-            value = xp.broadcast_to(xp.asarray(value, dtype=np.float64), lat.shape)
-            return math.sqrt(self._sum(value * value))
+            return math.sqrt(self._sum_squares(xp.broadcast_to(xp.asarray(value, dtype=np.float64), lat.shape)))
 
         scale = self.problem.residual_scale
         return norm(expr) / (norm(scale) if scale is not None else math.sqrt(math.prod(self.problem.grid.shape)))
