@@ -46,10 +46,25 @@ def test_gray_scott_numba_equals_numpy(dtype):
     assert float(a.fields["v"].max()) > 0.05  # the seed has not simply decayed
 
 
+
+def test_a_small_grids_serial_pass_gives_the_parallel_passs_bits(monkeypatch):
+    """At most SERIAL_CELLS interior cells, a pass's loop nest is serial (it compiles faster); the cells' arithmetic,
+    and so the fields, are the parallel nest's."""
+    p = gray_scott(shape=(40, 30))
+    pass_ = p.analysis.passes[0]
+    assert "parallel=False" in numba_printer.pass_source(pass_, 2, "float64", p.constants, 1200)[0]
+    assert "parallel=True" in numba_printer.pass_source(pass_, 2, "float64", p.constants, 1200 * 4)[0]
+    serial = sf.run(p, backend="numba", steps=20)
+    monkeypatch.setattr(numba_printer, "SERIAL_CELLS", 0)
+    parallel = sf.run(p, backend="numba", steps=20)
+    for name, arr in serial.fields.items():
+        assert np.array_equal(arr, parallel.fields[name]), name
+
+
 def test_parameters_change_without_new_source():
     """Kernels take constants and literals as arguments: new values or a new grid, same source."""
-    one, two = gray_scott(F=0.04), gray_scott(shape=(40, 40), F=0.03)
-    src = [numba_printer.pass_source(p.analysis.passes[0], 2, "float64", p.constants)[0] for p in (one, two)]
+    one, two = gray_scott(F=0.04), gray_scott(shape=(70, 60), F=0.03)
+    src = [numba_printer.pass_source(p.analysis.passes[0], 2, "float64", p.constants, math.prod(p.grid.shape))[0] for p in (one, two)]
     assert src[0] == src[1]
     a = sf.run(one, backend="numpy", params={"F": 0.03}, steps=5)
     b = sf.run(one, backend="numpy", params={"F": 0.04}, steps=5)
@@ -197,13 +212,13 @@ def test_terms_of_no_field_are_hoisted_out_of_numbas_kernel_and_computed_by_nump
     p = sf.Problem([sf.Eq(u.next, u + 1e-3 * (coefficient * sf.laplacian(u) + forcing))], initial={u: grid.x},
                    boundary={u: sf.Periodic()}, dt=1e-3).analysis.passes[0]
     assert numba_printer.hoisted(p) == (coefficient, forcing)
-    source = numba_printer.pass_source(p, 2, "float64", ())[0]
+    source = numba_printer.pass_source(p, 2, "float64", (), 10**6)[0]
     assert "np.sin" not in source and "np.cos" not in source and "np.exp" not in source and "lift1" in source
     assert numba_printer.rounds_as_oracle(p)
     q = sf.Problem([sf.Eq(u.next, u + 1e-3 * sf.sin(u) * forcing)], initial={u: grid.x}, boundary={u: sf.Periodic()},
                    dt=1e-3).analysis.passes[0]
     assert numba_printer.hoisted(q) == (forcing,)
-    assert "np.sin(" in numba_printer.pass_source(q, 2, "float64", ())[0] and not numba_printer.rounds_as_oracle(q)
+    assert "np.sin(" in numba_printer.pass_source(q, 2, "float64", (), 10**6)[0] and not numba_printer.rounds_as_oracle(q)
     wave, shape = sf.cos(grid.x - grid.t), sf.sin(grid.y)  # a term of t over two axes: hoisted in parts of one axis each
     r = sf.Problem([sf.Eq(u.next, u + 1e-3 * (wave * shape))], initial={u: grid.x}, boundary={u: sf.Periodic()},
                    dt=1e-3).analysis.passes[0]

@@ -136,7 +136,7 @@ def test_hoisted_terms_reach_the_kernel_in_the_arrays_it_was_compiled_for():
     assert len(hoisted(p)) > 1
     sim = Simulation(problem, NumbaBackend())
     sim.step(2)
-    kernel = load_kernel(pass_source(p, 2, sim.lattice.dtype, problem.constants)[0])
+    kernel = load_kernel(pass_source(p, 2, sim.lattice.dtype, problem.constants, sim.lattice.cells)[0])
     assert len(kernel.signatures) == 1, kernel.signatures
 
 

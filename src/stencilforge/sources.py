@@ -82,7 +82,7 @@ class _Recorder:
             k = pass_kernel(p, lattice, constants, images)
             self.sources.append(f"// pass {len(self.sources) + 1}: {writes}; grid {k.blocks}, block {k.threads}\n{k.source}")
         else:
-            source = printers_numba.pass_source(p, lattice.ndim, lattice.dtype, constants)[0]
+            source = printers_numba.pass_source(p, lattice.ndim, lattice.dtype, constants, lattice.cells)[0]
             self.sources.append(f"# pass {len(self.sources) + 1}: {writes}\n{source}")
         return self._numpy.equation_pass(p, lattice, constants)
 

@@ -20,9 +20,13 @@ from .source import InfixPrinter
 
 HEADER = (
     "import numba\nimport numpy as np\n\n"
-    "JIT = numba.njit(parallel=True, cache=True, nogil=True, error_model='numpy')\n"
+    "JIT = numba.njit(parallel={parallel}, cache=True, nogil=True, error_model='numpy')\n"
     "ROW = numba.njit(nogil=True, error_model='numpy')  # compiled into the cached kernel\n\n"
 )
+# Grids of at most this many interior cells get a serial loop nest: it compiles in a third to two thirds of the
+# parallel one's time, and threads no longer pay below it (Gray-Scott's pass, 2 cores: serial 0.78x the parallel
+# time at 32^2, 1.47x at 64^2; benchmarks/results/cpu-serial-passes-2026-12-02.json).
+SERIAL_CELLS = 2**11
 FUNCTIONS = {"sqrt": "np.sqrt", "exp": "np.exp", "log": "np.log", "sin": "np.sin", "cos": "np.cos",
              "tanh": "np.tanh", "abs": "abs", "min": "min", "max": "max"}
 # Calls whose results NumPy and these kernels round alike: IEEE's correctly rounded square root, and abs. NumPy's
@@ -119,10 +123,12 @@ def rounds_as_oracle(p: Pass) -> bool:
     return all(exact(eq.expr) for eq in p.equations)
 
 
-def pass_source(p: Pass, ndim: int, dtype, constants: tuple[Constant, ...]) -> tuple[str, np.ndarray, tuple[str, ...], tuple[Expr, ...]]:
-    """(source, literal values, array argument order, `hoisted` subexpressions) of the pass's kernel, which takes the
-    arrays, then each hoisted subexpression's values over the interior, of size one along the axes it does not read
-    (lift0, lift1, ...), then the literals."""
+def pass_source(p: Pass, ndim: int, dtype, constants: tuple[Constant, ...],
+                interior: int) -> tuple[str, np.ndarray, tuple[str, ...], tuple[Expr, ...]]:
+    """(source, literal values, array argument order, `hoisted` subexpressions) of the pass's kernel over a grid of
+    `interior` cells, which takes the arrays, then each hoisted subexpression's values over the interior, of size one
+    along the axes it does not read (lift0, lift1, ...), then the literals. Its loop nest is parallel above
+    SERIAL_CELLS cells; each cell's arithmetic is the same either way."""
     lifted = hoisted(p)
     pr = _Printer(ndim, np.dtype(dtype).name, lifted)
     body = []
@@ -163,4 +169,4 @@ def pass_source(p: Pass, ndim: int, dtype, constants: tuple[Constant, ...]) -> t
             lines.append(f"{'    ' * (a + 1)}for i{a} in {loop}(g, {first}.shape[{a}] - g):")
         lines.append(f"{'    ' * ndim}row({args}, {', '.join(outer)})")
     literals = np.array(pr.literals, dtype=dtype)
-    return HEADER + "\n".join(lines) + "\n", literals, arrays, lifted
+    return HEADER.format(parallel=interior > SERIAL_CELLS) + "\n".join(lines) + "\n", literals, arrays, lifted

@@ -365,7 +365,7 @@ class NumbaBackend(HostMemory):
         NumPy pass is shorter than a compile, as for `sweep`."""
         import numba
 
-        source, literals, names, lifted = pass_source(p, lattice.ndim, lattice.dtype, constants)
+        source, literals, names, lifted = pass_source(p, lattice.ndim, lattice.dtype, constants, lattice.cells)
         entries = sum(len(accesses(eq.expr)) for eq in p.equations)
         early = rounds_as_oracle(p) and _numpy_first(background, source, lattice.cells, entries)
         kernel: Any = load_kernel(source)
