@@ -198,26 +198,22 @@ class DecomposedSimulation(Simulation):
         super().synchronize()
         self.cart.Barrier()
 
-    def _sum(self, values) -> float:
+    def _reduced(self, reduce: Callable, value) -> float:
+        """reduce(cart, value) over every rank, its seconds counted as the run's reductions'."""
         start = time.perf_counter()
         try:
-            return global_sum(self.cart, values)
+            return reduce(self.cart, value)
         finally:
             self._reduce_s += time.perf_counter() - start
+
+    def _sum(self, values) -> float:
+        return self._reduced(global_sum, values)
 
     def _sum_squares(self, values) -> float:
-        start = time.perf_counter()
-        try:
-            return global_squares_sum(self.cart, values)
-        finally:
-            self._reduce_s += time.perf_counter() - start
+        return self._reduced(global_squares_sum, values)
 
     def _max(self, value) -> float:
-        start = time.perf_counter()
-        try:
-            return global_max(self.cart, float(value))
-        finally:
-            self._reduce_s += time.perf_counter() - start
+        return self._reduced(global_max, float(value))
 
     def start_timing(self) -> None:
         """Count communication from here: the stepping, not the set-up's waits for the slowest rank."""
