@@ -34,8 +34,8 @@ def exact_integer_sum(values) -> int:
 @functools.lru_cache(maxsize=None)
 def _host_bins():
     """A compiled loop adding each value's signed mantissa halves into per-exponent bins, read from its bits (one
-    pass, where NumPy's frexp, shifts and add.at made seven over the array); the values squared first with `square`.
-    False at the first value (or square) that is not finite."""
+    pass, where NumPy's frexp, shifts and add.at made seven over the array); float32 values widened to float64 and
+    squared first with `square`. False at the first value (or square) that is not finite."""
     import numba
 
     half = np.int64((1 << LOW_BITS) - 1)
@@ -45,7 +45,7 @@ def _host_bins():
         word = np.empty(1, dtype=np.float64)
         bits = word.view(np.uint64)
         for i in range(v.size):
-            x = v[i]
+            x = np.float64(v[i])
             if square:
                 x = x * x
             word[0] = x
@@ -99,7 +99,10 @@ def _host_integer_sum(values, square: bool) -> int | None:
     """sum(values) (or of their squares in float64) * 2**SCALE_BITS, exactly; None where a term is not finite. Large
     arrays take the compiled loop, whose loading (about a third of a second a process, more for Numba's import)
     pays from about LOOP_VALUES values on; smaller ones NumPy's array operations."""
-    v = np.ascontiguousarray(values, dtype=np.float64).ravel()
+    v = np.asarray(values)
+    if v.dtype not in (np.float32, np.float64) or v.size < LOOP_VALUES:
+        v = v.astype(np.float64)
+    v = np.ascontiguousarray(v).ravel()  # the loop reads float32 as it is, widening each value
     if v.size == 0:
         return 0
     bins = (loop_bins if v.size >= LOOP_VALUES else array_bins)(v, square)

@@ -669,7 +669,7 @@ class Simulation:
         @np.errstate(over="ignore", invalid="ignore")  # a blow-up is reported once, by the loop's finite test
         def norm(e):
             value = evaluate(e, dtype=lat.dtype, xp=xp, coordinate=coordinates(lat, xp), access=access, params=self.params, t=self.t)
-            return math.sqrt(self._sum_squares(xp.broadcast_to(xp.asarray(value, dtype=np.float64), lat.shape)))
+            return math.sqrt(self._sum_squares(xp.broadcast_to(xp.asarray(value), lat.shape)))  # squared in float64
 
         scale = self.problem.residual_scale
         return norm(expr) / (norm(scale) if scale is not None else math.sqrt(math.prod(self.problem.grid.shape)))

@@ -1,0 +1,79 @@
+"""The residual a run drives below `tol`: ||residual||_2 / ||scale||_2 with the squares summed exactly, the bits of
+whole-array NumPy code summed with math.fsum (the oracle here), on numpy and numba, for a named problem and for a
+residual of the time and the coordinates."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import stencilforge as sf
+from stencilforge import problems
+from stencilforge.printers.numpy import coordinates, evaluate, widened
+from stencilforge.reductions import local_part, squares_part
+
+
+def array_code_residual(sim: sf.Simulation) -> float:
+    """||residual||_2 / ||scale||_2 as whole-array NumPy code over the interior, summed exactly (math.fsum)."""
+    lat = sim.lattice
+    g, shape = lat.ghost, lat.shape
+
+    def access(node):
+        arr = sim._slot((node.field.name, node.level))
+        return widened(arr[tuple(slice(g + o, g + o + n) for o, n in zip(node.offset, shape))], lat.dtype)
+
+    def norm(e):
+        value = evaluate(e, dtype=lat.dtype, xp=np, coordinate=coordinates(lat, np), access=access, params=sim.params, t=sim.t)
+        value = np.broadcast_to(np.asarray(value, dtype=np.float64), shape)
+        return math.sqrt(math.fsum((value * value).ravel()))
+
+    scale = sim.problem.residual_scale
+    return norm(sim.problem.residual) / (norm(scale) if scale is not None else math.sqrt(math.prod(shape)))
+
+
+def timed_problem(dtype: str) -> sf.Problem:
+    grid = sf.Grid((23, 31), extent=1.0, dtype=dtype)
+    u = sf.Field("u", grid)
+    x, y, t = grid.x, grid.y, grid.t
+    return sf.Problem([sf.Eq(u.next, u + 0.2 * min(grid.spacing) ** 2 * sf.laplacian(u))], initial={u: sf.sin(3 * x) * y},
+                      boundary={u: sf.Neumann()}, residual=u - sf.exp(-t) * sf.sin(3 * x) * y + 0.1 * sf.d(u, "x"), dt=1e-4)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "numba"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_the_residual_has_the_array_codes_bits_summed_exactly(backend, dtype, monkeypatch):
+    from stencilforge import reductions
+
+    monkeypatch.setattr(reductions, "LOOP_VALUES", 1000)  # the compiled loop's sums, as a large grid takes them
+    rng = np.random.default_rng(11)
+    named = problems.problem("poisson2d", (37, 45), dtype)[0]
+    for problem in (named, timed_problem(dtype)):
+        sim = sf.Simulation(problem, backend)
+        sim.step(3)
+        sim.set_field("u", rng.standard_normal(problem.grid.shape).astype(dtype))
+        got = sim.residual()
+        assert got > 0 and math.isfinite(got)
+        assert got == array_code_residual(sim), problem.name
+        sim.step(2)
+        assert sim.residual() == array_code_residual(sim)  # the pass reads the state of now, at its time
+
+
+def test_a_residual_that_overflows_is_not_finite_and_raises_nothing():
+    sim = sf.Simulation(problems.problem("poisson2d", (21, 21), "float32")[0], "numba")
+    field = np.zeros((21, 21), dtype=np.float32)
+    field[4, 7] = np.finfo(np.float32).max
+    sim.set_field("u", field)
+    assert not math.isfinite(sim.residual())
+
+
+def test_squares_part_is_local_part_of_the_squares():
+    rng = np.random.default_rng(5)
+    for values in (rng.standard_normal((17, 9)).astype(np.float32), rng.standard_normal(1000) * 1e150, np.array([1e200, 2.0]),
+                   np.zeros(4), np.array([np.nan, 1.0])):
+        v = values.astype(np.float64)
+        with np.errstate(over="ignore"):
+            want = local_part(v * v)
+        got = squares_part(values)
+        assert type(got) is type(want) and (got == want or (math.isnan(got) and math.isnan(want)))
