@@ -20,9 +20,9 @@ cell. A receiver records the sum of weight times value over its cells, in float6
 Injection and recording are gathers and scatters of index arrays on the backend's array module, the
 same operations in the same order on every backend (on the GPU a receiver's gather and sum are one kernel
 that keeps that order), so numpy and numba give the same bits and nothing of a field travels to the host.
-Split over ranks, each rank adds the weights of the cells it holds, and
-records, for the cells it holds, each cell's term (weight times value); rank 0 sums every receiver's
-terms in the order one process sums them in, so any process grid gives one process's traces.
+Split over ranks, each rank adds the weights of the cells it holds, and records, for the cells it holds,
+each cell's term (weight times value); rank 0 sums every receiver's terms in the order one process sums
+them in, so any process grid gives one process's traces.
 """
 
 from __future__ import annotations
@@ -252,7 +252,7 @@ class Recording:
             columns = slice(len(self.columns), len(self.columns) + len(ids))
             self.columns += ids
             if xp is np:
-                self.groups.append((name, self._host_gather(padded_index(cells, lattice, xp), weights, present), columns))
+                self.groups.append((name, self._host_gather(padded_index(cells, lattice, np), weights, present), columns))
             else:
                 self.groups.append((name, self._device_gather(cells, weights, present, lattice), columns))
         self.start()
@@ -271,8 +271,8 @@ class Recording:
         return gather
 
     def _device_gather(self, cells, weights, present, lattice) -> Callable:
-        """`_host_gather`'s values in one kernel launch on the GPU (a launch per term and per sum cost more than
-        the step's own kernel for a thousand receivers): a block's cells are one-term receivers."""
+        """`_host_gather`'s values in one kernel launch on the GPU, where the array code takes a launch per term and
+        per sum (benchmarks/results/receivers-wave3d-512-h200-2026-12-02.json): a block's cells are one-term receivers."""
         xp = self.xp
         corners = weights.shape[1] if self.whole else 1
         index = padded_index(cells, lattice, np)

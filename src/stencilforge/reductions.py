@@ -96,12 +96,12 @@ def loop_bins(v: np.ndarray, square: bool) -> tuple[np.ndarray, np.ndarray] | No
 
 
 def _host_integer_sum(values, square: bool) -> int | None:
-    """sum(values) (or of their squares in float64) * 2**SCALE_BITS, exactly; None where a term is not finite. Large
-    arrays take the compiled loop, whose loading (about a third of a second a process, more for Numba's import)
-    pays from about LOOP_VALUES values on; smaller ones NumPy's array operations."""
+    """sum(values) (or of their squares in float64) * 2**SCALE_BITS, exactly; None where a term is not finite. Arrays
+    of LOOP_VALUES values on take the compiled loop, which must first earn back its loading in a process (and
+    Numba's import); smaller ones NumPy's array operations."""
     v = np.asarray(values)
     if v.dtype not in (np.float32, np.float64) or v.size < LOOP_VALUES:
-        v = v.astype(np.float64)
+        v = v.astype(np.float64, copy=False)
     v = np.ascontiguousarray(v).ravel()  # the loop reads float32 as it is, widening each value
     if v.size == 0:
         return 0

@@ -23,9 +23,8 @@ HEADER = (
     "JIT = numba.njit(parallel={parallel}, cache=True, nogil=True, error_model='numpy')\n"
     "ROW = numba.njit(nogil=True, error_model='numpy')  # compiled into the cached kernel\n\n"
 )
-# Grids of at most this many interior cells get a serial loop nest: it compiles in a third to two thirds of the
-# parallel one's time, and threads no longer pay below it (Gray-Scott's pass, 2 cores: serial 0.78x the parallel
-# time at 32^2, 1.47x at 64^2; benchmarks/results/cpu-serial-passes-2026-12-02.json).
+# Grids of at most this many interior cells get a serial loop nest: it compiles faster than the parallel one, and
+# threads no longer pay below it (benchmarks/results/cpu-serial-passes-2026-12-02.json).
 SERIAL_CELLS = 2**11
 FUNCTIONS = {"sqrt": "np.sqrt", "exp": "np.exp", "log": "np.log", "sin": "np.sin", "cos": "np.cos",
              "tanh": "np.tanh", "abs": "abs", "min": "min", "max": "max"}
