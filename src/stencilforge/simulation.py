@@ -32,7 +32,7 @@ from .ir.nodes import Constant, Eq, Expr, Field
 from .metrics import error_summary, throughput, where_nonfinite
 from .plan import AxisOperator, Sweep
 from .points import Injection, Recording, Traces
-from .printers.numpy import coordinates, evaluate, float64_coordinates, source_signal, wall_values, widened
+from .printers.numpy import evaluate, float64_coordinates, source_signal, wall_values
 from .problem import Problem
 from .resources import wall_carriers
 
@@ -142,6 +142,8 @@ class Simulation:
         self._image_fields = frozenset(name for name, _ in self._images)
         self._imaged: frozenset[str] = frozenset()  # fields whose current level's ghost cells the last step's pass wrote
         self.solvers: dict[str, Any] = {}  # solved field -> its `solvers.stepped.StepSolver`
+        self._residual_passes: list[tuple[str, Callable]] | None = None  # (slot, run) of the residual and its scale
+        self._residual_values = None  # the array they write
         self.stages = [(s, self._pass(i, s) if isinstance(s, Pass) else self._solve(s) if isinstance(s, SolveStage)
                         else self._operator(s)) for i, s in enumerate(an.stages)]
         self.passes = [(p, run) for p, run in self.stages if isinstance(p, Pass)]  # each compiled once, however often it runs
@@ -262,7 +264,7 @@ class Simulation:
         layout, faces = self._solve_layout(walls)
         solver = self.solvers[name] = StepSolver(self.backend, self.whole.shape, lat.spacing, walls, k, scalar(s.a), scalar(s.b),
                                                  lat.dtype, tol, s.max_cycles, f"{self.problem.name}: solve for {s.label}", layout, faces)
-        rhs_slot, rhs_pass = self._rhs_pass(s.rhs, name)
+        rhs_slot, rhs_pass = self._value_pass(s.rhs, f"{name}_rhs")
         scratch = xp.zeros(lat.padded_shape, dtype=lat.dtype)
 
         def run(arrays, params, t):
@@ -276,14 +278,14 @@ class Simulation:
 
         return run
 
-    def _rhs_pass(self, rhs: Expr, name: str) -> tuple[str, Callable]:
-        """(slot, run) of the generated pass that writes a solve's right-hand side into an array of its own: compiled
-        as the step's passes are, where array code would make a temporary per operation (the same values: the
-        backends' passes give NumPy's oracle's bits)."""
-        slot = f"{name}_rhs"
+    def _value_pass(self, expr: Expr, name: str) -> tuple[str, Callable]:
+        """(slot, run) of the generated pass that writes `expr` into an array of its own (a solve's right-hand side, a
+        residual): compiled as the step's passes are, where array code would make a temporary per operation (the
+        same values: the backends' passes give NumPy's oracle's bits)."""
+        slot = name
         while slot in self.levels:  # not a field's name
             slot += "_"
-        p = pass_of(Eq(Field(slot, self.problem.grid, levels=1), rhs))
+        p = pass_of(Eq(Field(slot, self.problem.grid, levels=1), expr))
         return slot, self.backend.equation_pass(p, self.lattice, self.problem.constants, background=self.background)
 
     def _solve_layout(self, walls) -> tuple[Any, Any]:
@@ -653,26 +655,29 @@ class Simulation:
         return self._receivers.traces(self.dt, since=since) if self._receivers else None
 
     def residual(self) -> float:
-        """||residual||_2 / ||residual_scale||_2 over the interior (the RMS without a scale), walls filled first."""
-        expr = self.problem.residual
+        """||residual||_2 / ||residual_scale||_2 over the interior (the RMS without a scale), walls filled first. Each is
+        a generated pass into one array (C-contiguous copies of fields laid out for sweeps), its squares summed in
+        float64 exactly."""
+        expr, scale = self.problem.residual, self.problem.residual_scale
         if expr is None:
             raise StencilforgeError(f"{self.problem.name} defines no residual, so it cannot run to a tolerance")
         for name in self._fillers:
             self._fill(name, self._slot((name, 0)), self.t)
         lat, xp = self.lattice, self.xp
-        g, shape = lat.ghost, lat.shape
+        if self._residual_passes is None:
+            self._residual_passes = [self._value_pass(e, "residual") for e in (expr, scale) if e is not None]
+            self._residual_values = xp.zeros(lat.padded_shape, dtype=lat.dtype)
+        read = {slot_name((a.field.name, a.level)) for e in (expr, scale) if e is not None for a in accesses(e)}
+        arrays = {slot: xp.ascontiguousarray(arr) for slot, arr in self.arrays().items() if slot in read}
+        values = self._residual_values
 
-        def access(node):
-            arr = self._slot((node.field.name, node.level))
-            return widened(arr[tuple(slice(g + o, g + o + n) for o, n in zip(node.offset, shape))], lat.dtype)
+        def norm(slot, run) -> float:
+            with np.errstate(over="ignore", invalid="ignore"):  # a blow-up is reported once, by the loop's finite test
+                run({**arrays, slot: values}, self.params, self.t)
+            return math.sqrt(self._sum_squares(values[lat.interior]))  # squared in float64
 
-        @np.errstate(over="ignore", invalid="ignore")  # a blow-up is reported once, by the loop's finite test
-        def norm(e):
-            value = evaluate(e, dtype=lat.dtype, xp=xp, coordinate=coordinates(lat, xp), access=access, params=self.params, t=self.t)
-            return math.sqrt(self._sum_squares(xp.broadcast_to(xp.asarray(value), lat.shape)))  # squared in float64
-
-        scale = self.problem.residual_scale
-        return norm(expr) / (norm(scale) if scale is not None else math.sqrt(math.prod(self.problem.grid.shape)))
+        norms = [norm(slot, run) for slot, run in self._residual_passes]
+        return norms[0] / (norms[1] if scale is not None else math.sqrt(math.prod(self.problem.grid.shape)))
 
     def errors(self) -> dict[str, dict[str, float]]:
         """Each field with an exact solution -> its max-norm and relative L2 errors at the current time, reduced
