@@ -548,3 +548,10 @@ def test_a_linear_pass_is_a_sweep_where_a_schedule_applies_unless_generated_is_a
     assert "a sweep" not in one and "pass 1: u_next; grid" in one
     with pytest.raises(StencilforgeError, match="strategy 'generated' does not apply to a derivative operator"):
         problem_source(problems.problem("derivatives")[0], "cuda", "generated")
+
+
+@pytest.mark.parametrize("ctype", ["float", "double"])
+def test_the_device_exact_sum_compiles_for_sm90(nvrtc, ctype):
+    from stencilforge.reductions import bins_source
+
+    assert compile_cubin(bins_source(ctype), ARCH, f"exact sums of {ctype}")[:4] == b"\x7fELF"

@@ -133,9 +133,8 @@ def local_part(values) -> int | float:
     if hasattr(values, "__cuda_array_interface__"):
         import cupy
 
-        if bool(cupy.isfinite(values).all()):
-            return device_integer_sum(values, cupy)
-        return float(cupy.sum(values, dtype=cupy.float64))
+        exact = device_bins(values, cupy, square=False)
+        return exact if exact is not None else float(cupy.sum(values, dtype=cupy.float64))
     total = _host_integer_sum(values, square=False)
     return total if total is not None else float(np.sum(np.asarray(values, dtype=np.float64)))
 
@@ -145,7 +144,7 @@ def squares_part(values) -> int | float:
     if hasattr(values, "__cuda_array_interface__"):
         import cupy
 
-        exact = device_squares_sum(values, cupy)
+        exact = device_bins(values, cupy, square=True)
         if exact is not None:
             return exact
         v = values.astype(cupy.float64)
@@ -191,80 +190,117 @@ def all_true(comm, flag: bool) -> bool:
 # ------------------------------------------------------------------ exact sums on the device
 
 EXPONENT_BINS = 1024 + 1 - MIN_EXPONENT + 1  # frexp exponents run up to 1024
-SUM_LANES = 256  # copies of the bins, so atomics on one exponent are spread out
+RUN = 512  # mantissas of one exponent a thread adds in a register before its bins: |sum| < 2**62
+CHUNK = 4096  # values of one row a block takes at a time: a long row (a 1D array) spreads over every block
+BLOCK = 512
+
+
+def bins_source(ctype: str) -> str:
+    """CUDA source of `sf_exact_bins` for values of `ctype` (float or double). Exact sums on the device, one pass over the values in any row layout: each block bins its values' signed
+    mantissa halves per exponent in shared memory (a thread first adds a run of one exponent in a register, so
+    smooth data makes few shared atomics), then adds its non-zero bins to the global ones (few global atomics,
+    where one per value made a sum cost many times its read). Bins are int64 in two's complement; each value's
+    mantissa (< 2**53) is split as the host's bins are, so their totals are `_host_bins`' and cannot overflow below
+    2**36 values."""
+    mask = (1 << LOW_BITS) - 1
+    return f"""
+    __device__ __forceinline__ void sf_flush(long long* high, long long* low, long long acc, int e) {{
+        if (acc != 0) {{
+            const int k = e - ({MIN_EXPONENT});
+            atomicAdd((unsigned long long*)&high[k], (unsigned long long)(acc >> {LOW_BITS}));
+            atomicAdd((unsigned long long*)&low[k], (unsigned long long)(acc & {mask}LL));
+        }}
+    }}
+
+    extern "C" __global__ void sf_exact_bins(const {ctype}* __restrict__ v, const long long n1, const long long n2,
+                                             const long long s0, const long long s1, const long long items,
+                                             const int square, unsigned long long* __restrict__ out,
+                                             int* __restrict__ nonfinite) {{
+        __shared__ long long high[{EXPONENT_BINS}];
+        __shared__ long long low[{EXPONENT_BINS}];
+        for (int k = threadIdx.x; k < {EXPONENT_BINS}; k += blockDim.x) {{ high[k] = 0; low[k] = 0; }}
+        __syncthreads();
+        const long long chunks = (n2 + {CHUNK} - 1) / {CHUNK};
+        long long acc = 0;
+        int run_e = 0, run = 0, bad = 0;
+        for (long long item = blockIdx.x; item < items; item += gridDim.x) {{
+            const long long r = item / chunks, start = (item % chunks) * {CHUNK};
+            const long long stop = min(start + {CHUNK}, n2);
+            const {ctype}* row = v + (r / n1) * s0 + (r % n1) * s1;
+            for (long long j = start + threadIdx.x; j < stop; j += blockDim.x) {{
+                double x = (double)row[j];
+                if (square) x = __dmul_rn(x, x);
+                const unsigned long long b = (unsigned long long)__double_as_longlong(x);
+                const int biased = (int)((b >> 52) & 0x7FF);
+                if (biased == 0x7FF) {{ bad = 1; continue; }}
+                long long m = (long long)(b & 0xFFFFFFFFFFFFFULL);
+                int e;
+                if (biased == 0) {{  /* zero, or subnormal: m * 2**-1074 */
+                    if (m == 0) continue;
+                    e = -1021;
+                }} else {{
+                    m += 1LL << 52;
+                    e = biased - 1022;
+                }}
+                if (b >> 63) m = -m;
+                if (e != run_e || run == {RUN}) {{
+                    sf_flush(high, low, acc, run_e);
+                    acc = 0; run = 0; run_e = e;
+                }}
+                acc += m; run += 1;
+            }}
+        }}
+        sf_flush(high, low, acc, run_e);
+        if (bad) nonfinite[0] = 1;
+        __syncthreads();
+        for (int k = threadIdx.x; k < {EXPONENT_BINS}; k += blockDim.x) {{
+            if (high[k]) atomicAdd(&out[k], (unsigned long long)high[k]);
+            if (low[k]) atomicAdd(&out[{EXPONENT_BINS} + k], (unsigned long long)low[k]);
+        }}
+    }}
+    """
 
 
 @functools.lru_cache(maxsize=None)
-def _bins_kernel(cp):
-    """Adds |mantissa| halves of every float64 into per-(lane, sign, half, exponent) unsigned bins."""
-    return cp.ElementwiseKernel(
-        "float64 v",
-        "raw uint64 bins",
-        f"""
-        if (v != 0.0) {{
-            int e;
-            double frac = frexp(fabs(v), &e);
-            unsigned long long m = (unsigned long long)ldexp(frac, 53);
-            long long lane = (long long)(i % {SUM_LANES});
-            long long base = ((lane * 2 + (v < 0.0)) * 2) * {EXPONENT_BINS} + (e - ({MIN_EXPONENT}));
-            atomicAdd(&bins[base], m >> {LOW_BITS});
-            atomicAdd(&bins[base + {EXPONENT_BINS}], m & ((1ULL << {LOW_BITS}) - 1ULL));
-        }}
-        """,
-        "stencilforge_exact_sum_bins",
-    )
+def _bins_kernel(cp, ctype: str):
+    return cp.RawKernel(bins_source(ctype), "sf_exact_bins")
 
 
-@functools.lru_cache(maxsize=None)
-def _squares_bins_kernel(cp):
-    """`_bins_kernel` of x * x, x widened to float64 (any layout: a field's interior view), and a flag set by a
-    square that is not finite."""
-    return cp.ElementwiseKernel(
-        "T x",
-        "raw uint64 bins, raw int32 nonfinite",
-        f"""
-        const double v = __dmul_rn((double)x, (double)x);
-        if (!isfinite(v)) {{
-            nonfinite[0] = 1;
-        }} else if (v != 0.0) {{
-            int e;
-            double frac = frexp(v, &e);
-            unsigned long long m = (unsigned long long)ldexp(frac, 53);
-            long long lane = (long long)(i % {SUM_LANES});
-            long long base = lane * 4 * {EXPONENT_BINS} + (e - ({MIN_EXPONENT}));
-            atomicAdd(&bins[base], m >> {LOW_BITS});
-            atomicAdd(&bins[base + {EXPONENT_BINS}], m & ((1ULL << {LOW_BITS}) - 1ULL));
-        }}
-        """,
-        "stencilforge_exact_squares_bins",
-    )
+def _rows(values, cp):
+    """(values, n1, n2, s0, s1): values as rows of n2 adjacent elements, row r at (r // n1) * s0 + (r % n1) * s1
+    elements (a copy only where the layout is not such rows, or the dtype not float32/64)."""
+    if values.dtype not in (cp.float32, cp.float64):
+        values = values.astype(cp.float64)
+    item = values.itemsize
+    if values.ndim > 3 or (values.ndim and values.strides[-1] != item) or any(s % item for s in values.strides):
+        values = cp.ascontiguousarray(values)
+    shape = (1,) * (3 - values.ndim) + values.shape
+    strides = (0,) * (3 - values.ndim) + tuple(s // item for s in values.strides)
+    return values, shape[1], shape[2], strides[0], strides[1]
 
 
-def device_squares_sum(values, cp) -> int | None:
-    """sum(float64(values)**2) * 2**SCALE_BITS as an exact Python integer, binned on the device in one pass over
-    `values`; None where a square is not finite."""
+def device_bins(values, cp, square: bool) -> int | None:
+    """sum(values) (or of their float64 squares) * 2**SCALE_BITS as an exact Python integer, binned on the device in
+    one pass (`_bins_kernel`): only the bin totals come to the host; None where a term is not finite."""
     if values.size == 0:
         return 0
-    bins = cp.zeros(SUM_LANES * 2 * 2 * EXPONENT_BINS, dtype=cp.uint64)
+    values, n1, n2, s0, s1 = _rows(values, cp)
+    items = values.size // n2 * -(-n2 // CHUNK)
+    blocks = min(items, 4 * cp.cuda.Device().attributes["MultiProcessorCount"])
+    out = cp.zeros(2 * EXPONENT_BINS, dtype=cp.uint64)
     nonfinite = cp.zeros(1, dtype=cp.int32)
-    _squares_bins_kernel(cp)(values, bins, nonfinite)
-    per = bins.reshape(SUM_LANES, 2, 2, EXPONENT_BINS).sum(axis=0, dtype=cp.uint64)
+    kernel = _bins_kernel(cp, "double" if values.dtype == cp.float64 else "float")
+    kernel((blocks,), (BLOCK,), (values, np.int64(n1), np.int64(n2), np.int64(s0), np.int64(s1), np.int64(items),
+                                 np.int32(square), out, nonfinite))
     if int(nonfinite.get()[0]):
         return None
-    per = per.get()
-    return fold_bins(per[0, 0], per[0, 1])
+    bins = out.get().view(np.int64)
+    return fold_bins(bins[:EXPONENT_BINS], bins[EXPONENT_BINS:])
 
 
 def device_integer_sum(values, cp) -> int:
-    """sum(values) * 2**SCALE_BITS as an exact Python integer, binned on the device (values finite).
-
-    Only the bin totals (4 x EXPONENT_BINS integers) come to the host; the
-    result is the same integer exact_integer_sum gives on the host.
-    """
-    v = cp.ascontiguousarray(values, dtype=cp.float64).ravel()
-    if v.size == 0:
-        return 0
-    bins = cp.zeros(SUM_LANES * 2 * 2 * EXPONENT_BINS, dtype=cp.uint64)
-    _bins_kernel(cp)(v, bins)
-    per = bins.reshape(SUM_LANES, 2, 2, EXPONENT_BINS).sum(axis=0, dtype=cp.uint64).get()
-    return fold_bins(per[0, 0], per[0, 1]) - fold_bins(per[1, 0], per[1, 1])
+    """sum(values) * 2**SCALE_BITS as an exact Python integer, binned on the device (values finite): the integer
+    exact_integer_sum gives on the host."""
+    total = device_bins(values, cp, square=False)
+    assert total is not None, "device_integer_sum takes finite values"
+    return total
