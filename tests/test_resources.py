@@ -1,6 +1,10 @@
 """Host memory is checked before allocating; Numba threads are shared among the ranks of a node."""
 
 import json
+import os
+import subprocess
+import sys
+import time
 
 import pytest
 from typer.testing import CliRunner
@@ -82,7 +86,37 @@ def test_a_memory_error_anyway_is_one_line(monkeypatch):
 def test_thread_share(monkeypatch, mask, peers, expected):
     monkeypatch.delenv("NUMBA_NUM_THREADS", raising=False)
     monkeypatch.setattr(resources.os, "sched_getaffinity", lambda pid: mask)
+    monkeypatch.setattr(resources, "busy_cores", lambda cpus: 0)  # an idle machine
     assert resources.thread_count(None, [p for p in peers] if peers else None) == expected
+
+
+def test_a_process_alone_leaves_out_the_cores_other_work_keeps_busy(monkeypatch):
+    monkeypatch.delenv("NUMBA_NUM_THREADS", raising=False)
+    monkeypatch.setattr(resources.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
+    ticks = iter([1000, 1000 + 2 * 5 + 1, 50, 51])  # two cores busy for the sample's 5 ticks; one tick was ours
+    monkeypatch.setattr(resources, "_cpu_ticks", lambda cpus: next(ticks))
+    monkeypatch.setattr(resources, "_own_ticks", lambda: next(ticks))
+    monkeypatch.setattr(resources.time, "monotonic", iter([0.0, 0.05]).__next__)
+    monkeypatch.setattr(resources.os, "sysconf", lambda name: 100)
+    monkeypatch.setattr(resources.time, "sleep", lambda s: None)
+    assert resources.thread_count(None) == 2
+    monkeypatch.setattr(resources, "busy_cores", lambda cpus: 6)
+    assert resources.thread_count(None) == 1  # never fewer than one
+    assert resources.thread_count(None, [{0, 1, 2, 3}] * 2) == 2  # ranks share the node by its masks, not its load
+
+
+def test_a_busy_process_on_this_machine_takes_a_core_from_the_default(monkeypatch):
+    monkeypatch.delenv("NUMBA_NUM_THREADS", raising=False)
+    cores = len(os.sched_getaffinity(0))
+    if cores < 2:
+        pytest.skip("one core: nothing to leave out")
+    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.3)
+        assert resources.thread_count(None) < cores
+    finally:
+        busy.kill()
+        busy.wait()
 
 
 def test_threads_option_and_environment_override_the_share(monkeypatch):

@@ -196,7 +196,9 @@ BLOCK = 512
 
 
 def bins_source(ctype: str) -> str:
-    """CUDA source of `sf_exact_bins` for values of `ctype` (float or double). Exact sums on the device, one pass over the values in any row layout: each block bins its values' signed
+    """CUDA source of `sf_exact_bins` for values of `ctype` (float or double).
+
+    Exact sums on the device, one pass over the values in any row layout: each block bins its values' signed
     mantissa halves per exponent in shared memory (a thread first adds a run of one exponent in a register, so
     smooth data makes few shared atomics), then adds its non-zero bins to the global ones (few global atomics,
     where one per value made a sum cost many times its read). Bins are int64 in two's complement; each value's

@@ -7,16 +7,21 @@ node must not each start a thread per core.
 
 from __future__ import annotations
 
+import logging
 import math
 import os
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from .errors import StencilforgeError
 
+log = logging.getLogger(__name__)
+
 PROBE_EXTENT = 24  # points per axis of the small build that tells the fields' count, dtypes and ghost width
 SNAPSHOT_BUFFERS = 3
+LOAD_SAMPLE_S = 0.05  # how long the cores' load is watched before a run picks its thread count
 
 
 def _read_int(path: Path) -> int | None:
@@ -105,7 +110,10 @@ def thread_count(requested: int | None, peers: list[set[int]] | None = None) -> 
 
     The share divides the cores of its affinity mask among the ranks on the node
     whose masks overlap it: unbound ranks split the node, ranks bound to their
-    own cores use all of theirs.
+    own cores use all of theirs. A process alone leaves out the cores other work
+    keeps busy (`busy_cores`): a parallel step waits for its slowest thread, so one
+    thread on a core that another job holds slows every step many times over
+    (benchmarks/results/cpu-threads-under-load-2026-12-02.json).
     """
     if requested is not None:
         if requested < 1:
@@ -118,8 +126,52 @@ def thread_count(requested: int | None, peers: list[set[int]] | None = None) -> 
         except ValueError:
             raise StencilforgeError(f"NUMBA_NUM_THREADS must be a whole number, got {env!r}") from None
     mine = set(os.sched_getaffinity(0))
-    sharing = sum(1 for cpus in peers if cpus & mine) if peers else 1
-    return max(1, len(mine) // max(1, sharing))
+    if peers:
+        sharing = sum(1 for cpus in peers if cpus & mine)
+        return max(1, len(mine) // max(1, sharing))
+    busy = busy_cores(mine)
+    if busy:
+        log.info("%d of the %d cores this process may use are busy with other work: %d threads", busy, len(mine),
+                 max(1, len(mine) - busy))
+    return max(1, len(mine) - busy)
+
+
+def busy_cores(cpus: set[int], interval: float = LOAD_SAMPLE_S) -> int:
+    """How many of `cpus` other processes kept busy over `interval` seconds, rounded: the busy time of those cores
+    in /proc/stat less this process's own (its threads may still be winding down from a run before); 0 where
+    the kernel does not tell."""
+    before, own_before = _cpu_ticks(cpus), _own_ticks()
+    start = time.monotonic()
+    time.sleep(interval)
+    after, own_after = _cpu_ticks(cpus), _own_ticks()
+    ticks = (time.monotonic() - start) * os.sysconf("SC_CLK_TCK")
+    if before is None or after is None or own_before is None or own_after is None or ticks <= 0:
+        return 0
+    others = (after - before) - (own_after - own_before)
+    return min(len(cpus), max(0, round(others / ticks)))
+
+
+def _cpu_ticks(cpus: set[int]) -> int | None:
+    """Clock ticks the cores `cpus` have spent busy (not idle, not waiting on I/O), from /proc/stat."""
+    total = 0
+    try:
+        for line in Path("/proc/stat").read_text().splitlines():
+            name, *fields = line.split()
+            if name.startswith("cpu") and name[3:].isdigit() and int(name[3:]) in cpus:
+                values = [int(f) for f in fields[:8]]
+                total += sum(values) - values[3] - values[4]  # idle and iowait are the 4th and 5th
+    except (OSError, ValueError, IndexError):
+        return None
+    return total
+
+
+def _own_ticks() -> int | None:
+    """Clock ticks this process's threads have run (user and system), from /proc/self/stat."""
+    try:
+        fields = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
+        return int(fields[11]) + int(fields[12])  # utime and stime, the 14th and 15th fields
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 @contextmanager
