@@ -552,6 +552,6 @@ def test_a_linear_pass_is_a_sweep_where_a_schedule_applies_unless_generated_is_a
 
 @pytest.mark.parametrize("ctype", ["float", "double"])
 def test_the_device_exact_sum_compiles_for_sm90(nvrtc, ctype):
-    from stencilforge.reductions import bins_source
+    from stencilforge.reductions import window_source
 
-    assert compile_cubin(bins_source(ctype), ARCH, f"exact sums of {ctype}")[:4] == b"\x7fELF"
+    assert compile_cubin(window_source(ctype), ARCH, f"exact sums of {ctype}")[:4] == b"\x7fELF"

@@ -190,82 +190,113 @@ def all_true(comm, flag: bool) -> bool:
 # ------------------------------------------------------------------ exact sums on the device
 
 EXPONENT_BINS = 1024 + 1 - MIN_EXPONENT + 1  # frexp exponents run up to 1024
-RUN = 512  # mantissas of one exponent a thread adds in a register before its bins: |sum| < 2**62
+LIMBS = 6  # 32-bit limbs of a thread's fixed-point accumulator: 192 bits below the largest value's top bit
 CHUNK = 4096  # values of one row a block takes at a time: a long row (a 1D array) spreads over every block
 BLOCK = 512
 
 
-def bins_source(ctype: str) -> str:
-    """CUDA source of `sf_exact_bins` for values of `ctype` (float or double).
+def window_source(ctype: str) -> str:
+    """CUDA source of `sf_exact_window` for values of `ctype` (float or double).
 
-    Exact sums on the device, one pass over the values in any row layout: each block bins its values' signed
-    mantissa halves per exponent in shared memory (a thread first adds a run of one exponent in a register, so
-    smooth data makes few shared atomics), then adds its non-zero bins to the global ones (few global atomics,
-    where one per value made a sum cost many times its read). Bins are int64 in two's complement; each value's
-    mantissa (< 2**53) is split as the host's bins are, so their totals are `_host_bins`' and cannot overflow below
-    2**36 values."""
+    Exact sums in one pass over the values, in any row layout, with no atomic per value. A first pass finds the
+    largest magnitude; every value then lies on a common fixed-point scale whose 192 bits (`LIMBS` limbs of 32
+    bits, each held in an int64 so that no carry is propagated) reach from the largest value's top bit down to the
+    window's `bottom` bit. A thread adds each value's mantissa, split over the limbs, into its registers; a block
+    adds its threads' limbs by shuffles and writes them out, and the host adds the blocks' limbs as Python
+    integers. Values below the window (a range wider than 2**139) go to per-exponent bins by global atomics, as
+    the host's bins split them: rare, and exact too. A limb gains less than 2**32 per value, so a block's limbs
+    cannot overflow below 2**31 values."""
     mask = (1 << LOW_BITS) - 1
+    limbs = "\n".join(f"""                {{
+                    const int pos = {32 * k} - shift;  /* the mantissa bit at this limb's bit 0 */
+                    const unsigned long long piece =
+                        (pos >= 0 ? (pos < 64 ? um >> pos : 0ULL) : (-pos < 64 ? um << -pos : 0ULL)) & 0xFFFFFFFFULL;
+                    acc{k} += neg ? -(long long)piece : (long long)piece;
+                }}""" for k in range(LIMBS))
+    sums = "\n".join(f"    acc{k} = sf_block_sum(acc{k}, part, {k});" for k in range(LIMBS))
+    stores = "\n".join(f"        out[blockIdx.x * {LIMBS} + {k}] = acc{k};" for k in range(LIMBS))
     return f"""
-    __device__ __forceinline__ void sf_flush(long long* high, long long* low, long long acc, int e) {{
-        if (acc != 0) {{
-            const int k = e - ({MIN_EXPONENT});
-            atomicAdd((unsigned long long*)&high[k], (unsigned long long)(acc >> {LOW_BITS}));
-            atomicAdd((unsigned long long*)&low[k], (unsigned long long)(acc & {mask}LL));
-        }}
+    #define SF_ROWS_LOOP \\
+        const long long chunks = (n2 + {CHUNK} - 1) / {CHUNK}; \\
+        for (long long item = blockIdx.x; item < items; item += gridDim.x) {{ \\
+            const long long r = item / chunks, start = (item % chunks) * {CHUNK}; \\
+            const long long stop = min(start + {CHUNK}, n2); \\
+            const {ctype}* row = v + (r / n1) * s0 + (r % n1) * s1; \\
+            for (long long j = start + threadIdx.x; j < stop; j += blockDim.x)
+
+    extern "C" __global__ void sf_abs_max(const {ctype}* __restrict__ v, const long long n1, const long long n2,
+                                          const long long s0, const long long s1, const long long items,
+                                          unsigned long long* __restrict__ top) {{
+        /* the bits of |x| order as |x| does (NaN above Inf), so an integer max finds the largest magnitude */
+        unsigned long long m = 0;
+        SF_ROWS_LOOP {{
+            m = max(m, (unsigned long long)__double_as_longlong(fabs((double)row[j])));
+        }}}}
+        for (int off = 16; off > 0; off >>= 1) m = max(m, __shfl_down_sync(0xFFFFFFFFu, m, off));
+        if ((threadIdx.x & 31) == 0) atomicMax(top, m);
     }}
 
-    extern "C" __global__ void sf_exact_bins(const {ctype}* __restrict__ v, const long long n1, const long long n2,
-                                             const long long s0, const long long s1, const long long items,
-                                             const int square, unsigned long long* __restrict__ out,
-                                             int* __restrict__ nonfinite) {{
-        __shared__ long long high[{EXPONENT_BINS}];
-        __shared__ long long low[{EXPONENT_BINS}];
-        for (int k = threadIdx.x; k < {EXPONENT_BINS}; k += blockDim.x) {{ high[k] = 0; low[k] = 0; }}
+    __device__ __forceinline__ long long sf_block_sum(long long x, long long (*part)[32], int k) {{
+        for (int off = 16; off > 0; off >>= 1) x += __shfl_down_sync(0xFFFFFFFFu, x, off);
+        const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+        if (lane == 0) part[k][warp] = x;
         __syncthreads();
-        const long long chunks = (n2 + {CHUNK} - 1) / {CHUNK};
-        long long acc = 0;
-        int run_e = 0, run = 0, bad = 0;
-        for (long long item = blockIdx.x; item < items; item += gridDim.x) {{
-            const long long r = item / chunks, start = (item % chunks) * {CHUNK};
-            const long long stop = min(start + {CHUNK}, n2);
-            const {ctype}* row = v + (r / n1) * s0 + (r % n1) * s1;
-            for (long long j = start + threadIdx.x; j < stop; j += blockDim.x) {{
+        x = 0;
+        if (warp == 0) {{
+            x = lane < (int)(blockDim.x >> 5) ? part[k][lane] : 0;
+            for (int off = 16; off > 0; off >>= 1) x += __shfl_down_sync(0xFFFFFFFFu, x, off);
+        }}
+        return x;
+    }}
+
+    extern "C" __global__ void sf_exact_window(const {ctype}* __restrict__ v, const long long n1, const long long n2,
+                                               const long long s0, const long long s1, const long long items,
+                                               const int square, const int bottom, long long* __restrict__ out,
+                                               unsigned long long* __restrict__ bins, int* __restrict__ nonfinite) {{
+        __shared__ long long part[{LIMBS}][32];
+        {" ".join(f"long long acc{k} = 0;" for k in range(LIMBS))}
+        int bad = 0;
+        SF_ROWS_LOOP {{
                 double x = (double)row[j];
                 if (square) x = __dmul_rn(x, x);
                 const unsigned long long b = (unsigned long long)__double_as_longlong(x);
                 const int biased = (int)((b >> 52) & 0x7FF);
                 if (biased == 0x7FF) {{ bad = 1; continue; }}
-                long long m = (long long)(b & 0xFFFFFFFFFFFFFULL);
-                int e;
-                if (biased == 0) {{  /* zero, or subnormal: m * 2**-1074 */
-                    if (m == 0) continue;
-                    e = -1021;
+                unsigned long long um = b & 0xFFFFFFFFFFFFFULL;
+                int q;  /* x = +-um * 2**q */
+                if (biased == 0) {{
+                    if (um == 0) continue;
+                    q = -1074;
                 }} else {{
-                    m += 1LL << 52;
-                    e = biased - 1022;
+                    um += 1ULL << 52;
+                    q = biased - 1075;
                 }}
-                if (b >> 63) m = -m;
-                if (e != run_e || run == {RUN}) {{
-                    sf_flush(high, low, acc, run_e);
-                    acc = 0; run = 0; run_e = e;
+                const bool neg = (b >> 63) != 0;
+                if (q < bottom) {{  /* below the window: the bins of its exponent */
+                    const long long m = neg ? -(long long)um : (long long)um;
+                    const int k = q + 53 - ({MIN_EXPONENT});
+                    atomicAdd(&bins[k], (unsigned long long)(m >> {LOW_BITS}));
+                    atomicAdd(&bins[{EXPONENT_BINS} + k], (unsigned long long)(m & {mask}LL));
+                    continue;
                 }}
-                acc += m; run += 1;
+                const int shift = q - bottom;
+{limbs}
             }}
         }}
-        sf_flush(high, low, acc, run_e);
         if (bad) nonfinite[0] = 1;
-        __syncthreads();
-        for (int k = threadIdx.x; k < {EXPONENT_BINS}; k += blockDim.x) {{
-            if (high[k]) atomicAdd(&out[k], (unsigned long long)high[k]);
-            if (low[k]) atomicAdd(&out[{EXPONENT_BINS} + k], (unsigned long long)low[k]);
+{sums}
+        if (threadIdx.x == 0) {{
+{stores}
         }}
     }}
     """
 
 
 @functools.lru_cache(maxsize=None)
-def _bins_kernel(cp, ctype: str):
-    return cp.RawKernel(bins_source(ctype), "sf_exact_bins")
+def _window_kernels(cp, ctype: str):
+    """(sf_abs_max, sf_exact_window) for values of `ctype`."""
+    module = cp.RawModule(code=window_source(ctype))
+    return module.get_function("sf_abs_max"), module.get_function("sf_exact_window")
 
 
 def _rows(values, cp):
@@ -282,22 +313,33 @@ def _rows(values, cp):
 
 
 def device_bins(values, cp, square: bool) -> int | None:
-    """sum(values) (or of their float64 squares) * 2**SCALE_BITS as an exact Python integer, binned on the device in
-    one pass (`_bins_kernel`): only the bin totals come to the host; None where a term is not finite."""
+    """sum(values) (or of their float64 squares) * 2**SCALE_BITS as an exact Python integer, on the device
+    (`window_source`): only the blocks' limbs and the bins come to the host; None where a term is not finite."""
     if values.size == 0:
         return 0
     values, n1, n2, s0, s1 = _rows(values, cp)
     items = values.size // n2 * -(-n2 // CHUNK)
     blocks = min(items, 4 * cp.cuda.Device().attributes["MultiProcessorCount"])
-    out = cp.zeros(2 * EXPONENT_BINS, dtype=cp.uint64)
+    rows = (values, np.int64(n1), np.int64(n2), np.int64(s0), np.int64(s1), np.int64(items))
+    abs_max, window_sum = _window_kernels(cp, "double" if values.dtype == cp.float64 else "float")
+    top_bits = cp.zeros(1, dtype=cp.uint64)
+    abs_max((blocks,), (BLOCK,), (*rows, top_bits))
+    top = float(top_bits.get().view(np.float64)[0])
+    with np.errstate(over="ignore"):
+        top = top * top if square else top  # the largest square, rounded as the kernel rounds each one
+    if not math.isfinite(top):
+        return None
+    q_top = math.frexp(top)[1] - MANTISSA_BITS if top > 0 else -1074  # the largest value < 2**(q_top + 53)
+    bottom = max(q_top + MANTISSA_BITS - 32 * LIMBS, -1074)
+    limbs = cp.empty((blocks, LIMBS), dtype=cp.int64)
+    bins = cp.zeros(2 * EXPONENT_BINS, dtype=cp.uint64)
     nonfinite = cp.zeros(1, dtype=cp.int32)
-    kernel = _bins_kernel(cp, "double" if values.dtype == cp.float64 else "float")
-    kernel((blocks,), (BLOCK,), (values, np.int64(n1), np.int64(n2), np.int64(s0), np.int64(s1), np.int64(items),
-                                 np.int32(square), out, nonfinite))
+    window_sum((blocks,), (BLOCK,), (*rows, np.int32(square), np.int32(bottom), limbs, bins, nonfinite))
     if int(nonfinite.get()[0]):
         return None
-    bins = out.get().view(np.int64)
-    return fold_bins(bins[:EXPONENT_BINS], bins[EXPONENT_BINS:])
+    window = sum(int(x) << (32 * k) for row in limbs.get().tolist() for k, x in enumerate(row))
+    below = bins.get().view(np.int64)
+    return (window << (bottom + SCALE_BITS)) + fold_bins(below[:EXPONENT_BINS], below[EXPONENT_BINS:])
 
 
 def device_integer_sum(values, cp) -> int:
