@@ -18,8 +18,6 @@ if not CudaBackend.available():
 
 import cupy  # noqa: E402
 
-from stencilforge.reductions import device_integer_sum  # noqa: E402
-
 
 def cases() -> list[np.ndarray]:
     rng = np.random.default_rng(7)
@@ -43,7 +41,7 @@ def test_device_sums_are_the_host_exact_sums(index):
     strided = cupy.asarray(np.pad(host, 2))[(slice(2, -2),) * host.ndim]  # a field's interior
     for device in (cupy.asarray(host), strided, cupy.asarray(host)[::-1]):
         v = host.astype(np.float64)
-        assert local_part(device) == exact_integer_sum(v) == device_integer_sum(device, cupy)
+        assert local_part(device) == exact_integer_sum(v)
         with np.errstate(over="ignore"):
             assert squares_part(device) == local_part(v * v)
 

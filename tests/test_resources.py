@@ -99,9 +99,12 @@ def test_a_process_alone_leaves_out_the_cores_other_work_keeps_busy(monkeypatch)
     monkeypatch.setattr(resources.time, "monotonic", iter([0.0, 0.05]).__next__)
     monkeypatch.setattr(resources.os, "sysconf", lambda name: 100)
     monkeypatch.setattr(resources.time, "sleep", lambda s: None)
+    monkeypatch.setattr(resources, "_others_running", lambda: True)
     assert resources.thread_count(None) == 2
     monkeypatch.setattr(resources, "busy_cores", lambda cpus: 6)
     assert resources.thread_count(None) == 1  # never fewer than one
+    monkeypatch.setattr(resources, "_others_running", lambda: False)
+    assert resources.thread_count(None) == 4  # nothing else runnable: no sample, every core
     assert resources.thread_count(None, [{0, 1, 2, 3}] * 2) == 2  # ranks share the node by its masks, not its load
 
 

@@ -337,14 +337,8 @@ def device_bins(values, cp, square: bool) -> int | None:
     window_sum((blocks,), (BLOCK,), (*rows, np.int32(square), np.int32(bottom), limbs, bins, nonfinite))
     if int(nonfinite.get()[0]):
         return None
-    window = sum(int(x) << (32 * k) for row in limbs.get().tolist() for k, x in enumerate(row))
+    per = limbs.get()  # each block's limbs: its halves summed over the blocks cannot overflow int64
+    halves = [(per & 0xFFFFFFFF).sum(axis=0), (per >> 32).sum(axis=0)]
+    window = sum((int(halves[0][k]) + (int(halves[1][k]) << 32)) << (32 * k) for k in range(LIMBS))
     below = bins.get().view(np.int64)
     return (window << (bottom + SCALE_BITS)) + fold_bins(below[:EXPONENT_BINS], below[EXPONENT_BINS:])
-
-
-def device_integer_sum(values, cp) -> int:
-    """sum(values) * 2**SCALE_BITS as an exact Python integer, binned on the device (values finite): the integer
-    exact_integer_sum gives on the host."""
-    total = device_bins(values, cp, square=False)
-    assert total is not None, "device_integer_sum takes finite values"
-    return total

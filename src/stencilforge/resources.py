@@ -110,8 +110,8 @@ def thread_count(requested: int | None, peers: list[set[int]] | None = None) -> 
 
     The share divides the cores of its affinity mask among the ranks on the node
     whose masks overlap it: unbound ranks split the node, ranks bound to their
-    own cores use all of theirs. A process alone leaves out the cores other work
-    keeps busy (`busy_cores`): a parallel step waits for its slowest thread, so one
+    own cores use all of theirs. A process alone, where other tasks are runnable,
+    leaves out the cores other work keeps busy (`busy_cores`): a parallel step waits for its slowest thread, so one
     thread on a core that another job holds slows every step many times over
     (benchmarks/results/cpu-threads-under-load-2026-12-02.json).
     """
@@ -129,11 +129,11 @@ def thread_count(requested: int | None, peers: list[set[int]] | None = None) -> 
     if peers:
         sharing = sum(1 for cpus in peers if cpus & mine)
         return max(1, len(mine) // max(1, sharing))
-    busy = busy_cores(mine)
+    busy = busy_cores(mine) if _others_running() else 0  # with nothing else runnable now, nothing is watched
+    threads = max(1, len(mine) - busy)
     if busy:
-        log.info("%d of the %d cores this process may use are busy with other work: %d threads", busy, len(mine),
-                 max(1, len(mine) - busy))
-    return max(1, len(mine) - busy)
+        log.info("%d of the %d cores this process may use are busy with other work: %d threads", busy, len(mine), threads)
+    return threads
 
 
 def busy_cores(cpus: set[int], interval: float = LOAD_SAMPLE_S) -> int:
@@ -149,6 +149,15 @@ def busy_cores(cpus: set[int], interval: float = LOAD_SAMPLE_S) -> int:
         return 0
     others = (after - before) - (own_after - own_before)
     return min(len(cpus), max(0, round(others / ticks)))
+
+
+def _others_running() -> bool:
+    """Whether a task besides this one is runnable on the machine now (/proc/loadavg; True where it does not tell)."""
+    try:
+        running = int(Path("/proc/loadavg").read_text().split()[3].split("/")[0])
+    except (OSError, ValueError, IndexError):
+        return True
+    return running > 1
 
 
 def _cpu_ticks(cpus: set[int]) -> int | None:

@@ -142,8 +142,7 @@ class Simulation:
         self._image_fields = frozenset(name for name, _ in self._images)
         self._imaged: frozenset[str] = frozenset()  # fields whose current level's ghost cells the last step's pass wrote
         self.solvers: dict[str, Any] = {}  # solved field -> its `solvers.stepped.StepSolver`
-        self._residual_passes: list[tuple[str, Callable]] | None = None  # (slot, run) of the residual and its scale
-        self._residual_values = None  # the array they write
+        self._residual: tuple | None = None  # ((slot, run) of the residual and its scale, the slots they read, their array)
         self.stages = [(s, self._pass(i, s) if isinstance(s, Pass) else self._solve(s) if isinstance(s, SolveStage)
                         else self._operator(s)) for i, s in enumerate(an.stages)]
         self.passes = [(p, run) for p, run in self.stages if isinstance(p, Pass)]  # each compiled once, however often it runs
@@ -664,19 +663,20 @@ class Simulation:
         for name in self._fillers:
             self._fill(name, self._slot((name, 0)), self.t)
         lat, xp = self.lattice, self.xp
-        if self._residual_passes is None:
-            self._residual_passes = [self._value_pass(e, "residual") for e in (expr, scale) if e is not None]
-            self._residual_values = xp.zeros(lat.padded_shape, dtype=lat.dtype)
-        read = {slot_name((a.field.name, a.level)) for e in (expr, scale) if e is not None for a in accesses(e)}
+        if self._residual is None:
+            exprs = [expr] if scale is None else [expr, scale]
+            self._residual = ([self._value_pass(e, "residual") for e in exprs],
+                              {slot_name((a.field.name, a.level)) for e in exprs for a in accesses(e)},
+                              xp.zeros(lat.padded_shape, dtype=lat.dtype))
+        passes, read, values = self._residual
         arrays = {slot: xp.ascontiguousarray(arr) for slot, arr in self.arrays().items() if slot in read}
-        values = self._residual_values
 
         def norm(slot, run) -> float:
             with np.errstate(over="ignore", invalid="ignore"):  # a blow-up is reported once, by the loop's finite test
                 run({**arrays, slot: values}, self.params, self.t)
             return math.sqrt(self._sum_squares(values[lat.interior]))  # squared in float64
 
-        norms = [norm(slot, run) for slot, run in self._residual_passes]
+        norms = [norm(slot, run) for slot, run in passes]
         return norms[0] / (norms[1] if scale is not None else math.sqrt(math.prod(self.problem.grid.shape)))
 
     def errors(self) -> dict[str, dict[str, float]]:
