@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+import stencilforge as sf
 from stencilforge import tuning as cache
 from stencilforge.backends import available, get_backend
 from stencilforge.bench.measure import MeasureOptions
@@ -15,6 +16,7 @@ from stencilforge.bench.tune import candidates, ranked, search
 from stencilforge.bench.workloads import Workload, build_case
 from stencilforge.cli import app
 from stencilforge.errors import StencilforgeError
+from stencilforge.ir.analysis import Pass
 from stencilforge.tuning import cached_choice, shape_class, store_choice
 
 
@@ -230,9 +232,64 @@ def test_a_problem_files_linear_passes_are_what_its_run_steps(own_cache):
     assert case.plan == run and case.grid.shape == (40, 40) and case.swap == (run.out, "u")
     assert all(np.isfinite(a).all() and a.shape == case.grid.padded_shape for a in case.fields.values())
     assert pass_cases(load_problem_file(examples / "gray_scott.py").build(shape=(16, 16))) == []
-    none = CliRunner().invoke(app, ["tune", str(examples / "gray_scott.py"), "--shape", "16,16"])
-    assert none.exit_code == 2 and "has no linear pass" in none.output and none.output.strip().count("\n") == 0
     if "cuda" not in available():
-        cpu = CliRunner().invoke(app, ["tune", str(examples / "heat9.py"), "--shape", "40,40"])
-        assert cpu.exit_code == 2 and "needs the cuda backend" in cpu.output
+        for name in ("heat9.py", "gray_scott.py"):  # a linear pass; generated passes only
+            cpu = CliRunner().invoke(app, ["tune", str(examples / name), "--shape", "40,40"])
+            assert cpu.exit_code == 2 and "needs the cuda backend" in cpu.output and cpu.output.strip().count("\n") == 0
     assert not cache.tune_file().exists()
+
+
+def _one_pass(problem):
+    (p,) = [s for s in problem.analysis.stages if isinstance(s, Pass)]
+    return p
+
+
+@pytest.mark.parametrize("ndim", [1, 2, 3])
+def test_a_generated_passs_variants_start_at_its_default_and_differ(ndim):
+    from stencilforge.backends.cuda.tune import pass_defaults, pass_variants
+
+    u = sf.Field("u", sf.Grid((12,) * ndim, extent=1.0, dtype="float32"))
+    p = _one_pass(sf.Problem([sf.Eq(u.next, u + 0.1 * sf.laplacian(u) * u)], initial={u: 1.0}, boundary={u: sf.Periodic()}, dt=1e-3))
+    variants = pass_variants(p, ndim, 14)
+    assert variants[0] == pass_defaults(p, ndim, 14) and len(variants) > 10
+    assert len({repr(sorted(v.items())) for v in variants}) == len(variants)
+    assert all(64 <= np.prod(v["block"]) <= 1024 for v in variants)
+
+
+def test_every_schedule_of_a_generated_pass_compiles_for_sm90(nvrtc):
+    """A sample of each layout (rows, planes, columns; the first variants a search tries) through NVRTC."""
+    from stencilforge.backends.cuda.backend import pass_kernel
+    from stencilforge.backends.cuda.compile import compile_cubin
+    from stencilforge.backends.cuda.tune import pass_variants
+    from stencilforge.grid import Grid
+    from stencilforge.printers.cuda import OPTIONS
+
+    u = sf.Field("u", sf.Grid((10, 12, 14), extent=1.0, dtype="float32"))
+    v = sf.Field("v", u.grid)
+    problem = sf.Problem([sf.Eq(u.next, u + 0.1 * sf.laplacian(u) * v), sf.Eq(v.next, v - 0.1 * sf.laplacian(v) * u)],
+                         initial={u: 1.0, v: 1.0}, boundary={u: sf.Periodic(), v: sf.Periodic()}, dt=1e-3)
+    p = _one_pass(problem)
+    lattice = Grid((10, 12, 14), (1.0, 1.0, 1.0), "float32", 1, (0.0, 0.0, 0.0))
+    variants = pass_variants(p, 3, lattice.padded_shape[-1])
+    sample = variants[:6] + [v for v in variants if v["planes_per_thread"] == 8][:2] + [v for v in variants if v["rows"] == 1][:2]
+    for schedule in sample:
+        k = pass_kernel(p, lattice, problem.constants, **schedule)
+        assert compile_cubin(k.source, "sm_90", k.what, OPTIONS)
+
+
+def test_a_generated_passs_key_is_its_structure_not_its_coefficients(own_cache):
+    from stencilforge.backends.cuda.backend import pass_kernel
+    from stencilforge.grid import Grid
+
+    def key(coefficient, shape=(4096, 4096), nonlinear=True):
+        u = sf.Field("u", sf.Grid(shape, extent=1.0, dtype="float32"))
+        rhs = u + coefficient * sf.laplacian(u) * (u if nonlinear else 1)
+        p = _one_pass(sf.Problem([sf.Eq(u.next, rhs)], initial={u: 1.0}, boundary={u: sf.Periodic()}, dt=1e-3))
+        lattice = Grid(shape, (1.0, 1.0), "float32", 1, (0.0, 0.0))
+        return cache.pass_key("dev", pass_kernel(p, lattice, ()).source, shape, "float32")
+
+    assert key(0.1) == key(0.25) == key(0.25, (4000, 4100))
+    assert len({key(0.1), key(0.1, nonlinear=False), key(0.1, (1024, 1024))}) == 3
+    schedule = {"block": (64, 4), "rows": 2, "vector": 1, "planes_per_thread": None, "words": False}
+    cache.store_entry(key(0.1), {"schedule": {**schedule, "block": [64, 4]}})
+    assert cache.cached_pass_schedule(key(0.3)) == schedule and cache.cached_pass_schedule(key(0.1, (512, 512))) is None

@@ -147,7 +147,8 @@ def _human_summary(s: dict, source: str | None = None) -> None:
     table = Table(show_header=False, box=None, pad_edge=False)
     where = f" ({source})" if source else ""
     table.add_row("problem", f"{s['problem']}{where}  {'x'.join(map(str, s['shape']))}  {s['dtype']}")
-    fused = f", {s['fused_steps']} steps {s['steps_per_pass']} per pass" if s.get("fused_steps") else ""
+    per = f"{s['graph_steps']} per CUDA graph" if s.get("graph_steps") else f"{s['steps_per_pass']} per pass"
+    fused = f", {s['fused_steps']} steps {per}" if s.get("fused_steps") else ""
     ran = [v for v in s.get("sweeps", {}).values() if v] or ([s["strategy"]] if "strategy" in s else [])
     kernels = f" ({', '.join(ran)}{fused})" if ran else (f" ({fused[2:]})" if fused else "")
     passes = f", {s['passes_per_step']} passes per step" if s.get("passes_per_step", 1) > 1 else ""
@@ -750,30 +751,37 @@ def bench(
 def tune(
     problem: str = typer.Argument(
         ..., help="workload: poisson2d, jacobi2d, heat2d, heat3d, wave3d, derivatives, derivatives-fused, derivatives-y; "
-                  "or a problem file NAME.py (each of its linear passes)"
+                  "or a problem file NAME.py (each of its passes)"
     ),
     shape: Optional[str] = typer.Option(None, "--shape", help="interior points per axis (default: the GPU bench size)"),
     dtype: Optional[str] = typer.Option(None, help="float32 or float64 (default: the workload's)"),
     budget: float = typer.Option(60.0, help="seconds to spend searching; the best so far wins"),
     store: bool = typer.Option(True, "--store/--no-store", help="record the winner in the tune cache for --strategy auto"),
 ) -> None:
-    """Search CUDA strategies and tile shapes for one workload, or for each linear pass of a problem file; cache the
-    fastest for auto."""
+    """Search CUDA strategies and tile shapes for one workload, or for each pass of a problem file (its linear passes'
+    strategies and tiles, its generated passes' schedules); cache the fastest for auto."""
     from .bench.options import tune_workload
 
-    if problem.endswith(".py"):
-        from .bench.workloads import pass_cases
-        from .convergence import load_problem_file
+    if not problem.endswith(".py"):
+        _tune_one(tune_workload(problem, parse_ints(shape, "--shape"), dtype), budget, store)
+        return
+    from .bench.report import pass_tune_table
+    from .bench.tune import tune_passes
+    from .bench.workloads import pass_cases
+    from .convergence import load_problem_file
 
-        built = load_problem_file(problem).build(shape=parse_ints(shape, "--shape"), dtype=dtype or "float64")
-        targets: list = pass_cases(built)
-        if not targets:
-            raise StencilforgeError(f"{problem} has no linear pass: tune chooses among the sweep schedules, and its passes "
-                                    "run as generated kernels")
-    else:
-        targets = [tune_workload(problem, parse_ints(shape, "--shape"), dtype)]
-    for target in targets:
-        _tune_one(target, budget, store)
+    built = load_problem_file(problem).build(shape=parse_ints(shape, "--shape"), dtype=dtype or "float64")
+    for case in pass_cases(built):
+        _tune_one(case, budget, store)
+    for result in tune_passes(built, budget_s=budget, store=store, progress=lambda msg: err.print(f"[dim]{msg}[/]", highlight=False)):
+        out.print(pass_tune_table(result))
+        if result.budget_exhausted:
+            err.print(f"budget of {budget:g} s spent: not every schedule was tried", markup=False)
+        w = result.winner
+        if w is None:
+            raise StencilforgeError(f"{result.label}: no schedule ran correctly; nothing was cached")
+        action = "cached as" if store else "would be cached as"
+        out.print(f"winner: {w['label']}, {w['median_ms']:.3f} ms a pass; {action} {result.key}", highlight=False)
 
 
 def _tune_one(target, budget: float, store: bool) -> None:

@@ -14,6 +14,7 @@ kernel each (`tabulated`), without float64 temporaries of the grid's size.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import math
 from typing import Any, Callable, Mapping
@@ -28,7 +29,7 @@ from .grid import Grid as Lattice, row_pitch
 from .interop import backend_for, to_module
 from .ir.analysis import Loop, OperatorStage, Pass, SolveStage, accesses, pass_of, slot_name
 from .ir.lowering import linear_passes
-from .ir.nodes import Constant, Eq, Expr, Field
+from .ir.nodes import Constant, Eq, Expr, Field, Time, walk
 from .metrics import error_summary, throughput, where_nonfinite
 from .plan import AxisOperator, Sweep
 from .points import Injection, Recording, Traces
@@ -78,6 +79,35 @@ def axis_operator(stage: OperatorStage) -> AxisOperator:
     """The kernel-level form of an operator stage: its operand's slot, each derivative writing its equation's slot."""
     derivatives = tuple(dataclasses.replace(d.derivative, out=slot_name(w)) for d, w in zip(stage.derivatives, stage.writes))
     return AxisOperator(slot_name((stage.operand.field.name, stage.operand.level)), stage.axis, 2, derivatives)
+
+
+# The most steps one CUDA graph replays: past a few dozen the host's share of a step is already below a microsecond.
+GRAPH_STEPS = 64
+# What a single step costs beside one graph launch, in graph launches, when choosing a graph's length (a few
+# launches of its passes and walls against one): a rough weight, not a measurement.
+SINGLE_STEP_COST = 8
+
+
+def graph_units(unit: int, window: int | None) -> int | None:
+    """How many passes of `unit` steps one graph takes: at most GRAPH_STEPS steps, and the count that leaves the fewest
+    single steps between the run's looks at the state (every window + 1 steps; after a graph of single steps (unit 1)
+    the run may look, after fused passes it may not). None where a graph would not take two steps."""
+    interval = None if window is None else window + 1
+    span = GRAPH_STEPS if interval is None else min(GRAPH_STEPS * interval, interval - (unit != 1))
+    fits = [k for k in range(1, min(GRAPH_STEPS, span) // unit + 1) if k * unit >= 2]
+    if not fits or interval is None:
+        return max(fits, default=None)
+
+    def cost(k: int) -> tuple:
+        graphs = span // (k * unit)
+        return graphs + SINGLE_STEP_COST * (interval - graphs * k * unit), -k
+
+    return min(fits, key=cost)
+
+
+def _order(state: tuple) -> tuple[int, ...]:
+    """The identities of the level arrays in a `Simulation._host_state`, in order."""
+    return tuple(id(a) for a in state[0])
 
 
 class Simulation:
@@ -132,6 +162,7 @@ class Simulation:
         self._rotating = [self.levels[name] for name in an.written if len(self.levels[name]) > 1]
         self._gathers: dict[tuple, tuple] = {}  # walls per axis -> (ghost cells, their interior images)
         self._gathered: dict[str, tuple] = {}  # field -> its walls, for fields filled by a gather
+        self._moving: set[str] = set()  # fields with Dirichlet walls that change in time
         self._fillers = {name: self._bind(name, conds) for name, conds in problem.boundary.items()}
         for name, fills in self._fillers.items():
             for static, fill in fills:
@@ -150,6 +181,7 @@ class Simulation:
         self.fused: Launch | None = None  # several steps in one pass, where `build_fused` found a kernel
         self._carriers: list = []  # the fused sweep's walls of its middle states past the first
         self._after_fused = False  # the last step was a fused pass (`step` then restores what single steps leave)
+        self.graphs: dict[tuple[int, ...], Launch] = {}  # several steps as a CUDA graph, by the levels' order at its start
         self._halo_now = sorted({s for p in an.stages for s in p.halo if s[1] <= 0 and s[0] in self._fillers})
         signals = [source_signal(s.signal, self.params) for s in problem.sources]
         self._sources = Injection(problem, self.lattice, signals, self.xp)  # the cells this lattice holds
@@ -185,6 +217,8 @@ class Simulation:
             for end, faces in faces_of(axis, cond):
                 if isinstance(end, Dirichlet) and isinstance(end.value, Expr):
                     end = wall_values(end.value, self.params, self.xp)
+                if isinstance(end, Dirichlet) and not end.static:
+                    self._moving.add(name)
                 fills.append((isinstance(end, Dirichlet) and end.static,
                               bind(end, self.lattice, self.backend, faces=faces, pitch=self._pitch)))
         return fills
@@ -212,10 +246,15 @@ class Simulation:
         if sweep is not None:
             launch = self.launches[sweep.out] = self.backend.sweep(sweep, self.lattice, background=self.background)
             return lambda arrays, params, t: launch(arrays)
-        images = {slot_name(s): walls for s, walls in self._images.items() if s in p.writes}
+        images = self.pass_images(p)
         if images:
             return self.backend.equation_pass(p, self.lattice, self.problem.constants, images=images, background=self.background)
         return self.backend.equation_pass(p, self.lattice, self.problem.constants, background=self.background)
+
+    def pass_images(self, p: Pass) -> dict[str, tuple[str, ...]]:
+        """The written slots whose ghost cells the generated pass `p` writes too, with their walls per axis
+        (`Backend.equation_pass`'s `images`)."""
+        return {slot_name(s): walls for s, walls in self._images.items() if s in p.writes}
 
     def _operator(self, stage: OperatorStage) -> Callable:
         """run(arrays, params, t) for one-sided derivatives: the backend's axis-operator kernel over the interior, on the
@@ -548,6 +587,92 @@ class Simulation:
         self._after_fused = True
         return steps
 
+    def graph_plan(self) -> str | None:
+        """Why the step's launches cannot be captured once and replayed (what a CUDA graph needs: every launch the
+        same at every step, no host work between them), or None."""
+        an = self.problem.analysis
+        if self.decomposed:
+            return "the run is decomposed"
+        if an.solves:
+            return "a step solves for " + ", ".join(s.solve.label for s in an.solves) + " (its cycles are decided on the host)"
+        if self.problem.sources:
+            return "it has point sources"
+        if self.problem.receivers:
+            return "it records receivers"
+        if self._moving:
+            return f"the walls of {', '.join(sorted(self._moving))} change in time"
+        if any(isinstance(node, Time) for stage in an.stages if not isinstance(stage, SolveStage)
+               for eq in stage.equations for node in walk(eq.expr)):
+            return "its equations read t"
+        return None
+
+    def build_graph(self, window: int | None = None) -> str | None:
+        """Capture several steps (fused passes where `build_fused` built one, else single steps) as graphs of the
+        backend's (`Backend.capture`), as many as fit in `window` (`graph_units`); returns why there are none, or None.
+        A graph's launches hold the arrays of the time levels as they stood at its start, so there is one for each
+        order steps leave them in, captured from there (a level list of n arrays rotates by one a step; a loop's
+        iterates swap). A replay launches the kernels the steps launch, so it gives their bits."""
+        if not self.backend.captures:
+            return f"the {self.backend.name} backend has no graphs"
+        why = self.graph_plan()
+        if why:
+            return why
+        unit = self.fused.steps if self.fused is not None else 1
+        if self.fused is not None and not self.fused.ready():
+            return "the fused kernel is still compiling"
+        units = graph_units(unit, window)
+        if units is None:
+            return f"the run looks at its state more often than every {unit + 1} steps"
+        take = self.step_fused if self.fused is not None else self.step
+        before = self._host_state()
+        graphs = {}
+        try:
+            for _ in range(math.lcm(2, *(len(levels) for levels in self._rotating))):  # the orders steps leave the levels in
+                start = self._host_state()
+                replay = self.backend.capture(lambda: [take() for _ in range(units)])
+                end = self._host_state()
+                graphs[_order(start)] = Launch(functools.partial(self._replay, replay, end[0], units * unit, end[2:]),
+                                               steps=units * unit)
+                self._restore(start)
+                self.backend.capture(self.step)  # the host's side of one step (the order it leaves), nothing run
+        finally:
+            self._restore(before)
+        self.graphs = graphs
+        return None
+
+    def _host_state(self) -> tuple:
+        """What stepping changes on the host: every level's array in order, the step count, the flags of walls."""
+        return [a for levels in self.levels.values() for a in levels], self.step_count, self._imaged, self._after_fused
+
+    def _restore(self, state: tuple) -> None:
+        arrays, self.step_count, self._imaged, self._after_fused = state
+        it = iter(arrays)
+        for levels in self.levels.values():
+            levels[:] = [next(it) for _ in levels]
+        self.t = self.step_count * self.dt
+
+    def _replay(self, replay: Callable[[], None], arrays: list, steps: int, flags: tuple) -> None:
+        """Launch `replay`; the host then holds what its steps leave: the levels' order `arrays`, the flags."""
+        replay()
+        self._restore((arrays, self.step_count + steps, *flags))
+
+    @property
+    def graph(self) -> Launch | None:
+        """The graph that starts from the levels' present order, or None."""
+        return self.graphs.get(_order(self._host_state())) if self.graphs else None
+
+    @property
+    def graph_steps(self) -> int | None:
+        """Steps a graph replays, None without graphs."""
+        return next(iter(self.graphs.values())).steps if self.graphs else None
+
+    def step_graph(self) -> int:
+        """The steps of the graph that starts from the levels' present order (`graph`); returns the count."""
+        graph = self.graph
+        assert graph is not None
+        graph()
+        return graph.steps
+
     # ------------------------------------------------------------ results
 
     def current(self) -> dict:
@@ -709,19 +834,31 @@ class PassStepper:
 
     @property
     def per_pass(self) -> int:
-        """The fused kernel's steps once it is compiled (it may compile in the background), else 1."""
+        """The graph's steps where one was captured, else the fused kernel's once it is compiled (it may compile in
+        the background), else 1."""
+        graph = self.sim.graph
+        if graph is not None:
+            return graph.steps
         fused = self.sim.fused
         return fused.steps if fused is not None and fused.ready() else 1
 
+    @property
+    def whole_after_pass(self) -> bool:
+        return self.sim.fused is None and self.sim.graph is not None
+
     def compile(self) -> None:
-        """The passes were compiled with the Simulation; the fused kernel is built here where the loop would take
-        it (on a backend that has one)."""
+        """The passes were compiled with the Simulation; the fused kernel, then the graph of several steps, are built
+        here where the loop would take them (on a backend that has them)."""
         self.sim.start_timing()  # the last thing before the loop's clock starts
-        if not self.backend.fuses_steps:
-            return
-        why = self.single or self.sim.build_fused(self.window)
-        fused = self.sim.fused
-        log.info("%s: %s", self.name, f"{fused.steps} steps per pass" if fused is not None else f"one step per pass: {why}")
+        if self.backend.fuses_steps:
+            why = self.single or self.sim.build_fused(self.window)
+            fused = self.sim.fused
+            log.info("%s: %s", self.name, f"{fused.steps} steps per pass" if fused is not None else f"one step per pass: {why}")
+        why = self.single or self.sim.build_graph(self.window)
+        if self.sim.graphs:
+            log.info("%s: %d steps a CUDA graph (%d graphs)", self.name, self.sim.graph_steps, len(self.sim.graphs))
+        elif self.backend.captures:
+            log.info("%s: no CUDA graph: %s", self.name, why)
 
     def warm(self) -> None:
         """The first step's ghost fill and the finite test, once, before the clock starts: both leave the fields as
@@ -732,7 +869,7 @@ class PassStepper:
 
     def advance(self, n: int, fuse: bool) -> int:
         if fuse:
-            steps = self.sim.step_fused()
+            steps = self.sim.step_graph() if self.sim.graph is not None else self.sim.step_fused()
             self.fused_steps += steps
             return steps
         self.sim.step(1)
@@ -784,8 +921,9 @@ class PassStepper:
             "params": dict(sim.params),
             "passes_per_step": sim.passes_per_step,
             **({"solves": {name: solver.summary() for name, solver in sim.solvers.items()}} if sim.solvers else {}),
-            "steps_per_pass": self.per_pass,
+            "steps_per_pass": sim.fused.steps if sim.fused is not None and sim.fused.ready() else 1,
             **({"fused_steps": self.fused_steps} if self.fused_steps else {}),
+            "graph_steps": sim.graph_steps,
             "sweeps": {out: launch.strategy for out, launch in sim.launches.items()},
             **error_summary(sim.errors()),
         }

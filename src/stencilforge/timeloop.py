@@ -219,6 +219,11 @@ class Stepper(Protocol):
         """Steps the next fused pass would advance: 1 where the stepper has none, or while its kernel is still
         compiling in the background (the loop takes single steps until then)."""
 
+    @property
+    def whole_after_pass(self) -> bool:
+        """Whether a fused pass leaves every time level as single steps leave it (a graph of single steps), so that
+        the run may look at the state, or end, right after one; a fused kernel leaves an older state behind."""
+
     def compile(self) -> None:
         """Build the kernels (JIT backends compile here, before the clock starts)."""
 
@@ -226,8 +231,8 @@ class Stepper(Protocol):
         """Run once what the first step's set-up runs (walls, the finite test) without changing the fields."""
 
     def advance(self, n: int, fuse: bool) -> int:
-        """Step from global step n; where `fuse` (nothing looks at n + 1 .. n + per_pass) it takes a fused
-        pass. Returns the count."""
+        """Step from global step n; where `fuse` (nothing looks at n + 1 .. n + per_pass, or before its last step where
+        `whole_after_pass`) it takes a fused pass. Returns the count."""
 
     def state(self) -> dict:
         """The arrays observers copy from (ghost layers included)."""
@@ -488,7 +493,8 @@ def _advance(stepper: Stepper, backend, opts: LoopOptions) -> Result:
     n, stop = first, "steps"
     while n < end:
         k = stepper.per_pass
-        fuse = k > 1 and n + k < end and not any(monitor.eventful(n + j) for j in range(1, k + 1))
+        whole = stepper.whole_after_pass
+        fuse = k > 1 and n + k <= end - (not whole) and not any(monitor.eventful(n + j) for j in range(1, k + (not whole)))
         n += stepper.advance(n, fuse)
         reason = monitor.after(n)
         if reason is not None:

@@ -6,8 +6,10 @@ digest of the kernels the plan generates, so a winner never outlives the code or
 measured on. The plan signature describes the stencil's structure (fields,
 factors, offsets, axis, outputs) and not its coefficients, which change with
 grid spacing and time step without changing the best launch shape; the shape
-class rounds each axis to the nearest power of two. This module imports no
-backend, so the cuda backend can import it without depending on `bench`.
+class rounds each axis to the nearest power of two. A generated pass is keyed
+by its default kernel's source with the literals masked (`pass_key`): the
+source is the pass's structure. This module imports no backend, so the cuda
+backend can import it without depending on `bench`.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -53,6 +56,16 @@ def cache_key(device_name: str, plan: Sweep | AxisOperator, shape, dtype, code: 
     return "|".join((device_name, plan_signature(plan), shape_class(shape), np.dtype(dtype).name, code))
 
 
+# a CUDA source's floating-point literals (`float.hex`, with the f of float32): coefficients, not structure
+_LITERAL = re.compile(r"-?0x[0-9a-f]+(?:\.[0-9a-f]*)?p[+-]?[0-9]+f?")
+
+
+def pass_key(device_name: str, source: str, shape, dtype) -> str:
+    """The key of a generated pass's tuned schedule: `source` is its kernel with the printer's default schedule."""
+    digest = hashlib.sha256(_LITERAL.sub("L", source).encode()).hexdigest()[:16]
+    return "|".join((device_name, f"pass-{digest}", shape_class(shape), np.dtype(dtype).name))
+
+
 def tune_file() -> Path:
     """The JSON file holding every tuned winner."""
     return cache_dir() / FILENAME
@@ -67,13 +80,28 @@ def load_entries() -> dict:
     return data.get("entries", {}) if isinstance(data, dict) else {}
 
 
-def store_choice(device_name: str, plan, shape, dtype, code: str, strategy: str, tile, details: dict | None = None) -> str:
-    """Record a winner (atomic replace of the file); returns its key."""
+def store_entry(key: str, entry: dict) -> str:
+    """Record a winner under `key` (atomic replace of the file); returns the key."""
     entries = load_entries()
-    key = cache_key(device_name, plan, shape, dtype, code)
-    entries[key] = {"strategy": strategy, "tile": list(tile) if tile is not None else None, **(details or {})}
+    entries[key] = entry
     write_atomic(tune_file(), json.dumps({"entries": entries}, indent=1, sort_keys=True).encode())
     return key
+
+
+def store_choice(device_name: str, plan, shape, dtype, code: str, strategy: str, tile, details: dict | None = None) -> str:
+    """Record a sweep's or axis operator's winner; returns its key."""
+    return store_entry(cache_key(device_name, plan, shape, dtype, code),
+                       {"strategy": strategy, "tile": list(tile) if tile is not None else None, **(details or {})})
+
+
+def cached_pass_schedule(key: str) -> dict | None:
+    """The schedule (`printers.cuda.pass_source`'s keywords and the block) tuned under a `pass_key`, or None."""
+    hit = load_entries().get(key)
+    if not isinstance(hit, dict) or not isinstance(hit.get("schedule"), dict):
+        return None
+    schedule = dict(hit["schedule"])
+    schedule["block"] = tuple(schedule["block"])
+    return schedule
 
 
 def cached_choice(device_name: str, plan: Sweep | AxisOperator, shape, dtype, code: str) -> tuple[str, tuple[int, ...] | None] | None:

@@ -57,6 +57,7 @@ class Backend(Protocol):
     `writes_ghost_images`: whether `equation_pass` takes `images` (it saves a launch per step on a GPU;
     on a CPU the gather costs little beside the pass).
     `half_storage`: whether its generated passes take fields stored in float16.
+    `captures`: whether `capture` records launches for replay (CUDA graphs).
     """
 
     name: str
@@ -65,6 +66,7 @@ class Backend(Protocol):
     device: bool
     writes_ghost_images: bool
     half_storage: bool
+    captures: bool
 
     def wall_scaler(self) -> Scale | None:
         """The writer of walls value(x) f(t) into host ghost boxes (out = values * factor), asked for when such
@@ -124,6 +126,11 @@ class Backend(Protocol):
     def copy_cells(self, arrays, dst, src) -> None:
         """a.flat[dst] = a.flat[src] for each array: ghost cells from their interior images."""
 
+    def capture(self, work: Callable[[], object]) -> Callable[[], None]:
+        """Only where `captures`: the launches `work()` makes, recorded instead of run (nothing executes), as
+        replay() that launches them all again in one call, on the arrays they were given. `work` may change only
+        host state, which the caller restores."""
+
 
 def fused_walls(s: int, out: str) -> str:
     """The name under which a fused pass reads the walls of its middle state after step s."""
@@ -148,6 +155,7 @@ class HostMemory:
 
     device = False
     writes_ghost_images = False
+    captures = False
 
     def takes_sweep(self, sweep: Sweep, grid: Grid) -> bool:
         """True: the CPU sweeps take 1D, 2D and 3D."""

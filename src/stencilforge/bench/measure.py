@@ -124,7 +124,7 @@ def time_runners(runners: list[Runner], opts: MeasureOptions) -> list[Timing]:
 
 
 @dataclass
-class _FnRunner:
+class CallRunner:
     """Adapts a plain `fn()` doing one unit of work (a copy, an FMA loop) to the Runner protocol."""
 
     fn: Callable[[], object]
@@ -168,10 +168,10 @@ def _gpu_copy_rates(nbytes: int, opts: MeasureOptions) -> tuple[dict, int]:
     src = cupy.random.random(n, dtype=cupy.float32) + 0.5
     dst = cupy.empty_like(src)
     sync = cupy.cuda.Device().synchronize
-    memcpy = _FnRunner(lambda: dst.data.copy_from_device_async(src.data, src.nbytes), sync, cupy_event_clock)
+    memcpy = CallRunner(lambda: dst.data.copy_from_device_async(src.data, src.nbytes), sync, cupy_event_clock)
     kernel = cupy.RawKernel(COPY_KERNEL, "sf_bench_copy")
     grid = (cupy.cuda.Device().attributes["MultiProcessorCount"] * 8,)
-    launch = _FnRunner(lambda: kernel(grid, (256,), (src, dst, np.int64(n // 4))), sync, cupy_event_clock)
+    launch = CallRunner(lambda: kernel(grid, (256,), (src, dst, np.int64(n // 4))), sync, cupy_event_clock)
     rates = {}
     for name, runner in (("cudaMemcpy", memcpy), ("copy_kernel", launch)):
         rates[name] = 2 * src.nbytes / time_runner(runner, opts).median / 1e9
@@ -201,7 +201,7 @@ def gpu_peak_gflops(dtype: str, opts: MeasureOptions) -> float:
     out = cupy.empty(blocks * threads, dtype=dtype)
     a, b = np.dtype(dtype).type(0.999), np.dtype(dtype).type(1e-3)
     launch = functools.partial(kernel, (blocks,), (threads,), (out, np.int32(iters), a, b))
-    runner = _FnRunner(launch, cupy.cuda.Device().synchronize, cupy_event_clock)
+    runner = CallRunner(launch, cupy.cuda.Device().synchronize, cupy_event_clock)
     t = time_runner(runner, opts)
     return 2 * 8 * iters * blocks * threads / t.median / 1e9
 
@@ -216,7 +216,7 @@ def cpu_copy_bandwidth(nbytes: int, opts: MeasureOptions) -> dict:
     """A parallel (numba prange) copy over every core, bytes read + written."""
     src = np.random.default_rng(1).random(nbytes // 4, dtype=np.float32) + 0.5
     dst = np.empty_like(src)
-    runner = _FnRunner(lambda: _parallel_copy(src, dst), lambda: None, wall_clock)
+    runner = CallRunner(lambda: _parallel_copy(src, dst), lambda: None, wall_clock)
     t = time_runner(runner, opts)
     if not np.array_equal(src, dst):
         raise RuntimeError("the copy benchmark produced a wrong copy")
@@ -229,7 +229,7 @@ def cpu_peak_gflops(dtype: str, opts: MeasureOptions) -> float:
     rng = np.random.default_rng(2)
     a, b = (rng.random((n, n)).astype(dtype) for _ in range(2))
     c = np.empty((n, n), dtype=dtype)
-    runner = _FnRunner(lambda: np.matmul(a, b, out=c), lambda: None, wall_clock)
+    runner = CallRunner(lambda: np.matmul(a, b, out=c), lambda: None, wall_clock)
     t = time_runner(runner, opts)
     return 2 * n**3 / t.median / 1e9
 

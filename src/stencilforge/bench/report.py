@@ -139,6 +139,18 @@ def tune_table(result) -> Table:
     return table
 
 
+def pass_tune_table(result) -> Table:
+    table = Table(title=f"tune {result.label} on {result.device} (fastest first)")
+    for col in ("schedule", "ms/pass", "GB/s", "% copy", "status"):
+        table.add_column(col, justify="right" if col in ("ms/pass", "GB/s", "% copy") else "left", no_wrap=col != "status")
+    for r in result.rows:
+        ok = r["status"] == "ok"
+        table.add_row(r["label"] + (" (default)" if r["default"] else ""), _f(r.get("median_ms"), ".3f") if ok else "",
+                      _f(r.get("teff_gbps"), ".1f"), _f(r.get("pct_copy"), ".1f"),
+                      _status(r) + (f" {r['note']}" if r.get("note") else ""))
+    return table
+
+
 def write_json(report: dict, path: str | Path) -> None:
     try:
         Path(path).write_text(json.dumps(report, indent=1, default=_plain) + "\n")

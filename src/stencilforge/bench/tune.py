@@ -1,5 +1,5 @@
 """`stencilforge tune`: strategies x tile shapes for one workload (or a linear pass of a problem file) on this GPU,
-winner cached.
+schedules of a problem file's generated passes (`tune_passes`); winners cached.
 
 A search over tile shapes: every candidate is checked against
 the NumPy oracle and our default result exactly as in `bench` (a tile that
@@ -10,16 +10,25 @@ threads, too much shared memory) are listed as skipped.
 
 from __future__ import annotations
 
+import functools
+import math
 import time
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
+import numpy as np
+
 from ..backends import get_backend
+from ..backends.cuda.backend import pass_kernel
 from ..backends.cuda.codegen import code_signature
+from ..backends.cuda.tune import pass_variants
 from ..errors import StencilforgeError
+from ..ir.analysis import Pass, slot_name
 from ..plan import AxisOperator, Sweep
-from ..tuning import cache_key, store_choice
-from .measure import MeasureOptions, cupy_event_clock, gpu_copy_bandwidth, gpu_device, now_iso, wall_clock
+from ..printers.cuda import half_slots
+from ..simulation import Simulation
+from ..tuning import cache_key, pass_key, store_choice, store_entry
+from .measure import CallRunner, MeasureOptions, cupy_event_clock, gpu_copy_bandwidth, gpu_device, now_iso, time_runner, wall_clock
 from .suite import BackendRunner, BenchOptions, Impl, measure_impl
 from .workloads import Case, Workload, build_case
 
@@ -195,3 +204,101 @@ def tune(
     elif winner is not None:
         key = cache_key(device["name"], case.plan, workload.shape, workload.dtype, code)
     return TuneResult(workload, device["name"], rows, winner, key, exhausted)
+
+
+@dataclass(frozen=True)
+class PassTuneResult:
+    label: str  # the problem and the pass's outputs
+    device: str
+    rows: list  # {schedule, status, median_ms, teff_gbps, pct_copy}: ok by time first, the default among them
+    winner: dict | None
+    key: str
+    budget_exhausted: bool
+
+
+def _schedule_label(schedule: dict) -> str:
+    block = "x".join(map(str, schedule["block"]))
+    along = f"{schedule['planes_per_thread']} planes" if schedule["planes_per_thread"] else f"{schedule['rows'] or 'default'} rows"
+    columns = "words" if schedule["words"] else f"{schedule['vector']} columns"
+    return f"{block} threads, {along}, {columns}"
+
+
+def tune_passes(problem, budget_s: float = 60.0, measure: MeasureOptions | None = None, progress=None,
+                store: bool = True) -> list[PassTuneResult]:
+    """Search the schedules of each generated pass of a problem (`backends.cuda.tune.pass_variants`) on its
+    grid, from its state after one step, and cache each pass's winner for `auto`; `budget_s` per pass."""
+    try:
+        backend = get_backend("cuda")
+    except StencilforgeError as exc:
+        raise StencilforgeError(f"tune searches CUDA schedules and needs the cuda backend: {exc}") from None
+    device = gpu_device()
+    copy = gpu_copy_bandwidth(2**29, MeasureOptions(repeats=3, target_s=0.05))["gbps"]
+    sim = Simulation(problem, backend)
+    sim.step(1)
+    results = []
+    for index, stage in enumerate(problem.analysis.stages):
+        if isinstance(stage, Pass) and index not in sim.sweeps:
+            label = f"{problem.name}: {', '.join(eq.label for eq in stage.equations)}"
+            rows, exhausted = _pass_rows(sim, stage, label, copy, budget_s, measure or MeasureOptions(repeats=5, target_s=0.03),
+                                         progress or (lambda msg: None))
+            key = pass_key(device["name"], pass_kernel(stage, sim.lattice, problem.constants, sim.pass_images(stage)).source,
+                           sim.lattice.shape, sim.lattice.dtype)
+            winner = rows[0] if rows and rows[0]["status"] == "ok" else None
+            if winner is not None and store:
+                schedule = dict(winner["schedule"], block=list(winner["schedule"]["block"]))
+                store_entry(key, {"schedule": schedule, "workload": label, "median_ms": winner["median_ms"], "copy_gbps": copy,
+                                  "date": now_iso()})
+            results.append(PassTuneResult(label, device["name"], rows, winner, key, exhausted))
+    return results
+
+
+def _pass_rows(sim: Simulation, stage: Pass, label: str, copy_gbps: float, budget_s: float, measure: MeasureOptions,
+               say: Callable[[str], None]) -> tuple[list[dict], bool]:
+    """Each schedule of `stage` checked bit for bit against the first (the default), its outputs NaN-poisoned
+    before each run, ghost cells included (a slot the pass updates in place gets its saved values back), then
+    timed with CUDA events, median of repeats; sorted by time. Leaves the simulation's arrays as it found them."""
+    import cupy
+
+    arrays, lattice, constants = sim.arrays(), sim.lattice, sim.problem.constants
+    written = [slot_name(s) for s in stage.writes]
+    read = {slot_name(s) for s in stage.reads}
+    saved = {n: arrays[n].copy() for n in written}
+    half = half_slots(stage)
+    nbytes = math.prod(lattice.shape) * sum(2 if n in half else lattice.dtype.itemsize for n in {*written, *read})
+    sync = cupy.cuda.Device().synchronize
+    images = sim.pass_images(stage)
+
+    def one(run) -> dict:
+        for n in written:
+            arrays[n][...] = saved[n] if n in read else np.nan
+        run(arrays, sim.params, sim.t)
+        sync()
+        return {n: arrays[n].copy() for n in written}
+
+    rows: list[dict] = []
+    reference: dict | None = None
+    start, exhausted = time.perf_counter(), False
+    for i, schedule in enumerate(pass_variants(stage, lattice.ndim, lattice.padded_shape[-1])):
+        if rows and time.perf_counter() - start > budget_s:
+            exhausted = True
+            break
+        row = {"schedule": schedule, "label": _schedule_label(schedule), "default": i == 0}
+        say(f"{label}: {row['label']}")
+        try:
+            run = sim.backend.equation_pass(stage, lattice, constants, images=images, **schedule)
+            got = one(run)
+        except StencilforgeError as exc:
+            rows.append({**row, "status": "skipped", "note": str(exc)})
+            continue
+        if reference is None:
+            reference = got
+        elif not all(cupy.array_equal(got[n], reference[n], equal_nan=True) for n in written):
+            rows.append({**row, "status": "wrong", "note": "differs from the default schedule's bits"})
+            continue
+        seconds = time_runner(CallRunner(functools.partial(run, arrays, sim.params, sim.t), sync, cupy_event_clock), measure).median
+        gbps = nbytes / seconds / 1e9
+        rows.append({**row, "status": "ok", "median_ms": seconds * 1e3, "teff_gbps": gbps, "pct_copy": 100 * gbps / copy_gbps})
+    for n in written:
+        arrays[n][...] = saved[n]
+    rows.sort(key=lambda r: (r["status"] != "ok", r.get("median_ms") or 0.0))
+    return rows, exhausted

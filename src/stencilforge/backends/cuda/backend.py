@@ -18,13 +18,14 @@ from ...grid import Grid, pitched, row_pitch
 from ...optional import missing
 from ...plan import AxisOperator, Sweep
 from ...printers import cuda as printers_cuda
+from ...tuning import cached_pass_schedule, pass_key
 from ..base import Launch
 from . import codegen
 from .compile import cached_cubin, options
 from .facts import DeviceFacts, device_facts
 from .kernel import HOPPER, STATIC_SMEM_LIMIT, Kernel, Limits, module_source
 from .schedules.fused import PAIR_TILE, fused_applicable, fused_sweep
-from .tune import choose, fused_choice, pass_schedule
+from .tune import choose, fused_choice, pass_defaults
 
 MAX_GRID_YZ = 65535
 LINE_BYTES = 128  # an L2 cache line: a warp's 32 floats
@@ -145,6 +146,18 @@ class _Unclocked:
         pass
 
 
+class _Replay:
+    """A captured CUDA graph and the memory pool its launches allocated from (kept alive with it)."""
+
+    def __init__(self, backend, graph, pool):
+        self.backend, self.graph, self.pool = backend, graph, pool
+
+    def __call__(self) -> None:
+        token = self.backend._timer.start()
+        self.graph.launch()
+        self.backend._timer.stop(token)
+
+
 class GeneratedKernel(NamedTuple):
     """A generated kernel's CUDA C, its array arguments in order, its launch and what it computes (for messages)."""
 
@@ -159,13 +172,12 @@ def pass_kernel(p, lattice: Grid, constants, images=None, block=None, rows: int 
                 wide_index: bool | None = None, planes_per_thread: int | None = None, words: bool = False) -> GeneratedKernel:
     """One pass of a problem's equations: threads of `block` each computing `rows` rows (or, in 3D,
     `planes_per_thread` planes) of `vector` columns, or with `words` the two cells of a 4-byte word (float16
-    arrays, rows of an even number of padded cells). Without `block`, `tune.pass_schedule` chooses.
+    arrays, rows of an even number of padded cells). Without `block`, `tune.pass_defaults` chooses.
     Offsets are 32-bit unless the arrays reach 2^31 cells (or `wide_index` says otherwise).
     `images`: see `Backend.equation_pass`."""
     if block is None:
-        chosen = pass_schedule(p, lattice.ndim, lattice.padded_shape[-1])
-        block, planes_per_thread = chosen.get("block", printers_cuda.BLOCK), chosen.get("planes_per_thread")
-        rows, vector, words = chosen.get("rows", rows), chosen.get("vector", vector), chosen.get("words", False)
+        chosen = pass_defaults(p, lattice.ndim, lattice.padded_shape[-1])
+        block, planes_per_thread, rows, vector, words = (chosen[k] for k in ("block", "planes_per_thread", "rows", "vector", "words"))
     wide = math.prod(lattice.padded_shape) >= 2**31 if wide_index is None else wide_index
     source, names = printers_cuda.pass_source(p, lattice.ndim, lattice.dtype, constants, rows=rows, vector=vector,
                                               wide_index=wide, images=images, planes_per_thread=planes_per_thread, words=words)
@@ -228,6 +240,7 @@ class CudaBackend:
     writes_ghost_images = True
     half_storage = True
     device = True
+    captures = True
 
     def wall_scaler(self) -> None:
         """None: walls value(x) f(t) scale on the device, by one scatter (boundary._scaled_scatter)."""
@@ -481,8 +494,14 @@ class CudaBackend:
                       vector: int = 1, wide_index: bool | None = None, planes_per_thread: int | None = None,
                       words: bool = False, background: bool = False) -> Callable:
         """run(arrays, params, t) for one pass of a problem's equations (`pass_kernel`), arrays C-contiguous
-        (`asarray`), launched on the current stream. NVRTC compiles before the first pass, whatever `background` says."""
+        (`asarray`), launched on the current stream. NVRTC compiles before the first pass, whatever `background` says.
+        Without `block`, under strategy auto, the schedule `stencilforge tune` stored for this device and pass."""
         k = pass_kernel(p, lattice, constants, images, block, rows, vector, wide_index, planes_per_thread, words)
+        if block is None and self.requested == "auto":
+            tuned = cached_pass_schedule(pass_key(self.device_name, k.source, lattice.shape, lattice.dtype))
+            if tuned is not None:
+                log.info("%s: the schedule `stencilforge tune` stored for %s: %s", k.what, self.device_name, tuned)
+                k = pass_kernel(p, lattice, constants, images, wide_index=wide_index, **tuned)
         function = self._generated(k.source, k.what, "sf_pass", printers_cuda.OPTIONS)
         return _generated_runner(function, k.blocks, k.threads, k.names, constants, lattice, np.int64)
 
@@ -532,6 +551,27 @@ class CudaBackend:
                 )
             n = dst.size
             kernel(((n + 255) // 256,), (256,), (*group, dst, src, np.int64(n)))
+
+    def capture(self, work: Callable[[], object]) -> Callable[[], None]:
+        """`work`'s launches as one CUDA graph, captured on a stream of its own into a memory pool of its own (what
+        the launches allocate stays theirs for as long as the graph lives); replay() launches it on the current
+        stream, timed as one region by the kernel clock."""
+        cp = self._cp
+        stream, pool, clock = cp.cuda.Stream(non_blocking=True), cp.cuda.MemoryPool(), self._timer
+        self.synchronize()
+        self._timer = _Unclocked()  # events recorded during a capture would become nodes of the graph
+        try:
+            with stream, cp.cuda.using_allocator(pool.malloc):
+                stream.begin_capture()
+                try:
+                    work()
+                finally:
+                    graph = stream.end_capture()
+        except (cp.cuda.runtime.CUDARuntimeError, cp.cuda.driver.CUDADriverError) as exc:
+            raise StencilforgeError(f"capturing a CUDA graph failed: {exc}") from None
+        finally:
+            self._timer = clock
+        return _Replay(self, graph, pool)
 
     def check_fits(self, nbytes: int) -> None:
         check_fits(nbytes)

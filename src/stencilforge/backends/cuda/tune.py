@@ -9,11 +9,14 @@ benchmarks/results, named in `choose`; summary in docs/performance.md).
 from __future__ import annotations
 
 import logging
+import math
+from typing import Any
 
 import numpy as np
 
 from ...ir.analysis import accesses, slot_name
 from ...plan import AxisOperator, Sweep
+from ...printers import cuda as printers_cuda
 from ...tuning import cached_choice
 from .codegen import code_signature, default_tile
 from .facts import DeviceFacts
@@ -88,6 +91,47 @@ def pass_schedule(p, ndim: int, row_cells: int) -> dict:
     above_below = {slot_name((a.field.name, a.level)) for eq in p.equations for a in accesses(eq.expr)
                    if len(a.offset) == 3 and a.offset[0]}
     return dict(PASS_3D_PLANES) if ndim == 3 and len(above_below) >= 2 else {}
+
+
+def pass_defaults(p, ndim: int, row_cells: int) -> dict:
+    """The whole schedule `pass_schedule` gives a generated pass, every keyword of `backend.pass_kernel` spelled out."""
+    chosen: dict[str, Any] = {"block": printers_cuda.BLOCK, "rows": None, "vector": 1, "planes_per_thread": None, "words": False}
+    chosen.update(pass_schedule(p, ndim, row_cells))
+    chosen["block"] = tuple(chosen["block"])
+    if chosen["rows"] is None and chosen["planes_per_thread"] is None:
+        chosen["rows"] = printers_cuda.ROWS[ndim]  # the printer's own default, spelled out
+    return chosen
+
+
+def pass_variants(p, ndim: int, row_cells: int) -> list[dict]:
+    """Schedules of a generated pass for `stencilforge tune` to time, the default (`pass_defaults`) first: blocks
+    of 64 to 1024 threads, 1 to 8 rows (3D: planes) per thread and 1 or 2 columns; float16 passes keep their
+    word or cell layout. Each computes every cell with the same operations, so each gives the default's bits."""
+    default = pass_defaults(p, ndim, row_cells)
+    blocks = [(x, y) for x in (32, 64, 128, 256, 512) for y in (1, 2, 4, 8, 16) if 64 <= x * y <= 1024]
+    if ndim == 1:
+        blocks = [(x, 1) for x in (64, 128, 256, 512, 1024)]
+    vectors = (1,) if default["words"] else (1, 2)
+    shapes: list[dict] = []
+    if ndim == 1:
+        shapes = [{"vector": v} for v in (1, 2, 4)]
+    elif ndim == 2:
+        shapes = [{"rows": r, "vector": v} for r in (1, 2, 4, 8) for v in vectors]
+    else:
+        shapes = [{"rows": r, "vector": v} for r in (1, 2, 4) for v in vectors]
+        shapes += [{"planes_per_thread": k, "vector": v} for k in (1, 2, 4, 8) for v in vectors]
+    out = [default]
+    for shape in shapes:
+        for block in blocks:
+            variant = {**default, "rows": None, "planes_per_thread": None, **shape, "block": block}
+            if variant not in out:
+                out.append(variant)
+
+    def distance(v: dict) -> tuple:  # the neighbours of the default first, so a search cut short has tried them
+        threads = math.prod(v["block"]) / math.prod(default["block"])
+        return sum(v[k] != default[k] for k in v), abs(math.log2(threads))
+
+    return sorted(out, key=distance)
 
 
 def fused_choice(sweep: Sweep, dtype="float32") -> tuple[int, tuple[int, ...], int | None]:
