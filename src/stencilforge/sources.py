@@ -13,10 +13,8 @@ run uses, and on CUDA the two-steps-per-pass kernel where the run would take one
 from __future__ import annotations
 
 from .backends.cuda import codegen
-from .backends.cuda.backend import pair_kernel, pass_kernel, resolve
+from .backends.cuda.backend import fused_kernel, pair_kernel, pass_kernel, resolve
 from .backends.cuda.kernel import module_source
-from .backends.cuda.schedules.fused import fused_applicable, fused_sweep
-from .backends.cuda.tune import fused_choice
 from .backends.numba.backend import axis_operator_source
 from .backends.numba.schedules import sweep_source, takes
 from .backends.numpy_ref import NumpyBackend
@@ -60,9 +58,9 @@ class _Recorder:
         return self._numpy.sweep(sweep, grid)
 
     def sweep_fused(self, sweep, grid, *, window=None):
-        steps, tile, blocks = fused_choice(sweep, grid.dtype)
-        if self.strategy == "auto" and fused_applicable(sweep, steps) is None and grid.ghost >= sweep.radius:
-            k = fused_sweep(sweep, grid.dtype, tuple(tile), f"sf_fused{steps}_{sweep.out}", steps, min_blocks=blocks)
+        built = fused_kernel(sweep, grid, self.strategy)
+        if not isinstance(built, str):
+            k, steps = built
             self.sources.append(module_source([k], grid.dtype, f"{steps} steps per pass (where the run fuses them), tile {k.tile}"))
         return None
 

@@ -24,7 +24,8 @@ from . import codegen
 from .compile import cached_cubin, options
 from .facts import DeviceFacts, device_facts
 from .kernel import HOPPER, STATIC_SMEM_LIMIT, Kernel, Limits, module_source
-from .schedules.fused import PAIR_TILE, fused_applicable, fused_sweep
+from .schedules import FUSED
+from .schedules.fused import PAIR_TILE
 from .tune import choose, fused_choice, pass_defaults
 
 MAX_GRID_YZ = 65535
@@ -94,6 +95,28 @@ def resolve(plan, strategy: str, tile, shape, dtype, device_name: str | None = N
     if isinstance(plan, AxisOperator):
         return codegen.operator_kernel(plan, strategy, dtype, tile)
     return codegen.sweep_kernel(plan, strategy, dtype, tile, limits)
+
+
+def fused_kernel(sweep: Sweep, grid: Grid, strategy: str, steps: int | None = None, tile=None) -> tuple[Kernel, int] | str:
+    """(kernel, steps): the kernel of `steps` steps of `sweep` in one pass (default: `tune.fused_choice`'s steps and tile, with the
+    blocks per SM measured for them) from the first schedule of `schedules.FUSED` that applies; else why there is
+    none: each schedule's reason, or a strategy other than auto asked for."""
+    chosen_steps, chosen_tile, blocks = fused_choice(sweep, grid.dtype)
+    steps = chosen_steps if steps is None else steps
+    if strategy != "auto":
+        return f"strategy {strategy} was asked for"
+    if grid.ghost < sweep.radius:
+        return f"ghost width {grid.ghost} is below the radius {sweep.radius}"
+    if tile is None:
+        tile = chosen_tile if steps == chosen_steps else PAIR_TILE[grid.ndim]
+    blocks = blocks if (steps, tuple(tile)) == (chosen_steps, tuple(chosen_tile)) else None  # measured for that shape only
+    reasons = []
+    for schedule in FUSED:
+        why = schedule.applies(sweep, steps)
+        if why is None:
+            return schedule.build(sweep, grid.dtype, tuple(tile), f"sf_fused{steps}_{sweep.out}", steps, min_blocks=blocks), steps
+        reasons.append(why)
+    return "; ".join(reasons)
 
 
 class EventClock:
@@ -394,17 +417,11 @@ class CudaBackend:
         """`steps` steps of `sweep` in one pass (default and tile: `fused_choice`), the middle states' ghost
         cells taken from out's and the `_walls{s}` fields', or None where they cannot be fused or another
         strategy than `auto` was asked for. `window` is not read: the measured steps and tiles go together."""
-        chosen_steps, chosen_tile, blocks = fused_choice(sweep, grid.dtype)
-        steps = chosen_steps if steps is None else steps
-        why = (f"strategy {self.requested} was asked for" if self.requested != "auto" else fused_applicable(sweep, steps)
-               or (f"ghost width {grid.ghost} is below the radius {sweep.radius}" if grid.ghost < sweep.radius else None))
-        if why:
-            log.info("%s: single steps, no fused kernel: %s", sweep.out, why)
+        built = fused_kernel(sweep, grid, self.requested, steps, tile)
+        if isinstance(built, str):
+            log.info("%s: single steps, no fused kernel: %s", sweep.out, built)
             return None
-        if tile is None:
-            tile = chosen_tile if steps == chosen_steps else PAIR_TILE[grid.ndim]
-        blocks = blocks if (steps, tuple(tile)) == (chosen_steps, tuple(chosen_tile)) else None  # measured for that shape only
-        kernel = fused_sweep(sweep, grid.dtype, tuple(tile), f"sf_fused{steps}_{sweep.out}", steps, min_blocks=blocks)
+        kernel, steps = built
         launch = self._sweep_runner(kernel, grid)
         launch.steps = steps
         return launch

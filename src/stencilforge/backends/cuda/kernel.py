@@ -118,6 +118,19 @@ class Schedule:
     scalar: str | None = None
 
 
+@dataclass(frozen=True)
+class Fused:
+    """A schedule of several steps of a sweep in one pass, as `schedules/` registers it (`schedules.FUSED`).
+
+    `applies(sweep, steps)`: None where it applies, else why not; `build(sweep, dtype, tile, name, steps,
+    min_blocks)`: the kernel (`min_blocks`: the blocks per SM its launch bounds ask for, or None). How many steps,
+    in which tile, `auto` chooses from measurements (`tune.fused_choice`)."""
+
+    name: str
+    build: Callable
+    applies: Callable
+
+
 def spatial(plan, dtype) -> str | None:
     """None for a 2D or 3D sweep (what every sweep schedule generates), else why not."""
     return None if plan.ndim in (2, 3) else f"the CUDA sweep schedules take 2D and 3D sweeps, not {plan.ndim}D"

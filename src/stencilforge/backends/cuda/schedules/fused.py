@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ....errors import StencilforgeError
 from ....plan import Sweep
-from ..kernel import MAX_THREADS, Kernel, cell_expression, is_star, kernel_params, strides, sweep_args
+from ..kernel import MAX_THREADS, Fused, Kernel, cell_expression, is_star, kernel_params, strides, sweep_args
 
 PAIR_TILE = {
     2: (8, 256),  # rows per thread x threads
@@ -278,3 +278,6 @@ def _march_body(sweep: Sweep, dtype, rows: int, ahead: int, guarded: bool) -> li
     lines += [f"    w{k}_{_tag(j)} = w{k + 1}_{_tag(j)};" for k in range(2 * r) for j in w_rows]
     lines.append("}")
     return lines
+
+
+SCHEDULE = Fused("fused", fused_sweep, fused_applicable)
