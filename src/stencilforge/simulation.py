@@ -93,7 +93,7 @@ def graph_units(unit: int, window: int | None) -> int | None:
     single steps between the run's looks at the state (every window + 1 steps; after a graph of single steps (unit 1)
     the run may look, after fused passes it may not). None where a graph would not take two steps."""
     interval = None if window is None else window + 1
-    span = GRAPH_STEPS if interval is None else min(GRAPH_STEPS * interval, interval - (unit != 1))
+    span = GRAPH_STEPS if interval is None else interval - (unit != 1)  # the steps graphs may cover between looks
     fits = [k for k in range(1, min(GRAPH_STEPS, span) // unit + 1) if k * unit >= 2]
     if not fits or interval is None:
         return max(fits, default=None)
