@@ -771,9 +771,13 @@ def tune(
     from .convergence import load_problem_file
 
     built = load_problem_file(problem).build(shape=parse_ints(shape, "--shape"), dtype=dtype or "float64")
-    for case in pass_cases(built):
+    cases = pass_cases(built)
+    for case in cases:
         _tune_one(case, budget, store)
-    for result in tune_passes(built, budget_s=budget, store=store, progress=lambda msg: err.print(f"[dim]{msg}[/]", highlight=False)):
+    results = tune_passes(built, budget_s=budget, store=store, progress=lambda msg: err.print(f"[dim]{msg}[/]", highlight=False))
+    if not cases and not results:
+        raise StencilforgeError(f"{problem} has no pass that tune searches: its steps are solves and one-sided derivatives")
+    for result in results:
         out.print(pass_tune_table(result))
         if result.budget_exhausted:
             err.print(f"budget of {budget:g} s spent: not every schedule was tried", markup=False)

@@ -81,7 +81,8 @@ def axis_operator(stage: OperatorStage) -> AxisOperator:
     return AxisOperator(slot_name((stage.operand.field.name, stage.operand.level)), stage.axis, 2, derivatives)
 
 
-# The most steps one CUDA graph replays: past a few dozen the host's share of a step is already below a microsecond.
+# The most steps one CUDA graph replays: a bound on what a capture records and holds, not tuned (at 50 steps a graph
+# the 1D 81-point diffusion step took 3.1 us on an H200: h200-small-steps-graphs-fbc8de8-2026-12-03.json).
 GRAPH_STEPS = 64
 # What a single step costs beside one graph launch, in graph launches, when choosing a graph's length (a few
 # launches of its passes and walls against one): a rough weight, not a measurement.
@@ -103,11 +104,6 @@ def graph_units(unit: int, window: int | None) -> int | None:
         return graphs + SINGLE_STEP_COST * (interval - graphs * k * unit), -k
 
     return min(fits, key=cost)
-
-
-def _order(state: tuple) -> tuple[int, ...]:
-    """The identities of the level arrays in a `Simulation._host_state`, in order."""
-    return tuple(id(a) for a in state[0])
 
 
 class Simulation:
@@ -627,14 +623,14 @@ class Simulation:
         before = self._host_state()
         graphs = {}
         try:
-            for _ in range(math.lcm(2, *(len(levels) for levels in self._rotating))):  # the orders steps leave the levels in
-                start = self._host_state()
+            for order in range(math.lcm(2, *(len(levels) for levels in self._rotating))):  # the orders steps leave
+                if order:
+                    self.backend.capture(self.step)  # the host's side of one step (the order it leaves), nothing run
+                start, key = self._host_state(), self._order()
                 replay = self.backend.capture(lambda: [take() for _ in range(units)])
                 end = self._host_state()
-                graphs[_order(start)] = Launch(functools.partial(self._replay, replay, end[0], units * unit, end[2:]),
-                                               steps=units * unit)
+                graphs[key] = Launch(functools.partial(self._replay, replay, end[0], units * unit, end[2:]), steps=units * unit)
                 self._restore(start)
-                self.backend.capture(self.step)  # the host's side of one step (the order it leaves), nothing run
         finally:
             self._restore(before)
         self.graphs = graphs
@@ -656,22 +652,19 @@ class Simulation:
         replay()
         self._restore((arrays, self.step_count + steps, *flags))
 
+    def _order(self) -> tuple[int, ...]:
+        """The identities of the level arrays, in order: what a graph's launches hold."""
+        return tuple(id(a) for levels in self.levels.values() for a in levels)
+
     @property
     def graph(self) -> Launch | None:
         """The graph that starts from the levels' present order, or None."""
-        return self.graphs.get(_order(self._host_state())) if self.graphs else None
+        return self.graphs.get(self._order()) if self.graphs else None
 
     @property
     def graph_steps(self) -> int | None:
         """Steps a graph replays, None without graphs."""
         return next(iter(self.graphs.values())).steps if self.graphs else None
-
-    def step_graph(self) -> int:
-        """The steps of the graph that starts from the levels' present order (`graph`); returns the count."""
-        graph = self.graph
-        assert graph is not None
-        graph()
-        return graph.steps
 
     # ------------------------------------------------------------ results
 
@@ -869,7 +862,12 @@ class PassStepper:
 
     def advance(self, n: int, fuse: bool) -> int:
         if fuse:
-            steps = self.sim.step_graph() if self.sim.graph is not None else self.sim.step_fused()
+            graph = self.sim.graph
+            if graph is not None:
+                graph()
+                steps = graph.steps
+            else:
+                steps = self.sim.step_fused()
             self.fused_steps += steps
             return steps
         self.sim.step(1)

@@ -218,7 +218,7 @@ class PassTuneResult:
 
 def _schedule_label(schedule: dict) -> str:
     block = "x".join(map(str, schedule["block"]))
-    along = f"{schedule['planes_per_thread']} planes" if schedule["planes_per_thread"] else f"{schedule['rows'] or 'default'} rows"
+    along = f"{schedule['planes_per_thread']} planes" if schedule["planes_per_thread"] else f"{schedule['rows']} rows"
     columns = "words" if schedule["words"] else f"{schedule['vector']} columns"
     return f"{block} threads, {along}, {columns}"
 
@@ -264,7 +264,7 @@ def _pass_rows(sim: Simulation, stage: Pass, label: str, copy_gbps: float, budge
     read = {slot_name(s) for s in stage.reads}
     saved = {n: arrays[n].copy() for n in written}
     half = half_slots(stage)
-    nbytes = math.prod(lattice.shape) * sum(2 if n in half else lattice.dtype.itemsize for n in {*written, *read})
+    nbytes = math.prod(lattice.shape) * sum(2 if n in half else lattice.dtype.itemsize for n in [*written, *read])
     sync = cupy.cuda.Device().synchronize
     images = sim.pass_images(stage)
 

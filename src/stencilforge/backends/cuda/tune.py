@@ -97,10 +97,15 @@ def pass_defaults(p, ndim: int, row_cells: int) -> dict:
     """The whole schedule `pass_schedule` gives a generated pass, every keyword of `backend.pass_kernel` spelled out."""
     chosen: dict[str, Any] = {"block": printers_cuda.BLOCK, "rows": None, "vector": 1, "planes_per_thread": None, "words": False}
     chosen.update(pass_schedule(p, ndim, row_cells))
-    chosen["block"] = tuple(chosen["block"])
-    if chosen["rows"] is None and chosen["planes_per_thread"] is None:
-        chosen["rows"] = printers_cuda.ROWS[ndim]  # the printer's own default, spelled out
-    return chosen
+    return _spelled(chosen, ndim)
+
+
+def _spelled(schedule: dict, ndim: int) -> dict:
+    """`schedule` with its block a tuple (in 1D one row of threads, what a 1D pass launches), and where it names
+    neither rows nor planes per thread the printer's default rows: two spellings of one kernel compare equal."""
+    rows = schedule["rows"] if schedule["rows"] is not None or schedule["planes_per_thread"] else printers_cuda.ROWS[ndim]
+    block = tuple(schedule["block"]) if ndim > 1 else (schedule["block"][0], 1)
+    return {**schedule, "block": block, "rows": rows}
 
 
 def pass_variants(p, ndim: int, row_cells: int) -> list[dict]:
@@ -123,7 +128,7 @@ def pass_variants(p, ndim: int, row_cells: int) -> list[dict]:
     out = [default]
     for shape in shapes:
         for block in blocks:
-            variant = {**default, "rows": None, "planes_per_thread": None, **shape, "block": block}
+            variant = _spelled({**default, "rows": None, "planes_per_thread": None, **shape, "block": block}, ndim)
             if variant not in out:
                 out.append(variant)
 
