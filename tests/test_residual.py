@@ -77,3 +77,22 @@ def test_squares_part_is_local_part_of_the_squares():
             want = local_part(v * v)
         got = squares_part(values)
         assert type(got) is type(want) and (got == want or (math.isnan(got) and math.isnan(want)))
+
+
+@pytest.mark.parametrize("backend", ["numpy", "numba"])
+def test_a_run_computes_a_steady_scale_once_and_a_changing_one_at_every_check(backend):
+    from stencilforge.simulation import PassStepper
+
+    named = problems.problem("poisson2d", (21, 26), "float64")[0]
+    grid = sf.Grid((21, 26), extent=1.0)
+    u, f = sf.Field("u", grid), sf.Field("f", grid, levels=1)
+    changing = sf.Problem([sf.Eq(u.next, u + 0.2 * min(grid.spacing) ** 2 * (sf.laplacian(u) - f))],
+                          initial={u: sf.sin(3 * grid.x) * grid.y, f: grid.x}, boundary={u: sf.Dirichlet(0.0)},
+                          residual=f - sf.laplacian(u), residual_scale=u + f, dt=1.0, name="scaled by u")
+    for problem, steady in ((named, True), (changing, False)):
+        sim = sf.Simulation(problem, backend)
+        stepper = PassStepper(sim)
+        assert (sim.steady_scale() is not None) is steady, problem.name
+        for _ in range(3):
+            sim.step(4)
+            assert stepper.residual(sim.step_count) == sim.residual() == array_code_residual(sim), problem.name

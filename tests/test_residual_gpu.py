@@ -47,6 +47,6 @@ def test_a_residual_of_the_time_and_the_coordinates_on_cuda_is_its_values_summed
         sim = sf.Simulation(problem, backend)
         sim.step(5)
         got[backend] = sim.residual()
-    values = cp.asnumpy(sim._residual[2][sim.lattice.interior]).astype(np.float64)
+    values = cp.asnumpy(sim._residual[1][sim.lattice.interior]).astype(np.float64)
     assert got["cuda"] == math.sqrt(math.fsum((values * values).ravel())) / math.sqrt(math.prod(problem.grid.shape))
     assert got["cuda"] == pytest.approx(got["numpy"], rel=50 * np.finfo(dtype).eps)

@@ -169,7 +169,7 @@ class Simulation:
         self._image_fields = frozenset(name for name, _ in self._images)
         self._imaged: frozenset[str] = frozenset()  # fields whose current level's ghost cells the last step's pass wrote
         self.solvers: dict[str, Any] = {}  # solved field -> its `solvers.stepped.StepSolver`
-        self._residual: tuple | None = None  # ((slot, run) of the residual and its scale, the slots they read, their array)
+        self._residual: tuple | None = None  # ((slot, run) and the slots it reads, of the residual and its scale; their array)
         self.stages = [(s, self._pass(i, s) if isinstance(s, Pass) else self._solve(s) if isinstance(s, SolveStage)
                         else self._operator(s)) for i, s in enumerate(an.stages)]
         self.passes = [(p, run) for p, run in self.stages if isinstance(p, Pass)]  # each compiled once, however often it runs
@@ -701,8 +701,7 @@ class Simulation:
     def finite(self) -> bool:
         """Whether every written field's current level is free of NaN and Inf, on every process."""
         interior = self.lattice.interior
-        local = all(bool(self.xp.isfinite(self._slot((name, 0))[interior]).all()) for name in self.problem.analysis.written)
-        return self.all(local)
+        return self.all(self.backend.all_finite([self._slot((name, 0))[interior] for name in self.problem.analysis.written]))
 
     def nonfinite(self) -> dict[str, str]:
         """On this process, each written field whose current level holds NaN or Inf -> where (see `where_nonfinite`)."""
@@ -771,31 +770,46 @@ class Simulation:
         without receivers."""
         return self._receivers.traces(self.dt, since=since) if self._receivers else None
 
-    def residual(self) -> float:
-        """||residual||_2 / ||residual_scale||_2 over the interior (the RMS without a scale), walls filled first. Each is
-        a generated pass into one array (C-contiguous copies of fields laid out for sweeps), its squares summed in
-        float64 exactly."""
-        expr, scale = self.problem.residual, self.problem.residual_scale
-        if expr is None:
+    def residual(self, scale: float | None = None) -> float:
+        """||residual||_2 / ||residual_scale||_2 over the interior (the RMS without a scale), walls filled first; `scale`:
+        the scale's norm where the caller holds it (`steady_scale`)."""
+        if self.problem.residual is None:
             raise StencilforgeError(f"{self.problem.name} defines no residual, so it cannot run to a tolerance")
+        self._fill_walls()
+        residual = self._norm(0)
+        if self.problem.residual_scale is None:
+            return residual / math.sqrt(math.prod(self.problem.grid.shape))
+        return residual / (scale if scale is not None else self._norm(1))
+
+    def steady_scale(self) -> float | None:
+        """The residual scale's norm where it is the same at every step (it reads neither t nor a field that a step
+        writes or whose walls move), so that a run computes it once; else None."""
+        scale = self.problem.residual_scale
+        moving = set(self.problem.analysis.written) | self._moving
+        if scale is None or any(isinstance(node, Time) for node in walk(scale)) or any(a.field.name in moving for a in accesses(scale)):
+            return None
+        self._fill_walls()
+        return self._norm(1)
+
+    def _fill_walls(self) -> None:
         for name in self._fillers:
             self._fill(name, self._slot((name, 0)), self.t)
+
+    def _norm(self, which: int) -> float:
+        """||residual||_2 (0) or ||residual_scale||_2 (1) over the interior: a generated pass into one array
+        (C-contiguous copies of the fields it reads where they are laid out for sweeps), its squares summed in float64
+        exactly."""
         lat, xp = self.lattice, self.xp
         if self._residual is None:
-            exprs = [expr] if scale is None else [expr, scale]
-            self._residual = ([self._value_pass(e, "residual") for e in exprs],
-                              {slot_name((a.field.name, a.level)) for e in exprs for a in accesses(e)},
-                              xp.zeros(lat.padded_shape, dtype=lat.dtype))
-        passes, read, values = self._residual
-        arrays = {slot: xp.ascontiguousarray(arr) for slot, arr in self.arrays().items() if slot in read}
-
-        def norm(slot, run) -> float:
-            with np.errstate(over="ignore", invalid="ignore"):  # a blow-up is reported once, by the loop's finite test
-                run({**arrays, slot: values}, self.params, self.t)
-            return math.sqrt(self._sum_squares(values[lat.interior]))  # squared in float64
-
-        norms = [norm(slot, run) for slot, run in passes]
-        return norms[0] / (norms[1] if scale is not None else math.sqrt(math.prod(self.problem.grid.shape)))
+            exprs = [e for e in (self.problem.residual, self.problem.residual_scale) if e is not None]
+            self._residual = ([(self._value_pass(e, "residual"), {slot_name((a.field.name, a.level)) for a in accesses(e)})
+                               for e in exprs], xp.zeros(lat.padded_shape, dtype=lat.dtype))
+        passes, values = self._residual
+        (slot, run), read = passes[which]
+        arrays = {s: xp.ascontiguousarray(arr) for s, arr in self.arrays().items() if s in read}
+        with np.errstate(over="ignore", invalid="ignore"):  # a blow-up is reported once, by the loop's finite test
+            run({**arrays, slot: values}, self.params, self.t)
+        return math.sqrt(self._sum_squares(values[lat.interior]))  # squared in float64
 
     def errors(self) -> dict[str, dict[str, float]]:
         """Each field with an exact solution -> its max-norm and relative L2 errors at the current time, reduced
@@ -889,7 +903,12 @@ class PassStepper:
         return self.sim.all(flag)
 
     def residual(self, n: int) -> float:
-        return self.sim.residual()
+        return self.sim.residual(self._scale)
+
+    @functools.cached_property
+    def _scale(self) -> float | None:
+        """The residual scale's norm, once a run, where it is steady (`Simulation.steady_scale`)."""
+        return self.sim.steady_scale()
 
     def missed(self):
         misses = [solver.first_miss for solver in self.sim.solvers.values() if solver.first_miss is not None]

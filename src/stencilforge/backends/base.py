@@ -10,6 +10,8 @@ from __future__ import annotations
 from concurrent.futures import Future
 from typing import Any, Callable, Mapping, Protocol
 
+import numpy as np
+
 from ..boundary import Scale, scale_with_numpy
 from ..grid import Grid
 from ..plan import AxisOperator, Sweep
@@ -126,6 +128,9 @@ class Backend(Protocol):
     def copy_cells(self, arrays, dst, src) -> None:
         """a.flat[dst] = a.flat[src] for each array: ghost cells from their interior images."""
 
+    def all_finite(self, views) -> bool:
+        """Whether every value of every array in `views` (the interiors the loop checks) is finite."""
+
     def capture(self, work: Callable[[], object]) -> Callable[[], None]:
         """Only where `captures`: the launches `work()` makes, recorded instead of run (nothing executes), as
         replay() that launches them all again in one call, on the arrays they were given. `work` may change only
@@ -172,6 +177,9 @@ class HostMemory:
 
     def wall_scaler(self) -> Scale | None:
         return scale_with_numpy
+
+    def all_finite(self, views) -> bool:
+        return all(bool(np.isfinite(view).all()) for view in views)
 
     def equation_pair(self, p, lattice: Grid, constants, walls, reach: int, images=None) -> None:
         """None: on a CPU the generated passes run one step per pass."""

@@ -20,7 +20,7 @@ from ...plan import AxisOperator, Sweep
 from ...printers import cuda as printers_cuda
 from ...tuning import cached_pass_schedule, pass_key
 from ..base import Launch
-from . import codegen
+from . import codegen, finite
 from .compile import cached_cubin, options
 from .facts import DeviceFacts, device_facts
 from .kernel import HOPPER, STATIC_SMEM_LIMIT, Kernel, Limits, module_source
@@ -568,6 +568,10 @@ class CudaBackend:
                 )
             n = dst.size
             kernel(((n + 255) // 256,), (256,), (*group, dst, src, np.int64(n)))
+
+    def all_finite(self, views) -> bool:
+        """One read of each view's bits, one wait for all (`finite.all_finite`)."""
+        return finite.all_finite(views)
 
     def capture(self, work: Callable[[], object]) -> Callable[[], None]:
         """`work`'s launches as one CUDA graph, captured on a stream of its own into a memory pool of its own (what
