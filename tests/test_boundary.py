@@ -1,5 +1,7 @@
 """Dirichlet wall functions are called by name, value(x, y[, z], t) with x the last array axis, as documented."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -130,3 +132,27 @@ def test_a_1d_pair_of_conditions_is_its_two_ends():
                    boundary={u: (sf.Dirichlet(2.0), sf.Neumann())}, dt=0.1)
     u_end = np.asarray(sf.run(p, steps=400, backend="numpy").fields["u"])
     assert np.all(np.diff(u_end) < 0) and u_end[0] > u_end[-1] > 0  # heat flows in at the low end only
+
+
+@pytest.mark.parametrize("backend", ["numpy", "numba"])
+def test_one_dirichlet_wall_on_every_axis_fills_in_one_call_with_the_bits_of_one_fill_per_axis(backend):
+    """heat3d's walls (its exact solution, scaled in time) are one fill a step, not one per axis; written axis by
+    axis instead (the same condition given per axis as separate objects), every ghost cell has the same bits."""
+    grid = sf.Grid((9, 12, 7), extent=1.0)
+    u = sf.Field("u", grid)
+    x, y, z, t = grid.x, grid.y, grid.z, grid.t
+
+    def problem(boundary):
+        return sf.Problem([sf.Eq(u.next, u + 0.1 * min(grid.spacing) ** 2 * sf.laplacian(u))],
+                          initial={u: sf.sin(x + 2 * y) * sf.cos(z)}, boundary={u: boundary}, dt=1e-4, name="walls")
+
+    wall = sf.Dirichlet(sf.exp(-3 * t) * sf.sin(x + 2 * y) * sf.cos(z))  # value(x) f(t): scaled at each fill
+    together, apart = (sf.Simulation(problem(b), backend) for b in (wall, tuple(dataclasses.replace(wall) for _ in range(3))))
+    assert len(together._fillers["u"]) == 1 and len(apart._fillers["u"]) == 3
+    assert together._moving == apart._moving == {"u"}
+    for sim in (together, apart):
+        sim.step(3)
+        sim._slot(("u", 1))[...] = np.nan
+        sim._fill("u", sim._slot(("u", 1)), 0.37)  # every ghost cell, at another time
+    for slot in (("u", 0), ("u", 1)):
+        np.testing.assert_array_equal(*(sim.backend.to_host(sim._slot(slot)) for sim in (together, apart)))

@@ -13,6 +13,12 @@ pytestmark = pytest.mark.gpu
 if not CudaBackend.available():
     pytest.skip(f"no GPU: {CudaBackend.unavailable_reason()}", allow_module_level=True)
 
+from test_boundary import test_one_dirichlet_wall_on_every_axis_fills_in_one_call_with_the_bits_of_one_fill_per_axis as one_wall  # noqa: E402
+
+
+def test_one_dirichlet_wall_on_every_axis_is_one_scatter_with_the_bits_of_one_per_axis():
+    one_wall("cuda")
+
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("shape,ghost", [((37, 45), 1), ((11, 13, 9), 2), ((5, 300), 3)])

@@ -198,7 +198,8 @@ class Simulation:
         return arr
 
     def _bind(self, name: str, conds) -> list[tuple[bool, Callable]]:
-        """(static, fill(arr, t)) per axis, in axis order, so that corners take the later axis's values.
+        """(static, fill(arr, t)) per wall in axis order, so that corners take the later axis's values: one Dirichlet
+        condition of consecutive axes is one wall (one launch a fill on a GPU), as its corners take one value either way.
 
         Walls that copy the interior (periodic, Neumann) on every axis become one gather of all ghost
         cells from their interior images; `step` fills the fields that share such walls in one call.
@@ -206,17 +207,23 @@ class Simulation:
         if all(isinstance(c, (Periodic, Neumann)) for c in conds):
             self._gathered[name] = tuple(type(c).__name__ for c in conds)
             return [(False, self._gather_fill(conds))]
-        fills = []
+        walls: list[tuple[Any, tuple]] = []  # (condition, faces): one Dirichlet wall on consecutive axes fills them at once
         for axis, cond in enumerate(conds):
             if isinstance(cond, Periodic) and self.lattice.ghost > self.lattice.shape[axis]:
                 raise StencilforgeError(f"periodic {name} along axis {axis}: ghost width exceeds the grid")
             for end, faces in faces_of(axis, cond):
-                if isinstance(end, Dirichlet) and isinstance(end.value, Expr):
-                    end = wall_values(end.value, self.params, self.xp)
-                if isinstance(end, Dirichlet) and not end.static:
-                    self._moving.add(name)
-                fills.append((isinstance(end, Dirichlet) and end.static,
-                              bind(end, self.lattice, self.backend, faces=faces, pitch=self._pitch)))
+                if walls and isinstance(end, Dirichlet) and walls[-1][0] is end:
+                    walls[-1] = (end, walls[-1][1] + faces)
+                else:
+                    walls.append((end, faces))
+        fills = []
+        for end, faces in walls:
+            if isinstance(end, Dirichlet) and isinstance(end.value, Expr):
+                end = wall_values(end.value, self.params, self.xp)
+            if isinstance(end, Dirichlet) and not end.static:
+                self._moving.add(name)
+            fills.append((isinstance(end, Dirichlet) and end.static,
+                          bind(end, self.lattice, self.backend, faces=faces, pitch=self._pitch)))
         return fills
 
     def _written_images(self) -> dict[tuple[str, int], tuple[str, ...]]:
