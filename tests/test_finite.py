@@ -32,3 +32,4 @@ def test_host_backends_find_nan_and_inf_in_any_view():
     assert backend.all_finite([a[1:-1, 1:-1]]) and not backend.all_finite([a])
     a[4, 5] = -np.inf
     assert not backend.all_finite([a[1:-1, 1:-1]])
+

@@ -96,3 +96,19 @@ def test_a_run_computes_a_steady_scale_once_and_a_changing_one_at_every_check(ba
         for _ in range(3):
             sim.step(4)
             assert stepper.residual(sim.step_count) == sim.residual() == array_code_residual(sim), problem.name
+
+
+def test_a_pass_over_fields_in_the_sweeps_layout_indexes_rows_by_their_pitch(nvrtc):
+    """The residual's pass on fields laid out for sweeps (rows a pitch of whole cache lines apart) reads them where
+    they lie: its row stride is the pitch, the planes' follow from it, and the kernel compiles."""
+    from stencilforge.backends.cuda.backend import pass_kernel
+    from stencilforge.backends.cuda.compile import compile_cubin
+    from stencilforge.ir.analysis import pass_of
+    from stencilforge.printers.cuda import OPTIONS
+
+    problem = problems.problem("poisson3d", (19, 23, 30), "float32")[0]
+    p = pass_of(sf.Eq(sf.Field("residual", problem.grid, levels=1), problem.residual))
+    lattice = sf.Simulation(problem, "numpy").lattice
+    plain, pitched = (pass_kernel(p, lattice, problem.constants, pitch=pitch).source for pitch in (None, 64))
+    assert "s1 = s2 * (n2 + 2 * g)" in plain and "s1 = s2 * (int)64" in pitched and "s0 = s1 * (n1 + 2 * g)" in pitched
+    assert compile_cubin(pitched, "sm_90", "a pitched pass", OPTIONS)[:4] == b"\x7fELF"

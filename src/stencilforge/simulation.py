@@ -319,15 +319,17 @@ class Simulation:
 
         return run
 
-    def _value_pass(self, expr: Expr, name: str) -> tuple[str, Callable]:
+    def _value_pass(self, expr: Expr, name: str, pitch: int | None = None) -> tuple[str, Callable]:
         """(slot, run) of the generated pass that writes `expr` into an array of its own (a solve's right-hand side, a
         residual): compiled as the step's passes are, where array code would make a temporary per operation (the
-        same values: the backends' passes give NumPy's oracle's bits)."""
+        same values: the backends' passes give NumPy's oracle's bits). `pitch`: on a device, a pass over the
+        fields in the sweeps' layout (`Backend.field`), its array laid out alike."""
         slot = name
         while slot in self.levels:  # not a field's name
             slot += "_"
         p = pass_of(Eq(Field(slot, self.problem.grid, levels=1), expr))
-        return slot, self.backend.equation_pass(p, self.lattice, self.problem.constants, background=self.background)
+        extra = {} if pitch is None else {"pitch": pitch}
+        return slot, self.backend.equation_pass(p, self.lattice, self.problem.constants, background=self.background, **extra)
 
     def _solve_layout(self, walls) -> tuple[Any, Any]:
         """(the solve's multigrid layout, the grid faces this block touches): None for both, the whole grid here."""
@@ -803,17 +805,20 @@ class Simulation:
             self._fill(name, self._slot((name, 0)), self.t)
 
     def _norm(self, which: int) -> float:
-        """||residual||_2 (0) or ||residual_scale||_2 (1) over the interior: a generated pass into one array
-        (C-contiguous copies of the fields it reads where they are laid out for sweeps), its squares summed in float64
+        """||residual||_2 (0) or ||residual_scale||_2 (1) over the interior: a generated pass into one array, over the
+        fields as they lie (on a device, in the sweeps' layout where they have it), its squares summed in float64
         exactly."""
         lat, xp = self.lattice, self.xp
         if self._residual is None:
+            pitched = self.backend.device and self._pitch is not None and self._pitch != lat.padded_shape[-1]
             exprs = [e for e in (self.problem.residual, self.problem.residual_scale) if e is not None]
-            self._residual = ([(self._value_pass(e, "residual"), {slot_name((a.field.name, a.level)) for a in accesses(e)})
-                               for e in exprs], xp.zeros(lat.padded_shape, dtype=lat.dtype))
+            values = xp.zeros(lat.padded_shape, dtype=lat.dtype)
+            self._residual = ([(self._value_pass(e, "residual", self._pitch if pitched else None),
+                                {slot_name((a.field.name, a.level)) for a in accesses(e)}) for e in exprs],
+                              self.backend.field(values, lat.ghost) if pitched else values)
         passes, values = self._residual
         (slot, run), read = passes[which]
-        arrays = {s: xp.ascontiguousarray(arr) for s, arr in self.arrays().items() if s in read}
+        arrays = {s: arr for s, arr in self.arrays().items() if s in read}
         with np.errstate(over="ignore", invalid="ignore"):  # a blow-up is reported once, by the loop's finite test
             run({**arrays, slot: values}, self.params, self.t)
         return math.sqrt(self._sum_squares(values[lat.interior]))  # squared in float64

@@ -112,12 +112,13 @@ class Backend(Protocol):
         """run(u, *outs) for 1D derivatives with closures; `shape` (when known) helps choose a kernel;
         `background` as for `sweep`."""
 
-    def equation_pass(self, p, lattice: Grid, constants, images=None, background: bool = False) -> Callable:
+    def equation_pass(self, p, lattice: Grid, constants, images=None, background: bool = False, pitch: int | None = None) -> Callable:
         """run(arrays, params, t) for one pass of a problem's equations. `background` as for `sweep`.
 
         `images` (only where `writes_ghost_images`): written slots -> their walls per axis ("Periodic" or
         "Neumann"); the pass also fills those arrays' ghost cells from the values it writes, as
-        `copy_cells` would from their interior images."""
+        `copy_cells` would from their interior images. `pitch` (only where `device`): the arrays' rows lie that
+        many elements apart (`Backend.field`'s layout), not a padded row (C-contiguous)."""
 
     def equation_pair(self, p, lattice: Grid, constants, walls, reach: int, images=None) -> Callable | None:
         """run(arrays, params, t, t2): two steps of a pass in one kernel, from level 0 into level 1, or None

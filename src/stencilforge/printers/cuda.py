@@ -199,8 +199,9 @@ def _block_spans(ndim: int, along: int, rows: int, vector: int, words: bool, Int
 def pass_source(p: Pass, ndim: int, dtype, constants: tuple[Constant, ...], name: str = "sf_pass",
                 rows: int | None = None, vector: int = 1, wide_index: bool = True,
                 images: Mapping[str, tuple[str, ...]] | None = None,
-                planes_per_thread: int | None = None, words: bool = False) -> tuple[str, tuple[str, ...]]:
-    """(source, array argument order) of the pass's kernel `name`.
+                planes_per_thread: int | None = None, words: bool = False, pitch: int | None = None) -> tuple[str, tuple[str, ...]]:
+    """(source, array argument order) of the pass's kernel `name`; `pitch`: the arrays' rows lie that many elements
+    apart (the sweeps' layout, `Backend.field`), else a padded row.
 
     Arguments: the arrays, then each constant and t in the dtype, then per
     axis lo, h (double), n (interior points) and start (the global index of
@@ -251,7 +252,8 @@ def pass_source(p: Pass, ndim: int, dtype, constants: tuple[Constant, ...], name
         head.append("if (i0 >= n0) return;")
     head.append(f"const {Int} s{x} = 1;")
     for a in range(x - 1, -1, -1):
-        head.append(f"const {Int} s{a} = s{a + 1} * (n{a + 1} + 2 * g);")
+        row = f"({Int}){pitch}" if pitch is not None and a == x - 1 else f"(n{a + 1} + 2 * g)"
+        head.append(f"const {Int} s{a} = s{a + 1} * {row};")
     if words:
         head += [f"const {Int} w{a} = s{a} / 2;" for a in range(x)]
     centre = " + ".join(f"(i{a} + g) * s{a}" for a in range(ndim))

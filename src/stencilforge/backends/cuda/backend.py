@@ -192,18 +192,20 @@ class GeneratedKernel(NamedTuple):
 
 
 def pass_kernel(p, lattice: Grid, constants, images=None, block=None, rows: int | None = None, vector: int = 1,
-                wide_index: bool | None = None, planes_per_thread: int | None = None, words: bool = False) -> GeneratedKernel:
+                wide_index: bool | None = None, planes_per_thread: int | None = None, words: bool = False,
+                pitch: int | None = None) -> GeneratedKernel:
     """One pass of a problem's equations: threads of `block` each computing `rows` rows (or, in 3D,
     `planes_per_thread` planes) of `vector` columns, or with `words` the two cells of a 4-byte word (float16
     arrays, rows of an even number of padded cells). Without `block`, `tune.pass_defaults` chooses.
     Offsets are 32-bit unless the arrays reach 2^31 cells (or `wide_index` says otherwise).
-    `images`: see `Backend.equation_pass`."""
+    `images`, `pitch`: see `Backend.equation_pass`."""
     if block is None:
         chosen = pass_defaults(p, lattice.ndim, lattice.padded_shape[-1])
         block, planes_per_thread, rows, vector, words = (chosen[k] for k in ("block", "planes_per_thread", "rows", "vector", "words"))
-    wide = math.prod(lattice.padded_shape) >= 2**31 if wide_index is None else wide_index
-    source, names = printers_cuda.pass_source(p, lattice.ndim, lattice.dtype, constants, rows=rows, vector=vector,
-                                              wide_index=wide, images=images, planes_per_thread=planes_per_thread, words=words)
+    span = math.prod(lattice.padded_shape[:-1]) * (pitch or lattice.padded_shape[-1])
+    wide = span >= 2**31 if wide_index is None else wide_index
+    source, names = printers_cuda.pass_source(p, lattice.ndim, lattice.dtype, constants, rows=rows, vector=vector, wide_index=wide,
+                                              images=images, planes_per_thread=planes_per_thread, words=words, pitch=pitch)
     what = f"the pass computing {', '.join(eq.label for eq in p.equations)}"
     blocks, threads = printers_cuda.launch_grid(lattice.shape, block, rows, vector, planes_per_thread,
                                                 lattice.padded_shape[-1] // 2 if words else None)
@@ -509,16 +511,17 @@ class CudaBackend:
 
     def equation_pass(self, p, lattice: Grid, constants, images=None, block=None, rows: int | None = None,
                       vector: int = 1, wide_index: bool | None = None, planes_per_thread: int | None = None,
-                      words: bool = False, background: bool = False) -> Callable:
+                      words: bool = False, background: bool = False, pitch: int | None = None) -> Callable:
         """run(arrays, params, t) for one pass of a problem's equations (`pass_kernel`), arrays C-contiguous
-        (`asarray`), launched on the current stream. NVRTC compiles before the first pass, whatever `background` says.
-        Without `block`, under strategy auto, the schedule `stencilforge tune` stored for this device and pass."""
-        k = pass_kernel(p, lattice, constants, images, block, rows, vector, wide_index, planes_per_thread, words)
+        (`asarray`) or, with `pitch`, laid out as `field` lays them, launched on the current stream. NVRTC compiles
+        before the first pass, whatever `background` says. Without `block`, under strategy auto, the schedule
+        `stencilforge tune` stored for this device and pass."""
+        k = pass_kernel(p, lattice, constants, images, block, rows, vector, wide_index, planes_per_thread, words, pitch)
         if block is None and self.requested == "auto":
             tuned = cached_pass_schedule(pass_key(self.device_name, k.source, lattice.shape, lattice.dtype))
             if tuned is not None:
                 log.info("%s: the schedule `stencilforge tune` stored for %s: %s", k.what, self.device_name, tuned)
-                k = pass_kernel(p, lattice, constants, images, wide_index=wide_index, **tuned)
+                k = pass_kernel(p, lattice, constants, images, wide_index=wide_index, pitch=pitch, **tuned)
         function = self._generated(k.source, k.what, "sf_pass", printers_cuda.OPTIONS)
         return _generated_runner(function, k.blocks, k.threads, k.names, constants, lattice, np.int64)
 
