@@ -1,6 +1,7 @@
 """Time per step of small problems through sf.run, where the host's work per step is what a step costs, against
 the same explicit diffusion as a plain NumPy loop (what a course writes): a 1D line of 81 points, 2D squares of
-41², 64² and 256², a 3D cube of 32³. Median of 7 runs of STEPS steps after a warm-up run; sf.run checks once.
+41², 64² and 256², a 3D cube of 32³; and examples/gray_scott.py at 64² against its update written with
+np.roll. Median of 7 runs of STEPS steps after a warm-up run; sf.run checks once.
 With --device, on the GPU: sf.run on cuda as it runs (CUDA graphs where they apply), with single steps
 (fuse_steps=False: no graph, no fused kernel) and the same loop in CuPy, plus Gray-Scott and the 52-pass cavity
 of examples/ (checks every 100 steps, as a run's default).
@@ -46,6 +47,24 @@ def numpy_loop(shape, steps: int, xp=np) -> float:
             lap = lap + un[tuple(slice(None, -2) if b == a else slice(1, -1) for b in range(len(shape)))]
         u[inner] = un[inner] + NU * lap
     sync()
+    return (time.perf_counter() - start) / steps
+
+
+def numpy_gray_scott(p, steps: int) -> float:
+    """Seconds a step of Gray-Scott `p` (examples/gray_scott.py) as NumPy code writes it, periodic by np.roll."""
+    c = p.values(None)
+    du, dv, feed, kill = (c[name] for name in ("Du", "Dv", "F", "k"))
+    h, dt, dtype = p.grid.spacing[0], p.dt.value, p.grid.dtype
+    rng = np.random.default_rng(0)
+    u, v = (rng.random(p.grid.shape).astype(dtype) for _ in range(2))
+
+    def lap(a):
+        return (np.roll(a, 1, 0) + np.roll(a, -1, 0) + np.roll(a, 1, 1) + np.roll(a, -1, 1) - 4 * a) / (h * h)
+
+    start = time.perf_counter()
+    for _ in range(steps):
+        uvv = u * v * v
+        u, v = u + dt * (du * lap(u) - uvv + feed * (1 - u)), v + dt * (dv * lap(v) + uvv - (feed + kill) * v)
     return (time.perf_counter() - start) / steps
 
 
@@ -108,6 +127,14 @@ def main() -> None:
         name = "x".join(map(str, shape))
         rows[name] = row
         print(name, row, flush=True)
+    from stencilforge.convergence import load_problem_file
+
+    gs = load_problem_file("examples/gray_scott.py").build(shape=(64, 64), dtype="float32")
+    row = {"steps": 5000, "numba": median_us(seconds_a_step(gs, 5000, "numba")),
+           "plain NumPy loop": median_us(lambda: numpy_gray_scott(gs, 5000))}
+    row["numba vs plain NumPy"] = round(row["plain NumPy loop"] / row["numba"], 2)
+    rows["gray_scott.py 64x64 float32"] = row
+    print("gray_scott.py 64x64 float32", row, flush=True)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"what": "us a step, median of 7 runs (after a warm-up run)", "rows": rows}, f, indent=1)

@@ -199,10 +199,15 @@ def test_the_wall_gather_maps_every_ghost_cell_once_to_its_interior_image(shape,
 
 @pytest.mark.parametrize("shape,walls,dtype", [((7, 9), ("periodic", "neumann"), "float32"),
                                                ((5, 6, 7), ("neumann", "periodic", "periodic"), "float64")])
-def test_numbas_gather_writes_numpys_cells_before_and_after_its_compile(shape, walls, dtype):
-    """NumPy copies while Numba's parallel gather compiles, the kernel after: the same cells, every ghost cell poisoned."""
+@pytest.mark.parametrize("serial", [True, False])
+def test_numbas_gather_writes_numpys_cells_before_and_after_its_compile(shape, walls, dtype, serial, monkeypatch):
+    """NumPy copies while Numba's gather compiles (serial for few cells, parallel for more), the kernel after: the same
+    cells, every ghost cell poisoned."""
     import stencilforge as sf
+    from stencilforge.backends.numba import backend as numba_backend
     from stencilforge.simulation import Simulation
+
+    monkeypatch.setattr(numba_backend, "SERIAL_GATHER", 10**9 if serial else 0)
 
     grid = sf.Grid(shape, extent=1.0, dtype=dtype)
     u = sf.Field("u", grid)
@@ -219,7 +224,9 @@ def test_numbas_gather_writes_numpys_cells_before_and_after_its_compile(shape, w
     first = base.copy()
     backend.copy_cells([first], dst, src)
     assert np.array_equal(first, want)
-    backend._gathers[np.dtype(dtype)].result()  # the kernel has compiled
+    compiled = backend._gathers[(np.dtype(dtype), serial)]
+    if compiled is not True:  # True once a call found it compiled
+        compiled.result()
     later = [base.copy(), base.copy()]
     backend.copy_cells(later, dst, src)
     assert all(np.array_equal(a, want) for a in later)

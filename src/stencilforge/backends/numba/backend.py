@@ -153,6 +153,11 @@ def kernel(flat, dst, src):
     for k in numba.prange(dst.shape[0]):
         flat[dst[k]] = flat[src[k]]
 """
+# Up to this many ghost cells a gather runs on one thread, where a parallel loop's start costs more than the copy
+# (`python benchmarks/gather_bench.py`, 2 cores, µs a call, parallel against serial: 256 cells 2.0 / 0.6, 1024 cells
+# 2.1 / 0.9, 4096 cells 3.1 / 3.4; cpu-gather-serial-2026-12-03.json).
+SERIAL_GATHER = 2**11
+GATHER_CELLS_SERIAL = GATHER_CELLS.replace("@JIT", "@SERIAL").replace("numba.prange", "range")
 
 
 LINE_BYTES = 64
@@ -204,7 +209,7 @@ class NumbaBackend(HostMemory):
 
     def __init__(self) -> None:
         self._last_compile: Future | None = None  # the compile asked for last, which the next one waits for
-        self._gathers: dict[np.dtype, Future] = {}  # `copy_cells`' compile per dtype
+        self._gathers: dict[tuple, Future | bool] = {}  # `copy_cells`' compile per dtype and serial or not
 
     def takes_sweep(self, sweep: Sweep, grid: Grid) -> bool:
         """Where a registered schedule applies (`schedules.SWEEPS`); elsewhere (a 1D sweep wider than one loop) the
@@ -240,13 +245,19 @@ class NumbaBackend(HostMemory):
 
     def _compiled(self, kernel, compiles: dict, kind, args: tuple, what: str, instead: str) -> bool:
         """Whether `kernel` has compiled for calls like `args` (`kind`: what Numba's types of them tell apart); the
-        first call of a kind starts its compile in the background (`_in_background`), `instead` running meanwhile."""
+        first call of a kind starts its compile in the background (`_in_background`), `instead` running meanwhile.
+        `compiles` maps each kind to its compile's Future, or to True once it compiled."""
         import numba
 
-        if kind not in compiles:
-            compiles[kind] = self._in_background(kernel, tuple(numba.typeof(a) for a in args), what, instead)
-        ready = compiles[kind]
-        return ready.done() and ready.exception() is None
+        ready = compiles.get(kind)
+        if ready is True:
+            return True
+        if ready is None:
+            ready = compiles[kind] = self._in_background(kernel, tuple(numba.typeof(a) for a in args), what, instead)
+        if ready.done() and ready.exception() is None:
+            compiles[kind] = True  # asked at every fill: a Future's done() and exception() each take its lock
+            return True
+        return False
 
     def wall_scaler(self) -> Callable[[np.ndarray, np.ndarray, float], None]:
         """out = values * factor in float64, rounded once to out's dtype, as NumPy's multiply does, on every core:
@@ -254,7 +265,7 @@ class NumbaBackend(HostMemory):
         The kernel is loaded here, once per binding: a fill calls the writer once per ghost box. Each kind of
         box (dtype, layout) compiles in the background on its first fill; NumPy writes it until then."""
         kernel = load_kernel(SCALED_WALLS)
-        compiles: dict[tuple, Future] = {}
+        compiles: dict[tuple, Future | bool] = {}
 
         def scale(out: np.ndarray, values: np.ndarray, factor: float) -> None:
             if out.shape != values.shape:  # the kernel does not check its indices
@@ -391,19 +402,22 @@ class NumbaBackend(HostMemory):
         return run
 
     @functools.cached_property
-    def _gather_kernel(self) -> Callable:
-        """`copy_cells`' kernel, loaded once: a load hashes the source and looks in the cache, work for no step."""
-        return load_kernel(GATHER_CELLS)
+    def _gather_kernels(self) -> tuple[Callable, Callable]:
+        """`copy_cells`' kernels (parallel, serial), loaded once: a load hashes the source and looks in the cache, work
+        for no step."""
+        return load_kernel(GATHER_CELLS), load_kernel(GATHER_CELLS_SERIAL)
 
     def copy_cells(self, arrays, dst, src) -> None:
         """a.flat[dst] = a.flat[src] for each C-contiguous array: ghost cells from their interior images, which are
         never ghost cells, so the cells are copied in parallel (NumPy's one-thread gather took twice as long in
-        Gray-Scott's time loop: cpu-gather-2026-11-25.json). Each dtype's kernel compiles in the
-        background on its first call; NumPy copies until then."""
-        kernel = self._gather_kernel
+        Gray-Scott's time loop: cpu-gather-2026-11-25.json), up to `SERIAL_GATHER` cells on one thread. Each
+        dtype's kernel compiles in the background on its first call; NumPy copies until then."""
+        serial = dst.size <= SERIAL_GATHER
+        kernel = self._gather_kernels[serial]
         for arr in arrays:
             flat = arr.reshape(-1)
-            if self._compiled(kernel, self._gathers, flat.dtype, (flat, dst, src), "the ghost cells' gather", "NumPy copies them"):
+            if self._compiled(kernel, self._gathers, (flat.dtype, serial), (flat, dst, src), "the ghost cells' gather",
+                              "NumPy copies them"):
                 kernel(flat, dst, src)
             else:
                 flat[dst] = flat[src]
