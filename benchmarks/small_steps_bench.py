@@ -1,7 +1,8 @@
 """Time per step of small problems through sf.run, where the host's work per step is what a step costs, against
 the same explicit diffusion as a plain NumPy loop (what a course writes): a 1D line of 81 points, 2D squares of
-41², 64² and 256², a 3D cube of 32³; and examples/gray_scott.py at 64² against its update written with
-np.roll. Median of 7 runs of STEPS steps after a warm-up run; sf.run checks once.
+41², 64² and 256², a 3D cube of 32³; examples/gray_scott.py at 64² against its update written with np.roll;
+examples/cavity_jacobi.py at 39² (52 passes a step) against its kernels called in a bare loop. Median of 7 runs
+of STEPS steps after a warm-up run; sf.run checks once.
 With --device, on the GPU: sf.run on cuda as it runs (CUDA graphs where they apply), with single steps
 (fuse_steps=False: no graph, no fused kernel) and the same loop in CuPy, plus Gray-Scott and the 52-pass cavity
 of examples/ (checks every 100 steps, as a run's default).
@@ -65,6 +66,20 @@ def numpy_gray_scott(p, steps: int) -> float:
     for _ in range(steps):
         uvv = u * v * v
         u, v = u + dt * (du * lap(u) - uvv + feed * (1 - u)), v + dt * (dv * lap(v) + uvv - (feed + kill) * v)
+    return (time.perf_counter() - start) / steps
+
+
+def kernels_alone(p, steps: int, backend: str = "numba") -> float:
+    """Seconds a step of `p`'s compiled passes called in a bare loop, as many times and in the order a step runs them
+    (an sf.Iterate's passes once per iteration), without walls, checks or bookkeeping."""
+    sim = sf.Simulation(p, backend)
+    arrays, params = sim.arrays(), sim.params
+    start = time.perf_counter()
+    for _ in range(steps):
+        for runs, stages, _ in sim._segments:
+            for _ in range(runs):
+                for _, run in stages:
+                    run(arrays, params, 0.0)
     return (time.perf_counter() - start) / steps
 
 
@@ -135,6 +150,12 @@ def main() -> None:
     row["numba vs plain NumPy"] = round(row["plain NumPy loop"] / row["numba"], 2)
     rows["gray_scott.py 64x64 float32"] = row
     print("gray_scott.py 64x64 float32", row, flush=True)
+    cavity = load_problem_file("examples/cavity_jacobi.py").build(shape=(39, 39))
+    row = {"steps": 300, "numba": median_us(seconds_a_step(cavity, 300, "numba")),
+           "its kernels alone": median_us(lambda: kernels_alone(cavity, 300))}
+    row["loop over kernels"] = round(row["numba"] / row["its kernels alone"], 2)
+    rows["cavity_jacobi.py 39x39 (52 passes a step)"] = row
+    print("cavity_jacobi.py 39x39 (52 passes a step)", row, flush=True)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"what": "us a step, median of 7 runs (after a warm-up run)", "rows": rows}, f, indent=1)

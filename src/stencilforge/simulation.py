@@ -174,6 +174,11 @@ class Simulation:
                         else self._operator(s)) for i, s in enumerate(an.stages)]
         self.passes = [(p, run) for p, run in self.stages if isinstance(p, Pass)]  # each compiled once, however often it runs
         self._segments = self._segments_of(an.loops)
+        # per loop (by its first stage): the rotated fields each run's walls are filled for (read at neighbours, not
+        # written as ghost images), worked out once rather than between every two runs
+        self._iterate_walls = {loop.start: tuple(name for name in loop.rotated if (name, 0) in
+                                                 {s for p, _ in self.stages[loop.start:loop.stop] for s in p.halo}
+                                                 and (name, 1) not in self._images) for loop in an.loops}
         self.fused: Launch | None = None  # several steps in one pass, where `build_fused` found a kernel
         self._carriers: list = []  # the fused sweep's walls of its middle states past the first
         self._after_fused = False  # the last step was a fused pass (`step` then restores what single steps leave)
@@ -466,8 +471,8 @@ class Simulation:
             levels = self.levels[name]
             levels.reverse()
             arrays[name], arrays[slot_name((name, 1))] = levels
-        read = {s for p, _ in self.stages[loop.start:loop.stop] for s in p.halo}
-        self._fill_all([(name, arrays[name], t) for name in loop.rotated if (name, 0) in read and (name, 1) not in self._images])
+        for name in self._iterate_walls[loop.start]:
+            self._fill(name, arrays[name], t)
 
     @property
     def passes_per_step(self) -> int:

@@ -12,6 +12,7 @@ import functools
 import hashlib
 import importlib.util
 import logging
+import operator
 import sys
 import threading
 import time
@@ -388,9 +389,11 @@ class NumbaBackend(HostMemory):
         lifts = [np.zeros((1,) * lattice.ndim, dtype=bool if isinstance(e, Compare) else lattice.dtype) for e in lifted]
         tiny = (*dummy, *lifts, literals, *[T(0) for _ in constants], T(0), *geometry, g)
 
+        fields = operator.itemgetter(*names) if len(names) > 1 else (lambda arrays: (arrays[names[0]],))
+        named = [c.name for c in constants]
+
         def run(arrays, params, t):
-            kernel(*(arrays[n] for n in names), *values(params, t), literals, *(T(params[c.name]) for c in constants), T(t),
-                   *geometry, g)
+            kernel(*fields(arrays), *values(params, t), literals, *[T(params[n]) for n in named], T(t), *geometry, g)
 
         if early:
             what = ", ".join(slot_name(s) for s in p.writes)
