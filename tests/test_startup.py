@@ -113,9 +113,9 @@ import threading
 for thread in threading.enumerate():  # a cold run's kernels compile in threads while NumPy steps: their counts too
     if thread.name == "stencilforge-compile":
         thread.join()
-from stencilforge.backends.numba.backend import GATHER_CELLS, _kernel_path
-gather = "stencilforge_generated_" + _kernel_path(GATHER_CELLS).stem[3:]  # the walls' gather, which compiles in a thread
-kernels = [m.kernel for name, m in sys.modules.items() if name.startswith("stencilforge_generated_") and name != gather]
+from stencilforge.backends.numba.backend import GATHER_CELLS, GATHER_CELLS_SERIAL, _kernel_path
+gathers = {"stencilforge_generated_" + _kernel_path(g).stem[3:] for g in (GATHER_CELLS, GATHER_CELLS_SERIAL)}  # the walls'
+kernels = [m.kernel for name, m in sys.modules.items() if name.startswith("stencilforge_generated_") and name not in gathers]
 print(json.dumps({"kernels": len(kernels), "sum": float(result.fields["u"].sum()),
                   "hits": sum(sum(k.stats.cache_hits.values()) for k in kernels),
                   "misses": sum(sum(k.stats.cache_misses.values()) for k in kernels)}))

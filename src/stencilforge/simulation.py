@@ -174,6 +174,7 @@ class Simulation:
                         else self._operator(s)) for i, s in enumerate(an.stages)]
         self.passes = [(p, run) for p, run in self.stages if isinstance(p, Pass)]  # each compiled once, however often it runs
         self._segments = self._segments_of(an.loops)
+        self._walls_between = self._walls_within_step()
         # per loop (by its first stage): the rotated fields each run's walls are filled for (read at neighbours, not
         # written as ghost images), worked out once rather than between every two runs
         self._iterate_walls = {loop.start: tuple(name for name in loop.rotated if (name, 0) in
@@ -344,6 +345,24 @@ class Simulation:
         """The interior of one of this simulation's arrays over the whole grid, on the host."""
         return self.backend.to_host(arr[self.lattice.interior])
 
+    def _walls_within_step(self) -> list[tuple[list, list]]:
+        """Per segment of the step, for its first run and for each later one: per stage, the (field, slot) whose walls
+        are filled at t + dt before it, the slots it reads at neighbours that the step has written since their ghost
+        cells were filled (a later run of a loop: since that run began), unless a pass wrote them as ghost images."""
+        plans = []
+        done: set[tuple[str, int]] = set()
+        for _, stages, _ in self._segments:
+            plan = []
+            for changed in (done, set()):
+                fills = []
+                for p, _ in stages:
+                    fills.append([(name, slot_name((name, level))) for name, level in p.halo
+                                  if (name, level) in changed and (name, level) not in self._images])
+                    changed.update(p.writes)
+                plan.append(fills)
+            plans.append((plan[0], plan[1]))
+        return plans
+
     def _segments_of(self, loops) -> list[tuple[int, list, Loop | None]]:
         """The step as (runs, stages, loop) in order: the stages outside loops run once, a loop's `count` times."""
         segments: list[tuple[int, list, Loop | None]] = []
@@ -439,18 +458,14 @@ class Simulation:
                 self._refill_written(t - dt)
             self._fill_before(t)
             arrays = self.arrays()
-            done: set[tuple[str, int]] = set()
-            for runs, stages, loop in self._segments:
+            for (runs, stages, loop), walls in zip(self._segments, self._walls_between):
                 for k in range(runs):
                     if loop is not None and k:
                         self._next_iterate(loop, arrays, t + dt)
-                    changed = done if not k else set()  # slots written since their ghost cells were last filled
-                    for p, run in stages:
-                        self._fill_all([(name, arrays[slot_name((name, level))], t + dt) for name, level in p.halo
-                                        if (name, level) in changed and (name, level) not in self._images])
+                    for (_, run), fills in zip(stages, walls[k > 0]):
+                        if fills:  # together: a decomposed run exchanges their halos in one round per axis
+                            self._fill_all([(name, arrays[slot], t + dt) for name, slot in fills])
                         run(arrays, self.params, t)
-                        changed.update(p.writes)
-                        done.update(p.writes)
             self._sources.add(t, self._newest)
             self._rotate(1)
             if self._receivers:
@@ -471,8 +486,7 @@ class Simulation:
             levels = self.levels[name]
             levels.reverse()
             arrays[name], arrays[slot_name((name, 1))] = levels
-        for name in self._iterate_walls[loop.start]:
-            self._fill(name, arrays[name], t)
+        self._fill_all([(name, arrays[name], t) for name in self._iterate_walls[loop.start]])
 
     @property
     def passes_per_step(self) -> int:
