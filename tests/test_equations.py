@@ -48,12 +48,13 @@ def test_gray_scott_numba_equals_numpy(dtype):
 
 
 def test_a_small_grids_serial_pass_gives_the_parallel_passs_bits(monkeypatch):
-    """At most SERIAL_CELLS interior cells, a pass's loop nest is serial (it compiles faster); the cells' arithmetic,
-    and so the fields, are the parallel nest's."""
+    """At most SERIAL_CELLS interior cells, a pass's loop nest is serial and one function (it compiles faster); the
+    cells' arithmetic, and so the fields, are the parallel nest's, whose rows are a function of their own."""
     p = gray_scott(shape=(40, 30))
     pass_ = p.analysis.passes[0]
-    assert "parallel=False" in numba_printer.pass_source(pass_, 2, "float64", p.constants, 1200)[0]
-    assert "parallel=True" in numba_printer.pass_source(pass_, 2, "float64", p.constants, 1200 * 4)[0]
+    serial, parallel = (numba_printer.pass_source(pass_, 2, "float64", p.constants, n)[0] for n in (1200, 1200 * 4))
+    assert "parallel=False" in serial and "def row" not in serial and "prange" not in serial
+    assert "parallel=True" in parallel and "def row" in parallel and "numba.prange" in parallel
     runs = []
     for serial_cells in (numba_printer.SERIAL_CELLS, 0):  # the kernels compile before the first step (no NumPy passes)
         monkeypatch.setattr(numba_printer, "SERIAL_CELLS", serial_cells)

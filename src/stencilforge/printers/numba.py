@@ -21,8 +21,8 @@ from .source import InfixPrinter
 HEADER = (
     "import numba\nimport numpy as np\n\n"
     "JIT = numba.njit(parallel={parallel}, cache=True, nogil=True, error_model='numpy')\n"
-    "ROW = numba.njit(nogil=True, error_model='numpy')  # compiled into the cached kernel\n\n"
 )
+ROW = "ROW = numba.njit(nogil=True, error_model='numpy')  # compiled into the cached kernel\n"
 # Grids of at most this many interior cells get a serial loop nest: it compiles faster than the parallel one, and
 # threads no longer pay below it (benchmarks/results/cpu-serial-passes-2026-12-02.json).
 SERIAL_CELLS = 2**11
@@ -158,14 +158,17 @@ def pass_source(p: Pass, ndim: int, dtype, constants: tuple[Constant, ...],
         cells.append(f"lv{k} = lift{k}[{', '.join(index)}]")
     cells.append(f"for j in {'numba.prange' if ndim == 1 else 'range'}(m):")
     cells += [f"    {b}" for b in body]
+    parallel = interior > SERIAL_CELLS
+    head = HEADER.format(parallel=parallel)
+    nest = [f"{'    ' * (a + 1)}for i{a} in {'numba.prange' if a == 0 and parallel else 'range'}(g, {first}.shape[{a}] - g):"
+            for a in range(ndim - 1)]
     if ndim == 1:
-        lines = [f"@JIT\ndef kernel({args}):"] + [f"    {c}" for c in cells]
+        lines = [f"\n@JIT\ndef kernel({args}):"] + [f"    {c}" for c in cells]
+    elif not parallel:  # one function: Numba compiles each apart, and a row function nearly doubled a small pass's compile
+        lines = [f"\n@JIT\ndef kernel({args}):"] + nest + [f"{'    ' * ndim}{c}" for c in cells]
     else:
-        lines = [f"@ROW\ndef row({args}, {', '.join(outer)}):"] + [f"    {c}" for c in cells]
-        lines.append(f"\n\n@JIT\ndef kernel({args}):")
-        for a in range(ndim - 1):
-            loop = "numba.prange" if a == 0 else "range"
-            lines.append(f"{'    ' * (a + 1)}for i{a} in {loop}(g, {first}.shape[{a}] - g):")
-        lines.append(f"{'    ' * ndim}row({args}, {', '.join(outer)})")
+        head += ROW
+        lines = [f"\n@ROW\ndef row({args}, {', '.join(outer)}):"] + [f"    {c}" for c in cells]
+        lines += [f"\n\n@JIT\ndef kernel({args}):"] + nest + [f"{'    ' * ndim}row({args}, {', '.join(outer)})"]
     literals = np.array(pr.literals, dtype=dtype)
-    return HEADER.format(parallel=interior > SERIAL_CELLS) + "\n".join(lines) + "\n", literals, arrays, lifted
+    return head + "\n".join(lines) + "\n", literals, arrays, lifted
