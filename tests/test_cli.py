@@ -154,7 +154,7 @@ def test_show_kernel_prints_a_problem_files_generated_code(tmp_path):
     assert cuda.exit_code == 0, cuda.output
     assert "// pass 1: u_next, v_next" in cuda.stdout and "void sf_pass(" in cuda.stdout and " sf_pair(" in cuda.stdout
     numba = runner.invoke(app, ["show-kernel", gray_scott, "--backend", "numba", "--shape", "48,40"])
-    assert numba.exit_code == 0 and "# pass 1: u_next, v_next" in numba.stdout and "def row(" in numba.stdout
+    assert numba.exit_code == 0 and "# pass 1: u_next, v_next" in numba.stdout and "def kernel(" in numba.stdout
     (tmp_path / "line.py").write_text(
         "import stencilforge as sf\n\n\ndef build(shape=None, dtype='float64'):\n"
         "    grid = sf.Grid(shape or (81,), extent=2.0, dtype=dtype)\n    u = sf.Field('u', grid)\n"
