@@ -175,11 +175,6 @@ class Simulation:
         self.passes = [(p, run) for p, run in self.stages if isinstance(p, Pass)]  # each compiled once, however often it runs
         self._segments = self._segments_of(an.loops)
         self._walls_between = self._walls_within_step()
-        # per loop (by its first stage): the rotated fields each run's walls are filled for (read at neighbours, not
-        # written as ghost images), worked out once rather than between every two runs
-        self._iterate_walls = {loop.start: tuple(name for name in loop.rotated if (name, 0) in
-                                                 {s for p, _ in self.stages[loop.start:loop.stop] for s in p.halo}
-                                                 and (name, 1) not in self._images) for loop in an.loops}
         self.fused: Launch | None = None  # several steps in one pass, where `build_fused` found a kernel
         self._carriers: list = []  # the fused sweep's walls of its middle states past the first
         self._after_fused = False  # the last step was a fused pass (`step` then restores what single steps leave)
@@ -345,13 +340,15 @@ class Simulation:
         """The interior of one of this simulation's arrays over the whole grid, on the host."""
         return self.backend.to_host(arr[self.lattice.interior])
 
-    def _walls_within_step(self) -> list[tuple[list, list]]:
-        """Per segment of the step, for its first run and for each later one: per stage, the (field, slot) whose walls
-        are filled at t + dt before it, the slots it reads at neighbours that the step has written since their ghost
-        cells were filled (a later run of a loop: since that run began), unless a pass wrote them as ghost images."""
+    def _walls_within_step(self) -> list[tuple[list, list, tuple[str, ...]]]:
+        """The walls a step fills at t + dt between its stages, worked out once: per segment, for its first run and for
+        each later one, per stage the (field, slot) filled before it (the slots it reads at neighbours that the step
+        has written since their ghost cells were filled; in a later run of a loop, since that run began), and the
+        rotated fields filled between two runs of a loop (read at neighbours in it); none where a pass wrote them as
+        ghost images."""
         plans = []
         done: set[tuple[str, int]] = set()
-        for _, stages, _ in self._segments:
+        for _, stages, loop in self._segments:
             plan = []
             for changed in (done, set()):
                 fills = []
@@ -360,7 +357,9 @@ class Simulation:
                                   if (name, level) in changed and (name, level) not in self._images])
                     changed.update(p.writes)
                 plan.append(fills)
-            plans.append((plan[0], plan[1]))
+            read = {s for p, _ in stages for s in p.halo}
+            rotated = () if loop is None else tuple(name for name in loop.rotated if (name, 0) in read and (name, 1) not in self._images)
+            plans.append((plan[0], plan[1], rotated))
         return plans
 
     def _segments_of(self, loops) -> list[tuple[int, list, Loop | None]]:
@@ -458,11 +457,11 @@ class Simulation:
                 self._refill_written(t - dt)
             self._fill_before(t)
             arrays = self.arrays()
-            for (runs, stages, loop), walls in zip(self._segments, self._walls_between):
+            for (runs, stages, loop), (first, later, rotated) in zip(self._segments, self._walls_between):
                 for k in range(runs):
                     if loop is not None and k:
-                        self._next_iterate(loop, arrays, t + dt)
-                    for (_, run), fills in zip(stages, walls[k > 0]):
+                        self._next_iterate(loop, arrays, t + dt, rotated)
+                    for (_, run), fills in zip(stages, later if k else first):
                         if fills:  # together: a decomposed run exchanges their halos in one round per axis
                             self._fill_all([(name, arrays[slot], t + dt) for name, slot in fills])
                         run(arrays, self.params, t)
@@ -478,15 +477,14 @@ class Simulation:
         self._fill_all([(name, self._slot((name, 1)), t) for name, level in self._halo_now
                         if level == 0 and name not in self._gathered and len(self.levels[name]) == 2])
 
-    def _next_iterate(self, loop: Loop, arrays: dict, t: float) -> None:
+    def _next_iterate(self, loop: Loop, arrays: dict, t: float, walls: tuple[str, ...]) -> None:
         """Between two runs of a loop: each rotated field's new iterate becomes its current level (its two arrays
-        swap, in `levels` and in the step's `arrays`), with walls at `t` where the loop reads it at neighbours
-        (unless its pass wrote them as ghost images)."""
+        swap, in `levels` and in the step's `arrays`), the walls of `walls` (`_walls_within_step`) at `t`."""
         for name in loop.rotated:
             levels = self.levels[name]
             levels.reverse()
             arrays[name], arrays[slot_name((name, 1))] = levels
-        self._fill_all([(name, arrays[name], t) for name in self._iterate_walls[loop.start]])
+        self._fill_all([(name, arrays[name], t) for name in walls])
 
     @property
     def passes_per_step(self) -> int:

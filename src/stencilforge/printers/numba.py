@@ -164,7 +164,7 @@ def pass_source(p: Pass, ndim: int, dtype, constants: tuple[Constant, ...],
             for a in range(ndim - 1)]
     if ndim == 1:
         lines = [f"\n@JIT\ndef kernel({args}):"] + [f"    {c}" for c in cells]
-    elif not parallel:  # one function: Numba compiles each apart, and a row function nearly doubled a small pass's compile
+    elif not parallel:  # one function: Numba compiles each function apart (cpu-serial-pass-one-function-2026-12-03.json)
         lines = [f"\n@JIT\ndef kernel({args}):"] + nest + [f"{'    ' * ndim}{c}" for c in cells]
     else:
         head += ROW

@@ -8,7 +8,6 @@ Numba's own cache keep the machine code between runs.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import importlib.util
 import logging
@@ -211,6 +210,7 @@ class NumbaBackend(HostMemory):
     def __init__(self) -> None:
         self._last_compile: Future | None = None  # the compile asked for last, which the next one waits for
         self._gathers: dict[tuple, Future | bool] = {}  # `copy_cells`' compile per dtype and serial or not
+        self._gather_kernels: dict[bool, Callable] = {}  # `copy_cells`' kernel, serial or not, loaded at its first use
 
     def takes_sweep(self, sweep: Sweep, grid: Grid) -> bool:
         """Where a registered schedule applies (`schedules.SWEEPS`); elsewhere (a 1D sweep wider than one loop) the
@@ -404,19 +404,15 @@ class NumbaBackend(HostMemory):
         kernel(*tiny)
         return run
 
-    @functools.cached_property
-    def _gather_kernels(self) -> tuple[Callable, Callable]:
-        """`copy_cells`' kernels (parallel, serial), loaded once: a load hashes the source and looks in the cache, work
-        for no step."""
-        return load_kernel(GATHER_CELLS), load_kernel(GATHER_CELLS_SERIAL)
-
     def copy_cells(self, arrays, dst, src) -> None:
         """a.flat[dst] = a.flat[src] for each C-contiguous array: ghost cells from their interior images, which are
         never ghost cells, so the cells are copied in parallel (NumPy's one-thread gather took twice as long in
         Gray-Scott's time loop: cpu-gather-2026-11-25.json), up to `SERIAL_GATHER` cells on one thread. Each
         dtype's kernel compiles in the background on its first call; NumPy copies until then."""
         serial = dst.size <= SERIAL_GATHER
-        kernel = self._gather_kernels[serial]
+        kernel = self._gather_kernels.get(serial)
+        if kernel is None:  # loaded once: a load hashes the source and looks in the cache, work for no step
+            kernel = self._gather_kernels[serial] = load_kernel(GATHER_CELLS_SERIAL if serial else GATHER_CELLS)
         for arr in arrays:
             flat = arr.reshape(-1)
             if self._compiled(kernel, self._gathers, (flat.dtype, serial), (flat, dst, src), "the ghost cells' gather",
