@@ -109,6 +109,11 @@ def centre_row(v) -> tuple[np.ndarray, np.ndarray]:
 def ghia_gaps(u, v, re: float = RE) -> tuple[np.ndarray, np.ndarray]:
     """|ours - Ghia's| at each tabulated point of Tables I (u on x = 1/2) and II (v on y = 1/2), ours interpolated
     linearly between nodes."""
-    (y, uc), (x, vc) = centre_line(u), centre_row(v)
+    return gaps(centre_line(u), centre_row(v), re)
+
+
+def gaps(line, row, re: float = RE) -> tuple[np.ndarray, np.ndarray]:
+    """|ours - Ghia's| at Tables I and II's points, from the centre line's (y, u) and the centre row's (x, v)."""
+    (y, uc), (x, vc) = line, row
     (gy, gu), (gx, gv) = np.array(GHIA_U[re]).T, np.array(GHIA_V[re]).T
     return np.abs(np.interp(gy, y, uc) - gu), np.abs(np.interp(gx, x, vc) - gv)

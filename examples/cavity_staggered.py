@@ -16,7 +16,7 @@ divergence of u_next is zero to the solve's tolerance, and p's Neumann walls are
 on the grid of cells, one value a cell: u[j, i] is u on cell (j, i)'s east face, so the last column of u is the
 east wall (held at 0) and u's west ghost column is the west wall (sf.Dirichlet(0)); v likewise, its last row
 the lid's row of faces. The velocity along a wall sits half a cell from it: its ghost value is the reflection
-2 U_wall - u of the value inside, written into the equations (`_north`, `_south`, `_east`, `_west`).
+2 U_wall - u of the value inside, written into the equations with sf.where on the cells next to the wall.
 """
 
 import importlib.util
@@ -53,25 +53,13 @@ def build(shape=None, dtype="float64", re: float = RE, t_end: float = T_STEADY) 
     us, vs, p = (sf.Field(name, grid, levels=1) for name in ("us", "vs", "p"))
     top, bottom, east, west = y > 1 - h, y < h, x > 1 - h, x < h  # the cells next to each wall
 
-    def _north(w, lid):
-        return sf.where(top, 2 * lid - w, w.shift(y=1))
-
-    def _south(w):
-        return sf.where(bottom, -w, w.shift(y=-1))
-
-    def _east(w):
-        return sf.where(east, -w, w.shift(x=1))
-
-    def _west(w):
-        return sf.where(west, -w, w.shift(x=-1))
-
     # u at an east face: x and its neighbours along x are faces (the walls' ghosts are 0); along y it reflects
-    u_n, u_s = _north(u, 1.0), _south(u)
+    u_n, u_s = sf.where(top, 2.0 - u, u.shift(y=1)), sf.where(bottom, -u, u.shift(y=-1))  # the lid moves at 1
     v_at_u = (v + v.shift(x=1) + v.shift(y=-1) + v.shift(x=1, y=-1)) / 4
     u_adv = u * (u.shift(x=1) - u.shift(x=-1)) / (2 * h) + v_at_u * (u_n - u_s) / (2 * h)
     u_lap = (u.shift(x=1) + u.shift(x=-1) + u_n + u_s - 4 * u) / h**2
     # v at a north face: along y faces, along x it reflects
-    v_e, v_w = _east(v), _west(v)
+    v_e, v_w = sf.where(east, -v, v.shift(x=1)), sf.where(west, -v, v.shift(x=-1))
     u_at_v = (u + u.shift(x=-1) + u.shift(y=1) + u.shift(x=-1, y=1)) / 4
     v_adv = u_at_v * (v_e - v_w) / (2 * h) + v * (v.shift(y=1) - v.shift(y=-1)) / (2 * h)
     v_lap = (v_e + v_w + v.shift(y=1) + v.shift(y=-1) - 4 * v) / h**2
@@ -115,8 +103,5 @@ def centre_row(v) -> tuple[np.ndarray, np.ndarray]:
 
 
 def ghia_gaps(u, v, re: float = RE) -> tuple[np.ndarray, np.ndarray]:
-    """|ours - Ghia's| at each tabulated point of Tables I (u on x = 1/2) and II (v on y = 1/2), ours interpolated
-    linearly between faces."""
-    (y, uc), (x, vc) = centre_line(u), centre_row(v)
-    (gy, gu), (gx, gv) = np.array(GHIA_U[re]).T, np.array(GHIA_V[re]).T
-    return np.abs(np.interp(gy, y, uc) - gu), np.abs(np.interp(gx, x, vc) - gv)
+    """|ours - Ghia's| at each tabulated point (`cavity.gaps`), ours interpolated linearly between faces."""
+    return _cavity.gaps(centre_line(u), centre_row(v), re)
