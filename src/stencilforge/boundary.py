@@ -11,12 +11,15 @@ from __future__ import annotations
 import inspect
 import math
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
 
 from .errors import StencilforgeError
 from .grid import AXIS_NAMES, Grid, row_pitch
+
+if TYPE_CHECKING:
+    from .ir.nodes import Expr
 
 Face = tuple[int, int]  # (axis, side), side 0 = low end, 1 = high end
 Filler = Callable[[object, float], None]
@@ -89,7 +92,8 @@ def _ghost_cells(grid: Grid, faces: Sequence[Face], pitch: int) -> tuple[np.ndar
 
 @dataclass(frozen=True)
 class Dirichlet:
-    """Fixed values in the ghost layers: a constant, or value(x, y[, z], t) -> array.
+    """Fixed values in the ghost layers: a constant, value(x, y[, z], t) -> array, or an expression of the
+    grid's coordinates and time (sf.where(y > 0.5, 1.0, 0.0)).
 
     A function is called by name, value(x=..., y=..., z=..., t=...): x is the last
     array axis, y the one before, z axis 0 (1D: value(x, t)), so the order of its
@@ -106,7 +110,7 @@ class Dirichlet:
     face's box (`ScaledWalls`), where a scatter would cost more than the scaling.
     """
 
-    value: float | Callable = 0.0
+    value: float | Callable | Expr = 0.0
     time_dependent: bool = False
     time_factor: Callable[[float], float] | None = None
     reads_interior = False  # its ghost values at a time do not depend on the field: a fused pair may fill them ahead

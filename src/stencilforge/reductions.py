@@ -295,7 +295,9 @@ def window_source(ctype: str) -> str:
 @functools.lru_cache(maxsize=None)
 def _window_kernels(cp, ctype: str):
     """(sf_abs_max, sf_exact_window) for values of `ctype`."""
-    module = cp.RawModule(code=window_source(ctype))
+    from .backends.cuda.compile import device_arch, load_module
+
+    module = load_module(cp, window_source(ctype), device_arch(cp), f"the exact sums ({ctype})")
     return module.get_function("sf_abs_max"), module.get_function("sf_exact_window")
 
 

@@ -119,6 +119,26 @@ def cold_start_table(report: dict) -> Table | None:
     return table
 
 
+def projection_table(report: dict) -> Table | None:
+    """The projection rows: a step with a pressure solve, ours and the peers', each solve's work and the
+    peers' time over ours."""
+    rows = report.get("projection") or []
+    if not rows:
+        return None
+    table = Table(title="a projection step of the cavity (a solve inside), float64", title_justify="left")
+    for col in ("grid, implementation", "ms/step", "work/solve", "ours faster"):
+        table.add_column(col, justify="left" if col.startswith("grid") else "right")
+    for r in rows:
+        name = f"{r['shape'][0]}² {r['impl']}"
+        if r["status"] != "ok":
+            table.add_row(name, _status(r), "", r.get("note", ""))
+            continue
+        work = f"{r['work_per_solve']:.1f} {r['work_unit']}" if r.get("work_per_solve") is not None else r.get("note", "")
+        faster = "" if r["kind"] == "ours" else f"{r['ours_faster_by']:.1f}x"
+        table.add_row(name, f"{r['ms_per_step']:.2f}", work, faster)
+    return table
+
+
 def tune_table(result) -> Table:
     table = Table(title=f"tune {result.workload.label} on {result.device} (fastest first)")
     for col in ("strategy", "tile", "ms/step", "GB/s", "% copy", "status"):

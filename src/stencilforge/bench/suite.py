@@ -44,6 +44,7 @@ from .measure import (
     wall_clock,
 )
 from .peers import DEFAULT_CPU, DEFAULT_GPU, PEERS, Peer, Unsupported
+from .projection import ProjectionWorkload, projection_rows
 from .workloads import Case, Workload, build_case
 
 TOLERANCE = {"float32": 1e-4, "float64": 1e-10}
@@ -64,6 +65,7 @@ class BenchOptions:
     cold_start: tuple[LoopWorkload | ProblemFile, ...] = ()  # a fresh process's time to its first step, on empty and on primed caches
     cold_start_without: tuple[str, ...] = ()  # packages the cold-start processes cannot import
     cold_start_repeats: int = 1  # cold and warm processes per row; the median is reported
+    projection: tuple[ProjectionWorkload, ...] = ()  # a solve in each step, ours against the array libraries' CG
     progress: Callable[[str], None] | None = field(default=None, compare=False)
 
 
@@ -458,6 +460,8 @@ def run_bench(opts: BenchOptions) -> dict:
         _release()
     loops = loop_rows(opts.loops, engine.name, opts.measure.repeats, opts.measure.target_s, say)
     starts = cold_start_rows(opts.cold_start, engine.name, say, opts.cold_start_without, opts.cold_start_repeats)
+    chosen = opts.peers if opts.peers is not None else (DEFAULT_GPU if gpu else DEFAULT_CPU)
+    projections = projection_rows(opts.projection, engine.name, chosen, opts.measure.repeats, say)
     return {
         "schema": SCHEMA,
         "date": now_iso(),
@@ -482,4 +486,5 @@ def run_bench(opts: BenchOptions) -> dict:
         "results": results,
         "time_loop": loops,
         "cold_start": starts,
+        "projection": projections,
     }

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..backends.cuda.compile import cached_cubin, options
+from ..backends.cuda.compile import load_module
 from .multigrid import Level, Traffic
 
 OPTIONS = ("--fmad=false",)
@@ -313,11 +313,7 @@ def _module(dtype: str, arch: str, wide: bool):
     """The kernels for one dtype and offset width, compiled (or read from the disk cache) and loaded once per process."""
     import cupy as cp
 
-    source = module_source(dtype, wide)
-    path = cached_cubin(source, arch, "the multigrid kernels", OPTIONS)
-    if path is not None:
-        return cp.RawModule(path=str(path))
-    return cp.RawModule(code=source, options=options(arch, OPTIONS)[1:])
+    return load_module(cp, module_source(dtype, wide), arch, "the multigrid kernels", OPTIONS)
 
 
 def _blocks(shape, block, halve_last: bool = False) -> tuple[int, int, int]:

@@ -21,7 +21,7 @@ from ...printers import cuda as printers_cuda
 from ...tuning import cached_pass_schedule, pass_key
 from ..base import Launch
 from . import codegen, finite
-from .compile import cached_cubin, options
+from .compile import load_module
 from .facts import DeviceFacts, device_facts
 from .kernel import HOPPER, STATIC_SMEM_LIMIT, Kernel, Limits, module_source
 from .schedules import FUSED
@@ -317,12 +317,7 @@ class CudaBackend:
         if module is None:
             cp = self._cp
             try:
-                path = cached_cubin(source, self.arch, what)
-                if path is not None:
-                    module = cp.RawModule(path=str(path))
-                else:
-                    log.info("%s: compiled through CuPy (its own cache; cuda-bindings is not installed)", what)
-                    module = cp.RawModule(code=source, options=options(self.arch)[1:])
+                module = load_module(cp, source, self.arch, what)
                 function = module.get_function(kernel.name)
             except StencilforgeError:
                 raise
@@ -540,9 +535,7 @@ class CudaBackend:
         """The function `name` of a generated source, compiled (or loaded from the disk cache)."""
         cp = self._cp
         try:
-            path = cached_cubin(source, self.arch, what, extra)
-            module = cp.RawModule(path=str(path)) if path is not None else cp.RawModule(code=source, options=options(self.arch, extra)[1:])
-            return module.get_function(name)
+            return load_module(cp, source, self.arch, what, extra).get_function(name)
         except StencilforgeError:
             raise
         except Exception as exc:  # CuPy's compile and load errors carry multi-line logs

@@ -103,3 +103,18 @@ def cached_cubin(source: str, arch: str, what: str, extra: tuple[str, ...] = ())
     write_atomic(path, compile_cubin(source, arch, what, extra))
     log.info("%s: compiled for %s with NVRTC %d.%d in %.2f s", what, arch, *version, time.perf_counter() - start)
     return path
+
+
+def device_arch(cp) -> str:
+    """The current device's architecture as NVRTC names it (sm_90 on an H200)."""
+    return f"sm_{cp.cuda.Device().compute_capability}"
+
+
+def load_module(cp, source: str, arch: str, what: str, extra: tuple[str, ...] = ()):
+    """A CuPy RawModule of `source`: its cubin from the project's cache (compiled now if absent), or compiled by
+    CuPy, under its own cache, where cuda-bindings is not installed."""
+    path = cached_cubin(source, arch, what, extra)
+    if path is not None:
+        return cp.RawModule(path=str(path))
+    log.info("%s: compiled through CuPy (its own cache; cuda-bindings is not installed)", what)
+    return cp.RawModule(code=source, options=options(arch, extra)[1:])

@@ -12,6 +12,8 @@ import functools
 
 import numpy as np
 
+from .compile import device_arch, load_module
+
 THREADS = 256
 PER_THREAD = 4  # values a thread reads from a row per block: a block covers 1024 of a row
 MAX_ROW_BLOCKS = 65535  # the grid's y extent; more rows are strided over
@@ -49,7 +51,7 @@ extern "C" __global__ void sf_nonfinite_u64(const unsigned long long* a, long lo
 def _module():
     import cupy as cp
 
-    return cp.RawModule(code=_SOURCE, options=("-std=c++17",))
+    return load_module(cp, _SOURCE, device_arch(cp), "the finite test")
 
 
 def _rows(view) -> tuple[int, int, int, int, int] | None:
