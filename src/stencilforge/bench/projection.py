@@ -220,7 +220,7 @@ def _peer(w: ProjectionWorkload, name: str, solver: str, library: str, ours: tup
         row.update(work_per_solve=peer.iterations / w.steps, work_unit="CG iterations")
     notes = [f"its u, v differ from ours by {gap:.2e} > {AGREE:g}"] if gap > AGREE else []
     if solver == "lu":
-        notes.append("factorised once, not counted")
+        notes.append("factoring not timed")
     if notes:
         row["note"] = "; ".join(notes)
     return row
