@@ -156,6 +156,49 @@ def test_passes_are_compiled_once_however_many_iterations():
         assert len(backend.built) == 3
 
 
+def nonlinear(n: int, walls, shape=(9, 11)) -> sf.Problem:
+    """A generated pass (a cube term) iterated n times, with the walls given, a source read beside it."""
+    grid = sf.Grid(shape, extent=1.0)
+    u, f = sf.Field("u", grid), sf.Field("f", grid, levels=1)
+    eq = sf.Eq(u.next, u + 0.2 * sf.laplacian(u) * grid.spacing[0] ** 2 - 0.1 * u ** 3 + 0.01 * f[0, 1])
+    rng = np.random.default_rng(n)
+    return sf.Problem([sf.Iterate(n, [eq])], initial={"u": rng.random(shape), "f": rng.random(shape)},
+                      boundary={u: walls, f: sf.Neumann()}, name="nonlinear")
+
+
+@pytest.mark.usefixtures("passes_compiled_first")
+@pytest.mark.parametrize("n", [1, 2, 3, 8])
+@pytest.mark.parametrize("walls", [sf.Neumann(), (sf.Periodic(), (sf.Neumann(), sf.Dirichlet(0.5))),
+                                   ((sf.Neumann(), sf.Dirichlet(0.0)), sf.Periodic())], ids=["neumann", "periodic-x", "periodic-y"])
+def test_compiled_iterations_give_the_bits_of_a_call_a_run(n, walls):
+    """On numba an iterated generated pass whose walls between runs are copies runs as one compiled call a step
+    (`Backend.iterated_pass`): the same bits, ghost cells and both levels included, as a call per run in Python,
+    for odd and even counts (the last iterate left where the loop's swaps leave it)."""
+    problem = nonlinear(n, walls)
+    compiled, python = (Simulation(problem, NumbaBackend()) for _ in range(2))
+    assert compiled._iterated[0] is not None and compiled._iterated[0].ready()
+    python._iterated = [None]
+    for sim in (compiled, python):
+        sim.step(3)
+    for name in ("u", "f"):
+        for a, b in zip(compiled.levels[name], python.levels[name]):
+            assert np.array_equal(a, b, equal_nan=True), name
+    assert np.abs(compiled.levels["u"][-1]).max() > 0
+
+
+def test_iterations_run_a_call_a_run_where_walls_are_not_copies():
+    """Walls that change in time between runs, a sweep, the numpy backend: no compiled loop. The cavity's
+    pressure loop (Neumann walls, and a static Dirichlet one) is one."""
+    grid = sf.Grid((8, 8), extent=1.0)
+    u = sf.Field("u", grid)
+    moving = sf.Problem([sf.Iterate(3, [sf.Eq(u.next, u + 0.1 * sf.laplacian(u) * grid.spacing[0] ** 2 - 0.1 * u ** 3)])],
+                        initial={"u": grid.x}, boundary={u: sf.Dirichlet(lambda x, y, t: x + t, time_dependent=True)})
+    assert Simulation(moving, NumbaBackend())._iterated == [None]
+    assert Simulation(jacobi(4), NumbaBackend())._iterated == [None]
+    assert Simulation(nonlinear(3, sf.Neumann()), NumpyBackend())._iterated == [None]
+    assert [it is not None for it in Simulation(cavity_jacobi.build(nit=4), NumbaBackend())._iterated] == [False, True, False]
+
+
 def test_the_example_runs_from_the_command_line():
     """`stencilforge run examples/cavity_jacobi.py` reports the launches of a step: b, 50 pressure passes, u and v."""
     import json

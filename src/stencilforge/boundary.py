@@ -262,6 +262,19 @@ def _flat(xp, arr, pitch: int):
 
 
 @dataclass(frozen=True)
+class Copies:
+    """A wall that reads its field: ghost boxes copied from interior boxes in order (Neumann's mirror images,
+    Periodic's wrapped ones). `pairs` holds (ghost box, interior box) as tuples of slices, so that a compiled loop
+    can repeat the same copies (`Backend.iterated_pass`)."""
+
+    pairs: tuple[tuple[tuple[slice, ...], tuple[slice, ...]], ...]
+
+    def __call__(self, arr, t) -> None:
+        for dst, src in self.pairs:
+            arr[dst] = arr[src]
+
+
+@dataclass(frozen=True)
 class Neumann:
     """Zero normal derivative: ghosts mirror the interior about a wall half a cell out."""
 
@@ -269,14 +282,8 @@ class Neumann:
     reads_interior = True
 
     def bind(self, grid: Grid, xp=np, faces: Sequence[Face] | None = None, pitch: int | None = None) -> Filler:
-        pairs = [(ghost_region(grid, a, s), _reversed(_source_region(grid, a, s, mirror=True), a))
-                 for a, s in (faces if faces is not None else all_faces(grid.ndim))]
-
-        def fill(arr, t):
-            for dst, src in pairs:
-                arr[dst] = arr[src]
-
-        return fill
+        return Copies(tuple((ghost_region(grid, a, s), _reversed(_source_region(grid, a, s, mirror=True), a))
+                            for a, s in (faces if faces is not None else all_faces(grid.ndim))))
 
 
 def _reversed(region: tuple[slice, ...], axis: int) -> tuple[slice, ...]:
@@ -294,16 +301,8 @@ class Periodic:
     reads_interior = True
 
     def bind(self, grid: Grid, xp=np, faces: Sequence[Face] | None = None, pitch: int | None = None) -> Filler:
-        pairs = [
-            (ghost_region(grid, a, s), _source_region(grid, a, s, mirror=False))
-            for a, s in (faces if faces is not None else all_faces(grid.ndim))
-        ]
-
-        def fill(arr, t):
-            for dst, src in pairs:
-                arr[dst] = arr[src]
-
-        return fill
+        return Copies(tuple((ghost_region(grid, a, s), _source_region(grid, a, s, mirror=False))
+                            for a, s in (faces if faces is not None else all_faces(grid.ndim))))
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ import numpy as np
 
 from .backends import get_backend
 from .backends.base import Launch, with_walls
-from .boundary import Dirichlet, Neumann, Periodic, Sides, all_faces, bind, conditions, faces_of, ghost_boxes
+from .boundary import Copies, Dirichlet, Neumann, Periodic, Sides, all_faces, bind, conditions, faces_of, ghost_boxes
 from .errors import StencilforgeError
 from .grid import Grid as Lattice, row_pitch
 from .interop import backend_for, to_module
@@ -175,6 +175,7 @@ class Simulation:
         self.passes = [(p, run) for p, run in self.stages if isinstance(p, Pass)]  # each compiled once, however often it runs
         self._segments = self._segments_of(an.loops)
         self._walls_between = self._walls_within_step()
+        self._iterated = [self._iterated_pass(seg, walls) for seg, walls in zip(self._segments, self._walls_between)]
         self.fused: Launch | None = None  # several steps in one pass, where `build_fused` found a kernel
         self._carriers: list = []  # the fused sweep's walls of its middle states past the first
         self._after_fused = False  # the last step was a fused pass (`step` then restores what single steps leave)
@@ -362,6 +363,30 @@ class Simulation:
             plans.append((plan[0], plan[1], rotated))
         return plans
 
+    def _iterated_pass(self, segment, walls) -> Launch | None:
+        """A loop's runs as one call of the backend's (`iterated_pass`), where it has one and the loop is one
+        generated pass that rotates one field of two levels whose walls between runs are copies (Neumann,
+        Periodic; `boundary.Copies`) or one gather of C-contiguous arrays and, alone in one process, needs nothing
+        else between runs; else None."""
+        runs, stages, loop = segment
+        _, later, rotated = walls
+        iterate = getattr(self.backend, "iterated_pass", None)
+        if iterate is None or loop is None or self.decomposed or len(stages) != 1 or later[0] or len(loop.rotated) != 1:
+            return None
+        ((p, _),) = stages
+        (name,) = loop.rotated
+        if not isinstance(p, Pass) or loop.start in self.sweeps or self.pass_images(p) or len(self.levels[name]) != 2:
+            return None
+        gather = self._gathers[self._gathered[name]] if rotated and name in self._gathered else None
+        if gather is not None and not all(a.flags.c_contiguous for a in self.levels[name]):
+            return None
+        fills = [fill for static, fill in self._fillers.get(name, ()) if not static] if rotated and gather is None else []
+        copies = tuple(pair for f in fills if isinstance(f, Copies) for pair in f.pairs)
+        if not all(isinstance(f, Copies) for f in fills):
+            return None
+        return iterate(p, self.lattice, self.problem.constants, (name, slot_name((name, 1))), copies, gather,
+                       background=self.background)
+
     def _segments_of(self, loops) -> list[tuple[int, list, Loop | None]]:
         """The step as (runs, stages, loop) in order: the stages outside loops run once, a loop's `count` times."""
         segments: list[tuple[int, list, Loop | None]] = []
@@ -457,7 +482,14 @@ class Simulation:
                 self._refill_written(t - dt)
             self._fill_before(t)
             arrays = self.arrays()
-            for (runs, stages, loop), (first, later, rotated) in zip(self._segments, self._walls_between):
+            for (runs, stages, loop), (first, later, rotated), iterated in zip(self._segments, self._walls_between, self._iterated):
+                if iterated is not None and loop is not None and iterated.ready():
+                    if first[0]:
+                        self._fill_all([(name, arrays[slot], t + dt) for name, slot in first[0]])
+                    iterated(arrays, self.params, t, runs)
+                    if runs % 2 == 0:  # it left the last iterate where the loop's swaps leave it
+                        self._swap_iterate(loop, arrays)
+                    continue
                 for k in range(runs):
                     if loop is not None and k:
                         self._next_iterate(loop, arrays, t + dt, rotated)
@@ -480,11 +512,15 @@ class Simulation:
     def _next_iterate(self, loop: Loop, arrays: dict, t: float, walls: tuple[str, ...]) -> None:
         """Between two runs of a loop: each rotated field's new iterate becomes its current level (its two arrays
         swap, in `levels` and in the step's `arrays`), the walls of `walls` (`_walls_within_step`) at `t`."""
+        self._swap_iterate(loop, arrays)
+        self._fill_all([(name, arrays[name], t) for name in walls])
+
+    def _swap_iterate(self, loop: Loop, arrays: dict) -> None:
+        """Each rotated field's two arrays exchanged, in `levels` and in the step's `arrays`."""
         for name in loop.rotated:
             levels = self.levels[name]
             levels.reverse()
             arrays[name], arrays[slot_name((name, 1))] = levels
-        self._fill_all([(name, arrays[name], t) for name in walls])
 
     @property
     def passes_per_step(self) -> int:

@@ -120,6 +120,11 @@ def _numpy_first(background: bool, source: str, cells: int, entries: int) -> boo
 
 def load_kernel(source: str) -> Callable:
     """Import generated source from the on-disk cache (written atomically) and return `kernel`."""
+    return load_module(source).kernel
+
+
+def load_module(source: str):
+    """Import generated source from the on-disk cache (written atomically)."""
     path = _kernel_path(source)
     digest = path.stem[3:]
     cached = path.exists()
@@ -134,7 +139,52 @@ def load_kernel(source: str) -> Callable:
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
         sys.modules[name] = module
-    return module.kernel
+    return module
+
+
+def _axis(sl: slice, k: int) -> tuple[str, str]:
+    """(the loop's extent, the index at its counter `c{k}`) of a box's slice: a whole axis, or explicit bounds."""
+    if sl == slice(None):
+        return f"a.shape[{k}]", f"c{k}"
+    if not all(isinstance(v, int) for v in (sl.start, sl.stop)) or sl.step not in (None, 1, -1):
+        raise ValueError(f"a wall box's slice {sl} has no loop here")
+    step = sl.step or 1
+    return str(len(range(sl.start, sl.stop, step))), f"{sl.start} {'+' if step > 0 else '-'} c{k}"
+
+
+def _copy_lines(dst: tuple[slice, ...], src: tuple[slice, ...], indent: str) -> list[str]:
+    """a[dst] = a[src] as loops over the boxes' cells (Numba compiles slice assignments of reversed views for
+    seconds; these loops, in a fraction of one)."""
+    ends, into, outof = [], [], []
+    for k, (d, s) in enumerate(zip(dst, src)):
+        (extent, i), (_, j) = _axis(d, k), _axis(s, k)
+        ends.append(extent)
+        into.append(i)
+        outof.append(j)
+    lines = [f"{indent}{'    ' * k}for c{k} in range({end}):" for k, end in enumerate(ends)]
+    lines.append(f"{indent}{'    ' * len(ends)}a[{', '.join(into)}] = a[{', '.join(outof)}]")
+    return lines
+
+
+def _loop_source(kernels: str, names: tuple[str, ...], arguments: int, swap: tuple[str, str], copies: tuple,
+                 gather: bool) -> str:
+    """`loop(count, [dst, src,] *kernel's arguments)`: the kernel of the generated module `kernels` (loaded before
+    this one: its compiled code is linked, not compiled again), of `arguments` arguments, the slots `names` first,
+    `count` times; the arguments of the slots `swap` exchanged between two runs and the walls made in the first
+    of them: `copies` copied, then with `gather` the flat cells `dst` taken from `src`."""
+    i, j = names.index(swap[0]), names.index(swap[1])
+    given = [f"x{k}" for k in range(arguments)]
+    args = ["a" if k == i else "b" if k == j else name for k, name in enumerate(given)]
+    lines = ["import sys", "", "import numba", "", f"kernel = sys.modules[{kernels!r}].kernel",
+             "LOOP = numba.njit(cache=True, nogil=True, error_model='numpy')", "", "", "@LOOP",
+             f"def loop(count, {'dst, src, ' if gather else ''}{', '.join(given)}):", f"    a, b = x{i}, x{j}",
+             "    for k in range(count):", "        if k:", "            a, b = b, a"]
+    lines += [line for dst, src in copies for line in _copy_lines(dst, src, "            ")]
+    if gather:
+        lines += ["            flat = a.reshape(-1)", "            for c in range(dst.size):",
+                  "                flat[dst[c]] = flat[src[c]]"]
+    lines.append(f"        kernel({', '.join(args)})")
+    return "\n".join(lines) + "\n"
 
 
 SCALED_WALLS = HEADER + """@JIT
@@ -369,6 +419,25 @@ class NumbaBackend(HostMemory):
         kernel(*tiny)
         return Launch(run)
 
+    def _pass_call(self, p, lattice: Grid, constants):
+        """(the source of `p`'s kernel, its arguments from (arrays, params, t), tiny arguments to compile it by, the
+        slots it takes first)."""
+        source, literals, names, lifted = pass_source(p, lattice.ndim, lattice.dtype, constants, lattice.cells)
+        T = lattice.dtype.type
+        g = lattice.ghost
+        geometry = [v for a in range(lattice.ndim) for v in (lattice.lower[a], lattice.spacing[a], lattice.first_index(a))]
+        values = _lifted_values(lifted, lattice)
+        dummy = [np.zeros((2 * g + 1,) * lattice.ndim, dtype=lattice.dtype) for _ in names]
+        lifts = [np.zeros((1,) * lattice.ndim, dtype=bool if isinstance(e, Compare) else lattice.dtype) for e in lifted]
+        tiny = (*dummy, *lifts, literals, *[T(0) for _ in constants], T(0), *geometry, g)
+        fields = operator.itemgetter(*names) if len(names) > 1 else (lambda arrays: (arrays[names[0]],))
+        named = [c.name for c in constants]
+
+        def arguments(arrays, params, t) -> tuple:
+            return (*fields(arrays), *values(params, t), literals, *[T(params[n]) for n in named], T(t), *geometry, g)
+
+        return source, arguments, tiny, tuple(names)
+
     def equation_pass(self, p, lattice: Grid, constants, background: bool = False) -> Callable:
         """run(arrays, params, t) for one pass of a problem's equations, compiled now on tiny arrays. The pass's
         `hoisted` subexpressions are NumPy's oracle's values over the interior: those of t each call, the others
@@ -377,23 +446,13 @@ class NumbaBackend(HostMemory):
         NumPy pass is shorter than a compile, as for `sweep`."""
         import numba
 
-        source, literals, names, lifted = pass_source(p, lattice.ndim, lattice.dtype, constants, lattice.cells)
+        source, arguments, tiny, _ = self._pass_call(p, lattice, constants)
         entries = sum(len(accesses(eq.expr)) for eq in p.equations)
         early = rounds_as_oracle(p) and _numpy_first(background, source, lattice.cells, entries)
         kernel: Any = load_kernel(source)
-        T = lattice.dtype.type
-        g = lattice.ghost
-        geometry = [v for a in range(lattice.ndim) for v in (lattice.lower[a], lattice.spacing[a], lattice.first_index(a))]
-        values = _lifted_values(lifted, lattice)
-        dummy = [np.zeros((2 * g + 1,) * lattice.ndim, dtype=lattice.dtype) for _ in names]
-        lifts = [np.zeros((1,) * lattice.ndim, dtype=bool if isinstance(e, Compare) else lattice.dtype) for e in lifted]
-        tiny = (*dummy, *lifts, literals, *[T(0) for _ in constants], T(0), *geometry, g)
-
-        fields = operator.itemgetter(*names) if len(names) > 1 else (lambda arrays: (arrays[names[0]],))
-        named = [c.name for c in constants]
 
         def run(arrays, params, t):
-            kernel(*fields(arrays), *values(params, t), literals, *[T(params[n]) for n in named], T(t), *geometry, g)
+            kernel(*arguments(arrays, params, t))
 
         if early:
             what = ", ".join(slot_name(s) for s in p.writes)
@@ -403,6 +462,36 @@ class NumbaBackend(HostMemory):
             return Launch(run, compiling=compiling, fallback=NumpyBackend().equation_pass(p, lattice, constants))
         kernel(*tiny)
         return run
+
+    def iterated_pass(self, p, lattice: Grid, constants, swap: tuple[str, str], copies: tuple, gather: tuple | None = None,
+                      background: bool = False) -> Launch | None:
+        """run(arrays, params, t, count): the pass `count` times in one compiled call, the arrays of the slots `swap`
+        (a field's current and next level) exchanged between two runs and the walls then made in the new current
+        one: the boxes `copies` (`boundary.Copies` pairs) copied, or the cells `gather` ((ghost cells, their
+        interior images) as flat indices of C-contiguous arrays, `copy_cells`') gathered; as the time loop does for
+        an sf.Iterate of one pass (None where a wall's box is not one it can loop over). `arrays` itself is left as
+        it was. Per run the host's work (the walls, the exchange, the call) costs more than a small pass; here it
+        is one call a step. With `background` it compiles in a thread (`Launch.compiling`)."""
+        import numba
+
+        cells = () if gather is None else tuple(gather)
+        source, arguments, tiny, names = self._pass_call(p, lattice, constants)
+        try:
+            source = _loop_source(load_module(source).__name__, names, len(tiny), swap, copies, bool(cells))
+        except ValueError as exc:
+            log.info("%s: a call a run (%s)", swap[0], exc)
+            return None
+        loop: Any = load_module(source).loop
+
+        def run(arrays, params, t, count):
+            loop(count, *cells, *arguments(arrays, params, t))
+
+        signature = (numba.int64, *(numba.typeof(a) for a in (*cells, *tiny)))
+        if background:
+            return Launch(run, compiling=self._in_background(loop, signature, f"{swap[0]}: the compiled iterations",
+                                                              "a call a run"))
+        loop.compile(signature)
+        return Launch(run)
 
     def copy_cells(self, arrays, dst, src) -> None:
         """a.flat[dst] = a.flat[src] for each C-contiguous array: ghost cells from their interior images, which are
