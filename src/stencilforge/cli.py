@@ -682,6 +682,7 @@ def bench(
         None, "--problems",
         help="comma-separated workloads: poisson2d, jacobi2d, heat2d, heat3d, wave3d, derivatives, derivatives-fused, derivatives-y; "
         "gray_scott (time loop only); projection (a solve in each step, against the array libraries' CG); "
+        "small (small grids and a 52-pass step, against array loops); "
         "problem files NAME.py (cold start only)",
     ),
     size: Optional[list[str]] = typer.Option(
@@ -717,7 +718,7 @@ def bench(
 ) -> None:
     """Our strategies against the peers and the copy bandwidth, measured in one run."""
     from .bench.options import bench_options
-    from .bench.report import cold_start_table, heading, loop_table, notes, projection_table, results_tables, write_json
+    from .bench.report import cold_start_table, heading, loop_table, notes, projection_table, results_tables, small_table, write_json
     from .bench.suite import run_bench
 
     def progress(msg: str) -> None:
@@ -734,7 +735,7 @@ def bench(
         out.print(table)
     for line in notes(report):
         out.print(line, markup=False, highlight=False)
-    for extra in (loop_table(report), cold_start_table(report), projection_table(report)):
+    for extra in (loop_table(report), cold_start_table(report), projection_table(report), small_table(report)):
         if extra is not None:
             out.print(extra)
     if json_path:

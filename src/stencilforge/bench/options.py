@@ -12,6 +12,7 @@ from .loop import loop_matrix
 from .measure import MeasureOptions
 from .peers import PEERS, QUICK_CPU, QUICK_GPU
 from .projection import projection_matrix
+from .small import MATRIX as SMALL
 from .suite import BenchOptions
 from .workloads import KINDS, Workload, default_matrix, select
 
@@ -61,7 +62,8 @@ def bench_options(
     Time-loop rows cover the selected workloads that are time-stepped seed problems (all of them and
     gray_scott without --problems); cold starts the same problems, by default on the CPU without --quick,
     and the problem files (NAME.py) among the names, which are cold-start rows only. Projection rows (a
-    solve in each step, against the array libraries' CG) come without --problems or when it names projection."""
+    solve in each step, against the array libraries' CG) come without --problems or when it names projection;
+    small-problem rows (a step's cost on small grids, against array loops) likewise with small."""
     gpu = get_backend(backend).name == "cuda"
     names = _names(problems)
     files = problem_files([n for n in names or [] if n.endswith(".py")], parse_sizes(sizes), _names(dtypes))
@@ -69,7 +71,8 @@ def bench_options(
         raise StencilforgeError("problem files are timed from a fresh process only: drop --no-cold-start")
     names = [n for n in names if not n.endswith(".py")] if names is not None else None
     projection = projection_matrix(gpu, quick, parse_sizes(sizes)) if names is None or "projection" in names else ()
-    names = [n for n in names if n != "projection"] if names is not None else None
+    small = SMALL if names is None or "small" in names else ()
+    names = [n for n in names if n not in ("projection", "small")] if names is not None else None
     loop_names = [n for n in names if n != "gray_scott"] if names is not None else None
     workloads = select(default_matrix(gpu, quick), loop_names, parse_sizes(sizes), _names(dtypes)) if loop_names != [] else []
     loops = loop_matrix(gpu, quick, names, parse_sizes(sizes)) if time_loop or cold_start else ()
@@ -100,7 +103,7 @@ def bench_options(
         copy_bytes=(2**29 if gpu else 2**27) if quick else None, progress=progress,
         loops=loops if time_loop else (),
         cold_start=(*(loops if (cold_start if cold_start is not None else not (gpu or quick)) else ()), *files),
-        cold_start_without=tuple(_names(without) or ()), cold_start_repeats=cold_repeats, projection=projection,
+        cold_start_without=tuple(_names(without) or ()), cold_start_repeats=cold_repeats, projection=projection, small=small,
     )
 
 

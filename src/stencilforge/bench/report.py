@@ -139,6 +139,23 @@ def projection_table(report: dict) -> Table | None:
     return table
 
 
+def small_table(report: dict) -> Table | None:
+    """The small-problem rows: µs a step, ours and the array loops', and the loops' time over ours."""
+    rows = report.get("small") or []
+    if not rows:
+        return None
+    table = Table(title="small problems, float64: µs a step", title_justify="left")
+    for col in ("problem, implementation", "µs/step", "ours faster"):
+        table.add_column(col, justify="left" if col.startswith("problem") else "right")
+    for r in rows:
+        name = f"{_label(r).rsplit(' ', 1)[0]} {r['impl']}"
+        if r["status"] != "ok":
+            table.add_row(name, _status(r), r.get("note", ""))
+        else:
+            table.add_row(name, f"{r['us_per_step']:.2f}", "" if r["kind"] == "ours" else f"{r['ours_faster_by']:.1f}x")
+    return table
+
+
 def tune_table(result) -> Table:
     table = Table(title=f"tune {result.workload.label} on {result.device} (fastest first)")
     for col in ("strategy", "tile", "ms/step", "GB/s", "% copy", "status"):

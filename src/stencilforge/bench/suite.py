@@ -45,6 +45,7 @@ from .measure import (
 )
 from .peers import DEFAULT_CPU, DEFAULT_GPU, PEERS, Peer, Unsupported
 from .projection import ProjectionWorkload, projection_rows
+from .small import SmallWorkload, small_rows
 from .workloads import Case, Workload, build_case
 
 TOLERANCE = {"float32": 1e-4, "float64": 1e-10}
@@ -66,6 +67,7 @@ class BenchOptions:
     cold_start_without: tuple[str, ...] = ()  # packages the cold-start processes cannot import
     cold_start_repeats: int = 1  # cold and warm processes per row; the median is reported
     projection: tuple[ProjectionWorkload, ...] = ()  # a solve in each step, ours against the array libraries' CG
+    small: tuple[SmallWorkload, ...] = ()  # small grids, where the host's work is a step's cost, against array loops
     progress: Callable[[str], None] | None = field(default=None, compare=False)
 
 
@@ -462,6 +464,7 @@ def run_bench(opts: BenchOptions) -> dict:
     starts = cold_start_rows(opts.cold_start, engine.name, say, opts.cold_start_without, opts.cold_start_repeats)
     chosen = opts.peers if opts.peers is not None else (DEFAULT_GPU if gpu else DEFAULT_CPU)
     projections = projection_rows(opts.projection, engine.name, chosen, opts.measure.repeats, say)
+    smalls = small_rows(opts.small, engine.name, chosen, opts.measure.repeats, say)
     return {
         "schema": SCHEMA,
         "date": now_iso(),
@@ -487,4 +490,5 @@ def run_bench(opts: BenchOptions) -> dict:
         "time_loop": loops,
         "cold_start": starts,
         "projection": projections,
+        "small": smalls,
     }
